@@ -1,0 +1,359 @@
+#!/usr/bin/env bash
+# cross/build.sh — static musl builds of tg-ws-proxy for router targets, smoke runs under
+# qemu-user, and the unit tests on big-endian MIPS. Owns: the cross toolchain install and the
+# cross build environment (RUSTFLAGS, RUSTC_BOOTSTRAP, PATH); every variable it sets lives only
+# in this process, so nothing leaks into the host `cargo test`. Must not touch: src/, tests/,
+# the host target/ dir (cross artifacts go to $CROSS_TARGET_DIR).
+#
+# The route is the one measured in shared/CROSS.md §2: Debian bookworm-security `rustc-web` +
+# `rust-web-src` (a current stable rustc with matching std source), RUSTC_BOOTSTRAP=1 to allow
+# `-Zbuild-std`, cargo-zigbuild + zig from PyPI for the musl libc/crt/libunwind and the linker,
+# and qemu-user-static to run the results. See cross/README.md.
+#
+# Usage: cross/build.sh COMMAND [ARGS]
+#   install              apt: rustc-web cargo-web rust-web-src qemu-user-static file;
+#                        pip (in a venv): ziglang, cargo-zigbuild. Retries transient failures
+#                        3x with backoff. Exit 75 if the package mirrors stayed unreachable.
+#   env                  print the toolchain this script will use (versions, paths)
+#   build TARGET...      release build per target, print stripped sizes, copy to $CROSS_DIST
+#   smoke TARGET...      run the built binary under qemu-<arch>-static: --help, genkey
+#   test-mips            `cargo test --lib` for mips-unknown-linux-musl (big-endian) under qemu
+#   ci                   build + smoke mips and mipsel, then test-mips (what `make cross-test` runs)
+#   tiny TARGET...       opt-in size build: panic=immediate-abort + optimize_for_size
+#
+# Environment (all optional):
+#   CROSS_TARGET_DIR   cargo target dir for cross builds   (default /var/tmp/tg-ws-proxy-cross)
+#   CROSS_DIST         where finished binaries are copied  (default $CROSS_TARGET_DIR/dist)
+#   CROSS_VENV         python venv holding zig + cargo-zigbuild (default /var/tmp/tg-ws-proxy-venv)
+#   CROSS_TOOLCHAIN    debian (default) | nightly (rustup nightly with the rust-src component)
+#   CROSS_LOCKED       --locked (default) or empty to let cargo update Cargo.lock
+set -euo pipefail
+
+BIN=tg-ws-proxy
+MIN_RUSTC=1.85 # Cargo.toml rust-version; Debian bookworm main's rustc-web is exactly this
+ZIGLANG_VERSION=0.17.1
+ZIGBUILD_VERSION=0.24.1
+APT_PACKAGES=(rustc-web cargo-web rust-web-src qemu-user-static file)
+# Why both flags: see cross/README.md "The MIPS static-PIE trap".
+CROSS_RUSTFLAGS="-C link-self-contained=no -C relocation-model=static"
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CROSS_TARGET_DIR="${CROSS_TARGET_DIR:-/var/tmp/tg-ws-proxy-cross}"
+CROSS_DIST="${CROSS_DIST:-$CROSS_TARGET_DIR/dist}"
+CROSS_VENV="${CROSS_VENV:-/var/tmp/tg-ws-proxy-venv}"
+CROSS_TOOLCHAIN="${CROSS_TOOLCHAIN:-debian}"
+CROSS_LOCKED="${CROSS_LOCKED---locked}"
+
+EX_TEMPFAIL=75
+
+log() { printf '[cross %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+    printf '[cross] ERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+# retry N CMD...: run CMD up to N times, sleeping 10 s, 20 s, ... between tries.
+retry() {
+    local tries=$1 n=1
+    shift
+    until "$@"; do
+        if [ "$n" -ge "$tries" ]; then
+            return 1
+        fi
+        log "attempt $n/$tries failed: $*; retrying in $((n * 10)) s"
+        sleep $((n * 10))
+        n=$((n + 1))
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
+# install
+
+need_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then
+            SUDO=sudo
+        else
+            die "install needs root (apt-get); run it as root or install sudo"
+        fi
+    else
+        SUDO=
+    fi
+}
+
+apt_install() {
+    local out
+    out="$(mktemp)"
+    # shellcheck disable=SC2086 # $SUDO is empty or "sudo"
+    if $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        "${APT_PACKAGES[@]}" 2>&1 | tee "$out"; then
+        rm -f "$out"
+        return 0
+    fi
+    if grep -q -E 'Unable to locate package|has no installation candidate' "$out"; then
+        rm -f "$out"
+        # Not a mirror hiccup: the suite that carries rustc-web is missing from sources.list.
+        printf '[cross] ERROR: apt cannot find %s; bookworm needs the bookworm-security suite\n' \
+            "${APT_PACKAGES[*]}" >&2
+        exit 1
+    fi
+    rm -f "$out"
+    return 1
+}
+
+cmd_install() {
+    local t0=$SECONDS
+    need_root
+    command -v apt-get >/dev/null 2>&1 || die "apt-get not found: this route needs Debian bookworm (see cross/README.md for rustup recipes)"
+    # shellcheck disable=SC2086
+    retry 3 $SUDO apt-get update || {
+        log "apt-get update failed 3 times"
+        exit $EX_TEMPFAIL
+    }
+    retry 3 apt_install || {
+        log "apt-get install failed 3 times"
+        exit $EX_TEMPFAIL
+    }
+    log "apt done in $((SECONDS - t0)) s"
+
+    local t1=$SECONDS py
+    py="$(command -v python3 || true)"
+    [ -n "$py" ] || die "python3 not found"
+    if [ ! -x "$CROSS_VENV/bin/python3" ]; then
+        if ! "$py" -m venv "$CROSS_VENV" 2>/dev/null; then
+            # Debian's system python ships venv separately.
+            rm -rf "$CROSS_VENV"
+            # shellcheck disable=SC2086
+            retry 3 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+                --no-install-recommends python3-venv || exit $EX_TEMPFAIL
+            /usr/bin/python3 -m venv "$CROSS_VENV" || die "cannot create venv $CROSS_VENV"
+        fi
+    fi
+    retry 3 "$CROSS_VENV/bin/python3" -m pip install -q --disable-pip-version-check \
+        "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION" || {
+        log "pip install failed 3 times"
+        exit $EX_TEMPFAIL
+    }
+    log "pip done in $((SECONDS - t1)) s"
+    setup_env
+    print_env
+    log "install done in $((SECONDS - t0)) s"
+}
+
+# ---------------------------------------------------------------------------------------------
+# environment
+
+# version_ge A B: true if dotted version A >= B.
+version_ge() {
+    [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]
+}
+
+# Sets PATH/RUSTC/CARGO and the cross flags for this process only. We do not use
+# `rustup toolchain link`: explicit paths to Debian's rustc/cargo work without any rustup state,
+# and rustup's proxies in ~/.cargo/bin cannot shadow them.
+setup_env() {
+    [ -x "$CROSS_VENV/bin/cargo-zigbuild" ] ||
+        die "cargo-zigbuild not found in $CROSS_VENV; run: cross/build.sh install"
+    # venv first (cargo-zigbuild, and the python3 that has ziglang for `python3 -m ziglang`).
+    export PATH="$CROSS_VENV/bin:/usr/bin:/bin:$PATH"
+    unset RUSTUP_TOOLCHAIN RUSTC_WRAPPER CARGO_BUILD_TARGET CARGO_TARGET_DIR
+    case "$CROSS_TOOLCHAIN" in
+    debian)
+        [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] ||
+            die "Debian rustc-web/cargo-web not installed (/usr/bin/rustc, /usr/bin/cargo); run: cross/build.sh install"
+        [ -d /usr/lib/rustlib/src/rust/library ] ||
+            die "std source missing (/usr/lib/rustlib/src/rust/library); apt-get install rust-web-src"
+        export RUSTC=/usr/bin/rustc CARGO=/usr/bin/cargo
+        # Stable rustc accepts -Z flags with this; it is what nightly does anyway.
+        export RUSTC_BOOTSTRAP=1
+        CARGO_CMD=(/usr/bin/cargo)
+        ;;
+    nightly)
+        command -v rustup >/dev/null 2>&1 || die "CROSS_TOOLCHAIN=nightly needs rustup"
+        rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src' ||
+            die "rustup nightly lacks rust-src: rustup toolchain install nightly --component rust-src"
+        RUSTC="$(rustup which --toolchain nightly rustc)"
+        CARGO="$(rustup which --toolchain nightly cargo)"
+        export RUSTC CARGO
+        CARGO_CMD=("$CARGO")
+        ;;
+    *) die "CROSS_TOOLCHAIN must be debian or nightly, not '$CROSS_TOOLCHAIN'" ;;
+    esac
+    local v
+    v="$("$RUSTC" -V | awk '{print $2}')"
+    v="${v%%-*}"
+    version_ge "$v" "$MIN_RUSTC" ||
+        die "$RUSTC is $v, need >= $MIN_RUSTC (Cargo.toml rust-version). On bookworm, rustc-web comes from bookworm-security; check that suite is in sources.list and rerun: cross/build.sh install"
+    export RUSTFLAGS="$CROSS_RUSTFLAGS"
+    export CARGO_TERM_COLOR=never
+}
+
+print_env() {
+    printf '  rustc:          %s (%s)\n' "$("$RUSTC" -V)" "$RUSTC"
+    printf '  cargo:          %s (%s)\n' "$("$CARGO" -V)" "$CARGO"
+    printf '  std source:     %s\n' "$("$RUSTC" --print sysroot)/lib/rustlib/src/rust"
+    printf '  cargo-zigbuild: %s\n' "$(cargo-zigbuild --version 2>&1 | head -n1)"
+    printf '  zig:            %s\n' "$(python3 -m ziglang version 2>&1 | head -n1)"
+    printf '  qemu:           %s\n' "$(qemu-mips-static --version 2>&1 | head -n1)"
+    printf '  RUSTFLAGS:      %s\n' "$RUSTFLAGS"
+    printf '  target dir:     %s\n' "$CROSS_TARGET_DIR"
+}
+
+# ---------------------------------------------------------------------------------------------
+# per-target facts
+
+qemu_for() {
+    case "$1" in
+    mips-*) echo qemu-mips-static ;;
+    mipsel-*) echo qemu-mipsel-static ;;
+    armv7-* | arm-*) echo qemu-arm-static ;;
+    aarch64-*) echo qemu-aarch64-static ;;
+    x86_64-*) echo qemu-x86_64-static ;;
+    *) die "no qemu mapping for target $1" ;;
+    esac
+}
+
+# Tier-3 targets (no rustup std) need -Zbuild-std; for the Debian toolchain every target does,
+# since it ships only the host std.
+build_std_flag() {
+    local what=$1 # release | test
+    if [ "$what" = test ]; then
+        echo "-Zbuild-std" # the test harness unwinds: needs the full std incl. panic_unwind
+    else
+        echo "-Zbuild-std=std,panic_abort"
+    fi
+}
+
+bin_path() { echo "$CROSS_TARGET_DIR/$1/release/$BIN"; }
+
+# ---------------------------------------------------------------------------------------------
+# build / smoke / test
+
+cmd_build() {
+    [ $# -gt 0 ] || die "usage: cross/build.sh build TARGET..."
+    setup_env
+    mkdir -p "$CROSS_DIST"
+    local t b t0 sizes=()
+    for t in "$@"; do
+        t0=$SECONDS
+        log "building $t (release, $(build_std_flag release))"
+        # shellcheck disable=SC2086 # CROSS_LOCKED is empty or one flag
+        (cd "$REPO_ROOT" && cargo-zigbuild build --release $CROSS_LOCKED --target "$t" \
+            --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag release)" --bin "$BIN")
+        b="$(bin_path "$t")"
+        [ -x "$b" ] || die "build of $t produced no $b"
+        cp "$b" "$CROSS_DIST/$BIN-$t"
+        sizes+=("$(printf '%-34s %9s B  %4d s  %s' "$t" "$(stat -c %s "$b")" "$((SECONDS - t0))" \
+            "$(file -b "$b" 2>/dev/null | cut -d, -f1-2,5- || true)")")
+    done
+    printf '\n%s\n' "stripped release binaries (size, build time, file):"
+    printf '  %s\n' "${sizes[@]}"
+    printf '  copies in %s\n\n' "$CROSS_DIST"
+}
+
+# smoke TARGET: the binary must be a static executable of the right class/endianness, print
+# help, and generate a secret, all under qemu-user.
+cmd_smoke() {
+    [ $# -gt 0 ] || die "usage: cross/build.sh smoke TARGET..."
+    setup_env
+    local t b q out
+    for t in "$@"; do
+        b="$(bin_path "$t")"
+        [ -x "$b" ] || die "$b missing; run: cross/build.sh build $t"
+        q="$(qemu_for "$t")"
+        command -v "$q" >/dev/null 2>&1 || die "$q not found; run: cross/build.sh install"
+        log "smoke $t under $q"
+        out="$(file -b "$b")"
+        echo "  file: $out"
+        case "$out" in *"statically linked"*) ;; *) die "$t: not a static executable: $out" ;; esac
+        case "$t" in
+        mips-*) case "$out" in *MSB*MIPS*) ;; *) die "$t: expected big-endian MIPS: $out" ;; esac ;;
+        mipsel-*) case "$out" in *LSB*MIPS*) ;; *) die "$t: expected little-endian MIPS: $out" ;; esac ;;
+        esac
+
+        out="$("$q" "$b" --help 2>&1)" || die "$t: '--help' exited $? under $q: $out"
+        [ -n "$out" ] || die "$t: '--help' printed nothing"
+        printf '  --help: ok (%d lines; first: %s)\n' "$(printf '%s\n' "$out" | wc -l)" \
+            "$(printf '%s\n' "$out" | head -n1)"
+
+        out="$("$q" "$b" genkey 2>&1)" || die "$t: 'genkey' exited $? under $q: $out"
+        printf '%s\n' "$out" | grep -q -E '[0-9a-fA-F]{32}' ||
+            die "$t: 'genkey' printed no 32-hex-digit secret: $out"
+        echo "  genkey: ok (printed a secret)"
+
+        # argv[0] applet selection through a symlink, as installed on a router.
+        ln -sf "$b" "$CROSS_TARGET_DIR/genkey"
+        out="$("$q" "$CROSS_TARGET_DIR/genkey" 2>&1)" || die "$t: argv[0]=genkey exited $?: $out"
+        printf '%s\n' "$out" | grep -q -E '[0-9a-fA-F]{32}' ||
+            die "$t: argv[0]=genkey printed no secret: $out"
+        rm -f "$CROSS_TARGET_DIR/genkey"
+        echo "  argv[0] genkey symlink: ok"
+    done
+}
+
+cmd_test_mips() {
+    setup_env
+    local t=mips-unknown-linux-musl t0=$SECONDS
+    command -v qemu-mips-static >/dev/null 2>&1 || die "qemu-mips-static not found; run: cross/build.sh install"
+    export CARGO_TARGET_MIPS_UNKNOWN_LINUX_MUSL_RUNNER=qemu-mips-static
+    log "unit tests (--lib) for $t under qemu-mips-static (big-endian, debug, -Zbuild-std)"
+    # `cargo zigbuild test` is rejected by cargo-zigbuild's CLI; the binary's `test` works.
+    # shellcheck disable=SC2086
+    (cd "$REPO_ROOT" && cargo-zigbuild test $CROSS_LOCKED --target "$t" \
+        --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag test)" --lib)
+    log "test-mips done in $((SECONDS - t0)) s"
+}
+
+# tiny TARGET...: the opt-in size build (CROSS.md §2: -29% on mipsel). A panic just aborts,
+# with no message or location. Output: $CROSS_DIST/$BIN-TARGET-tiny.
+cmd_tiny() {
+    [ $# -gt 0 ] || die "usage: cross/build.sh tiny TARGET..."
+    setup_env
+    export RUSTFLAGS="$CROSS_RUSTFLAGS -Zunstable-options -Cpanic=immediate-abort"
+    mkdir -p "$CROSS_DIST"
+    local t b
+    for t in "$@"; do
+        log "building tiny $t"
+        # shellcheck disable=SC2086
+        (cd "$REPO_ROOT" && cargo-zigbuild build --release $CROSS_LOCKED --target "$t" \
+            --target-dir "$CROSS_TARGET_DIR/tiny" -Zbuild-std=std,panic_abort \
+            -Zbuild-std-features=optimize_for_size --bin "$BIN")
+        b="$CROSS_TARGET_DIR/tiny/$t/release/$BIN"
+        cp "$b" "$CROSS_DIST/$BIN-$t-tiny"
+        printf '  %-34s %9s B (tiny)\n' "$t" "$(stat -c %s "$b")"
+    done
+}
+
+cmd_ci() {
+    local t0=$SECONDS
+    cmd_build mips-unknown-linux-musl mipsel-unknown-linux-musl
+    cmd_smoke mips-unknown-linux-musl mipsel-unknown-linux-musl
+    cmd_test_mips
+    log "cross ci done in $((SECONDS - t0)) s"
+}
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+main() {
+    local cmd="${1:-}"
+    [ $# -gt 0 ] && shift
+    case "$cmd" in
+    install) cmd_install ;;
+    env)
+        setup_env
+        print_env
+        ;;
+    build) cmd_build "$@" ;;
+    smoke) cmd_smoke "$@" ;;
+    test-mips) cmd_test_mips ;;
+    tiny) cmd_tiny "$@" ;;
+    ci) cmd_ci ;;
+    -h | --help | help | "") usage ;;
+    *)
+        usage >&2
+        exit 2
+        ;;
+    esac
+}
+
+main "$@"

@@ -1,0 +1,839 @@
+//! Command line and `TG_*` environment → [`Config`] for `run` (and `link`, which takes the same
+//! flags), plus the value parsers other applets share ([`parse_duration`]).
+//!
+//! Owns flag names, their environment fallbacks (a flag always wins over its variable; an empty
+//! variable counts as unset, so init scripts may export blanks), value syntax and range checks,
+//! and the one-line error shape `--flag (TG_VAR): what is wrong`. The only I/O is reading
+//! `--secret-file` (creating it with a fresh secret when missing) and checking that `--ca-file`
+//! is readable. It must not open sockets, install the logger or print: applets do that. Help
+//! texts live with their applets (`applet::run::HELP` lists every flag parsed here).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use log::{Level, LevelFilter};
+use pico_args::Arguments;
+
+use crate::config::{Config, Tier};
+use crate::mtproto::obfs2::Secret;
+use crate::rng::Rng;
+
+/// Environment lookup: returns the variable's value, `None` when unset. Injected so tests never
+/// touch the process environment.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The real environment; empty values count as unset, non-UTF-8 bytes are replaced (and then
+/// fail validation with a message naming the variable).
+pub fn process_env(name: &str) -> Option<String> {
+    let v = std::env::var_os(name)?;
+    let v = v.to_string_lossy().into_owned();
+    (!v.is_empty()).then_some(v)
+}
+
+/// A usage or configuration error: printed as ONE line `tg-ws-proxy: <Display>`, exit code 2.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CliError {
+    /// Canonical long flag the problem is about (`--port`), if any.
+    pub flag: Option<&'static str>,
+    /// Environment variable the bad value came from, if it came from one.
+    pub env: Option<&'static str>,
+    /// What is wrong; never contains a secret.
+    pub msg: String,
+}
+
+impl CliError {
+    /// An error not tied to one flag.
+    pub fn plain(msg: impl Into<String>) -> CliError {
+        CliError { flag: None, env: None, msg: msg.into() }
+    }
+
+    /// An error about `flag` (given on the command line).
+    pub fn flag(flag: &'static str, msg: impl Into<String>) -> CliError {
+        CliError { flag: Some(flag), env: None, msg: msg.into() }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.flag, self.env) {
+            (Some(flag), Some(env)) => write!(f, "{flag} ({env}): {}", self.msg),
+            (Some(flag), None) => write!(f, "{flag}: {}", self.msg),
+            (None, _) => f.write_str(&self.msg),
+        }
+    }
+}
+
+/// Maps a pico-args failure to our one-line shape.
+pub fn pico_error(e: pico_args::Error) -> CliError {
+    match e {
+        pico_args::Error::OptionWithoutAValue(flag) => CliError::flag(flag, "missing value"),
+        pico_args::Error::NonUtf8Argument => CliError::plain("an argument is not valid UTF-8"),
+        other => CliError::plain(other.to_string()),
+    }
+}
+
+/// Fails on the first argument no parser consumed (`unknown flag '--x'`). A leftover that
+/// looks like a secret is not echoed.
+pub fn reject_leftovers(args: Arguments, applet: &str) -> Result<(), CliError> {
+    let rest = args.finish();
+    let Some(first) = rest.first() else {
+        return Ok(());
+    };
+    let s = first.to_string_lossy();
+    let hint = format!("see `tg-ws-proxy {applet} --help`");
+    let msg = if s.starts_with('-') && s.len() > 1 {
+        format!("unknown flag '{s}' ({hint})")
+    } else if s.len() >= 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        format!("unexpected argument that looks like a secret: pass it as --secret or TG_SECRET ({hint})")
+    } else {
+        format!("unexpected argument '{s}' ({hint})")
+    };
+    Err(CliError::plain(msg))
+}
+
+/// The outcome of parsing `run`'s flags.
+#[derive(Clone, Debug)]
+pub struct RunArgs {
+    /// The validated configuration.
+    pub config: Config,
+    /// `--host`/`TG_HOST` was given (else `config.listen` holds the default 127.0.0.1).
+    pub host_given: bool,
+    /// Things worth logging once the logger is up (secret file created, loose permissions).
+    /// Never contains a secret.
+    pub notes: Vec<(Level, String)>,
+}
+
+/// One option: canonical long name, optional short form and alias, environment names (the
+/// first is canonical; later ones are compatibility spellings).
+struct Opt {
+    long: &'static str,
+    short: Option<&'static str>,
+    alias: Option<&'static str>,
+    env: &'static [&'static str],
+}
+
+const fn opt(long: &'static str, env: &'static [&'static str]) -> Opt {
+    Opt { long, short: None, alias: None, env }
+}
+
+const HOST: Opt = Opt { short: Some("-H"), ..opt("--host", &["TG_HOST"]) };
+const PORT: Opt = Opt { short: Some("-p"), ..opt("--port", &["TG_PORT"]) };
+const SECRET: Opt = Opt { short: Some("-s"), ..opt("--secret", &["TG_SECRET"]) };
+const SECRET_FILE: Opt = opt("--secret-file", &["TG_SECRET_FILE"]);
+const DC_IP: Opt = opt("--dc-ip", &["TG_DC_IP"]);
+const TCP_DC_IP: Opt = opt("--tcp-dc-ip", &["TG_TCP_DC_IP"]);
+const TIER_ORDER: Opt = opt("--tier-order", &["TG_TIER_ORDER"]);
+const WS_TIMEOUT: Opt = opt("--ws-connect-timeout", &["TG_WS_CONNECT_TIMEOUT"]);
+const TCP_TIMEOUT: Opt = Opt {
+    alias: Some("--tcp-fallback-timeout"),
+    ..opt("--tcp-connect-timeout", &["TG_TCP_CONNECT_TIMEOUT", "TG_TCP_FALLBACK_TIMEOUT"])
+};
+const HANDSHAKE_TIMEOUT: Opt = opt("--handshake-timeout", &["TG_HANDSHAKE_TIMEOUT"]);
+const IDLE_TIMEOUT: Opt = opt("--idle-timeout", &["TG_IDLE_TIMEOUT"]);
+const DRAIN: Opt = opt("--bad-client-drain", &["TG_BAD_CLIENT_DRAIN"]);
+const STATS: Opt = opt("--stats-interval", &["TG_STATS_INTERVAL"]);
+const MAX_CONN: Opt = opt("--max-connections", &["TG_MAX_CONNECTIONS"]);
+const BUF_KB: Opt = opt("--buf-kb", &["TG_BUF_KB"]);
+const CA_FILE: Opt = opt("--ca-file", &["TG_CA_FILE"]);
+const INSECURE: Opt = opt("--danger-accept-invalid-certs", &["TG_SKIP_TLS_VERIFY"]);
+const LOG_FILE: Opt = opt("--log-file", &["TG_LOG_FILE"]);
+const LOG_MAX_KB: Opt = opt("--log-max-kb", &["TG_LOG_MAX_KB"]);
+const VERBOSE: Opt = Opt { short: Some("-v"), ..opt("--verbose", &["TG_VERBOSE"]) };
+const QUIET: Opt = Opt { short: Some("-q"), ..opt("--quiet", &["TG_QUIET"]) };
+const LINK_IP: Opt = opt("--link-ip", &["TG_LINK_IP"]);
+
+/// Upper bound of `--max-connections` (the slab is allocated once at this size).
+pub const MAX_CONNECTIONS_LIMIT: usize = 65_536;
+/// Longest duration any flag accepts.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// A raw value with where it came from, for error messages.
+struct Val {
+    text: String,
+    flag: &'static str,
+    env: Option<&'static str>,
+}
+
+impl Val {
+    fn err(&self, msg: impl Into<String>) -> CliError {
+        CliError { flag: Some(self.flag), env: self.env, msg: msg.into() }
+    }
+
+    fn parse<T>(&self, f: impl FnOnce(&str) -> Result<T, String>) -> Result<T, CliError> {
+        f(self.text.trim()).map_err(|m| self.err(m))
+    }
+}
+
+/// All command-line values of `o` in order (short, long, then alias), without env fallback.
+fn flag_values(args: &mut Arguments, o: &Opt) -> Result<Vec<String>, CliError> {
+    let mut out: Vec<String> = match o.short {
+        Some(s) => args.values_from_str([s, o.long]),
+        None => args.values_from_str(o.long),
+    }
+    .map_err(pico_error)?;
+    if let Some(alias) = o.alias {
+        out.extend(args.values_from_str::<_, String>(alias).map_err(pico_error)?);
+    }
+    Ok(out)
+}
+
+/// The value of a single-valued option: the last command-line occurrence, else the first set
+/// environment variable, else `None`.
+fn single(args: &mut Arguments, o: &Opt, env: Env) -> Result<Option<Val>, CliError> {
+    if let Some(text) = flag_values(args, o)?.pop() {
+        return Ok(Some(Val { text, flag: o.long, env: None }));
+    }
+    Ok(env_value(o, env))
+}
+
+/// The first set environment variable of `o`.
+fn env_value(o: &Opt, env: Env) -> Option<Val> {
+    o.env.iter().find_map(|&name| env(name).map(|text| Val { text, flag: o.long, env: Some(name) }))
+}
+
+/// Items of a repeatable, comma-separated option: all command-line occurrences if any, else
+/// the environment variable's list. Blank items are skipped; a value with no item is an error.
+fn list(args: &mut Arguments, o: &Opt, env: Env) -> Result<Vec<Val>, CliError> {
+    let given = flag_values(args, o)?;
+    let (texts, from_env) = if given.is_empty() {
+        match env_value(o, env) {
+            Some(v) => (vec![v.text], v.env),
+            None => return Ok(Vec::new()),
+        }
+    } else {
+        (given, None)
+    };
+    let mut out = Vec::new();
+    for text in texts {
+        let before = out.len();
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            out.push(Val { text: item.to_string(), flag: o.long, env: from_env });
+        }
+        if out.len() == before {
+            return Err(CliError { flag: Some(o.long), env: from_env, msg: "empty value".into() });
+        }
+    }
+    Ok(out)
+}
+
+/// A switch: how often it was given on the command line (`from_flag = true`), else 1/0 from
+/// its boolean environment variable.
+fn switch(args: &mut Arguments, o: &Opt, env: Env) -> Result<(u32, bool), CliError> {
+    let mut n = 0;
+    while match o.short {
+        Some(s) => args.contains([s, o.long]),
+        None => args.contains(o.long),
+    } {
+        n += 1;
+    }
+    if n > 0 {
+        return Ok((n, true));
+    }
+    match env_value(o, env) {
+        Some(v) => Ok((u32::from(v.parse(parse_bool)?), false)),
+        None => Ok((0, false)),
+    }
+}
+
+/// Parses every `run` flag (and its env fallback) from `args` into a validated [`Config`].
+/// Consumes what it recognises; the caller then calls [`reject_leftovers`]. May create the
+/// `--secret-file` (see `RunArgs::notes`); that happens last, after every other check passed.
+pub fn parse_run(args: &mut Arguments, env: Env) -> Result<RunArgs, CliError> {
+    // Valued options first, switches last: a switch search must not eat a flag's value.
+    let host = single(args, &HOST, env)?;
+    let port = single(args, &PORT, env)?;
+    let secrets = list(args, &SECRET, env)?;
+    let secret_file = single(args, &SECRET_FILE, env)?;
+    let dc_ip = list(args, &DC_IP, env)?;
+    let tcp_dc_ip = list(args, &TCP_DC_IP, env)?;
+    let tier_order = single(args, &TIER_ORDER, env)?;
+    let ws_timeout = single(args, &WS_TIMEOUT, env)?;
+    let tcp_timeout = single(args, &TCP_TIMEOUT, env)?;
+    let handshake_timeout = single(args, &HANDSHAKE_TIMEOUT, env)?;
+    let idle_timeout = single(args, &IDLE_TIMEOUT, env)?;
+    let drain = single(args, &DRAIN, env)?;
+    let stats = single(args, &STATS, env)?;
+    let max_conn = single(args, &MAX_CONN, env)?;
+    let buf_kb = single(args, &BUF_KB, env)?;
+    let ca_file = single(args, &CA_FILE, env)?;
+    let log_file = single(args, &LOG_FILE, env)?;
+    let log_max_kb = single(args, &LOG_MAX_KB, env)?;
+    let link_ip = single(args, &LINK_IP, env)?;
+    let (insecure, _) = switch(args, &INSECURE, env)?;
+    let verbose = switch(args, &VERBOSE, env)?;
+    let quiet = switch(args, &QUIET, env)?;
+
+    let mut c = Config::with_secrets(Vec::new());
+    if let Some(v) = &host {
+        c.listen.set_ip(v.parse(parse_ip)?);
+    }
+    if let Some(v) = &port {
+        c.listen.set_port(v.parse(|s| s.parse::<u16>().map_err(|_| "not a port number (0-65535)".into()))?);
+    }
+    if !dc_ip.is_empty() {
+        c.ws_addrs = dc_map(&dc_ip)?;
+    }
+    c.tcp_addrs = dc_map(&tcp_dc_ip)?;
+    if let Some(v) = &tier_order {
+        c.tier_order = v.parse(parse_tier_order)?;
+    }
+    let timeouts = [
+        (&ws_timeout, &mut c.ws_connect_timeout, false),
+        (&tcp_timeout, &mut c.tcp_connect_timeout, false),
+        (&handshake_timeout, &mut c.handshake_timeout, false),
+        (&idle_timeout, &mut c.idle_timeout, false),
+        (&drain, &mut c.bad_client_drain, true),
+        (&stats, &mut c.stats_interval, true),
+    ];
+    for (val, slot, zero_ok) in timeouts {
+        if let Some(v) = val {
+            let d = v.parse(parse_duration)?;
+            if d.is_zero() && !zero_ok {
+                return Err(v.err("must be greater than 0"));
+            }
+            *slot = d;
+        }
+    }
+    if let Some(v) = &max_conn {
+        c.max_connections = v.parse(|s| parse_in_range(s, 1, MAX_CONNECTIONS_LIMIT as u64))? as usize;
+    }
+    if let Some(v) = &buf_kb {
+        c.buf_size = v.parse(|s| parse_in_range(s, 4, 1024))? as usize * 1024;
+    }
+    if let Some(v) = &ca_file {
+        let path = PathBuf::from(&v.text);
+        v.parse(|_| check_readable_file(&path))?;
+        c.ca_file = Some(path);
+    }
+    c.accept_invalid_certs = insecure > 0;
+    if let Some(v) = &log_file {
+        c.log_file = Some(PathBuf::from(&v.text));
+    }
+    if let Some(v) = &log_max_kb {
+        c.log_max_bytes = v.parse(|s| parse_in_range(s, 1, 4 * 1024 * 1024))? * 1024;
+    }
+    if let Some(v) = &link_ip {
+        c.link_ip = Some(v.parse(parse_link_host)?);
+    }
+    c.log_level = log_level(verbose, quiet)?;
+
+    // Secrets last: creating a secret file must not happen for a command line that fails.
+    let mut notes = Vec::new();
+    for v in &secrets {
+        c.secrets.push(v.parse(|s| Secret::parse(s).map_err(|e| format!("invalid secret: {e}")))?);
+    }
+    if let Some(v) = &secret_file {
+        let (file_secrets, note) = load_or_create_secret_file(Path::new(&v.text)).map_err(|m| v.err(m))?;
+        c.secrets.extend(file_secrets);
+        notes.extend(note);
+    }
+    if c.secrets.is_empty() {
+        return Err(CliError::flag(
+            "--secret",
+            "no secret configured: set TG_SECRET, pass --secret-file PATH (created with a fresh \
+             secret if missing), or make one with `tg-ws-proxy genkey`",
+        ));
+    }
+    let mut unique: Vec<Secret> = Vec::with_capacity(c.secrets.len());
+    for s in c.secrets.drain(..) {
+        if !unique.contains(&s) {
+            unique.push(s);
+        }
+    }
+    c.secrets = unique;
+    Ok(RunArgs { config: c, host_given: host.is_some(), notes })
+}
+
+/// `-v`/`-q` (counts, from_flag) → level. Command-line switches override the environment; the
+/// two together from the same source are an error.
+fn log_level(verbose: (u32, bool), quiet: (u32, bool)) -> Result<LevelFilter, CliError> {
+    let ((v, v_flag), (q, q_flag)) = (verbose, quiet);
+    let (v, q) = match (v_flag, q_flag) {
+        (true, false) => (v, 0),
+        (false, true) => (0, q),
+        _ => (v, q),
+    };
+    if v > 0 && q > 0 {
+        let env = (!v_flag).then_some("TG_QUIET");
+        return Err(CliError { flag: Some("--quiet"), env, msg: "cannot be combined with --verbose".into() });
+    }
+    Ok(match (v, q) {
+        (0, 0) => LevelFilter::Info,
+        (0, _) => LevelFilter::Warn,
+        (1, _) => LevelFilter::Debug,
+        _ => LevelFilter::Trace,
+    })
+}
+
+/// Items of a `DC:IP[:PORT]` list → map (a later item for the same DC wins).
+fn dc_map(items: &[Val]) -> Result<BTreeMap<u16, SocketAddr>, CliError> {
+    let mut map = BTreeMap::new();
+    for v in items {
+        let (dc, addr) = v.parse(parse_dc_addr)?;
+        map.insert(dc, addr);
+    }
+    Ok(map)
+}
+
+/// Duration syntax shared by every applet: a decimal number with an optional unit `ms`, `s`
+/// (default), `m` or `h`: `10`, `0.5`, `250ms`, `2s`, `1.5m`. At most [`MAX_DURATION`];
+/// sub-nanosecond fractions are truncated. No sign, no exponent, no inner spaces.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let bad = || format!("'{s}' is not a duration (examples: 10, 0.5, 250ms, 2s, 1m)");
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let unit_ns: u128 = match unit {
+        "" | "s" => 1_000_000_000,
+        "ms" => 1_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => return Err(bad()),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let dotted = num.contains('.');
+    if (int.is_empty() && frac.is_empty()) || (dotted && frac.is_empty()) || frac.contains('.') {
+        return Err(bad());
+    }
+    let too_large = || format!("'{s}' is too large (at most 24h)");
+    let int: u128 = if int.is_empty() { 0 } else { int.parse().map_err(|_| too_large())? };
+    let frac = &frac[..frac.len().min(12)];
+    let frac_ns = if frac.is_empty() {
+        0
+    } else {
+        // 12 digits at most: < 10^12, times < 3.6·10^12, fits u128 easily.
+        let digits: u128 = frac.parse().map_err(|_| bad())?;
+        digits * unit_ns / 10u128.pow(frac.len() as u32)
+    };
+    let total = int.checked_mul(unit_ns).and_then(|n| n.checked_add(frac_ns)).ok_or_else(too_large)?;
+    if total > MAX_DURATION.as_nanos() {
+        return Err(too_large());
+    }
+    Ok(Duration::from_nanos(total as u64))
+}
+
+/// `1`, `true`, `yes`, `on` → true; `0`, `false`, `no`, `off` → false (any case).
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!("'{s}' is not a boolean (use 1/true/yes or 0/false/no)")),
+    }
+}
+
+/// An IP address, IPv6 optionally in brackets (`[::]`).
+pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
+    let inner = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
+    inner.parse().map_err(|_| format!("'{s}' is not an IP address"))
+}
+
+/// `DC:IP[:PORT]` with an IPv4 address or a bracketed IPv6 one (`2:[2001:db8::1]:443`); DC is
+/// 1..=32767 (fits the init's i16), PORT 1..=65535, default 443.
+pub fn parse_dc_addr(s: &str) -> Result<(u16, SocketAddr), String> {
+    let shape = "expected DC:IP[:PORT] (IPv6 in brackets)";
+    let (dc, rest) = s.split_once(':').ok_or_else(|| format!("'{s}': {shape}"))?;
+    let dc: u16 = match dc.trim().parse() {
+        Ok(n) if (1..=32_767).contains(&n) => n,
+        _ => return Err(format!("'{s}': DC must be a number 1-32767")),
+    };
+    let (ip, port): (IpAddr, Option<&str>) = if let Some(r) = rest.strip_prefix('[') {
+        let (ip, after) = r.split_once(']').ok_or_else(|| format!("'{s}': missing ']'"))?;
+        let ip = ip.parse::<std::net::Ipv6Addr>().map_err(|_| format!("'{s}': bad IPv6 address"))?;
+        let port = match after {
+            "" => None,
+            a => Some(a.strip_prefix(':').ok_or_else(|| format!("'{s}': {shape}"))?),
+        };
+        (IpAddr::V6(ip), port)
+    } else {
+        if rest.matches(':').count() > 1 {
+            return Err(format!("'{s}': IPv6 addresses need brackets: DC:[IPv6]:PORT"));
+        }
+        let (ip, port) = match rest.split_once(':') {
+            Some((ip, p)) => (ip, Some(p)),
+            None => (rest, None),
+        };
+        let ip = ip.parse::<std::net::Ipv4Addr>().map_err(|_| format!("'{s}': bad IPv4 address"))?;
+        (IpAddr::V4(ip), port)
+    };
+    let port = match port {
+        None => 443,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 => n,
+            _ => return Err(format!("'{s}': port must be 1-65535")),
+        },
+    };
+    Ok((dc, SocketAddr::new(ip, port)))
+}
+
+/// `ws,tcp`: known tier names, each at most once, at least one.
+pub fn parse_tier_order(s: &str) -> Result<Vec<Tier>, String> {
+    let mut tiers = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let tier = Tier::parse(name).ok_or_else(|| format!("unknown tier '{name}' (known: ws, tcp)"))?;
+        if tiers.contains(&tier) {
+            return Err(format!("tier '{name}' listed twice"));
+        }
+        tiers.push(tier);
+    }
+    if tiers.is_empty() {
+        return Err("must name at least one tier (ws, tcp)".into());
+    }
+    Ok(tiers)
+}
+
+/// A host for links: an IP address or a DNS name (letters, digits, `-`, dots; ≤ 253 chars).
+pub fn parse_link_host(s: &str) -> Result<String, String> {
+    if let Ok(ip) = parse_ip(s) {
+        return Ok(ip.to_string());
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    let name = s.strip_suffix('.').unwrap_or(s);
+    if name.len() <= 253 && name.split('.').all(label_ok) {
+        Ok(name.to_string())
+    } else {
+        Err(format!("'{s}' is neither an IP address nor a host name"))
+    }
+}
+
+fn parse_in_range(s: &str, min: u64, max: u64) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' must be a whole number {min}-{max}")),
+    }
+}
+
+fn check_readable_file(path: &Path) -> Result<(), String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    match f.metadata() {
+        Ok(m) if m.is_file() => Ok(()),
+        _ => Err(format!("{} is not a regular file", path.display())),
+    }
+}
+
+/// Secrets in a secret file's text: one per line or comma-separated, `#` starts a comment.
+/// Errors name the line, never the secret. Zero secrets is an error.
+pub fn parse_secret_text(text: &str) -> Result<Vec<Secret>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("");
+        for item in line.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            out.push(Secret::parse(item).map_err(|e| format!("line {}: invalid secret: {e}", i + 1))?);
+        }
+    }
+    if out.is_empty() {
+        return Err("contains no secret".into());
+    }
+    Ok(out)
+}
+
+/// Reads the secrets in `path`, or, if it does not exist, creates it (mode 0600, exclusive
+/// create) holding one fresh plain secret. Returns the secrets and a note to log.
+fn load_or_create_secret_file(path: &Path) -> Result<(Vec<Secret>, Option<(Level, String)>), String> {
+    let shown = path.display();
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let secrets = parse_secret_text(&text).map_err(|e| format!("{shown}: {e}"))?;
+            let mode = std::fs::metadata(path).map(|m| m.permissions().mode()).unwrap_or(0);
+            let note = (mode & 0o077 != 0).then(|| {
+                (Level::Warn, format!("secret file {shown} is readable by others (mode {:o}); chmod 600 it", mode & 0o777))
+            });
+            Ok((secrets, note))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut rng = Rng::new().map_err(|e| format!("no OS randomness to create {shown}: {e}"))?;
+            let secret = Secret::generate(&mut rng);
+            let text = format!(
+                "# tg-ws-proxy secret file: one secret per line (32 hex, dd…, ee…), # comments.\n{}\n",
+                secret.key_hex()
+            );
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| format!("cannot create {shown}: {e}"))?;
+            f.write_all(text.as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| format!("cannot write {shown}: {e}"))?;
+            let note = format!("created secret file {shown} with a new secret (mode 0600); `tg-ws-proxy link --secret-file {shown}` prints the links");
+            Ok((vec![secret], Some((Level::Info, note))))
+        }
+        Err(e) => Err(format!("cannot read {shown}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+    fn args(v: &[&str]) -> Arguments {
+        Arguments::from_vec(v.iter().map(|s| s.into()).collect())
+    }
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+    }
+
+    fn parse(v: &[&str], env: &'static [(&'static str, &'static str)]) -> Result<RunArgs, CliError> {
+        let mut a = args(v);
+        let r = parse_run(&mut a, &env_of(env))?;
+        reject_leftovers(a, "run")?;
+        Ok(r)
+    }
+
+    fn err_line(v: &[&str], env: &'static [(&'static str, &'static str)]) -> String {
+        parse(v, env).expect_err("should fail").to_string()
+    }
+
+    #[test]
+    fn durations() {
+        let ms = |n| Ok(Duration::from_millis(n));
+        assert_eq!(parse_duration("10"), ms(10_000));
+        assert_eq!(parse_duration("0.5"), ms(500));
+        assert_eq!(parse_duration("250ms"), ms(250));
+        assert_eq!(parse_duration("2s"), ms(2_000));
+        assert_eq!(parse_duration("1m"), ms(60_000));
+        assert_eq!(parse_duration("1.5m"), ms(90_000));
+        assert_eq!(parse_duration("24h"), ms(86_400_000));
+        assert_eq!(parse_duration(".25"), ms(250));
+        assert_eq!(parse_duration(" 3 "), ms(3_000));
+        assert_eq!(parse_duration("0"), ms(0));
+        assert_eq!(parse_duration("0.0015ms"), Ok(Duration::from_nanos(1_500)));
+        for bad in ["", "s", "-1", "1.", "1..2", "1.2.3", "2 s", "1e3", "5d", "10sec", ".", "ms"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(parse_duration("25h").unwrap_err().contains("too large"));
+        assert!(parse_duration("99999999999999999999999999999999999999999").is_err());
+    }
+
+    #[test]
+    fn dc_addr_forms() {
+        let sa = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(parse_dc_addr("2:149.154.167.220"), Ok((2, sa("149.154.167.220:443"))));
+        assert_eq!(parse_dc_addr("4:127.0.0.1:8443"), Ok((4, sa("127.0.0.1:8443"))));
+        assert_eq!(parse_dc_addr("203:[2001:db8::1]"), Ok((203, sa("[2001:db8::1]:443"))));
+        assert_eq!(parse_dc_addr("5:[::1]:9"), Ok((5, sa("[::1]:9"))));
+        for bad in [
+            "2", "0:1.2.3.4", "40000:1.2.3.4", "x:1.2.3.4", "2:1.2.3", "2:1.2.3.4:0", "2:1.2.3.4:70000",
+            "2:2001:db8::1", "2:[1.2.3.4]", "2:[::1", "2:[::1]443", "2:host.example", "2:",
+        ] {
+            assert!(parse_dc_addr(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(parse_dc_addr("2:2001:db8::1").unwrap_err().contains("brackets"));
+    }
+
+    #[test]
+    fn tier_orders() {
+        assert_eq!(parse_tier_order("tcp, ws"), Ok(vec![Tier::Tcp, Tier::Ws]));
+        assert_eq!(parse_tier_order("tcp"), Ok(vec![Tier::Tcp]));
+        assert!(parse_tier_order("ws,ws").unwrap_err().contains("twice"));
+        assert!(parse_tier_order("ws,cf").unwrap_err().contains("unknown tier 'cf'"));
+        assert!(parse_tier_order(" , ").is_err());
+    }
+
+    #[test]
+    fn defaults_with_env_secret() {
+        let r = parse(&[], &[("TG_SECRET", KEY)]).unwrap();
+        let c = &r.config;
+        assert_eq!(c.listen, "127.0.0.1:1443".parse().unwrap());
+        assert!(!r.host_given);
+        assert_eq!(c.secrets.len(), 1);
+        assert_eq!(c.tier_order, vec![Tier::Ws, Tier::Tcp]);
+        assert_eq!(c.ws_addrs.len(), 2);
+        assert_eq!(c.log_level, LevelFilter::Info);
+        assert_eq!(c.log_max_bytes, 1024 * 1024);
+        assert!(!c.accept_invalid_certs);
+        assert!(r.notes.is_empty());
+    }
+
+    #[test]
+    fn flag_wins_over_env() {
+        let env: &[(&str, &str)] = &[
+            ("TG_SECRET", "ffffffffffffffffffffffffffffffff"),
+            ("TG_PORT", "1000"),
+            ("TG_HOST", "0.0.0.0"),
+            ("TG_DC_IP", "1:10.0.0.1"),
+            ("TG_IDLE_TIMEOUT", "5"),
+            ("TG_QUIET", "yes"),
+        ];
+        let r = parse(
+            &["-p", "2000", "--host", "::1", "--secret", KEY, "--dc-ip", "2:10.0.0.2", "-v"],
+            env,
+        )
+        .unwrap();
+        let c = &r.config;
+        assert_eq!(c.listen, "[::1]:2000".parse().unwrap());
+        assert_eq!(c.secrets.len(), 1);
+        assert_eq!(c.secrets[0].key_hex(), KEY);
+        assert_eq!(c.ws_addrs.keys().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(c.idle_timeout, Duration::from_secs(5), "env used when no flag");
+        assert_eq!(c.log_level, LevelFilter::Debug, "-v flag beats TG_QUIET");
+        // Env alone applies.
+        let r = parse(&[], env).unwrap();
+        assert_eq!(r.config.listen, "0.0.0.0:1000".parse().unwrap());
+        assert!(r.host_given);
+        assert_eq!(r.config.ws_addrs[&1], "10.0.0.1:443".parse().unwrap());
+        assert_eq!(r.config.log_level, LevelFilter::Warn);
+    }
+
+    #[test]
+    fn repeated_and_listed_values() {
+        let r = parse(
+            &["-s", KEY, "--secret", &format!("dd{KEY},{KEY}"), "--dc-ip", "2:10.0.0.2,4:10.0.0.4:444",
+              "--dc-ip", "2:10.0.0.9", "--port", "1", "--port", "0", "--tcp-fallback-timeout", "1.5"],
+            &[],
+        )
+        .unwrap();
+        let c = &r.config;
+        assert_eq!(c.secrets.len(), 2, "duplicate plain secret folded, dd kept");
+        assert_eq!(c.ws_addrs[&2], "10.0.0.9:443".parse().unwrap(), "last DC entry wins");
+        assert_eq!(c.ws_addrs[&4], "10.0.0.4:444".parse().unwrap());
+        assert_eq!(c.listen.port(), 0, "last --port wins");
+        assert_eq!(c.tcp_connect_timeout, Duration::from_millis(1500));
+        let r = parse(&["-s", KEY], &[("TG_TCP_FALLBACK_TIMEOUT", "3")]).unwrap();
+        assert_eq!(r.config.tcp_connect_timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn every_setting_parses() {
+        let r = parse(
+            &["-s", KEY, "--tcp-dc-ip", "2:10.1.1.1", "--tier-order", "tcp", "--ws-connect-timeout", "3",
+              "--tcp-connect-timeout", "4", "--handshake-timeout", "250ms", "--idle-timeout", "1m",
+              "--bad-client-drain", "0", "--stats-interval", "0", "--max-connections", "7", "--buf-kb", "4",
+              "--danger-accept-invalid-certs", "--log-file", "/tmp/x.log", "--log-max-kb", "2",
+              "--link-ip", "router.lan", "-v", "-v"],
+            &[],
+        )
+        .unwrap();
+        let c = &r.config;
+        assert_eq!(c.tcp_addrs[&2], "10.1.1.1:443".parse().unwrap());
+        assert_eq!(c.tier_order, vec![Tier::Tcp]);
+        assert_eq!(c.ws_connect_timeout, Duration::from_secs(3));
+        assert_eq!(c.tcp_connect_timeout, Duration::from_secs(4));
+        assert_eq!(c.handshake_timeout, Duration::from_millis(250));
+        assert_eq!(c.idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.bad_client_drain, Duration::ZERO);
+        assert_eq!(c.stats_interval, Duration::ZERO);
+        assert_eq!(c.max_connections, 7);
+        assert_eq!(c.buf_size, 4096);
+        assert!(c.accept_invalid_certs);
+        assert_eq!(c.log_file.as_deref(), Some(Path::new("/tmp/x.log")));
+        assert_eq!(c.log_max_bytes, 2048);
+        assert_eq!(c.link_ip.as_deref(), Some("router.lan"));
+        assert_eq!(c.log_level, LevelFilter::Trace);
+    }
+
+    #[test]
+    fn errors_name_the_flag_and_the_env_var() {
+        let s: &[(&str, &str)] = &[("TG_SECRET", KEY)];
+        assert_eq!(err_line(&["--port", "x"], s), "--port: not a port number (0-65535)");
+        assert_eq!(
+            err_line(&[], &[("TG_SECRET", KEY), ("TG_PORT", "70000")]),
+            "--port (TG_PORT): not a port number (0-65535)"
+        );
+        assert!(err_line(&["--port"], s).starts_with("--port: missing value"));
+        assert!(err_line(&["--bogus"], s).starts_with("unknown flag '--bogus'"));
+        assert!(err_line(&["stray"], s).starts_with("unexpected argument 'stray'"));
+        assert!(!err_line(&[KEY], s).contains(KEY));
+        assert!(err_line(&["--idle-timeout", "0"], s).starts_with("--idle-timeout: must be greater than 0"));
+        assert!(err_line(&[], &[("TG_SECRET", KEY), ("TG_HANDSHAKE_TIMEOUT", "x")])
+            .starts_with("--handshake-timeout (TG_HANDSHAKE_TIMEOUT): "));
+        assert!(err_line(&["--max-connections", "0"], s).starts_with("--max-connections: "));
+        assert!(err_line(&["--buf-kb", "2048"], s).starts_with("--buf-kb: "));
+        assert!(err_line(&["--tier-order", "ws,quic"], s).starts_with("--tier-order: unknown tier"));
+        assert!(err_line(&["--dc-ip", ""], s).starts_with("--dc-ip: empty value"));
+        assert!(err_line(&["--host", "localhost"], s).starts_with("--host: "));
+        assert!(err_line(&["--ca-file", "/nonexistent/ca.pem"], s).starts_with("--ca-file: cannot read"));
+        assert!(err_line(&["-v", "-q"], s).starts_with("--quiet: cannot be combined"));
+        assert!(err_line(&[], &[("TG_SECRET", KEY), ("TG_VERBOSE", "1"), ("TG_QUIET", "1")])
+            .starts_with("--quiet (TG_QUIET): "));
+        assert!(err_line(&[], &[("TG_SECRET", KEY), ("TG_SKIP_TLS_VERIFY", "maybe")])
+            .starts_with("--danger-accept-invalid-certs (TG_SKIP_TLS_VERIFY): "));
+        assert!(err_line(&["--link-ip", "bad_name!"], s).starts_with("--link-ip: "));
+        let bad_secret = err_line(&[], &[("TG_SECRET", "0123456789abcdefXYZ")]);
+        assert!(bad_secret.starts_with("--secret (TG_SECRET): invalid secret"), "{bad_secret}");
+        assert!(!bad_secret.contains("0123456789abcdefXYZ"));
+    }
+
+    #[test]
+    fn missing_secret_suggests_genkey_and_secret_file() {
+        let e = err_line(&[], &[]);
+        assert!(e.starts_with("--secret: no secret configured"), "{e}");
+        assert!(e.contains("tg-ws-proxy genkey") && e.contains("--secret-file"));
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tgwp-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn secret_file_is_created_once_then_reused() {
+        let dir = temp_dir("create");
+        let path = dir.join("secret");
+        let p = path.to_str().unwrap();
+        let first = parse(&["--secret-file", p], &[]).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(first.notes.len(), 1);
+        assert!(first.notes[0].1.contains(p));
+        let key = first.config.secrets[0].key_hex();
+        assert!(!first.notes[0].1.contains(&key), "note must not show the secret");
+        let second = parse(&["--secret-file", p], &[]).unwrap();
+        assert_eq!(second.config.secrets[0].key_hex(), key);
+        assert!(second.notes.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn secret_file_errors() {
+        let dir = temp_dir("errors");
+        let missing_dir = dir.join("no/such/dir/secret");
+        let e = err_line(&["--secret-file", missing_dir.to_str().unwrap()], &[]);
+        assert!(e.starts_with("--secret-file: cannot create"), "{e}");
+        let path = dir.join("s");
+        std::fs::write(&path, format!("# keys\n{KEY}\nnot-hex\n")).unwrap();
+        let e = err_line(&["--secret-file", path.to_str().unwrap()], &[]);
+        assert!(e.contains("line 3: invalid secret"), "{e}");
+        std::fs::write(&path, "# nothing\n\n").unwrap();
+        assert!(err_line(&["--secret-file", path.to_str().unwrap()], &[]).contains("contains no secret"));
+        std::fs::write(&path, format!("{KEY} # main\ndd{KEY}, ee{KEY}6578616d706c652e636f6d\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let r = parse(&["--secret-file", path.to_str().unwrap()], &[]).unwrap();
+        assert_eq!(r.config.secrets.len(), 3);
+        assert_eq!(r.notes[0].0, Level::Warn);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bools_and_link_hosts() {
+        for t in ["1", "TRUE", "yes", "on"] {
+            assert_eq!(parse_bool(t), Ok(true));
+        }
+        for f in ["0", "false", "No", "off"] {
+            assert_eq!(parse_bool(f), Ok(false));
+        }
+        assert!(parse_bool("2").is_err());
+        assert_eq!(parse_link_host("[::1]"), Ok("::1".to_string()));
+        assert_eq!(parse_link_host("proxy.example.org."), Ok("proxy.example.org".to_string()));
+        for bad in ["", "-a.b", "a..b", "a_b", "a b", &"x".repeat(64)] {
+            assert!(parse_link_host(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Validated, immutable run configuration and its defaults.
+//!
+//! `cli` turns argv/env into a [`Config`]; nothing here touches sockets. Derived limits (slab
+//! capacity from `RLIMIT_NOFILE`) are computed here so the reactor only reads numbers.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::mtproto::obfs2::Secret;
+
+/// One upstream tier of the ladder. Issue 2 has `ws` and `tcp`; the ladder issue adds more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tier {
+    /// Telegram's own WebSocket front (`kwsN.web.telegram.org` at the `--dc-ip` address).
+    Ws,
+    /// Raw obfuscated2 over TCP to the DC address (last resort).
+    Tcp,
+}
+
+impl Tier {
+    /// Lower-case name used in flags and logs (`ws`, `tcp`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Ws => "ws",
+            Tier::Tcp => "tcp",
+        }
+    }
+
+    /// Parses a tier name as written in `--tier-order`.
+    pub fn parse(s: &str) -> Option<Tier> {
+        match s {
+            "ws" => Some(Tier::Ws),
+            "tcp" => Some(Tier::Tcp),
+            _ => None,
+        }
+    }
+}
+
+/// Everything `run` needs, validated. Durations are wall-clock spans on the monotonic clock.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Listen address (`--host`, `--port`); default `127.0.0.1:1443`. Port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Accepted client secrets (`--secret a,b`, `--secret-file`, `TG_SECRET`), at least one.
+    pub secrets: Vec<Secret>,
+    /// WS-tier target per DC number (`--dc-ip DC:IP[:PORT]`, port default 443).
+    /// Default: DC 2 and 4 → 149.154.167.220:443 (PROTOCOL.md §3.4).
+    pub ws_addrs: BTreeMap<u16, SocketAddr>,
+    /// TCP-tier target overrides per DC number (`--tcp-dc-ip DC:IP[:PORT]`); DCs not listed use
+    /// the built-in table (`mtproto::dc`) on port 443.
+    pub tcp_addrs: BTreeMap<u16, SocketAddr>,
+    /// Ordered tiers to try (`--tier-order`, default `ws,tcp`).
+    pub tier_order: Vec<Tier>,
+    /// Bound on TCP connect + TLS + WS upgrade for one `ws` attempt (`--ws-connect-timeout`, 10 s).
+    pub ws_connect_timeout: Duration,
+    /// Bound on a `tcp` tier connect (`--tcp-connect-timeout`, 10 s).
+    pub tcp_connect_timeout: Duration,
+    /// Total deadline for a client's 64-byte init (`--handshake-timeout`, 10 s).
+    pub handshake_timeout: Duration,
+    /// Close a session with no payload either way for this long (`--idle-timeout`, 600 s).
+    pub idle_timeout: Duration,
+    /// How long a rejected client is drained before close (`--bad-client-drain`, 2 s).
+    pub bad_client_drain: Duration,
+    /// Slab capacity: concurrent client sessions (`--max-connections`, default from RLIMIT_NOFILE).
+    pub max_connections: usize,
+    /// Per relay buffer size in bytes (`--buf-kb`, default 16 KiB; two per session).
+    pub buf_size: usize,
+    /// Extra trust anchors in PEM (`--ca-file`), added to the bundled web PKI roots.
+    pub ca_file: Option<PathBuf>,
+    /// Skip certificate verification (`--danger-accept-invalid-certs`); logged as a warning.
+    pub accept_invalid_certs: bool,
+    /// Interval of the periodic stats line (`--stats-interval`, 300 s; 0 disables).
+    pub stats_interval: Duration,
+    /// Most verbose level logged (`-q` → Warn, default Info, `-v` → Debug, `-v -v` → Trace).
+    pub log_level: log::LevelFilter,
+    /// Append log lines to this file instead of stderr (`--log-file`); `None` = stderr.
+    pub log_file: Option<PathBuf>,
+    /// Size cap of `log_file` in bytes before its one rotation to `PATH.1` (`--log-max-kb`,
+    /// default 1024 KiB).
+    pub log_max_bytes: u64,
+    /// Host (IP address or DNS name) put in printed links (`--link-ip`); `None` = detect.
+    pub link_ip: Option<String>,
+}
+
+/// Default listen port, as in the other implementations.
+pub const DEFAULT_PORT: u16 = 1443;
+
+/// Default `--log-max-kb`: the log file is rotated once it would exceed 1 MiB.
+pub const DEFAULT_LOG_MAX_KB: u64 = 1024;
+
+impl Config {
+    /// A config with every default and the given secrets: the shape `cli` starts from.
+    pub fn with_secrets(secrets: Vec<Secret>) -> Config {
+        let front: SocketAddr = "149.154.167.220:443".parse().expect("literal address");
+        let mut ws_addrs = BTreeMap::new();
+        ws_addrs.insert(2, front);
+        ws_addrs.insert(4, front);
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
+            secrets,
+            ws_addrs,
+            tcp_addrs: BTreeMap::new(),
+            tier_order: vec![Tier::Ws, Tier::Tcp],
+            ws_connect_timeout: Duration::from_secs(10),
+            tcp_connect_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(600),
+            bad_client_drain: Duration::from_secs(2),
+            max_connections: default_max_connections(nofile_limit()),
+            buf_size: 16 * 1024,
+            ca_file: None,
+            accept_invalid_certs: false,
+            stats_interval: Duration::from_secs(300),
+            log_level: log::LevelFilter::Info,
+            log_file: None,
+            log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,
+            link_ip: None,
+        }
+    }
+}
+
+/// Soft `RLIMIT_NOFILE` read from `/proc/self/limits` (no libc needed); `None` if unknown or
+/// unlimited.
+pub fn nofile_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line.split_whitespace().nth(3)?;
+    soft.parse().ok()
+}
+
+/// Sessions that fit in `nofile` descriptors: each session holds a client socket plus up to two
+/// upstream sockets while connecting; 32 are kept for the listener, poll, logs and spares.
+/// Unknown limit → 512; never below 4.
+pub fn default_max_connections(nofile: Option<u64>) -> usize {
+    match nofile {
+        None => 512,
+        Some(n) => ((n.saturating_sub(32)) / 3).clamp(4, 65_536) as usize,
+    }
+}

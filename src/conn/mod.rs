@@ -1,0 +1,351 @@
+//! Client sessions: one slab slot each, a hand-written state machine per session.
+//!
+//! ```text
+//! accept ─► Handshake ─► Connecting ─► Relay ─► (closed, one log line)
+//!              │ bad init      │ all attempts failed
+//!              ▼               ▼
+//!           Draining ───────► closed
+//! ```
+//! `handshake` reads and checks the 64-byte init, `connect` runs upstream attempts down the
+//! tier order, `relay` moves bytes. This module owns the session struct, event dispatch and the
+//! close path. The reactor owns the slab, the poll and the clock; everything reaches a session
+//! through [`Ctx`]. Existing sessions never consult route state after they are connected.
+
+mod connect;
+mod handshake;
+mod relay;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use log::info;
+use mio::net::TcpStream;
+use mio::{Interest, Registry};
+
+use crate::config::{Config, Tier};
+use crate::error::CloseReason;
+use crate::logging::RateLimited;
+use crate::mtproto::dc::DcId;
+use crate::rng::Rng;
+use crate::stats::{human_bytes, Stats};
+use crate::timer::{TimerId, Wheel};
+use crate::token::{self, Role};
+
+use connect::Connecting;
+use relay::Relay;
+
+/// How long a session may keep flushing after one side closed (ms): bounds half-close.
+pub const LINGER_MS: u64 = 2_000;
+
+/// Rounds of read/process/write per wake-up before yielding to other sessions.
+pub const PUMP_ROUNDS: usize = 16;
+
+/// What a timer is for. Session timers carry slot and connection id; stale ones are dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerKind {
+    /// The client's init deadline.
+    Handshake,
+    /// Upstream attempt `i`'s deadline.
+    Attempt(u8),
+    /// Idle check (lazily re-armed).
+    Idle,
+    /// End of a bad client's drain, or of the post-close linger.
+    Linger,
+    /// Periodic stats line (global).
+    Stats,
+    /// Resume accepting after descriptor exhaustion (global).
+    AcceptResume,
+}
+
+/// A timer entry.
+#[derive(Clone, Copy, Debug)]
+pub struct TimerEv {
+    /// Slab slot (`u32::MAX` for global timers).
+    pub slot: u32,
+    /// Connection id of the session that armed it.
+    pub conn_id: u32,
+    /// What it is for.
+    pub kind: TimerKind,
+}
+
+/// Borrows of reactor-owned state a session may use while handling one event.
+pub struct Ctx<'a> {
+    /// Milliseconds on the reactor's monotonic clock, read once per loop iteration.
+    pub now: u64,
+    /// Run configuration.
+    pub cfg: &'a Config,
+    /// Raw 16-byte keys of `cfg.secrets`, in order.
+    pub keys: &'a [[u8; 16]],
+    /// For registering upstream sockets.
+    pub registry: &'a Registry,
+    /// Timer wheel.
+    pub wheel: &'a mut Wheel<TimerEv>,
+    /// Randomness for relay inits and WS masks.
+    pub rng: &'a mut Rng,
+    /// Shared TLS client config.
+    pub tls: &'a Arc<rustls::ClientConfig>,
+    /// Counters.
+    pub stats: &'a mut Stats,
+    /// Folds repeated bad-client log lines.
+    pub bad_log: &'a mut RateLimited,
+    /// Our own listen address (never dialled).
+    pub listen: SocketAddr,
+}
+
+/// Result of handling an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Waiting for I/O or timers.
+    Idle,
+    /// Has more work (fairness cap hit); the reactor calls [`Conn::resume`] soon.
+    Again,
+    /// Finished: remove from the slab (the close line was already logged).
+    Closed,
+}
+
+enum Phase {
+    Handshake(handshake::Handshake),
+    Draining(CloseReason),
+    Connecting(Box<Connecting>),
+    Relay(Box<Relay>),
+    Closed,
+}
+
+/// Readiness remembered between edges (mio is edge-triggered).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Ready {
+    /// Readable edge seen and not yet drained to `WouldBlock`.
+    pub read: bool,
+    /// Writable edge seen and no `WouldBlock` since.
+    pub write: bool,
+}
+
+/// One client session.
+pub struct Conn {
+    /// Connection id (wrapping counter), carried by tokens and timers.
+    pub id: u32,
+    slot: usize,
+    client: TcpStream,
+    client_ready: Ready,
+    peer: SocketAddr,
+    started: u64,
+    phase: Phase,
+    timer: Option<TimerId>,
+    idle_timer: Option<TimerId>,
+    last_activity: u64,
+    info: SessionInfo,
+}
+
+/// What the close line reports.
+#[derive(Default)]
+struct SessionInfo {
+    dc: Option<DcId>,
+    tier: Option<Tier>,
+    target: String,
+    connected_ms: Option<u64>,
+    first_down_ms: Option<u64>,
+    bytes_up: u64,
+    bytes_down: u64,
+}
+
+impl Conn {
+    /// Registers an accepted client and arms its handshake deadline.
+    ///
+    /// Errors: registration failed (the socket is dropped by the caller's return).
+    pub fn accept(
+        slot: usize,
+        id: u32,
+        mut client: TcpStream,
+        peer: SocketAddr,
+        ctx: &mut Ctx<'_>,
+    ) -> std::io::Result<Conn> {
+        let _ = client.set_nodelay(true);
+        ctx.registry.register(
+            &mut client,
+            token::encode(slot, id, Role::Client),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        let deadline = ctx.now + ctx.cfg.handshake_timeout.as_millis() as u64;
+        let timer = ctx.wheel.insert(
+            deadline,
+            TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Handshake },
+        );
+        Ok(Conn {
+            id,
+            slot,
+            client,
+            client_ready: Ready::default(),
+            peer,
+            started: ctx.now,
+            phase: Phase::Handshake(handshake::Handshake::new()),
+            timer: Some(timer),
+            idle_timer: None,
+            last_activity: ctx.now,
+            info: SessionInfo::default(),
+        })
+    }
+
+    /// Handles a readiness edge for one of this session's sockets.
+    pub fn on_event(&mut self, role: Role, readable: bool, writable: bool, ctx: &mut Ctx<'_>) -> Status {
+        match role {
+            Role::Client => {
+                self.client_ready.read |= readable;
+                self.client_ready.write |= writable;
+            }
+            Role::Up(i) => match &mut self.phase {
+                Phase::Connecting(c) => c.mark_ready(i, readable, writable),
+                Phase::Relay(r) => r.mark_upstream(readable, writable),
+                _ => {}
+            },
+        }
+        self.resume(ctx)
+    }
+
+    /// Runs the state machine until it waits, finishes, or hits the fairness cap.
+    pub fn resume(&mut self, ctx: &mut Ctx<'_>) -> Status {
+        for _ in 0..PUMP_ROUNDS {
+            let step = match &mut self.phase {
+                Phase::Handshake(_) => self.step_handshake(ctx),
+                Phase::Draining(_) => self.step_drain(ctx),
+                Phase::Connecting(_) => self.step_connecting(ctx),
+                Phase::Relay(_) => self.step_relay(ctx),
+                Phase::Closed => return Status::Closed,
+            };
+            match step {
+                Step::Wait => return Status::Idle,
+                Step::Progress => continue,
+                Step::Close(reason) => {
+                    self.close(reason, ctx);
+                    return Status::Closed;
+                }
+            }
+        }
+        Status::Again
+    }
+
+    /// Handles a timer addressed to this session (already checked for staleness).
+    pub fn on_timer(&mut self, kind: TimerKind, ctx: &mut Ctx<'_>) -> Status {
+        let step = match kind {
+            TimerKind::Handshake => {
+                self.timer = None;
+                match self.phase {
+                    Phase::Handshake(ref h) => Step::Close(h.timeout_reason()),
+                    _ => Step::Progress,
+                }
+            }
+            TimerKind::Linger => {
+                self.timer = None;
+                match self.phase {
+                    Phase::Draining(reason) => Step::Close(reason),
+                    Phase::Relay(ref r) => Step::Close(r.linger_reason()),
+                    _ => Step::Progress,
+                }
+            }
+            TimerKind::Attempt(i) => self.attempt_timeout(i, ctx),
+            TimerKind::Idle => {
+                self.idle_timer = None;
+                let idle_ms = ctx.cfg.idle_timeout.as_millis() as u64;
+                if ctx.now.saturating_sub(self.last_activity) >= idle_ms {
+                    Step::Close(CloseReason::IdleTimeout)
+                } else {
+                    self.arm_idle(self.last_activity + idle_ms, ctx);
+                    Step::Progress
+                }
+            }
+            TimerKind::Stats | TimerKind::AcceptResume => Step::Progress,
+        };
+        match step {
+            Step::Close(reason) => {
+                self.close(reason, ctx);
+                Status::Closed
+            }
+            _ => self.resume(ctx),
+        }
+    }
+
+    /// Remaining slot bookkeeping for the reactor.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    fn arm(&mut self, at: u64, kind: TimerKind, ctx: &mut Ctx<'_>) {
+        if let Some(t) = self.timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        self.timer = Some(ctx.wheel.insert(at, self.timer_ev(kind)));
+    }
+
+    fn arm_idle(&mut self, at: u64, ctx: &mut Ctx<'_>) {
+        if let Some(t) = self.idle_timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        self.idle_timer = Some(ctx.wheel.insert(at, self.timer_ev(TimerKind::Idle)));
+    }
+
+    fn timer_ev(&self, kind: TimerKind) -> TimerEv {
+        TimerEv { slot: self.slot as u32, conn_id: self.id, kind }
+    }
+
+    /// Ends the session: cancels timers, logs the close line, updates counters. Sockets are
+    /// closed when the `Conn` is dropped by the reactor.
+    fn close(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) {
+        if matches!(self.phase, Phase::Closed) {
+            return;
+        }
+        if let Some(t) = self.timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        if let Some(t) = self.idle_timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        let old = std::mem::replace(&mut self.phase, Phase::Closed);
+        match old {
+            Phase::Connecting(mut c) => c.cancel_all(ctx),
+            Phase::Relay(mut r) => r.shutdown(),
+            _ => {}
+        }
+        let _ = self.client.shutdown(std::net::Shutdown::Both);
+        let zero = self.info.bytes_down == 0 && reason.side() == crate::error::Side::Client;
+        ctx.stats.record_close(reason, zero && self.info.dc.is_some());
+        ctx.stats.bytes_up += self.info.bytes_up;
+        ctx.stats.bytes_down += self.info.bytes_down;
+        if self.info.dc.is_none() {
+            // Never got past the handshake: the bad-client line (if any) was already logged.
+            log::debug!("client {} closed before a session: {reason}", self.peer);
+            return;
+        }
+        let dur = ctx.now.saturating_sub(self.started);
+        let ttfb = match self.info.first_down_ms {
+            Some(t) => format!("{}ms", t.saturating_sub(self.started)),
+            None => "-".to_string(),
+        };
+        let connect = match self.info.connected_ms {
+            Some(t) => format!("{}ms", t.saturating_sub(self.started)),
+            None => "-".to_string(),
+        };
+        info!(
+            "session {} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}",
+            self.peer,
+            self.info.dc.map(|d| d.label()).unwrap_or_else(|| "-".into()),
+            self.info.tier.map(|t| t.name()).unwrap_or("-"),
+            if self.info.target.is_empty() { "-" } else { &self.info.target },
+            connect,
+            ttfb,
+            human_bytes(self.info.bytes_up),
+            human_bytes(self.info.bytes_down),
+            dur as f64 / 1000.0,
+            reason.side().name(),
+            reason,
+        );
+    }
+}
+
+/// Outcome of one state-machine step.
+enum Step {
+    /// Blocked on I/O or a timer.
+    Wait,
+    /// Made progress; run another round.
+    Progress,
+    /// Close the session for this reason.
+    Close(CloseReason),
+}

@@ -1,0 +1,193 @@
+//! Why things ended: [`CloseReason`] for sessions and [`Failure`] for upstream attempts.
+//!
+//! One `Copy` vocabulary shared by the session close line, the stats counters and (later) the
+//! route health logic. Nothing here does I/O.
+
+use std::fmt;
+
+/// Which side ended a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The Telegram client on the LAN.
+    Client,
+    /// The upstream (Telegram DC, front, or intermediary).
+    Upstream,
+    /// The proxy itself (deadline, limit, protocol error).
+    Proxy,
+}
+
+impl Side {
+    /// Lower-case name for logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Upstream => "upstream",
+            Side::Proxy => "proxy",
+        }
+    }
+}
+
+/// Why a session was closed. Logged once per session, counted in stats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Orderly end of stream from the client.
+    ClientEof,
+    /// Client reset or vanished.
+    ClientReset,
+    /// Orderly end of stream (or WS close) from upstream.
+    UpstreamEof,
+    /// Upstream reset, TLS failure or vanished mid-session.
+    UpstreamReset,
+    /// The WebSocket peer sent a close frame with this code (0 = none given).
+    WsClose(u16),
+    /// The client did not complete its 64-byte init before `--handshake-timeout`.
+    HandshakeTimeout,
+    /// The client closed before completing its init.
+    HandshakeEof,
+    /// The init did not decrypt to a known tag with any secret (wrong secret or garbage).
+    BadInit,
+    /// The client spoke HTTP to the MTProto port.
+    HttpRequest,
+    /// The client spoke TLS to the plain MTProto port.
+    TlsClientHello,
+    /// The DC index in the init is unusable (0) or has no route.
+    NoRoute,
+    /// Every upstream attempt failed; the client is closed so it can reconnect.
+    UpstreamUnreachable,
+    /// No payload either way for `--idle-timeout`.
+    IdleTimeout,
+    /// A transport packet or WS frame broke the protocol (too long, bad opcode…).
+    ProtocolError,
+    /// The slab was full when the client connected.
+    SlabFull,
+    /// Socket could not be created (e.g. out of descriptors).
+    LocalResource,
+}
+
+impl CloseReason {
+    /// Stable lower-case name for logs and stats.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseReason::ClientEof => "client-eof",
+            CloseReason::ClientReset => "client-reset",
+            CloseReason::UpstreamEof => "upstream-eof",
+            CloseReason::UpstreamReset => "upstream-reset",
+            CloseReason::WsClose(_) => "ws-close",
+            CloseReason::HandshakeTimeout => "handshake-timeout",
+            CloseReason::HandshakeEof => "handshake-eof",
+            CloseReason::BadInit => "bad-init",
+            CloseReason::HttpRequest => "http-request",
+            CloseReason::TlsClientHello => "tls-to-plain-port",
+            CloseReason::NoRoute => "no-route",
+            CloseReason::UpstreamUnreachable => "upstream-unreachable",
+            CloseReason::IdleTimeout => "idle-timeout",
+            CloseReason::ProtocolError => "protocol-error",
+            CloseReason::SlabFull => "slab-full",
+            CloseReason::LocalResource => "local-resource",
+        }
+    }
+
+    /// Which side caused it.
+    pub fn side(self) -> Side {
+        match self {
+            CloseReason::ClientEof
+            | CloseReason::ClientReset
+            | CloseReason::HandshakeEof
+            | CloseReason::BadInit
+            | CloseReason::HttpRequest
+            | CloseReason::TlsClientHello => Side::Client,
+            CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_) => {
+                Side::Upstream
+            }
+            _ => Side::Proxy,
+        }
+    }
+
+    /// All reasons, for stats tables (`WsClose` represented once).
+    pub const ALL: [CloseReason; 16] = [
+        CloseReason::ClientEof,
+        CloseReason::ClientReset,
+        CloseReason::UpstreamEof,
+        CloseReason::UpstreamReset,
+        CloseReason::WsClose(0),
+        CloseReason::HandshakeTimeout,
+        CloseReason::HandshakeEof,
+        CloseReason::BadInit,
+        CloseReason::HttpRequest,
+        CloseReason::TlsClientHello,
+        CloseReason::NoRoute,
+        CloseReason::UpstreamUnreachable,
+        CloseReason::IdleTimeout,
+        CloseReason::ProtocolError,
+        CloseReason::SlabFull,
+        CloseReason::LocalResource,
+    ];
+
+    /// Index into [`CloseReason::ALL`].
+    pub fn index(self) -> usize {
+        let name = self.name();
+        CloseReason::ALL.iter().position(|r| r.name() == name).unwrap_or(0)
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseReason::WsClose(code) => write!(f, "ws-close({code})"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// Why one upstream attempt failed. Distinct classes, each with a non-empty name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// No TCP/TLS/upgrade completion before the attempt deadline.
+    Timeout,
+    /// TCP connect refused.
+    Refused,
+    /// Reset or closed during connect/TLS/upgrade.
+    Reset,
+    /// TLS handshake or certificate failure.
+    Tls,
+    /// Non-101 HTTP status on the upgrade (302, 403, 429, 5xx…).
+    Http(u16),
+    /// 101 but a protocol violation, or closed before the response completed.
+    ClosedEarly,
+    /// Local failure creating the socket (descriptors exhausted…).
+    Local,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Timeout => f.write_str("timeout"),
+            Failure::Refused => f.write_str("refused"),
+            Failure::Reset => f.write_str("reset"),
+            Failure::Tls => f.write_str("tls-error"),
+            Failure::Http(code) => write!(f, "http-{code}"),
+            Failure::ClosedEarly => f.write_str("closed-early"),
+            Failure::Local => f.write_str("local-error"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_distinct_and_indexed() {
+        for (i, r) in CloseReason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i);
+            assert!(!r.name().is_empty());
+        }
+        let mut names: Vec<_> = CloseReason::ALL.iter().map(|r| r.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), CloseReason::ALL.len());
+        assert_eq!(CloseReason::WsClose(1000).to_string(), "ws-close(1000)");
+        assert_eq!(CloseReason::WsClose(1000).index(), CloseReason::WsClose(0).index());
+        assert_eq!(Failure::Http(302).to_string(), "http-302");
+    }
+}

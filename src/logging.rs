@@ -1,0 +1,380 @@
+//! The process logger (`log` facade backend) and the [`RateLimited`] folding helper.
+//!
+//! Owns where log lines go (stderr, or `--log-file` with a size cap and ONE rotation to
+//! `PATH.1`) and their one-line format. It must not decide *what* is logged or at which level:
+//! callers do (session close lines and the stats line live in `stats`). Nothing here reads the
+//! monotonic clock the reactor owns; [`RateLimited`] takes time as a parameter.
+//!
+//! Timestamps are UTC wall time (`2026-11-30T12:34:56.789Z`). Routers boot with a wrong clock
+//! that NTP corrects minutes later, so the first lines after boot may carry a 1970 or build-date
+//! stamp; we accept that because (a) line order in the file stays true regardless, (b) once the
+//! clock is synced the stamps line up with the user's experience ("it broke at 21:00") and with
+//! other hosts' logs, which monotonic seconds-since-start never would, and (c) UTC needs no time
+//! zone database. Under procd, logd adds its own stamp too; the duplication is harmless.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use log::{LevelFilter, Log, Metadata, Record};
+
+/// Installs the global logger. `level` bounds our own crate's records; other crates (rustls)
+/// are capped at `Info` unless `level` is `Trace`. `file = None` writes to stderr; otherwise
+/// lines are appended to `file`, and when the next line would push it past `max_bytes` it is
+/// renamed to `PATH.1` (replacing an older one) and a fresh `PATH` is started. `max_bytes` of 0
+/// is treated as 1 (rotate before every line), never as "unbounded".
+///
+/// Errors: the file cannot be opened for appending (message names the path), or a logger was
+/// already installed.
+pub fn init(level: LevelFilter, file: Option<&Path>, max_bytes: u64) -> Result<(), String> {
+    let sink = match file {
+        None => Sink::Stderr,
+        Some(path) => Sink::File(Mutex::new(LogFile::open(path, max_bytes)?)),
+    };
+    let logger: &'static Logger = Box::leak(Box::new(Logger { level, sink }));
+    log::set_logger(logger).map_err(|_| "a logger is already installed".to_string())?;
+    log::set_max_level(level);
+    Ok(())
+}
+
+/// Folds repeated identical warnings: at most one line per `interval_ms`, and the line that is
+/// let through reports how many were swallowed since the previous one.
+///
+/// Pure: time is a parameter (milliseconds on the caller's monotonic clock).
+#[derive(Clone, Debug)]
+pub struct RateLimited {
+    interval_ms: u64,
+    /// When the last line was allowed; `None` before the first.
+    last_ms: Option<u64>,
+    suppressed: u64,
+}
+
+impl RateLimited {
+    /// A limiter allowing one line per `interval_ms` milliseconds (0 = allow every line).
+    pub fn new(interval_ms: u64) -> RateLimited {
+        RateLimited {
+            interval_ms,
+            last_ms: None,
+            suppressed: 0,
+        }
+    }
+
+    /// Asks whether a line may be logged at `now_ms`. `Some(n)`: log it, mentioning `n` lines
+    /// suppressed since the last one (the counter is reset); `None`: stay quiet (counted).
+    /// The first call is always allowed. A clock that steps backwards only delays the next line.
+    pub fn allow(&mut self, now_ms: u64) -> Option<u64> {
+        let due = match self.last_ms {
+            None => true,
+            Some(last) => now_ms.saturating_sub(last) >= self.interval_ms,
+        };
+        if due {
+            self.last_ms = Some(now_ms);
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed = self.suppressed.saturating_add(1);
+            None
+        }
+    }
+
+    /// Lines swallowed since the last allowed one (for a periodic flush in the stats line).
+    pub fn suppressed(&self) -> u64 {
+        self.suppressed
+    }
+}
+
+/// Where formatted lines go.
+enum Sink {
+    Stderr,
+    File(Mutex<LogFile>),
+}
+
+struct Logger {
+    level: LevelFilter,
+    sink: Sink,
+}
+
+impl Log for Logger {
+    fn enabled(&self, meta: &Metadata) -> bool {
+        let own = meta.target().starts_with(env!("CARGO_CRATE_NAME"));
+        let cap = if own || self.level == LevelFilter::Trace {
+            self.level
+        } else {
+            self.level.min(LevelFilter::Info)
+        };
+        meta.level() <= cap
+    }
+
+    fn log(&self, record: &Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let line = format_line(SystemTime::now(), record);
+        match &self.sink {
+            Sink::Stderr => {
+                // A failed stderr write has nowhere to be reported.
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            }
+            Sink::File(file) => {
+                // A poisoned lock only means another thread panicked mid-write; keep logging.
+                let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+                file.write_line(line.as_bytes());
+            }
+        }
+    }
+
+    fn flush(&self) {
+        if let Sink::File(file) = &self.sink {
+            let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = file.file.flush();
+        }
+    }
+}
+
+/// `--log-file` state: the open file, its current size and the cap.
+struct LogFile {
+    path: PathBuf,
+    file: File,
+    size: u64,
+    max_bytes: u64,
+    /// Set after the first write/rotate error was reported on stderr (reported once).
+    failed: bool,
+}
+
+impl LogFile {
+    fn open(path: &Path, max_bytes: u64) -> Result<LogFile, String> {
+        let file = open_append(path)?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            file,
+            size,
+            max_bytes: max_bytes.max(1),
+            failed: false,
+        })
+    }
+
+    /// Appends one whole line, rotating first if it would not fit under the cap (a line longer
+    /// than the cap still goes into a fresh file, so nothing is dropped).
+    fn write_line(&mut self, line: &[u8]) {
+        let len = line.len() as u64;
+        if self.size > 0 && self.size.saturating_add(len) > self.max_bytes {
+            if let Err(e) = self.rotate() {
+                self.report(&e);
+            }
+        }
+        match self.file.write_all(line) {
+            Ok(()) => self.size = self.size.saturating_add(len),
+            Err(e) => self.report(&format!("cannot write {}: {e}", self.path.display())),
+        }
+    }
+
+    /// `PATH` → `PATH.1` (replacing it), then a fresh empty `PATH`.
+    fn rotate(&mut self) -> Result<(), String> {
+        let mut old = self.path.clone().into_os_string();
+        old.push(".1");
+        std::fs::rename(&self.path, &old)
+            .map_err(|e| format!("cannot rotate {}: {e}", self.path.display()))?;
+        self.file = open_append(&self.path)?;
+        self.size = 0;
+        Ok(())
+    }
+
+    fn report(&mut self, msg: &str) {
+        if !self.failed {
+            self.failed = true;
+            eprintln!("tg-ws-proxy: log file: {msg} (further errors not shown)");
+        }
+    }
+}
+
+fn open_append(path: &Path) -> Result<File, String> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+}
+
+/// One record as one line: `2026-11-30T12:34:56.789Z INFO message`, with `[target]` before the
+/// message for records from other crates, and a trailing newline. Embedded newlines in the
+/// message are replaced so a record can never forge a second line.
+fn format_line(now: SystemTime, record: &Record) -> String {
+    let mut line = utc_timestamp(now);
+    line.push(' ');
+    line.push_str(record.level().as_str());
+    line.push(' ');
+    let target = record.target();
+    if !target.starts_with(env!("CARGO_CRATE_NAME")) {
+        line.push('[');
+        line.push_str(target);
+        line.push_str("] ");
+    }
+    let msg = record.args().to_string();
+    line.extend(msg.chars().map(|c| if c == '\n' || c == '\r' { ' ' } else { c }));
+    line.push('\n');
+    line
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for `t` (times before 1970 print as the epoch).
+pub fn utc_timestamp(t: SystemTime) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (y, m, d) = civil_from_days(secs / 86_400);
+    let sod = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        since.subsec_millis()
+    )
+}
+
+/// Proleptic Gregorian (year, month 1..=12, day 1..=31) of `days` since 1970-01-01.
+/// Works in 400-year eras of 146 097 days whose years start on 1 March, so the leap day is the
+/// last day of a year and month lengths follow the 153-day five-month pattern.
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    // 719 468 days from 0000-03-01 to 1970-01-01.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097; // day of era, 0..=146096
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // year of era, 0..=399
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // day of the March-based year
+    let mp = (5 * doy + 2) / 153; // March = 0
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = era * 400 + yoe + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rate_limited_folds_and_reports_the_count() {
+        let mut r = RateLimited::new(1000);
+        assert_eq!(r.allow(5_000), Some(0));
+        assert_eq!(r.allow(5_001), None);
+        assert_eq!(r.allow(5_999), None);
+        assert_eq!(r.suppressed(), 2);
+        assert_eq!(r.allow(6_000), Some(2));
+        assert_eq!(r.suppressed(), 0);
+        assert_eq!(r.allow(6_500), None);
+        assert_eq!(r.allow(9_000), Some(1));
+        assert_eq!(r.allow(20_000), Some(0));
+    }
+
+    #[test]
+    fn rate_limited_backwards_clock_only_delays() {
+        let mut r = RateLimited::new(100);
+        assert_eq!(r.allow(1_000), Some(0));
+        assert_eq!(r.allow(10), None);
+        assert_eq!(r.allow(1_100), Some(1));
+    }
+
+    #[test]
+    fn rate_limited_zero_interval_allows_all() {
+        let mut r = RateLimited::new(0);
+        for t in [0, 0, 1, 1] {
+            assert_eq!(r.allow(t), Some(0));
+        }
+    }
+
+    #[test]
+    fn utc_timestamps_known_dates() {
+        let at = |s: u64, ms: u64| UNIX_EPOCH + Duration::from_millis(s * 1000 + ms);
+        assert_eq!(utc_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc_timestamp(at(951_782_400, 7)), "2000-02-29T00:00:00.007Z");
+        assert_eq!(utc_timestamp(at(951_868_799, 999)), "2000-02-29T23:59:59.999Z");
+        assert_eq!(utc_timestamp(at(1_709_251_199, 0)), "2024-02-29T23:59:59.000Z");
+        assert_eq!(utc_timestamp(at(4_107_542_400, 0)), "2100-03-01T00:00:00.000Z");
+        assert_eq!(utc_timestamp(at(1_234_567_890, 0)), "2009-02-13T23:31:30.000Z");
+        assert_eq!(
+            utc_timestamp(UNIX_EPOCH - Duration::from_secs(5)),
+            "1970-01-01T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn civil_dates_round_trip_every_day_for_four_centuries() {
+        // Walk day by day from 1970 and check the calendar advances by exactly one day.
+        let (mut y, mut m, mut d) = (1970, 1, 1);
+        for days in 0..146_097 + 365 * 30 {
+            assert_eq!(civil_from_days(days), (y, m, d), "day {days}");
+            let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+            let len = match m {
+                2 if leap => 29,
+                2 => 28,
+                4 | 6 | 9 | 11 => 30,
+                _ => 31,
+            };
+            d += 1;
+            if d > len {
+                d = 1;
+                m += 1;
+                if m > 12 {
+                    m = 1;
+                    y += 1;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn format_line_marks_foreign_targets_and_flattens_newlines() {
+        let t = UNIX_EPOCH + Duration::from_secs(60);
+        let own = format_line(
+            t,
+            &Record::builder()
+                .level(log::Level::Warn)
+                .target("tg_ws_proxy::conn")
+                .args(format_args!("a\nb"))
+                .build(),
+        );
+        assert_eq!(own, "1970-01-01T00:01:00.000Z WARN a b\n");
+        let other = format_line(
+            t,
+            &Record::builder()
+                .level(log::Level::Info)
+                .target("rustls::client")
+                .args(format_args!("x"))
+                .build(),
+        );
+        assert_eq!(other, "1970-01-01T00:01:00.000Z INFO [rustls::client] x\n");
+    }
+
+    #[test]
+    fn log_file_rotates_once_at_the_cap() {
+        let dir = std::env::temp_dir().join(format!("tgwp-logtest-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("proxy.log");
+        let mut f = LogFile::open(&path, 25).expect("open");
+        f.write_line(b"0123456789\n"); // 11
+        f.write_line(b"abcdefghij\n"); // 22
+        assert!(!dir.join("proxy.log.1").exists());
+        f.write_line(b"ABCDEFGHIJ\n"); // would be 33 > 25: rotate first
+        assert_eq!(
+            std::fs::read_to_string(dir.join("proxy.log.1")).expect("rotated"),
+            "0123456789\nabcdefghij\n"
+        );
+        assert_eq!(std::fs::read_to_string(&path).expect("log"), "ABCDEFGHIJ\n");
+        f.write_line(b"0123456789\n");
+        f.write_line(b"zzzzzzzzzz\n"); // rotate again: the old .1 is replaced
+        assert_eq!(
+            std::fs::read_to_string(dir.join("proxy.log.1")).expect("rotated"),
+            "ABCDEFGHIJ\n0123456789\n"
+        );
+        assert_eq!(std::fs::read_to_string(&path).expect("log"), "zzzzzzzzzz\n");
+        assert!(!dir.join("proxy.log.1.1").exists());
+        // Reopening continues from the existing size.
+        drop(f);
+        let f = LogFile::open(&path, 25).expect("reopen");
+        assert_eq!(f.size, 11);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

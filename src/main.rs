@@ -1,0 +1,125 @@
+//! Binary entry: argv (and argv[0]) → applet → exit code. No sockets, no state.
+//!
+//! Busybox style: a symlink named after an applet (`probe` → `tg-ws-proxy`) runs that applet;
+//! otherwise the first argument may name one, and with none `run` is used. This file owns only
+//! that dispatch, the top-level `--help`/`--version`, and splitting `--flag=value` into two
+//! arguments; flags belong to the applets (`tg_ws_proxy::applet`).
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use pico_args::Arguments;
+use tg_ws_proxy::applet::{genkey, link, probe, run};
+
+/// Applet names, in the order shown by `--help`.
+const APPLETS: [&str; 5] = ["run", "probe", "link", "genkey", "check"];
+
+const OVERVIEW: &str = "\
+tg-ws-proxy: MTProto proxy for home routers (Telegram over WebSocket/TLS, with fallback tiers)
+
+Usage: tg-ws-proxy [APPLET] [FLAGS]
+       APPLET [FLAGS]            (through a symlink named after the applet)
+
+Applets:
+  run       serve Telegram clients (the default when no applet is named)
+  probe     talk to a proxy like the Telegram app does and time the answer
+  link      print tg:// and https://t.me/proxy links for the configured secrets
+  genkey    print a fresh random secret
+  check     probe every configured route (not yet implemented)
+
+  tg-ws-proxy APPLET --help   flags of one applet (`tg-ws-proxy help APPLET` works too)
+  -h, --help                  this overview
+  -V, --version               print the version
+";
+
+fn main() {
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next().unwrap_or_default();
+    let rest: Vec<OsString> = argv.collect();
+    std::process::exit(dispatch(&argv0, rest));
+}
+
+/// Chooses and runs the applet; returns the exit code.
+fn dispatch(argv0: &OsString, mut rest: Vec<OsString>) -> i32 {
+    let own_name = Path::new(argv0).file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let applet = if APPLETS.contains(&own_name) {
+        own_name.to_string()
+    } else {
+        match rest.first().and_then(|a| a.to_str()) {
+            Some("-h" | "--help") => {
+                print!("{OVERVIEW}");
+                return 0;
+            }
+            Some("-V" | "--version") => {
+                println!("tg-ws-proxy {}", env!("CARGO_PKG_VERSION"));
+                return 0;
+            }
+            Some("help") => {
+                rest.remove(0);
+                return help(rest.first().and_then(|a| a.to_str()));
+            }
+            Some(a) if APPLETS.contains(&a) => {
+                let a = a.to_string();
+                rest.remove(0);
+                a
+            }
+            Some(a) if !a.starts_with('-') => {
+                eprintln!("tg-ws-proxy: unknown applet '{a}' (known: {})", APPLETS.join(", "));
+                return 2;
+            }
+            _ => "run".to_string(),
+        }
+    };
+    let args = Arguments::from_vec(split_eq(rest));
+    match applet.as_str() {
+        "run" => run::main(args),
+        "probe" => probe::main(args),
+        "link" => link::main(args),
+        "genkey" => genkey::main(args),
+        _ => {
+            eprintln!("tg-ws-proxy: {applet}: not yet implemented");
+            2
+        }
+    }
+}
+
+/// `help [APPLET]`: the overview, or that applet's text.
+fn help(applet: Option<&str>) -> i32 {
+    let text = match applet {
+        None => OVERVIEW,
+        Some("run") => run::HELP,
+        Some("probe") => probe::HELP,
+        Some("link") => link::HELP,
+        Some("genkey") => genkey::HELP,
+        Some(other) => {
+            eprintln!("tg-ws-proxy: no help for '{other}' (known: {})", APPLETS[..4].join(", "));
+            return 2;
+        }
+    };
+    print!("{text}");
+    0
+}
+
+/// `--flag=value` → `--flag`, `value` (pico-args is built without `=` support). Short flags and
+/// anything after a bare `--` are left alone.
+fn split_eq(args: Vec<OsString>) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut literal = false;
+    for a in args {
+        match a.to_str() {
+            Some("--") => {
+                literal = true;
+                out.push(a);
+            }
+            Some(s) if !literal && s.starts_with("--") => match s.split_once('=') {
+                Some((flag, value)) => {
+                    out.push(flag.into());
+                    out.push(value.into());
+                }
+                None => out.push(a),
+            },
+            _ => out.push(a),
+        }
+    }
+    out
+}

@@ -1,0 +1,8 @@
+//! Socket-facing code. `io` triages `WouldBlock`, `tcp` opens non-blocking connects, `tls` is the
+//! only rustls user, `ws` the only tungstenite user, `wsframe` the sans-IO RFC 6455 frame codec.
+
+pub mod io;
+pub mod tcp;
+pub mod tls;
+pub mod ws;
+pub mod wsframe;

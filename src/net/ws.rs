@@ -1,0 +1,119 @@
+//! The only tungstenite user: the WebSocket upgrade (RFC 6455 §4) driven non-blockingly.
+//!
+//! [`Upgrade::start`] writes the HTTP upgrade request through a [`TlsStream`];
+//! [`Upgrade::advance`] is called on every readiness edge until the `101` is verified
+//! (accept key, requested subprotocol echoed). After that the stream is handed back and the
+//! relay speaks frames itself through `wsframe` — tungstenite never holds a message in memory.
+
+use std::io;
+
+use tungstenite::client::IntoClientRequest;
+use tungstenite::handshake::client::ClientHandshake;
+use tungstenite::handshake::{HandshakeError, MidHandshake};
+use tungstenite::http::HeaderValue;
+
+use crate::net::tls::TlsStream;
+
+/// How an upgrade failed. Keeps the failure classes the health logic needs apart.
+#[derive(Debug)]
+pub enum UpgradeError {
+    /// The server answered with a non-101 HTTP status; `retry_after` is the `Retry-After`
+    /// header in seconds when present and numeric.
+    Status { code: u16, retry_after: Option<u32> },
+    /// Socket or TLS failure (see `net::tls::is_tls_error`).
+    Io(io::Error),
+    /// The server answered 101 but broke the protocol (bad accept key, missing subprotocol…),
+    /// or closed before a complete response.
+    Protocol(String),
+}
+
+impl std::fmt::Display for UpgradeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpgradeError::Status { code, .. } => write!(f, "HTTP {code}"),
+            UpgradeError::Io(e) => write!(f, "{e}"),
+            UpgradeError::Protocol(s) => write!(f, "upgrade: {s}"),
+        }
+    }
+}
+
+/// Progress of an upgrade.
+pub enum Step {
+    /// Upgraded: the stream is ready for frames.
+    Done(Box<TlsStream>),
+    /// Waiting for the socket; call `advance` again on the next edge.
+    Pending,
+    /// Failed; the stream is dropped.
+    Failed(UpgradeError),
+}
+
+/// An upgrade in progress (owns the TLS stream until it finishes).
+pub struct Upgrade {
+    mid: Option<MidHandshake<ClientHandshake<TlsStream>>>,
+}
+
+impl Upgrade {
+    /// Starts `GET <path>` on `host` (used for the URI and `Host`), asking for the `binary`
+    /// subprotocol when `subprotocol` is true (Telegram's front and CF-proxied domains want it;
+    /// a Worker does not echo it). `origin` adds an `Origin` header.
+    pub fn start(
+        stream: TlsStream,
+        host: &str,
+        path: &str,
+        subprotocol: bool,
+        origin: Option<&str>,
+    ) -> Result<Upgrade, UpgradeError> {
+        let url = format!("wss://{host}{path}");
+        let mut req = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| UpgradeError::Protocol(format!("bad request {url}: {e}")))?;
+        if subprotocol {
+            req.headers_mut()
+                .insert("Sec-WebSocket-Protocol", HeaderValue::from_static("binary"));
+        }
+        if let Some(o) = origin {
+            if let Ok(v) = HeaderValue::from_str(o) {
+                req.headers_mut().insert("Origin", v);
+            }
+        }
+        let mid = ClientHandshake::start(stream, req, None)
+            .map_err(|e| UpgradeError::Protocol(e.to_string()))?;
+        Ok(Upgrade { mid: Some(mid) })
+    }
+
+    /// Drives the handshake as far as the socket allows.
+    pub fn advance(&mut self) -> Step {
+        let Some(mid) = self.mid.take() else {
+            return Step::Failed(UpgradeError::Protocol("upgrade already finished".into()));
+        };
+        match mid.handshake() {
+            Ok((ws, _response)) => Step::Done(Box::new(ws.into_inner())),
+            Err(HandshakeError::Interrupted(mid)) => {
+                self.mid = Some(mid);
+                Step::Pending
+            }
+            Err(HandshakeError::Failure(e)) => Step::Failed(classify(e)),
+        }
+    }
+
+    /// The socket, for readiness bookkeeping (`None` once finished).
+    pub fn sock(&mut self) -> Option<&mut mio::net::TcpStream> {
+        self.mid.as_mut().map(|m| &mut m.get_mut().get_mut().sock)
+    }
+}
+
+fn classify(e: tungstenite::Error) -> UpgradeError {
+    match e {
+        tungstenite::Error::Http(resp) => {
+            let retry_after = resp
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            UpgradeError::Status { code: resp.status().as_u16(), retry_after }
+        }
+        tungstenite::Error::Io(e) => UpgradeError::Io(e),
+        other => UpgradeError::Protocol(other.to_string()),
+    }
+}

@@ -1,0 +1,131 @@
+//! Counters, the periodic stats line and the per-session close line.
+//!
+//! Plain `u64` counters owned by the reactor thread (no atomics: MIPS32 has no 64-bit ones).
+//! Formatting only; nothing here does I/O except reading `/proc/self/statm` for RSS.
+
+use crate::error::CloseReason;
+
+/// Process-wide counters since start.
+#[derive(Default, Debug)]
+pub struct Stats {
+    /// Client connections accepted (including refused-when-full).
+    pub accepted: u64,
+    /// Sessions closed, per [`CloseReason::index`].
+    pub closed: [u64; CloseReason::ALL.len()],
+    /// Sessions the client closed after receiving zero bytes (the seed's key signal).
+    pub zero_byte_closes: u64,
+    /// Payload bytes client → Telegram.
+    pub bytes_up: u64,
+    /// Payload bytes Telegram → client.
+    pub bytes_down: u64,
+    /// Upstream attempts started / succeeded / failed, per tier name order `ws`, `tcp`.
+    pub attempts: [u64; 2],
+    /// Successful attempts per tier.
+    pub attempts_ok: [u64; 2],
+    /// Failed attempts per tier.
+    pub attempts_failed: [u64; 2],
+    /// Bad client inits (wrong secret, HTTP, TLS, garbage) whose log line was suppressed.
+    pub bad_suppressed: u64,
+}
+
+impl Stats {
+    /// Records one closed session.
+    pub fn record_close(&mut self, reason: CloseReason, zero_byte_client_close: bool) {
+        self.closed[reason.index()] += 1;
+        if zero_byte_client_close {
+            self.zero_byte_closes += 1;
+        }
+    }
+
+    /// Total closed sessions.
+    pub fn total_closed(&self) -> u64 {
+        self.closed.iter().sum()
+    }
+
+    /// The periodic stats line (without the log prefix).
+    pub fn line(&self, active: usize, capacity: usize) -> String {
+        let mut s = format!(
+            "stats: active={active}/{capacity} accepted={} closed={} zero-byte-closes={} up={} down={} ws={}/{}/{} tcp={}/{}/{}",
+            self.accepted,
+            self.total_closed(),
+            self.zero_byte_closes,
+            human_bytes(self.bytes_up),
+            human_bytes(self.bytes_down),
+            self.attempts[0],
+            self.attempts_ok[0],
+            self.attempts_failed[0],
+            self.attempts[1],
+            self.attempts_ok[1],
+            self.attempts_failed[1],
+        );
+        for r in CloseReason::ALL {
+            let n = self.closed[r.index()];
+            if n > 0 {
+                s.push_str(&format!(" {}={n}", r.name()));
+            }
+        }
+        if let Some(kib) = rss_kib() {
+            s.push_str(&format!(" rss={kib}KiB"));
+        }
+        s
+    }
+}
+
+/// Resident set size of this process in KiB, from `/proc/self/statm` (page size assumed 4 KiB
+/// unless the kernel reports otherwise through `/proc/self/smaps_rollup`).
+pub fn rss_kib() -> Option<u64> {
+    if let Ok(text) = std::fs::read_to_string("/proc/self/smaps_rollup") {
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("Rss:") {
+                return rest.trim().trim_end_matches("kB").trim().parse().ok();
+            }
+        }
+    }
+    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4)
+}
+
+/// `1234567` → `1.2MiB`; exact bytes below 1 KiB.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n}B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.1}{}", UNITS[i])
+}
+
+/// Tier index into the per-tier counters.
+pub fn tier_index(tier: crate::config::Tier) -> usize {
+    match tier {
+        crate::config::Tier::Ws => 0,
+        crate::config::Tier::Tcp => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_formatting() {
+        let mut s = Stats::default();
+        s.record_close(CloseReason::ClientEof, true);
+        s.record_close(CloseReason::BadInit, false);
+        assert_eq!(s.total_closed(), 2);
+        assert_eq!(s.zero_byte_closes, 1);
+        let line = s.line(3, 100);
+        assert!(line.contains("active=3/100"), "{line}");
+        assert!(line.contains("client-eof=1") && line.contains("bad-init=1"), "{line}");
+        assert_eq!(human_bytes(100), "100B");
+        assert_eq!(human_bytes(1536), "1.5KiB");
+        assert_eq!(human_bytes(3 << 20), "3.0MiB");
+        assert!(rss_kib().unwrap_or(1) > 0);
+    }
+}

@@ -1,0 +1,774 @@
+//! A fake Telegram DC for black-box tests and `examples/demo.rs`: a TLS + WebSocket front like
+//! `kwsN.web.telegram.org/apiws` ([`FakeDc::start_tls_ws`]) or a raw obfuscated2 DC port
+//! ([`FakeDc::start_tcp`]), on 127.0.0.1 with an ephemeral port.
+//!
+//! Blocking and thread-per-connection (test code). It reads the relay init with
+//! `obfs2::accept_raw`, decodes transport packets with `framing`, answers `req_pq_multi` with a
+//! `resPQ`, serves `BULK` requests, echoes anything else, and records what it saw (SNI, Host,
+//! path, subprotocol, per-message framing) so tests can assert the proxy's wire behaviour.
+//! Faults are settable at runtime. It must stay self-contained (only std, rustls, tungstenite,
+//! socket2 and the `tg_ws_proxy` lib): the demo includes this file by path.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::ops::Deref;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tungstenite::http::{HeaderValue, StatusCode};
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Message, WebSocket};
+
+use tg_ws_proxy::mtproto::framing::{self, Decoder, Step};
+use tg_ws_proxy::mtproto::obfs2::{self, Cipher, Tag, INIT_LEN};
+use tg_ws_proxy::mtproto::packet;
+use tg_ws_proxy::rng::Rng;
+
+/// The test-only leaf certificate and key served by the TLS front (see tests/data/README.md).
+pub const SERVER_PEM: &[u8] = include_bytes!("../data/server.pem");
+pub const SERVER_KEY: &[u8] = include_bytes!("../data/server.key");
+
+/// Bound on TLS + upgrade + init reading for one connection.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Socket read size on the raw TCP DC.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// What the fake DC does wrong, decided per connection when it is accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Behave.
+    None,
+    /// Accept the TCP connection and close it at once.
+    Refuse,
+    /// Answer the WS upgrade with this HTTP status (302/303/307/308 carry a `Location`).
+    /// On the raw TCP DC this acts as `Refuse`.
+    HttpStatus(u16),
+    /// Answer 101, then close (TLS close_notify + FIN). TCP DC: close right after the init.
+    CloseAfterUpgrade,
+    /// Answer 101, then read and discard everything and never answer.
+    SilentAfterUpgrade,
+    /// Close once at least this many bytes came in after the upgrade (the 64-byte init
+    /// included; WS counts message payload bytes). The packet that crosses it gets no reply.
+    CloseAfterBytes(usize),
+    /// Close once at least this many bytes went out (whole packets; the one that crosses it is
+    /// sent complete, then the connection closes).
+    CloseAfterSent(usize),
+}
+
+/// Start-up settings of a [`FakeDc`].
+#[derive(Debug, Clone)]
+pub struct DcConfig {
+    pub fault: Fault,
+    /// WS: wait this long before answering the upgrade; TCP: before reading the init.
+    /// Interrupted by `stop`.
+    pub delay: Duration,
+}
+
+impl Default for DcConfig {
+    fn default() -> DcConfig {
+        DcConfig {
+            fault: Fault::None,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+impl DcConfig {
+    pub fn with_fault(fault: Fault) -> DcConfig {
+        DcConfig {
+            fault,
+            ..DcConfig::default()
+        }
+    }
+}
+
+/// One binary WS message received after the init message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsgRecord {
+    /// Payload length in bytes.
+    pub len: usize,
+    /// True if it held exactly one complete transport packet: nothing was pending from earlier
+    /// messages and the packet header's length covers the message exactly.
+    pub one_packet: bool,
+}
+
+/// A `BULK` request payload: `b"BULK"` ‖ count u32 LE ‖ size u32 LE. The DC answers with
+/// `count` packets of `size` bytes (rounded up to a multiple of 4), each [`bulk_payload`].
+pub fn bulk_request(count: u32, size: u32) -> Vec<u8> {
+    let mut p = b"BULK".to_vec();
+    p.extend_from_slice(&count.to_le_bytes());
+    p.extend_from_slice(&size.to_le_bytes());
+    p
+}
+
+/// Packet `index` of a `BULK` reply: index u32 LE, then byte `i` = `(i·31 + index·7) mod 256`.
+pub fn bulk_payload(index: u32, size: usize) -> Vec<u8> {
+    let mut p: Vec<u8> = (0..size)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(31)
+                .wrapping_add(index.wrapping_mul(7)) as u8
+        })
+        .collect();
+    let n = size.min(4);
+    p[..n].copy_from_slice(&index.to_le_bytes()[..n]);
+    p
+}
+
+/// A payload starting with this makes the DC close the session (after sending nothing more).
+pub const QUIT: &[u8; 4] = b"QUIT";
+
+#[derive(Default)]
+struct State {
+    fault: Option<Fault>,
+    delay: Duration,
+    stopping: bool,
+    connections: usize,
+    upgrades: usize,
+    inits: Vec<(Tag, i16)>,
+    messages: Vec<MsgRecord>,
+    snis: Vec<String>,
+    hosts: Vec<String>,
+    paths: Vec<String>,
+    protocols: Vec<Option<String>>,
+    violations: Vec<String>,
+    bytes_in: u64,
+    bytes_out: u64,
+    live: usize,
+    next_id: usize,
+    socks: HashMap<usize, TcpStream>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking session thread must not hide the counters from the test.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn violation(&self, what: String) {
+        self.lock().violations.push(what);
+    }
+
+    /// Sleeps `d` unless stopping; returns false if stopping.
+    fn pause(&self, d: Duration) -> bool {
+        let g = self.lock();
+        let (g, _) = self
+            .wake
+            .wait_timeout_while(g, d, |s| !s.stopping)
+            .unwrap_or_else(|e| e.into_inner());
+        !g.stopping
+    }
+}
+
+/// Cloneable view of a running [`FakeDc`]: fault control and counters, usable from any thread.
+#[derive(Clone)]
+pub struct DcHandle {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+}
+
+impl DcHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+    /// Applies to connections accepted from now on; running sessions keep theirs.
+    pub fn set_fault(&self, fault: Fault) {
+        self.shared.lock().fault = Some(fault);
+    }
+    pub fn set_delay(&self, delay: Duration) {
+        self.shared.lock().delay = delay;
+    }
+    /// TCP connections accepted.
+    pub fn connections(&self) -> usize {
+        self.shared.lock().connections
+    }
+    /// WS upgrades answered with 101.
+    pub fn upgrades(&self) -> usize {
+        self.shared.lock().upgrades
+    }
+    /// Valid relay inits received.
+    pub fn inits(&self) -> usize {
+        self.shared.lock().inits.len()
+    }
+    /// (tag, signed DC index) of every valid relay init, in arrival order.
+    pub fn init_dcs(&self) -> Vec<(Tag, i16)> {
+        self.shared.lock().inits.clone()
+    }
+    /// Binary WS messages after the init message, all sessions, arrival order.
+    pub fn messages(&self) -> Vec<MsgRecord> {
+        self.shared.lock().messages.clone()
+    }
+    /// TLS SNI of every handshake (`""` when none was sent).
+    pub fn snis(&self) -> Vec<String> {
+        self.shared.lock().snis.clone()
+    }
+    /// HTTP `Host` of every upgrade request.
+    pub fn hosts(&self) -> Vec<String> {
+        self.shared.lock().hosts.clone()
+    }
+    /// Request path of every upgrade request.
+    pub fn paths(&self) -> Vec<String> {
+        self.shared.lock().paths.clone()
+    }
+    /// `Sec-WebSocket-Protocol` of every upgrade request (`None` = header absent).
+    pub fn protocols(&self) -> Vec<Option<String>> {
+        self.shared.lock().protocols.clone()
+    }
+    /// Protocol rule breaks seen (bad init message, unmasked frame, text message, bad framing…).
+    pub fn violations(&self) -> Vec<String> {
+        self.shared.lock().violations.clone()
+    }
+    /// Application bytes received (WS payloads / raw TCP bytes), init included.
+    pub fn bytes_in(&self) -> u64 {
+        self.shared.lock().bytes_in
+    }
+    /// Application bytes sent (encoded packets).
+    pub fn bytes_out(&self) -> u64 {
+        self.shared.lock().bytes_out
+    }
+    /// Connections currently open.
+    pub fn live_sessions(&self) -> usize {
+        self.shared.lock().live
+    }
+}
+
+/// A running fake DC. Dropping it stops it.
+pub struct FakeDc {
+    handle: DcHandle,
+    accept: Option<JoinHandle<()>>,
+    listener: Option<TcpListener>,
+}
+
+#[derive(Clone)]
+enum Kind {
+    TlsWs(Arc<ServerConfig>),
+    Tcp,
+}
+
+impl Deref for FakeDc {
+    type Target = DcHandle;
+    fn deref(&self) -> &DcHandle {
+        &self.handle
+    }
+}
+
+impl FakeDc {
+    /// TLS (tests/data/server.pem) + WebSocket front answering `GET /apiws` and `/apiws_test`.
+    pub fn start_tls_ws(cfg: DcConfig) -> FakeDc {
+        FakeDc::start(cfg, Kind::TlsWs(server_tls_config()))
+    }
+
+    /// Raw obfuscated2 DC port (what the `tcp` tier connects to).
+    pub fn start_tcp(cfg: DcConfig) -> FakeDc {
+        FakeDc::start(cfg, Kind::Tcp)
+    }
+
+    fn start(cfg: DcConfig, kind: Kind) -> FakeDc {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("fake DC: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("fake DC: local_addr");
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                fault: Some(cfg.fault),
+                delay: cfg.delay,
+                ..State::default()
+            }),
+            wake: Condvar::new(),
+        });
+        let l2 = listener.try_clone().expect("fake DC: clone listener");
+        let sh = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name(format!("fakedc-{}", addr.port()))
+            .spawn(move || accept_loop(l2, sh, kind))
+            .expect("fake DC: spawn");
+        FakeDc {
+            handle: DcHandle { shared, addr },
+            accept: Some(accept),
+            listener: Some(listener),
+        }
+    }
+
+    /// A cloneable handle for other threads.
+    pub fn handle(&self) -> DcHandle {
+        self.handle.clone()
+    }
+
+    /// Closes the listener and every session, and joins all threads. Idempotent.
+    pub fn stop(&mut self) {
+        let Some(accept) = self.accept.take() else {
+            return;
+        };
+        let shared = &self.handle.shared;
+        shared.lock().stopping = true;
+        shared.wake.notify_all();
+        if let Some(l) = self.listener.take() {
+            // shutdown() on a listening socket wakes a blocked accept() on Linux; the connect
+            // covers platforms where it does not.
+            let _ = socket2::SockRef::from(&l).shutdown(Shutdown::Both);
+            let _ = TcpStream::connect_timeout(&self.handle.addr, Duration::from_millis(200));
+        }
+        let _ = accept.join();
+        let threads = {
+            let mut s = shared.lock();
+            for sock in s.socks.values() {
+                let _ = sock.shutdown(Shutdown::Both);
+            }
+            std::mem::take(&mut s.threads)
+        };
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for FakeDc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>, kind: Kind) {
+    let mut seed_counter: u32 = 0;
+    loop {
+        let accepted = listener.accept();
+        if shared.lock().stopping {
+            return;
+        }
+        let sock = match accepted {
+            Ok((s, _)) => s,
+            Err(_) => {
+                // EMFILE and friends: back off briefly (or until stop) instead of spinning.
+                shared.pause(Duration::from_millis(20));
+                continue;
+            }
+        };
+        seed_counter = seed_counter.wrapping_add(1);
+        let mut seed = [0x5au8; 48];
+        seed[..4].copy_from_slice(&seed_counter.to_le_bytes());
+        seed[4..6].copy_from_slice(&listener_port(&listener).to_le_bytes());
+        let (id, fault) = {
+            let mut s = shared.lock();
+            s.connections += 1;
+            s.live += 1;
+            s.next_id += 1;
+            let id = s.next_id;
+            if let Ok(c) = sock.try_clone() {
+                s.socks.insert(id, c);
+            }
+            s.threads.retain(|t| !t.is_finished());
+            (id, s.fault.unwrap_or(Fault::None))
+        };
+        let sh = shared.clone();
+        let kind = kind.clone();
+        let t = std::thread::spawn(move || {
+            let _guard = SessionGuard {
+                shared: sh.clone(),
+                id,
+            };
+            let rng = Rng::from_seed(seed);
+            match kind {
+                Kind::TlsWs(cfg) => serve_ws(&sh, sock, cfg, fault, rng),
+                Kind::Tcp => serve_tcp(&sh, sock, fault, rng),
+            }
+        });
+        shared.lock().threads.push(t);
+    }
+}
+
+fn listener_port(l: &TcpListener) -> u16 {
+    l.local_addr().map_or(0, |a| a.port())
+}
+
+/// Decrements `live` and forgets the socket when a session thread ends (even by panic).
+struct SessionGuard {
+    shared: Arc<Shared>,
+    id: usize,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        let mut s = self.shared.lock();
+        s.live -= 1;
+        s.socks.remove(&self.id);
+    }
+}
+
+fn server_tls_config() -> Arc<ServerConfig> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(SERVER_PEM)
+        .collect::<Result<_, _>>()
+        .expect("fake DC: tests/data/server.pem");
+    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).expect("fake DC: tests/data/server.key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("fake DC: protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("fake DC: server cert");
+    Arc::new(cfg)
+}
+
+/// What one decoded packet asks of the DC.
+enum Reply {
+    Packet(Vec<u8>),
+    Bulk { count: u32, size: usize },
+    Quit,
+}
+
+/// The obfuscated2 session after a valid relay init: ciphers, packet decoder, reply builder.
+struct Session {
+    tag: Tag,
+    decrypt: Cipher,
+    encrypt: Cipher,
+    decoder: Decoder,
+    rng: Rng,
+    bytes_in: usize,
+    bytes_out: usize,
+}
+
+impl Session {
+    fn new(init: &[u8; INIT_LEN], shared: &Shared, rng: Rng) -> Option<Session> {
+        match obfs2::accept_raw(init) {
+            Ok(a) => {
+                shared.lock().inits.push((a.tag, a.dc));
+                Some(Session {
+                    tag: a.tag,
+                    decrypt: a.decrypt,
+                    encrypt: a.encrypt,
+                    decoder: Decoder::new(a.tag),
+                    rng,
+                    bytes_in: INIT_LEN,
+                    bytes_out: 0,
+                })
+            }
+            Err(e) => {
+                shared.violation(format!("relay init refused: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Decrypts `data` in place; returns whether it was exactly one whole packet on its own.
+    fn decrypt_chunk(&mut self, data: &mut [u8]) -> bool {
+        self.decrypt.apply(data);
+        self.bytes_in += data.len();
+        self.decoder.buffered() == 0
+            && matches!(framing::next_packet(self.tag, data), Step::Packet(n) if n == data.len())
+    }
+
+    /// Feeds decrypted bytes; returns the replies for every packet completed, or an error text.
+    fn replies(&mut self, plain: &[u8]) -> Result<Vec<Reply>, String> {
+        self.decoder.push(plain);
+        let mut out = Vec::new();
+        while let Some(p) = self.decoder.next().map_err(|e| format!("framing: {e}"))? {
+            out.push(reply_to(&p, &mut self.rng));
+        }
+        Ok(out)
+    }
+
+    /// One encoded, encrypted packet carrying `payload`.
+    fn wire(&mut self, payload: &[u8]) -> Vec<u8> {
+        let mut w = framing::encode(self.tag, payload, &mut self.rng);
+        self.encrypt.apply(&mut w);
+        self.bytes_out += w.len();
+        w
+    }
+}
+
+fn reply_to(p: &[u8], rng: &mut Rng) -> Reply {
+    if let Some(nonce) = packet::parse_req_pq_multi(p) {
+        let mut server_nonce = [0u8; 16];
+        rng.fill(&mut server_nonce);
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        // Server message ids are odd (≡ 1 mod 4); the client msg_id scheme gives ≡ 0.
+        let msg_id = packet::msg_id(ms) | 1;
+        return Reply::Packet(packet::res_pq(&nonce, &server_nonce, msg_id));
+    }
+    if p.starts_with(QUIT) {
+        return Reply::Quit;
+    }
+    if p.len() >= 12 && p.starts_with(b"BULK") {
+        let count = u32::from_le_bytes([p[4], p[5], p[6], p[7]]);
+        let size = u32::from_le_bytes([p[8], p[9], p[10], p[11]]) as usize;
+        let size = size
+            .div_ceil(4)
+            .saturating_mul(4)
+            .clamp(4, framing::MAX_PACKET);
+        return Reply::Bulk { count, size };
+    }
+    Reply::Packet(p.to_vec())
+}
+
+/// Sends the replies through `send`; returns false when the session must end
+/// (QUIT, `CloseAfterSent`, or a send error).
+fn answer(
+    s: &mut Session,
+    replies: Vec<Reply>,
+    fault: Fault,
+    shared: &Shared,
+    send: &mut dyn FnMut(Vec<u8>) -> io::Result<()>,
+) -> bool {
+    let mut emit = |s: &mut Session, payload: &[u8]| -> bool {
+        let w = s.wire(payload);
+        let n = w.len() as u64;
+        if send(w).is_err() {
+            return false;
+        }
+        shared.lock().bytes_out += n;
+        !matches!(fault, Fault::CloseAfterSent(limit) if s.bytes_out >= limit)
+    };
+    for r in replies {
+        let go_on = match r {
+            Reply::Packet(p) => emit(s, &p),
+            Reply::Quit => false,
+            Reply::Bulk { count, size } => (0..count).all(|i| emit(s, &bulk_payload(i, size))),
+        };
+        if !go_on {
+            return false;
+        }
+    }
+    true
+}
+
+type TlsStream = StreamOwned<ServerConnection, TcpStream>;
+
+fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fault, rng: Rng) {
+    if matches!(fault, Fault::Refuse) {
+        return;
+    }
+    let _ = sock.set_nodelay(true);
+    let _ = sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let _ = sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+    let Ok(conn) = ServerConnection::new(cfg) else {
+        return;
+    };
+    let mut tls = StreamOwned::new(conn, sock);
+    while tls.conn.is_handshaking() {
+        if let Err(e) = tls.conn.complete_io(&mut tls.sock) {
+            shared.violation(format!("TLS handshake: {e}"));
+            return;
+        }
+    }
+    let sni = tls.conn.server_name().unwrap_or("").to_string();
+    shared.lock().snis.push(sni);
+    let delay = shared.lock().delay;
+    if !delay.is_zero() && !shared.pause(delay) {
+        return;
+    }
+    let ws_cfg = WebSocketConfig::default()
+        .max_frame_size(None)
+        .max_message_size(Some(2 * framing::MAX_PACKET));
+    let callback = |req: &Request, mut resp: Response| -> Result<Response, ErrorResponse> {
+        let header = |name: &str| {
+            req.headers()
+                .get(name)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        };
+        let path = req.uri().path().to_string();
+        let protocol = header("sec-websocket-protocol");
+        {
+            let mut s = shared.lock();
+            s.hosts.push(header("host").unwrap_or_default());
+            s.paths.push(path.clone());
+            s.protocols.push(protocol.clone());
+        }
+        if path != "/apiws" && path != "/apiws_test" {
+            return Err(error_response(404));
+        }
+        if let Fault::HttpStatus(code) = fault {
+            return Err(error_response(code));
+        }
+        let wants_binary = protocol
+            .as_deref()
+            .is_some_and(|p| p.split(',').any(|x| x.trim() == "binary"));
+        if wants_binary {
+            resp.headers_mut()
+                .insert("sec-websocket-protocol", HeaderValue::from_static("binary"));
+        }
+        Ok(resp)
+    };
+    let mut ws = match tungstenite::accept_hdr_with_config(tls, callback, Some(ws_cfg)) {
+        Ok(ws) => ws,
+        Err(_) => return, // refused by the callback, or a broken request
+    };
+    shared.lock().upgrades += 1;
+    match fault {
+        Fault::CloseAfterUpgrade => return close_tls(ws.get_mut()),
+        _ => {
+            let _ = ws.get_ref().sock.set_read_timeout(None);
+        }
+    }
+    ws_session(shared, &mut ws, fault, rng);
+    let _ = ws.close(None);
+    let _ = ws.flush();
+    close_tls(ws.get_mut());
+}
+
+fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng: Rng) {
+    let mut rng = Some(rng);
+    let mut session: Option<Session> = None;
+    loop {
+        let mut data: Vec<u8> = match ws.read() {
+            Ok(Message::Binary(b)) => b.into(),
+            Ok(Message::Text(_)) => {
+                shared.violation("text WS message".to_string());
+                continue;
+            }
+            Ok(_) => continue, // ping (tungstenite queues the pong), pong, close handshake
+            Err(tungstenite::Error::ConnectionClosed) | Err(tungstenite::Error::AlreadyClosed) => {
+                return
+            }
+            Err(tungstenite::Error::Io(_)) => return,
+            Err(e) => {
+                shared.violation(format!("WS: {e}"));
+                return;
+            }
+        };
+        shared.lock().bytes_in += data.len() as u64;
+        let s = match session.as_mut() {
+            Some(s) => s,
+            None => {
+                if data.len() != INIT_LEN {
+                    let n = data.len();
+                    shared.violation(format!(
+                        "first WS message is {n} bytes, not the 64-byte init"
+                    ));
+                }
+                let Some(init) = data
+                    .get(..INIT_LEN)
+                    .and_then(|b| <[u8; 64]>::try_from(b).ok())
+                else {
+                    return;
+                };
+                // Taken exactly once: this branch runs only while `session` is None.
+                let rng = rng.take().unwrap_or_else(|| Rng::from_seed([1; 48]));
+                let Some(s) = Session::new(&init, shared, rng) else {
+                    return;
+                };
+                data.drain(..INIT_LEN);
+                let s = session.insert(s);
+                if data.is_empty() {
+                    if matches!(fault, Fault::CloseAfterBytes(n) if s.bytes_in >= n) {
+                        return;
+                    }
+                    continue;
+                }
+                s
+            }
+        };
+        let one_packet = s.decrypt_chunk(&mut data);
+        shared.lock().messages.push(MsgRecord {
+            len: data.len(),
+            one_packet,
+        });
+        if !serve_chunk(shared, s, &data, fault, &mut |w| {
+            ws.send(Message::binary(w)).map_err(io::Error::other)
+        }) {
+            return;
+        }
+    }
+}
+
+/// Handles decrypted bytes for either transport; false = end the session.
+fn serve_chunk(
+    shared: &Shared,
+    s: &mut Session,
+    plain: &[u8],
+    fault: Fault,
+    send: &mut dyn FnMut(Vec<u8>) -> io::Result<()>,
+) -> bool {
+    if matches!(fault, Fault::CloseAfterBytes(n) if s.bytes_in >= n) {
+        return false;
+    }
+    let replies = match s.replies(plain) {
+        Ok(r) => r,
+        Err(e) => {
+            shared.violation(e);
+            return false;
+        }
+    };
+    if matches!(fault, Fault::SilentAfterUpgrade) {
+        return true;
+    }
+    answer(s, replies, fault, shared, send)
+}
+
+fn close_tls(tls: &mut TlsStream) {
+    tls.conn.send_close_notify();
+    let _ = tls.conn.complete_io(&mut tls.sock);
+    let _ = tls.sock.shutdown(Shutdown::Both);
+}
+
+fn error_response(code: u16) -> ErrorResponse {
+    let mut r = ErrorResponse::new(None);
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if matches!(code, 301 | 302 | 303 | 307 | 308) {
+        r.headers_mut().insert(
+            "location",
+            HeaderValue::from_static("https://web.telegram.org/"),
+        );
+    }
+    r
+}
+
+fn serve_tcp(shared: &Shared, mut sock: TcpStream, fault: Fault, rng: Rng) {
+    if matches!(fault, Fault::Refuse | Fault::HttpStatus(_)) {
+        return;
+    }
+    let _ = sock.set_nodelay(true);
+    let delay = shared.lock().delay;
+    if !delay.is_zero() && !shared.pause(delay) {
+        return;
+    }
+    let _ = sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let mut init = [0u8; INIT_LEN];
+    if sock.read_exact(&mut init).is_err() {
+        return;
+    }
+    shared.lock().bytes_in += INIT_LEN as u64;
+    let Some(mut s) = Session::new(&init, shared, rng) else {
+        return;
+    };
+    if matches!(fault, Fault::CloseAfterUpgrade)
+        || matches!(fault, Fault::CloseAfterBytes(n) if n <= INIT_LEN)
+    {
+        let _ = sock.shutdown(Shutdown::Both);
+        return;
+    }
+    let _ = sock.set_read_timeout(None);
+    let mut writer = match sock.try_clone() {
+        Ok(w) => w,
+        Err(_) => return,
+    };
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match sock.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        shared.lock().bytes_in += n as u64;
+        let chunk = &mut buf[..n];
+        s.decrypt_chunk(chunk);
+        if !serve_chunk(shared, &mut s, chunk, fault, &mut |w| writer.write_all(&w)) {
+            break;
+        }
+    }
+    let _ = sock.shutdown(Shutdown::Both);
+}

@@ -1,0 +1,395 @@
+//! Shared black-box test rig: spawn the built `tg-ws-proxy` binary ([`Proxy`]), fake peers
+//! ([`fakedc`], [`blackhole`]), condition waits, and client helpers built on the probe applet's
+//! [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
+//!
+//! Test code: panics on local setup failure are the point (a broken rig must fail loudly).
+//! It never touches the real network (127.0.0.1 only) and never sleeps for correctness: waits
+//! poll a condition against a deadline. Used as `mod common;` from each `tests/*.rs`.
+#![allow(dead_code)]
+
+pub mod blackhole;
+pub mod fakedc;
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::http::HeaderValue;
+use tungstenite::WebSocket;
+
+use tg_ws_proxy::applet::probe::ClientOptions;
+use tg_ws_proxy::mtproto::obfs2::{Secret, Tag};
+
+/// A fixed test secret (plain form, 32 hex). Links print it as `dd` + this.
+pub const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+/// How long [`Proxy::start`] waits for the `listening on` line.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The built proxy binary.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tg-ws-proxy"))
+}
+
+/// Absolute path of a file under tests/data.
+pub fn data_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// Polls `cond` every 2 ms until it is true (→ true) or `timeout` passes (→ false; `cond` is
+/// checked once more at the deadline).
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return cond();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Client options for talking to the proxy at `addr` with a secret in any accepted form,
+/// 5 s timeout.
+pub fn client_opts(addr: SocketAddr, secret: &str, tag: Tag, dc: i16) -> ClientOptions {
+    ClientOptions {
+        addr,
+        secret: Some(Secret::parse(secret).expect("client_opts: bad test secret")),
+        tag,
+        dc,
+        timeout: Duration::from_secs(5),
+    }
+}
+
+/// Client options for talking obfuscated2 straight to a (fake) DC: raw relay init, no secret.
+pub fn raw_opts(addr: SocketAddr, tag: Tag, dc: i16) -> ClientOptions {
+    ClientOptions {
+        addr,
+        secret: None,
+        tag,
+        dc,
+        timeout: Duration::from_secs(5),
+    }
+}
+
+/// Log lines shared between the reader threads and the test.
+#[derive(Default)]
+struct Logs {
+    lines: Mutex<Vec<String>>,
+    grew: Condvar,
+}
+
+impl Logs {
+    fn push(&self, line: String) {
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line);
+        self.grew.notify_all();
+    }
+
+    fn snapshot(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits until some line satisfies `f` (→ its result) or the timeout passes (→ None).
+    fn wait_for<T>(&self, timeout: Duration, mut f: impl FnMut(&str) -> Option<T>) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        let mut g = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(t) = g.iter().find_map(|l| f(l)) {
+                return Some(t);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            g = self
+                .grew
+                .wait_timeout(g, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// A running `tg-ws-proxy run` child. Killed (SIGKILL) and reaped on drop.
+pub struct Proxy {
+    child: Child,
+    addr: SocketAddr,
+    logs: Arc<Logs>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Spawns `tg-ws-proxy run --host 127.0.0.1 --port 0 --ca-file tests/data/ca.pem <args>`
+    /// with every inherited `TG_*` variable removed, and waits up to 10 s for the
+    /// `listening on ADDR` line. Panics (with the logs) if it does not come.
+    pub fn start(args: &[&str]) -> Proxy {
+        Proxy::start_with_env(args, &[])
+    }
+
+    /// [`Proxy::start`] with extra environment variables (e.g. `TG_SECRET`).
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Proxy {
+        match Proxy::try_start(args, env) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`Proxy::start_with_env`] returning the failure (with all output) instead of panicking.
+    pub fn try_start(args: &[&str], env: &[(&str, &str)]) -> Result<Proxy, String> {
+        let ca = data_path("ca.pem");
+        let mut cmd = command(&["run", "--host", "127.0.0.1", "--port", "0"]);
+        cmd.arg("--ca-file")
+            .arg(&ca)
+            .args(args)
+            .envs(env.iter().copied());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| format!("spawn {:?}: {e}", bin()))?;
+        let logs = Arc::new(Logs::default());
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(spawn_reader(out, logs.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(spawn_reader(err, logs.clone()));
+        }
+        let found = logs.wait_for(START_TIMEOUT, |l| {
+            let rest = &l[l.find("listening on ")? + "listening on ".len()..];
+            let word = rest.split_whitespace().next()?;
+            word.trim_end_matches([',', ';', ')'])
+                .parse::<SocketAddr>()
+                .ok()
+        });
+        let mut proxy = Proxy {
+            child,
+            addr: found.unwrap_or_else(|| ([0, 0, 0, 0], 0).into()),
+            logs,
+            readers,
+        };
+        if found.is_none() {
+            let status = proxy.kill();
+            return Err(format!(
+                "proxy did not report `listening on ADDR` within {START_TIMEOUT:?} \
+                 (exit: {status:?}); args {args:?}; output:\n{}",
+                proxy.logs().join("\n")
+            ));
+        }
+        Ok(proxy)
+    }
+
+    /// The address the proxy actually bound.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Every stdout and stderr line so far (interleaved in arrival order).
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.snapshot()
+    }
+
+    /// Waits until a line contains `needle`; false after `timeout`.
+    pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        self.logs
+            .wait_for(timeout, |l| l.contains(needle).then_some(()))
+            .is_some()
+    }
+
+    /// Lines containing `needle` so far.
+    pub fn count_log(&self, needle: &str) -> usize {
+        self.logs
+            .snapshot()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    /// Open file descriptors of the child (Linux `/proc/PID/fd`); `None` if unreadable.
+    pub fn fd_count(&self) -> Option<usize> {
+        let dir = std::fs::read_dir(format!("/proc/{}/fd", self.pid())).ok()?;
+        Some(dir.count())
+    }
+
+    /// Resident set size of the child in KiB (Linux `/proc/PID/status` `VmRSS`).
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// `Some(status)` if the child has exited.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Sends SIGTERM (via `kill`) and waits up to `timeout` for the exit.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let mut status = None;
+        wait_until(timeout, || {
+            status = self.try_wait();
+            status.is_some()
+        });
+        status
+    }
+
+    /// SIGKILL and reap; returns the exit status if it could be collected.
+    pub fn kill(&mut self) -> Option<ExitStatus> {
+        let _ = self.child.kill();
+        let status = self.child.wait().ok();
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        status
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `tg-ws-proxy <args>` with stdin closed and inherited `TG_*` variables removed.
+pub fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TG_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(args).stdin(Stdio::null());
+    cmd
+}
+
+/// Output of a short-lived applet run.
+#[derive(Debug)]
+pub struct Run {
+    /// `None` if killed by a signal or by the timeout.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `tg-ws-proxy <args>` (with `env` added) to completion, killing it after `timeout`.
+pub fn run_bin(args: &[&str], env: &[(&str, &str)], timeout: Duration) -> Run {
+    let mut cmd = command(args);
+    cmd.envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn tg-ws-proxy");
+    let out = child
+        .stdout
+        .take()
+        .map(|o| std::thread::spawn(move || read_all(o)));
+    let err = child
+        .stderr
+        .take()
+        .map(|e| std::thread::spawn(move || read_all(e)));
+    let mut status = None;
+    if !wait_until(timeout, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    }) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let join = |h: Option<JoinHandle<String>>| h.and_then(|h| h.join().ok()).unwrap_or_default();
+    Run {
+        code: status.and_then(|s| s.code()),
+        stdout: join(out),
+        stderr: join(err),
+    }
+}
+
+fn read_all(mut r: impl std::io::Read) -> String {
+    let mut s = String::new();
+    let _ = r.read_to_string(&mut s);
+    s
+}
+
+fn spawn_reader(r: impl std::io::Read + Send + 'static, logs: Arc<Logs>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            match line {
+                Ok(l) => logs.push(l),
+                Err(_) => break,
+            }
+        }
+    })
+}
+
+/// A rustls client config trusting only tests/data/ca.pem (what `--ca-file` gives the proxy).
+pub fn test_client_tls() -> Arc<ClientConfig> {
+    let pem = std::fs::read(data_path("ca.pem")).expect("read tests/data/ca.pem");
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots.add(cert.expect("parse ca.pem")).expect("add ca.pem");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Arc::new(cfg)
+}
+
+/// A blocking TLS + WebSocket client session.
+pub type WsClient = WebSocket<StreamOwned<ClientConnection, TcpStream>>;
+
+/// Opens TLS to `addr` with SNI/Host `host`, verifies against tests/data/ca.pem, and upgrades on
+/// `path` (asking for the `binary` subprotocol if `binary`). Errors as text (an HTTP refusal
+/// reads `HTTP error: 403 Forbidden` etc.).
+pub fn ws_client(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    binary: bool,
+) -> Result<(WsClient, tungstenite::handshake::client::Response), String> {
+    let sock =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    sock.set_write_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
+    let conn = ClientConnection::new(test_client_tls(), name).map_err(|e| e.to_string())?;
+    let tls = StreamOwned::new(conn, sock);
+    let mut req = format!("wss://{host}{path}")
+        .into_client_request()
+        .map_err(|e| e.to_string())?;
+    if binary {
+        req.headers_mut()
+            .insert("sec-websocket-protocol", HeaderValue::from_static("binary"));
+    }
+    tungstenite::client::client(req, tls).map_err(|e| match e {
+        tungstenite::HandshakeError::Failure(e) => e.to_string(),
+        tungstenite::HandshakeError::Interrupted(_) => "handshake interrupted".to_string(),
+    })
+}
