@@ -148,6 +148,14 @@ const VERBOSE: Opt = Opt { short: Some("-v"), ..opt("--verbose", &["TG_VERBOSE"]
 const QUIET: Opt = Opt { short: Some("-q"), ..opt("--quiet", &["TG_QUIET"]) };
 const LINK_IP: Opt = opt("--link-ip", &["TG_LINK_IP"]);
 
+/// Every `run` option, for the help-text consistency test.
+#[cfg(test)]
+const ALL_OPTS: [&Opt; 22] = [
+    &HOST, &PORT, &SECRET, &SECRET_FILE, &DC_IP, &TCP_DC_IP, &TIER_ORDER, &WS_TIMEOUT,
+    &TCP_TIMEOUT, &HANDSHAKE_TIMEOUT, &IDLE_TIMEOUT, &DRAIN, &STATS, &MAX_CONN, &BUF_KB,
+    &CA_FILE, &INSECURE, &LOG_FILE, &LOG_MAX_KB, &VERBOSE, &QUIET, &LINK_IP,
+];
+
 /// Upper bound of `--max-connections` (the slab is allocated once at this size).
 pub const MAX_CONNECTIONS_LIMIT: usize = 65_536;
 /// Longest duration any flag accepts.
@@ -819,6 +827,24 @@ mod tests {
         assert_eq!(r.config.secrets.len(), 3);
         assert_eq!(r.notes[0].0, Level::Warn);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn run_help_lists_every_flag_and_env_var() {
+        let help = crate::applet::run::HELP;
+        for o in ALL_OPTS {
+            let names = [o.long].into_iter().chain(o.short).chain(o.alias).chain(o.env.iter().copied());
+            for name in names {
+                let found = help.match_indices(name).any(|(i, _)| {
+                    let next = help[i + name.len()..].chars().next().unwrap_or(' ');
+                    !(next.is_ascii_alphanumeric() || next == '-' || next == '_')
+                });
+                assert!(found, "{name} missing from run --help");
+            }
+        }
+        for line in help.lines() {
+            assert!(line.chars().count() <= 100, "help line too long: {line}");
+        }
     }
 
     #[test]
