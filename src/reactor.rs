@@ -119,7 +119,8 @@ pub fn run(cfg: Config) -> io::Result<()> {
         }
 
         if accept_pending && !accept_paused {
-            accept_pending = false;
+            // Stays pending only if the batch ran out before `WouldBlock`.
+            let mut drained = false;
             for _ in 0..ACCEPT_BATCH {
                 match listener.accept() {
                     Ok((stream, peer)) => {
@@ -142,37 +143,34 @@ pub fn run(cfg: Config) -> io::Result<()> {
                             Err(e) => warn!("client {peer}: cannot register: {e}"),
                         }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        drained = true;
+                        break;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
-                        error!("accept: {e}: out of file descriptors, pausing accepts for {ACCEPT_PAUSE_MS}ms");
+                        if let Some(n) = full_log.allow(now) {
+                            error!(
+                                "accept: {e}: out of file descriptors, pausing accepts for {ACCEPT_PAUSE_MS}ms{}",
+                                if n > 0 { format!(" ({n} similar suppressed)") } else { String::new() }
+                            );
+                        }
                         accept_paused = true;
                         ctx.wheel.insert(
                             now + ACCEPT_PAUSE_MS,
                             TimerEv { slot: GLOBAL, conn_id: 0, kind: TimerKind::AcceptResume },
                         );
+                        drained = true;
                         break;
                     }
                     Err(e) => {
                         warn!("accept: {e}");
+                        drained = true;
                         break;
                     }
                 }
-                if slab.len() >= capacity && accept_pending {
-                    break;
-                }
             }
-            // Batch exhausted: more may be queued; come back after other work.
-            accept_pending = true;
-            if let Err(e) = listener.accept().map(|(s, p)| (s, p)) {
-                if e.kind() == io::ErrorKind::WouldBlock {
-                    accept_pending = false;
-                }
-            } else {
-                // Rare: one more connection arrived right now; it is closed by drop only if we
-                // cannot hold it, so hand it to the next iteration instead.
-                accept_pending = true;
-            }
+            accept_pending = !drained;
         }
 
         expired.clear();
