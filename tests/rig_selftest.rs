@@ -245,13 +245,10 @@ fn tls_ws_fake_dc_flags_batched_messages_and_sends_bulk_as_single_messages() {
     }
     // Ping is answered while the session is idle.
     s.ws.send(Message::Ping(b"hi".to_vec().into())).unwrap();
-    let pong = loop {
-        match s.ws.read().unwrap() {
-            Message::Pong(p) => break p,
-            other => panic!("expected pong, got {other:?}"),
-        }
-    };
-    assert_eq!(&pong[..], b"hi");
+    match s.ws.read().unwrap() {
+        Message::Pong(p) => assert_eq!(&p[..], b"hi"),
+        other => panic!("expected pong, got {other:?}"),
+    }
 }
 
 #[test]
@@ -275,26 +272,34 @@ fn tls_ws_fake_dc_records_bad_first_message() {
     assert_eq!(dc.snis(), vec!["kws2-1.web.telegram.org"]);
 }
 
+/// The upgrade error text; panics if the upgrade succeeded.
+fn refused(dc: &FakeDc, host: &str, path: &str) -> String {
+    match ws_client(dc.addr(), host, path, true) {
+        Ok(_) => panic!("upgrade on {path} should have been refused"),
+        Err(e) => e,
+    }
+}
+
 #[test]
 fn http_status_fault_is_returned_and_changeable_at_runtime() {
     let dc = FakeDc::start_tls_ws(DcConfig::with_fault(Fault::HttpStatus(403)));
     let host = "kws2.web.telegram.org";
-    let e = ws_client(dc.addr(), host, "/apiws", true)
-        .err()
-        .expect("403 must refuse");
+    let e = refused(&dc, host, "/apiws");
     assert!(e.contains("403"), "{e}");
     dc.set_fault(Fault::HttpStatus(302));
-    let e = ws_client(dc.addr(), host, "/apiws", true)
-        .err()
-        .expect("302 must refuse");
+    let e = refused(&dc, host, "/apiws");
     assert!(e.contains("302"), "{e}");
-    let e = ws_client(dc.addr(), host, "/other", true)
-        .err()
-        .expect("404 must refuse");
+    let e = refused(&dc, host, "/other");
     assert!(e.contains("404"), "{e}");
+    dc.set_fault(Fault::HttpRetryAfter {
+        status: 429,
+        secs: 7,
+    });
+    let e = refused(&dc, host, "/apiws");
+    assert!(e.contains("429") && e.contains("retry-after: 7"), "{e}");
     dc.set_fault(Fault::None);
     ws_client(dc.addr(), host, "/apiws", true).expect("healthy again");
-    assert_eq!((dc.connections(), dc.upgrades()), (4, 1));
+    assert_eq!((dc.connections(), dc.upgrades()), (5, 1));
 }
 
 #[test]

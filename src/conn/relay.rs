@@ -188,7 +188,10 @@ impl Relay {
 
     /// Reason reported if the linger deadline fires.
     pub fn linger_reason(&self) -> CloseReason {
-        self.up_end.unwrap_or(CloseReason::ClientEof)
+        match self.up_end {
+            Some(r) if !self.client_eof => r,
+            _ => CloseReason::ClientEof,
+        }
     }
 
     /// Best-effort goodbye on session close: a TLS close_notify toward the upstream.
@@ -479,7 +482,9 @@ impl Relay {
             Err(r) => return Step::Close(r),
         }
         // Ends.
-        if let Some(reason) = self.up_end {
+        if let Some(up_reason) = self.up_end {
+            // After the client's EOF, the upstream's close is just the answer to ours.
+            let reason = if self.client_eof { CloseReason::ClientEof } else { up_reason };
             // Upstream finished: deliver what it sent (headers of a half-received frame are
             // dropped with it), then close.
             if self.down.ready().is_empty() && (self.down.unprocessed().is_empty() || self.down_left == 0) {

@@ -50,6 +50,8 @@ pub enum Fault {
     /// Answer the WS upgrade with this HTTP status (302/303/307/308 carry a `Location`).
     /// On the raw TCP DC this acts as `Refuse`.
     HttpStatus(u16),
+    /// Answer the WS upgrade with `status` and `Retry-After: secs` (e.g. 429). TCP DC: `Refuse`.
+    HttpRetryAfter { status: u16, secs: u32 },
     /// Answer 101, then close (TLS close_notify + FIN). TCP DC: close right after the init.
     CloseAfterUpgrade,
     /// Answer 101, then read and discard everything and never answer.
@@ -549,6 +551,8 @@ fn answer(
 
 type TlsStream = StreamOwned<ServerConnection, TcpStream>;
 
+// tungstenite's callback type fixes the large `ErrorResponse` error variant.
+#[allow(clippy::result_large_err)]
 fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fault, rng: Rng) {
     if matches!(fault, Fault::Refuse) {
         return;
@@ -592,8 +596,16 @@ fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fau
         if path != "/apiws" && path != "/apiws_test" {
             return Err(error_response(404));
         }
-        if let Fault::HttpStatus(code) = fault {
-            return Err(error_response(code));
+        match fault {
+            Fault::HttpStatus(code) => return Err(error_response(code)),
+            Fault::HttpRetryAfter { status, secs } => {
+                let mut r = error_response(status);
+                if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+                    r.headers_mut().insert("retry-after", v);
+                }
+                return Err(r);
+            }
+            _ => {}
         }
         let wants_binary = protocol
             .as_deref()
@@ -602,13 +614,14 @@ fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fau
             resp.headers_mut()
                 .insert("sec-websocket-protocol", HeaderValue::from_static("binary"));
         }
+        // Counted before the 101 goes out, so a client that saw it also sees the count.
+        shared.lock().upgrades += 1;
         Ok(resp)
     };
     let mut ws = match tungstenite::accept_hdr_with_config(tls, callback, Some(ws_cfg)) {
         Ok(ws) => ws,
         Err(_) => return, // refused by the callback, or a broken request
     };
-    shared.lock().upgrades += 1;
     match fault {
         Fault::CloseAfterUpgrade => return close_tls(ws.get_mut()),
         _ => {
@@ -729,7 +742,10 @@ fn error_response(code: u16) -> ErrorResponse {
 }
 
 fn serve_tcp(shared: &Shared, mut sock: TcpStream, fault: Fault, rng: Rng) {
-    if matches!(fault, Fault::Refuse | Fault::HttpStatus(_)) {
+    if matches!(
+        fault,
+        Fault::Refuse | Fault::HttpStatus(_) | Fault::HttpRetryAfter { .. }
+    ) {
         return;
     }
     let _ = sock.set_nodelay(true);

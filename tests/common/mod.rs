@@ -364,8 +364,8 @@ pub fn test_client_tls() -> Arc<ClientConfig> {
 pub type WsClient = WebSocket<StreamOwned<ClientConnection, TcpStream>>;
 
 /// Opens TLS to `addr` with SNI/Host `host`, verifies against tests/data/ca.pem, and upgrades on
-/// `path` (asking for the `binary` subprotocol if `binary`). Errors as text (an HTTP refusal
-/// reads `HTTP error: 403 Forbidden` etc.).
+/// `path` (asking for the `binary` subprotocol if `binary`). Errors as text: an HTTP refusal
+/// reads `HTTP error: 429 Too Many Requests (retry-after: 7)` (the suffix only when present).
 pub fn ws_client(
     addr: SocketAddr,
     host: &str,
@@ -389,6 +389,11 @@ pub fn ws_client(
             .insert("sec-websocket-protocol", HeaderValue::from_static("binary"));
     }
     tungstenite::client::client(req, tls).map_err(|e| match e {
+        tungstenite::HandshakeError::Failure(tungstenite::Error::Http(resp)) => {
+            let retry = resp.headers().get("retry-after");
+            let retry = retry.map(|v| format!(" (retry-after: {})", v.to_str().unwrap_or("?")));
+            format!("HTTP error: {}{}", resp.status(), retry.unwrap_or_default())
+        }
         tungstenite::HandshakeError::Failure(e) => e.to_string(),
         tungstenite::HandshakeError::Interrupted(_) => "handshake interrupted".to_string(),
     })
