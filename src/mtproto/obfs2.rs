@@ -180,10 +180,11 @@ impl Secret {
     /// Safe-to-log form: prefix (`dd`/`ee`/none), first and last 2 hex digits of the key,
     /// e.g. `"dd5a…c3"`.
     pub fn masked(&self) -> String {
+        // The form is spelled out so a plain key that starts with `ee` is not read as fake-TLS.
         let prefix = match self.kind {
-            SecretKind::Plain => "",
-            SecretKind::Dd => "dd",
-            SecretKind::Ee(_) => "ee",
+            SecretKind::Plain => "plain:",
+            SecretKind::Dd => "dd:",
+            SecretKind::Ee(_) => "ee:",
         };
         format!(
             "{prefix}{:02x}…{:02x}",
@@ -615,18 +616,18 @@ mod tests {
         assert_eq!(s.key_hex(), key.to_ascii_lowercase());
         assert_eq!(s.key[0], 0x01);
         assert_eq!(s.link_hex(), format!("dd{}", key.to_ascii_lowercase()));
-        assert_eq!(s.masked(), "01…ef");
+        assert_eq!(s.masked(), "plain:01…ef");
 
         let d = Secret::parse(&format!("DD{key}")).unwrap();
         assert_eq!(d.kind, SecretKind::Dd);
         assert_eq!(d.key, s.key);
-        assert_eq!(d.masked(), "dd01…ef");
+        assert_eq!(d.masked(), "dd:01…ef");
         assert_eq!(d.link_hex(), s.link_hex());
 
         let e = Secret::parse(&format!("ee{key}{}", encode_hex(b"example.com"))).unwrap();
         assert_eq!(e.kind, SecretKind::Ee("example.com".into()));
         assert_eq!(e.key, s.key);
-        assert_eq!(e.masked(), "ee01…ef");
+        assert_eq!(e.masked(), "ee:01…ef");
         assert_eq!(
             e.link_hex(),
             format!("ee{}{}", s.key_hex(), encode_hex(b"example.com"))
