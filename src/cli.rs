@@ -48,14 +48,27 @@ pub struct CliError {
 }
 
 impl CliError {
+    /// An error about `flag`, whose value came from `env` if `Some`.
+    pub fn new(flag: &'static str, env: Option<&'static str>, msg: impl Into<String>) -> CliError {
+        CliError {
+            flag: Some(flag),
+            env,
+            msg: msg.into(),
+        }
+    }
+
     /// An error not tied to one flag.
     pub fn plain(msg: impl Into<String>) -> CliError {
-        CliError { flag: None, env: None, msg: msg.into() }
+        CliError {
+            flag: None,
+            env: None,
+            msg: msg.into(),
+        }
     }
 
     /// An error about `flag` (given on the command line).
     pub fn flag(flag: &'static str, msg: impl Into<String>) -> CliError {
-        CliError { flag: Some(flag), env: None, msg: msg.into() }
+        CliError::new(flag, None, msg)
     }
 }
 
@@ -106,8 +119,11 @@ pub struct RunArgs {
     pub host_given: bool,
     /// Things worth logging once the logger is up (secret file created, loose permissions).
     /// Never contains a secret.
-    pub notes: Vec<(Level, String)>,
+    pub notes: Vec<Note>,
 }
+
+/// A line for the log once it is up: level and text (never a secret).
+pub type Note = (Level, String);
 
 /// One option: canonical long name, optional short form and alias, environment names (the
 /// first is canonical; later ones are compatibility spellings).
@@ -118,38 +134,50 @@ struct Opt {
     env: &'static [&'static str],
 }
 
-const fn opt(long: &'static str, env: &'static [&'static str]) -> Opt {
-    Opt { long, short: None, alias: None, env }
+const fn opt(long: &'static str, short: Option<&'static str>, env: &'static [&'static str]) -> Opt {
+    Opt {
+        long,
+        short,
+        alias: None,
+        env,
+    }
 }
 
-const HOST: Opt = Opt { short: Some("-H"), ..opt("--host", &["TG_HOST"]) };
-const PORT: Opt = Opt { short: Some("-p"), ..opt("--port", &["TG_PORT"]) };
-const SECRET: Opt = Opt { short: Some("-s"), ..opt("--secret", &["TG_SECRET"]) };
-const SECRET_FILE: Opt = opt("--secret-file", &["TG_SECRET_FILE"]);
-const DC_IP: Opt = opt("--dc-ip", &["TG_DC_IP"]);
-const TCP_DC_IP: Opt = opt("--tcp-dc-ip", &["TG_TCP_DC_IP"]);
-const TIER_ORDER: Opt = opt("--tier-order", &["TG_TIER_ORDER"]);
-const WS_TIMEOUT: Opt = opt("--ws-connect-timeout", &["TG_WS_CONNECT_TIMEOUT"]);
+const HOST: Opt = opt("--host", Some("-H"), &["TG_HOST"]);
+const PORT: Opt = opt("--port", Some("-p"), &["TG_PORT"]);
+const SECRET: Opt = opt("--secret", Some("-s"), &["TG_SECRET"]);
+const SECRET_FILE: Opt = opt("--secret-file", None, &["TG_SECRET_FILE"]);
+const DC_IP: Opt = opt("--dc-ip", None, &["TG_DC_IP"]);
+const TCP_DC_IP: Opt = opt("--tcp-dc-ip", None, &["TG_TCP_DC_IP"]);
+const TIER_ORDER: Opt = opt("--tier-order", None, &["TG_TIER_ORDER"]);
+const WS_TIMEOUT: Opt = opt("--ws-connect-timeout", None, &["TG_WS_CONNECT_TIMEOUT"]);
 const TCP_TIMEOUT: Opt = Opt {
+    long: "--tcp-connect-timeout",
+    short: None,
     alias: Some("--tcp-fallback-timeout"),
-    ..opt("--tcp-connect-timeout", &["TG_TCP_CONNECT_TIMEOUT", "TG_TCP_FALLBACK_TIMEOUT"])
+    env: &["TG_TCP_CONNECT_TIMEOUT", "TG_TCP_FALLBACK_TIMEOUT"],
 };
-const HANDSHAKE_TIMEOUT: Opt = opt("--handshake-timeout", &["TG_HANDSHAKE_TIMEOUT"]);
-const IDLE_TIMEOUT: Opt = opt("--idle-timeout", &["TG_IDLE_TIMEOUT"]);
-const DRAIN: Opt = opt("--bad-client-drain", &["TG_BAD_CLIENT_DRAIN"]);
-const STATS: Opt = opt("--stats-interval", &["TG_STATS_INTERVAL"]);
-const MAX_CONN: Opt = opt("--max-connections", &["TG_MAX_CONNECTIONS"]);
-const BUF_KB: Opt = opt("--buf-kb", &["TG_BUF_KB"]);
-const CA_FILE: Opt = opt("--ca-file", &["TG_CA_FILE"]);
-const INSECURE: Opt = opt("--danger-accept-invalid-certs", &["TG_SKIP_TLS_VERIFY"]);
-const LOG_FILE: Opt = opt("--log-file", &["TG_LOG_FILE"]);
-const LOG_MAX_KB: Opt = opt("--log-max-kb", &["TG_LOG_MAX_KB"]);
-const VERBOSE: Opt = Opt { short: Some("-v"), ..opt("--verbose", &["TG_VERBOSE"]) };
-const QUIET: Opt = Opt { short: Some("-q"), ..opt("--quiet", &["TG_QUIET"]) };
-const LINK_IP: Opt = opt("--link-ip", &["TG_LINK_IP"]);
+const HANDSHAKE_TIMEOUT: Opt = opt("--handshake-timeout", None, &["TG_HANDSHAKE_TIMEOUT"]);
+const IDLE_TIMEOUT: Opt = opt("--idle-timeout", None, &["TG_IDLE_TIMEOUT"]);
+const DRAIN: Opt = opt("--bad-client-drain", None, &["TG_BAD_CLIENT_DRAIN"]);
+const STATS: Opt = opt("--stats-interval", None, &["TG_STATS_INTERVAL"]);
+const MAX_CONN: Opt = opt("--max-connections", None, &["TG_MAX_CONNECTIONS"]);
+const BUF_KB: Opt = opt("--buf-kb", None, &["TG_BUF_KB"]);
+const CA_FILE: Opt = opt("--ca-file", None, &["TG_CA_FILE"]);
+const INSECURE: Opt = opt(
+    "--danger-accept-invalid-certs",
+    None,
+    &["TG_SKIP_TLS_VERIFY"],
+);
+const LOG_FILE: Opt = opt("--log-file", None, &["TG_LOG_FILE"]);
+const LOG_MAX_KB: Opt = opt("--log-max-kb", None, &["TG_LOG_MAX_KB"]);
+const VERBOSE: Opt = opt("--verbose", Some("-v"), &["TG_VERBOSE"]);
+const QUIET: Opt = opt("--quiet", Some("-q"), &["TG_QUIET"]);
+const LINK_IP: Opt = opt("--link-ip", None, &["TG_LINK_IP"]);
 
 /// Every `run` option, for the help-text consistency test.
 #[cfg(test)]
+#[rustfmt::skip]
 const ALL_OPTS: [&Opt; 22] = [
     &HOST, &PORT, &SECRET, &SECRET_FILE, &DC_IP, &TCP_DC_IP, &TIER_ORDER, &WS_TIMEOUT,
     &TCP_TIMEOUT, &HANDSHAKE_TIMEOUT, &IDLE_TIMEOUT, &DRAIN, &STATS, &MAX_CONN, &BUF_KB,
@@ -169,8 +197,12 @@ struct Val {
 }
 
 impl Val {
+    fn new(text: String, flag: &'static str, env: Option<&'static str>) -> Val {
+        Val { text, flag, env }
+    }
+
     fn err(&self, msg: impl Into<String>) -> CliError {
-        CliError { flag: Some(self.flag), env: self.env, msg: msg.into() }
+        CliError::new(self.flag, self.env, msg)
     }
 
     fn parse<T>(&self, f: impl FnOnce(&str) -> Result<T, String>) -> Result<T, CliError> {
@@ -186,7 +218,10 @@ fn flag_values(args: &mut Arguments, o: &Opt) -> Result<Vec<String>, CliError> {
     }
     .map_err(pico_error)?;
     if let Some(alias) = o.alias {
-        out.extend(args.values_from_str::<_, String>(alias).map_err(pico_error)?);
+        out.extend(
+            args.values_from_str::<_, String>(alias)
+                .map_err(pico_error)?,
+        );
     }
     Ok(out)
 }
@@ -195,14 +230,16 @@ fn flag_values(args: &mut Arguments, o: &Opt) -> Result<Vec<String>, CliError> {
 /// environment variable, else `None`.
 fn single(args: &mut Arguments, o: &Opt, env: Env) -> Result<Option<Val>, CliError> {
     if let Some(text) = flag_values(args, o)?.pop() {
-        return Ok(Some(Val { text, flag: o.long, env: None }));
+        return Ok(Some(Val::new(text, o.long, None)));
     }
     Ok(env_value(o, env))
 }
 
 /// The first set environment variable of `o`.
 fn env_value(o: &Opt, env: Env) -> Option<Val> {
-    o.env.iter().find_map(|&name| env(name).map(|text| Val { text, flag: o.long, env: Some(name) }))
+    o.env
+        .iter()
+        .find_map(|&name| env(name).map(|text| Val::new(text, o.long, Some(name))))
 }
 
 /// Items of a repeatable, comma-separated option: all command-line occurrences if any, else
@@ -221,10 +258,10 @@ fn list(args: &mut Arguments, o: &Opt, env: Env) -> Result<Vec<Val>, CliError> {
     for text in texts {
         let before = out.len();
         for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            out.push(Val { text: item.to_string(), flag: o.long, env: from_env });
+            out.push(Val::new(item.to_string(), o.long, from_env));
         }
         if out.len() == before {
-            return Err(CliError { flag: Some(o.long), env: from_env, msg: "empty value".into() });
+            return Err(CliError::new(o.long, from_env, "empty value"));
         }
     }
     Ok(out)
@@ -250,9 +287,11 @@ fn switch(args: &mut Arguments, o: &Opt, env: Env) -> Result<(u32, bool), CliErr
 }
 
 /// Parses every `run` flag (and its env fallback) from `args` into a validated [`Config`].
-/// Consumes what it recognises; the caller then calls [`reject_leftovers`]. May create the
-/// `--secret-file` (see `RunArgs::notes`); that happens last, after every other check passed.
-pub fn parse_run(args: &mut Arguments, env: Env) -> Result<RunArgs, CliError> {
+/// An argument left over fails first (`unknown flag`, naming `applet` in the hint), before any
+/// value is judged. May create the `--secret-file` (see `RunArgs::notes`); that happens last,
+/// after every other check passed.
+pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs, CliError> {
+    let args = &mut args;
     // Valued options first, switches last: a switch search must not eat a flag's value.
     let host = single(args, &HOST, env)?;
     let port = single(args, &PORT, env)?;
@@ -276,13 +315,20 @@ pub fn parse_run(args: &mut Arguments, env: Env) -> Result<RunArgs, CliError> {
     let (insecure, _) = switch(args, &INSECURE, env)?;
     let verbose = switch(args, &VERBOSE, env)?;
     let quiet = switch(args, &QUIET, env)?;
+    reject_leftovers(
+        std::mem::replace(args, Arguments::from_vec(Vec::new())),
+        applet,
+    )?;
 
     let mut c = Config::with_secrets(Vec::new());
     if let Some(v) = &host {
         c.listen.set_ip(v.parse(parse_ip)?);
     }
     if let Some(v) = &port {
-        c.listen.set_port(v.parse(|s| s.parse::<u16>().map_err(|_| "not a port number (0-65535)".into()))?);
+        c.listen.set_port(v.parse(|s| {
+            s.parse::<u16>()
+                .map_err(|_| "not a port number (0-65535)".into())
+        })?);
     }
     if !dc_ip.is_empty() {
         c.ws_addrs = dc_map(&dc_ip)?;
@@ -309,7 +355,8 @@ pub fn parse_run(args: &mut Arguments, env: Env) -> Result<RunArgs, CliError> {
         }
     }
     if let Some(v) = &max_conn {
-        c.max_connections = v.parse(|s| parse_in_range(s, 1, MAX_CONNECTIONS_LIMIT as u64))? as usize;
+        c.max_connections =
+            v.parse(|s| parse_in_range(s, 1, MAX_CONNECTIONS_LIMIT as u64))? as usize;
     }
     if let Some(v) = &buf_kb {
         c.buf_size = v.parse(|s| parse_in_range(s, 4, 1024))? as usize * 1024;
@@ -334,10 +381,12 @@ pub fn parse_run(args: &mut Arguments, env: Env) -> Result<RunArgs, CliError> {
     // Secrets last: creating a secret file must not happen for a command line that fails.
     let mut notes = Vec::new();
     for v in &secrets {
-        c.secrets.push(v.parse(|s| Secret::parse(s).map_err(|e| format!("invalid secret: {e}")))?);
+        c.secrets
+            .push(v.parse(|s| Secret::parse(s).map_err(|e| format!("invalid secret: {e}")))?);
     }
     if let Some(v) = &secret_file {
-        let (file_secrets, note) = load_or_create_secret_file(Path::new(&v.text)).map_err(|m| v.err(m))?;
+        let (file_secrets, note) =
+            load_or_create_secret_file(Path::new(&v.text)).map_err(|m| v.err(m))?;
         c.secrets.extend(file_secrets);
         notes.extend(note);
     }
@@ -348,14 +397,19 @@ pub fn parse_run(args: &mut Arguments, env: Env) -> Result<RunArgs, CliError> {
              secret if missing), or make one with `tg-ws-proxy genkey`",
         ));
     }
-    let mut unique: Vec<Secret> = Vec::with_capacity(c.secrets.len());
-    for s in c.secrets.drain(..) {
-        if !unique.contains(&s) {
-            unique.push(s);
+    let mut i = 0;
+    while i < c.secrets.len() {
+        if c.secrets[..i].contains(&c.secrets[i]) {
+            c.secrets.remove(i);
+        } else {
+            i += 1;
         }
     }
-    c.secrets = unique;
-    Ok(RunArgs { config: c, host_given: host.is_some(), notes })
+    Ok(RunArgs {
+        config: c,
+        host_given: host.is_some(),
+        notes,
+    })
 }
 
 /// `-v`/`-q` (counts, from_flag) → level. Command-line switches override the environment; the
@@ -369,7 +423,11 @@ fn log_level(verbose: (u32, bool), quiet: (u32, bool)) -> Result<LevelFilter, Cl
     };
     if v > 0 && q > 0 {
         let env = (!v_flag).then_some("TG_QUIET");
-        return Err(CliError { flag: Some("--quiet"), env, msg: "cannot be combined with --verbose".into() });
+        return Err(CliError::new(
+            "--quiet",
+            env,
+            "cannot be combined with --verbose",
+        ));
     }
     Ok(match (v, q) {
         (0, 0) => LevelFilter::Info,
@@ -390,12 +448,14 @@ fn dc_map(items: &[Val]) -> Result<BTreeMap<u16, SocketAddr>, CliError> {
 }
 
 /// Duration syntax shared by every applet: a decimal number with an optional unit `ms`, `s`
-/// (default), `m` or `h`: `10`, `0.5`, `250ms`, `2s`, `1.5m`. At most [`MAX_DURATION`];
-/// sub-nanosecond fractions are truncated. No sign, no exponent, no inner spaces.
+/// (default), `m` or `h`: `10`, `0.5`, `250ms`, `2s`, `1.5m`. At most [`MAX_DURATION`] and 9
+/// decimals; exact (no float rounding). No sign, no exponent, no inner spaces.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let bad = || format!("'{s}' is not a duration (examples: 10, 0.5, 250ms, 2s, 1m)");
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let unit_ns: u128 = match unit {
         "" | "s" => 1_000_000_000,
@@ -406,20 +466,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     };
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
     let dotted = num.contains('.');
-    if (int.is_empty() && frac.is_empty()) || (dotted && frac.is_empty()) || frac.contains('.') {
+    let bad_shape = (int.is_empty() && frac.is_empty()) || (dotted && frac.is_empty());
+    if bad_shape || frac.contains('.') || frac.len() > 9 {
         return Err(bad());
     }
     let too_large = || format!("'{s}' is too large (at most 24h)");
-    let int: u128 = if int.is_empty() { 0 } else { int.parse().map_err(|_| too_large())? };
-    let frac = &frac[..frac.len().min(12)];
+    let int: u128 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| too_large())?
+    };
     let frac_ns = if frac.is_empty() {
         0
     } else {
-        // 12 digits at most: < 10^12, times < 3.6·10^12, fits u128 easily.
+        // 9 digits at most: < 10^9, times < 3.6·10^12, fits u128 easily.
         let digits: u128 = frac.parse().map_err(|_| bad())?;
         digits * unit_ns / 10u128.pow(frac.len() as u32)
     };
-    let total = int.checked_mul(unit_ns).and_then(|n| n.checked_add(frac_ns)).ok_or_else(too_large)?;
+    let total = int
+        .checked_mul(unit_ns)
+        .and_then(|n| n.checked_add(frac_ns))
+        .ok_or_else(too_large)?;
     if total > MAX_DURATION.as_nanos() {
         return Err(too_large());
     }
@@ -431,14 +498,21 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
     match s.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(format!("'{s}' is not a boolean (use 1/true/yes or 0/false/no)")),
+        _ => Err(format!(
+            "'{s}' is not a boolean (use 1/true/yes or 0/false/no)"
+        )),
     }
 }
 
 /// An IP address, IPv6 optionally in brackets (`[::]`).
 pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
-    let inner = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
-    inner.parse().map_err(|_| format!("'{s}' is not an IP address"))
+    let inner = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(s);
+    inner
+        .parse()
+        .map_err(|_| format!("'{s}' is not an IP address"))
 }
 
 /// `DC:IP[:PORT]` with an IPv4 address or a bracketed IPv6 one (`2:[2001:db8::1]:443`); DC is
@@ -451,22 +525,33 @@ pub fn parse_dc_addr(s: &str) -> Result<(u16, SocketAddr), String> {
         _ => return Err(format!("'{s}': DC must be a number 1-32767")),
     };
     let (ip, port): (IpAddr, Option<&str>) = if let Some(r) = rest.strip_prefix('[') {
-        let (ip, after) = r.split_once(']').ok_or_else(|| format!("'{s}': missing ']'"))?;
-        let ip = ip.parse::<std::net::Ipv6Addr>().map_err(|_| format!("'{s}': bad IPv6 address"))?;
+        let (ip, after) = r
+            .split_once(']')
+            .ok_or_else(|| format!("'{s}': missing ']'"))?;
+        let ip = ip
+            .parse::<std::net::Ipv6Addr>()
+            .map_err(|_| format!("'{s}': bad IPv6 address"))?;
         let port = match after {
             "" => None,
-            a => Some(a.strip_prefix(':').ok_or_else(|| format!("'{s}': {shape}"))?),
+            a => Some(
+                a.strip_prefix(':')
+                    .ok_or_else(|| format!("'{s}': {shape}"))?,
+            ),
         };
         (IpAddr::V6(ip), port)
     } else {
         if rest.matches(':').count() > 1 {
-            return Err(format!("'{s}': IPv6 addresses need brackets: DC:[IPv6]:PORT"));
+            return Err(format!(
+                "'{s}': IPv6 addresses need brackets: DC:[IPv6]:PORT"
+            ));
         }
         let (ip, port) = match rest.split_once(':') {
             Some((ip, p)) => (ip, Some(p)),
             None => (rest, None),
         };
-        let ip = ip.parse::<std::net::Ipv4Addr>().map_err(|_| format!("'{s}': bad IPv4 address"))?;
+        let ip = ip
+            .parse::<std::net::Ipv4Addr>()
+            .map_err(|_| format!("'{s}': bad IPv4 address"))?;
         (IpAddr::V4(ip), port)
     };
     let port = match port {
@@ -483,7 +568,8 @@ pub fn parse_dc_addr(s: &str) -> Result<(u16, SocketAddr), String> {
 pub fn parse_tier_order(s: &str) -> Result<Vec<Tier>, String> {
     let mut tiers = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let tier = Tier::parse(name).ok_or_else(|| format!("unknown tier '{name}' (known: ws, tcp)"))?;
+        let tier =
+            Tier::parse(name).ok_or_else(|| format!("unknown tier '{name}' (known: ws, tcp)"))?;
         if tiers.contains(&tier) {
             return Err(format!("tier '{name}' listed twice"));
         }
@@ -523,7 +609,8 @@ fn parse_in_range(s: &str, min: u64, max: u64) -> Result<u64, String> {
 }
 
 fn check_readable_file(path: &Path) -> Result<(), String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     match f.metadata() {
         Ok(m) if m.is_file() => Ok(()),
         _ => Err(format!("{} is not a regular file", path.display())),
@@ -537,7 +624,9 @@ pub fn parse_secret_text(text: &str) -> Result<Vec<Secret>, String> {
     for (i, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("");
         for item in line.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            out.push(Secret::parse(item).map_err(|e| format!("line {}: invalid secret: {e}", i + 1))?);
+            out.push(
+                Secret::parse(item).map_err(|e| format!("line {}: invalid secret: {e}", i + 1))?,
+            );
         }
     }
     if out.is_empty() {
@@ -548,19 +637,28 @@ pub fn parse_secret_text(text: &str) -> Result<Vec<Secret>, String> {
 
 /// Reads the secrets in `path`, or, if it does not exist, creates it (mode 0600, exclusive
 /// create) holding one fresh plain secret. Returns the secrets and a note to log.
-fn load_or_create_secret_file(path: &Path) -> Result<(Vec<Secret>, Option<(Level, String)>), String> {
+fn load_or_create_secret_file(path: &Path) -> Result<(Vec<Secret>, Option<Note>), String> {
     let shown = path.display();
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let secrets = parse_secret_text(&text).map_err(|e| format!("{shown}: {e}"))?;
-            let mode = std::fs::metadata(path).map(|m| m.permissions().mode()).unwrap_or(0);
+            let mode = std::fs::metadata(path)
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0);
             let note = (mode & 0o077 != 0).then(|| {
-                (Level::Warn, format!("secret file {shown} is readable by others (mode {:o}); chmod 600 it", mode & 0o777))
+                (
+                    Level::Warn,
+                    format!(
+                        "secret file {shown} is readable by others (mode {:o}); chmod 600 it",
+                        mode & 0o777
+                    ),
+                )
             });
             Ok((secrets, note))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut rng = Rng::new().map_err(|e| format!("no OS randomness to create {shown}: {e}"))?;
+            let mut rng =
+                Rng::new().map_err(|e| format!("no OS randomness to create {shown}: {e}"))?;
             let secret = Secret::generate(&mut rng);
             let text = format!(
                 "# tg-ws-proxy secret file: one secret per line (32 hex, dd…, ee…), # comments.\n{}\n",
@@ -587,24 +685,30 @@ mod tests {
     use super::*;
 
     const KEY: &str = "0123456789abcdef0123456789abcdef";
+    type Pairs = &'static [(&'static str, &'static str)];
+    const S: Pairs = &[("TG_SECRET", KEY)];
 
-    fn args(v: &[&str]) -> Arguments {
-        Arguments::from_vec(v.iter().map(|s| s.into()).collect())
+    fn env_of(pairs: Pairs) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
-    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+    /// Parses a whitespace-separated command line (`{KEY}`-free strings use `KEY` via format!).
+    fn parse(cmd: &str, env: Pairs) -> Result<RunArgs, CliError> {
+        parse_argv(&cmd.split_whitespace().collect::<Vec<_>>(), env)
     }
 
-    fn parse(v: &[&str], env: &'static [(&'static str, &'static str)]) -> Result<RunArgs, CliError> {
-        let mut a = args(v);
-        let r = parse_run(&mut a, &env_of(env))?;
-        reject_leftovers(a, "run")?;
-        Ok(r)
+    fn parse_argv(v: &[&str], env: Pairs) -> Result<RunArgs, CliError> {
+        let args = Arguments::from_vec(v.iter().map(|s| s.into()).collect());
+        parse_run(args, "run", &env_of(env))
     }
 
-    fn err_line(v: &[&str], env: &'static [(&'static str, &'static str)]) -> String {
-        parse(v, env).expect_err("should fail").to_string()
+    fn err_line(cmd: &str, env: Pairs) -> String {
+        parse(cmd, env).expect_err(cmd).to_string()
     }
 
     #[test]
@@ -621,27 +725,31 @@ mod tests {
         assert_eq!(parse_duration(" 3 "), ms(3_000));
         assert_eq!(parse_duration("0"), ms(0));
         assert_eq!(parse_duration("0.0015ms"), Ok(Duration::from_nanos(1_500)));
-        for bad in ["", "s", "-1", "1.", "1..2", "1.2.3", "2 s", "1e3", "5d", "10sec", ".", "ms"] {
+        for bad in "s -1 1. 1..2 1.2.3 1e3 5d 10sec . ms 1.0000000001 2_s".split(' ') {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
+        assert!(parse_duration("").is_err() && parse_duration("2 s").is_err());
         assert!(parse_duration("25h").unwrap_err().contains("too large"));
-        assert!(parse_duration("99999999999999999999999999999999999999999").is_err());
+        assert!(parse_duration(&"9".repeat(40))
+            .unwrap_err()
+            .contains("too large"));
     }
 
     #[test]
     fn dc_addr_forms() {
-        let sa = |s: &str| s.parse::<SocketAddr>().unwrap();
-        assert_eq!(parse_dc_addr("2:149.154.167.220"), Ok((2, sa("149.154.167.220:443"))));
-        assert_eq!(parse_dc_addr("4:127.0.0.1:8443"), Ok((4, sa("127.0.0.1:8443"))));
-        assert_eq!(parse_dc_addr("203:[2001:db8::1]"), Ok((203, sa("[2001:db8::1]:443"))));
-        assert_eq!(parse_dc_addr("5:[::1]:9"), Ok((5, sa("[::1]:9"))));
-        for bad in [
-            "2", "0:1.2.3.4", "40000:1.2.3.4", "x:1.2.3.4", "2:1.2.3", "2:1.2.3.4:0", "2:1.2.3.4:70000",
-            "2:2001:db8::1", "2:[1.2.3.4]", "2:[::1", "2:[::1]443", "2:host.example", "2:",
-        ] {
-            assert!(parse_dc_addr(bad).is_err(), "{bad:?} accepted");
+        let ok = |s: &str, dc, a: &str| assert_eq!(parse_dc_addr(s), Ok((dc, a.parse().unwrap())));
+        ok("2:149.154.167.220", 2, "149.154.167.220:443");
+        ok("4:127.0.0.1:8443", 4, "127.0.0.1:8443");
+        ok("203:[2001:db8::1]", 203, "[2001:db8::1]:443");
+        ok("5:[::1]:9", 5, "[::1]:9");
+        let bad = "2 0:1.2.3.4 40000:1.2.3.4 x:1.2.3.4 2:1.2.3 2:1.2.3.4:0 2:1.2.3.4:70000 \
+                   2:2001:db8::1 2:[1.2.3.4] 2:[::1 2:[::1]443 2:host.example 2:";
+        for b in bad.split_whitespace() {
+            assert!(parse_dc_addr(b).is_err(), "{b:?} accepted");
         }
-        assert!(parse_dc_addr("2:2001:db8::1").unwrap_err().contains("brackets"));
+        assert!(parse_dc_addr("2:2001:db8::1")
+            .unwrap_err()
+            .contains("brackets"));
     }
 
     #[test]
@@ -649,13 +757,15 @@ mod tests {
         assert_eq!(parse_tier_order("tcp, ws"), Ok(vec![Tier::Tcp, Tier::Ws]));
         assert_eq!(parse_tier_order("tcp"), Ok(vec![Tier::Tcp]));
         assert!(parse_tier_order("ws,ws").unwrap_err().contains("twice"));
-        assert!(parse_tier_order("ws,cf").unwrap_err().contains("unknown tier 'cf'"));
+        assert!(parse_tier_order("ws,cf")
+            .unwrap_err()
+            .contains("unknown tier 'cf'"));
         assert!(parse_tier_order(" , ").is_err());
     }
 
     #[test]
     fn defaults_with_env_secret() {
-        let r = parse(&[], &[("TG_SECRET", KEY)]).unwrap();
+        let r = parse("", S).unwrap();
         let c = &r.config;
         assert_eq!(c.listen, "127.0.0.1:1443".parse().unwrap());
         assert!(!r.host_given);
@@ -670,7 +780,7 @@ mod tests {
 
     #[test]
     fn flag_wins_over_env() {
-        let env: &[(&str, &str)] = &[
+        let env: Pairs = &[
             ("TG_SECRET", "ffffffffffffffffffffffffffffffff"),
             ("TG_PORT", "1000"),
             ("TG_HOST", "0.0.0.0"),
@@ -679,55 +789,60 @@ mod tests {
             ("TG_QUIET", "yes"),
         ];
         let r = parse(
-            &["-p", "2000", "--host", "::1", "--secret", KEY, "--dc-ip", "2:10.0.0.2", "-v"],
+            &format!("-p 2000 --host ::1 --secret {KEY} --dc-ip 2:10.0.0.2 -v"),
             env,
-        )
-        .unwrap();
-        let c = &r.config;
+        );
+        let c = r.unwrap().config;
         assert_eq!(c.listen, "[::1]:2000".parse().unwrap());
         assert_eq!(c.secrets.len(), 1);
         assert_eq!(c.secrets[0].key_hex(), KEY);
         assert_eq!(c.ws_addrs.keys().copied().collect::<Vec<_>>(), vec![2]);
-        assert_eq!(c.idle_timeout, Duration::from_secs(5), "env used when no flag");
+        assert_eq!(
+            c.idle_timeout,
+            Duration::from_secs(5),
+            "env used when no flag"
+        );
         assert_eq!(c.log_level, LevelFilter::Debug, "-v flag beats TG_QUIET");
-        // Env alone applies.
-        let r = parse(&[], env).unwrap();
+        let r = parse("", env).unwrap(); // env alone applies
         assert_eq!(r.config.listen, "0.0.0.0:1000".parse().unwrap());
         assert!(r.host_given);
         assert_eq!(r.config.ws_addrs[&1], "10.0.0.1:443".parse().unwrap());
         assert_eq!(r.config.log_level, LevelFilter::Warn);
+        let both: Pairs = &[("TG_SECRET", KEY), ("TG_VERBOSE", "1")];
+        assert_eq!(
+            parse("-q", both).unwrap().config.log_level,
+            LevelFilter::Warn
+        );
     }
 
     #[test]
     fn repeated_and_listed_values() {
-        let r = parse(
-            &["-s", KEY, "--secret", &format!("dd{KEY},{KEY}"), "--dc-ip", "2:10.0.0.2,4:10.0.0.4:444",
-              "--dc-ip", "2:10.0.0.9", "--port", "1", "--port", "0", "--tcp-fallback-timeout", "1.5"],
-            &[],
-        )
-        .unwrap();
-        let c = &r.config;
+        let cmd = format!(
+            "-s {KEY} --secret dd{KEY},{KEY} --dc-ip 2:10.0.0.2,4:10.0.0.4:444 --dc-ip 2:10.0.0.9 \
+             --port 1 --port 0 --tcp-fallback-timeout 1.5"
+        );
+        let c = parse(&cmd, &[]).unwrap().config;
         assert_eq!(c.secrets.len(), 2, "duplicate plain secret folded, dd kept");
-        assert_eq!(c.ws_addrs[&2], "10.0.0.9:443".parse().unwrap(), "last DC entry wins");
+        assert_eq!(
+            c.ws_addrs[&2],
+            "10.0.0.9:443".parse().unwrap(),
+            "last DC entry wins"
+        );
         assert_eq!(c.ws_addrs[&4], "10.0.0.4:444".parse().unwrap());
         assert_eq!(c.listen.port(), 0, "last --port wins");
         assert_eq!(c.tcp_connect_timeout, Duration::from_millis(1500));
-        let r = parse(&["-s", KEY], &[("TG_TCP_FALLBACK_TIMEOUT", "3")]).unwrap();
+        let r = parse("", &[("TG_SECRET", KEY), ("TG_TCP_FALLBACK_TIMEOUT", "3")]).unwrap();
         assert_eq!(r.config.tcp_connect_timeout, Duration::from_secs(3));
     }
 
     #[test]
     fn every_setting_parses() {
-        let r = parse(
-            &["-s", KEY, "--tcp-dc-ip", "2:10.1.1.1", "--tier-order", "tcp", "--ws-connect-timeout", "3",
-              "--tcp-connect-timeout", "4", "--handshake-timeout", "250ms", "--idle-timeout", "1m",
-              "--bad-client-drain", "0", "--stats-interval", "0", "--max-connections", "7", "--buf-kb", "4",
-              "--danger-accept-invalid-certs", "--log-file", "/tmp/x.log", "--log-max-kb", "2",
-              "--link-ip", "router.lan", "-v", "-v"],
-            &[],
-        )
-        .unwrap();
-        let c = &r.config;
+        let cmd = "--tcp-dc-ip 2:10.1.1.1 --tier-order tcp --ws-connect-timeout 3 \
+                   --tcp-connect-timeout 4 --handshake-timeout 250ms --idle-timeout 1m \
+                   --bad-client-drain 0 --stats-interval 0 --max-connections 7 --buf-kb 4 \
+                   --danger-accept-invalid-certs --log-file /tmp/x.log --log-max-kb 2 \
+                   --link-ip router.lan -v -v";
+        let c = parse(cmd, S).unwrap().config;
         assert_eq!(c.tcp_addrs[&2], "10.1.1.1:443".parse().unwrap());
         assert_eq!(c.tier_order, vec![Tier::Tcp]);
         assert_eq!(c.ws_connect_timeout, Duration::from_secs(3));
@@ -747,41 +862,68 @@ mod tests {
 
     #[test]
     fn errors_name_the_flag_and_the_env_var() {
-        let s: &[(&str, &str)] = &[("TG_SECRET", KEY)];
-        assert_eq!(err_line(&["--port", "x"], s), "--port: not a port number (0-65535)");
         assert_eq!(
-            err_line(&[], &[("TG_SECRET", KEY), ("TG_PORT", "70000")]),
-            "--port (TG_PORT): not a port number (0-65535)"
+            err_line("--port x", S),
+            "--port: not a port number (0-65535)"
         );
-        assert!(err_line(&["--port"], s).starts_with("--port: missing value"));
-        assert!(err_line(&["--bogus"], s).starts_with("unknown flag '--bogus'"));
-        assert!(err_line(&["stray"], s).starts_with("unexpected argument 'stray'"));
-        assert!(!err_line(&[KEY], s).contains(KEY));
-        assert!(err_line(&["--idle-timeout", "0"], s).starts_with("--idle-timeout: must be greater than 0"));
-        assert!(err_line(&[], &[("TG_SECRET", KEY), ("TG_HANDSHAKE_TIMEOUT", "x")])
-            .starts_with("--handshake-timeout (TG_HANDSHAKE_TIMEOUT): "));
-        assert!(err_line(&["--max-connections", "0"], s).starts_with("--max-connections: "));
-        assert!(err_line(&["--buf-kb", "2048"], s).starts_with("--buf-kb: "));
-        assert!(err_line(&["--tier-order", "ws,quic"], s).starts_with("--tier-order: unknown tier"));
-        assert!(err_line(&["--dc-ip", ""], s).starts_with("--dc-ip: empty value"));
-        assert!(err_line(&["--host", "localhost"], s).starts_with("--host: "));
-        assert!(err_line(&["--ca-file", "/nonexistent/ca.pem"], s).starts_with("--ca-file: cannot read"));
-        assert!(err_line(&["-v", "-q"], s).starts_with("--quiet: cannot be combined"));
-        assert!(err_line(&[], &[("TG_SECRET", KEY), ("TG_VERBOSE", "1"), ("TG_QUIET", "1")])
-            .starts_with("--quiet (TG_QUIET): "));
-        assert!(err_line(&[], &[("TG_SECRET", KEY), ("TG_SKIP_TLS_VERIFY", "maybe")])
-            .starts_with("--danger-accept-invalid-certs (TG_SKIP_TLS_VERIFY): "));
-        assert!(err_line(&["--link-ip", "bad_name!"], s).starts_with("--link-ip: "));
-        let bad_secret = err_line(&[], &[("TG_SECRET", "0123456789abcdefXYZ")]);
-        assert!(bad_secret.starts_with("--secret (TG_SECRET): invalid secret"), "{bad_secret}");
-        assert!(!bad_secret.contains("0123456789abcdefXYZ"));
-    }
-
-    #[test]
-    fn missing_secret_suggests_genkey_and_secret_file() {
-        let e = err_line(&[], &[]);
-        assert!(e.starts_with("--secret: no secret configured"), "{e}");
-        assert!(e.contains("tg-ws-proxy genkey") && e.contains("--secret-file"));
+        let e = err_line("", &[("TG_SECRET", KEY), ("TG_PORT", "70000")]);
+        assert_eq!(e, "--port (TG_PORT): not a port number (0-65535)");
+        let cases: &[(&str, Pairs, &str)] = &[
+            ("--port", S, "--port: missing value"),
+            ("--bogus", S, "unknown flag '--bogus'"),
+            ("--bogus", &[], "unknown flag '--bogus'"), // before the secret check
+            ("--port x --bogus", S, "unknown flag"),    // before value checks
+            ("stray", S, "unexpected argument 'stray'"),
+            (
+                "--idle-timeout 0",
+                S,
+                "--idle-timeout: must be greater than 0",
+            ),
+            (
+                "",
+                &[("TG_SECRET", KEY), ("TG_HANDSHAKE_TIMEOUT", "x")],
+                "--handshake-timeout (TG_HANDSHAKE_TIMEOUT): ",
+            ),
+            ("--max-connections 0", S, "--max-connections: "),
+            ("--buf-kb 2048", S, "--buf-kb: "),
+            ("--tier-order ws,quic", S, "--tier-order: unknown tier"),
+            ("--host localhost", S, "--host: "),
+            ("--ca-file /nonexistent/ca.pem", S, "--ca-file: cannot read"),
+            ("-v -q", S, "--quiet: cannot be combined"),
+            (
+                "",
+                &[("TG_SECRET", KEY), ("TG_VERBOSE", "1"), ("TG_QUIET", "1")],
+                "--quiet (TG_QUIET): ",
+            ),
+            (
+                "",
+                &[("TG_SECRET", KEY), ("TG_SKIP_TLS_VERIFY", "maybe")],
+                "--danger-accept-invalid-certs (TG_SKIP_TLS_VERIFY): ",
+            ),
+            ("--link-ip bad_name!", S, "--link-ip: "),
+            (
+                "",
+                &[("TG_SECRET", "0123456789abcdefXYZ")],
+                "--secret (TG_SECRET): invalid secret",
+            ),
+            ("", &[], "--secret: no secret configured"),
+        ];
+        for (cmd, env, prefix) in cases {
+            let e = err_line(cmd, env);
+            assert!(
+                e.starts_with(prefix),
+                "{cmd:?}: {e:?} lacks prefix {prefix:?}"
+            );
+        }
+        let e = parse_argv(&["--dc-ip", ""], S).unwrap_err().to_string();
+        assert_eq!(e, "--dc-ip: empty value");
+        assert!(!err_line(KEY, S).contains(KEY));
+        assert!(!err_line("", &[("TG_SECRET", "0123456789abcdefXYZ")]).contains("0123456789"));
+        let e = err_line("", &[]);
+        assert!(
+            e.contains("tg-ws-proxy genkey") && e.contains("--secret-file"),
+            "{e}"
+        );
     }
 
     fn temp_dir(tag: &str) -> PathBuf {
@@ -795,15 +937,18 @@ mod tests {
     fn secret_file_is_created_once_then_reused() {
         let dir = temp_dir("create");
         let path = dir.join("secret");
-        let p = path.to_str().unwrap();
-        let first = parse(&["--secret-file", p], &[]).unwrap();
+        let cmd = format!("--secret-file {}", path.display());
+        let first = parse(&cmd, &[]).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(first.notes.len(), 1);
-        assert!(first.notes[0].1.contains(p));
+        assert!(first.notes[0].1.contains(&path.display().to_string()));
         let key = first.config.secrets[0].key_hex();
-        assert!(!first.notes[0].1.contains(&key), "note must not show the secret");
-        let second = parse(&["--secret-file", p], &[]).unwrap();
+        assert!(
+            !first.notes[0].1.contains(&key),
+            "note must not show the secret"
+        );
+        let second = parse(&cmd, &[]).unwrap();
         assert_eq!(second.config.secrets[0].key_hex(), key);
         assert!(second.notes.is_empty());
         let _ = std::fs::remove_dir_all(&dir);
@@ -812,18 +957,18 @@ mod tests {
     #[test]
     fn secret_file_errors() {
         let dir = temp_dir("errors");
-        let missing_dir = dir.join("no/such/dir/secret");
-        let e = err_line(&["--secret-file", missing_dir.to_str().unwrap()], &[]);
+        let e = err_line(&format!("--secret-file {}/no/dir/s", dir.display()), &[]);
         assert!(e.starts_with("--secret-file: cannot create"), "{e}");
         let path = dir.join("s");
+        let cmd = format!("--secret-file {}", path.display());
         std::fs::write(&path, format!("# keys\n{KEY}\nnot-hex\n")).unwrap();
-        let e = err_line(&["--secret-file", path.to_str().unwrap()], &[]);
-        assert!(e.contains("line 3: invalid secret"), "{e}");
+        assert!(err_line(&cmd, &[]).contains("line 3: invalid secret"));
         std::fs::write(&path, "# nothing\n\n").unwrap();
-        assert!(err_line(&["--secret-file", path.to_str().unwrap()], &[]).contains("contains no secret"));
-        std::fs::write(&path, format!("{KEY} # main\ndd{KEY}, ee{KEY}6578616d706c652e636f6d\n")).unwrap();
+        assert!(err_line(&cmd, &[]).contains("contains no secret"));
+        let text = format!("{KEY} # main\ndd{KEY}, ee{KEY}6578616d706c652e636f6d\n");
+        std::fs::write(&path, text).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let r = parse(&["--secret-file", path.to_str().unwrap()], &[]).unwrap();
+        let r = parse(&cmd, &[]).unwrap();
         assert_eq!(r.config.secrets.len(), 3);
         assert_eq!(r.notes[0].0, Level::Warn);
         let _ = std::fs::remove_dir_all(&dir);
@@ -833,8 +978,8 @@ mod tests {
     fn run_help_lists_every_flag_and_env_var() {
         let help = crate::applet::run::HELP;
         for o in ALL_OPTS {
-            let names = [o.long].into_iter().chain(o.short).chain(o.alias).chain(o.env.iter().copied());
-            for name in names {
+            let names = [o.long].into_iter().chain(o.short).chain(o.alias);
+            for name in names.chain(o.env.iter().copied()) {
                 let found = help.match_indices(name).any(|(i, _)| {
                     let next = help[i + name.len()..].chars().next().unwrap_or(' ');
                     !(next.is_ascii_alphanumeric() || next == '-' || next == '_')
@@ -857,7 +1002,10 @@ mod tests {
         }
         assert!(parse_bool("2").is_err());
         assert_eq!(parse_link_host("[::1]"), Ok("::1".to_string()));
-        assert_eq!(parse_link_host("proxy.example.org."), Ok("proxy.example.org".to_string()));
+        assert_eq!(
+            parse_link_host("proxy.example.org."),
+            Ok("proxy.example.org".into())
+        );
         for bad in ["", "-a.b", "a..b", "a_b", "a b", &"x".repeat(64)] {
             assert!(parse_link_host(bad).is_err(), "{bad:?} accepted");
         }

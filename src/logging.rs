@@ -212,7 +212,10 @@ fn format_line(now: SystemTime, record: &Record) -> String {
         line.push_str("] ");
     }
     let msg = record.args().to_string();
-    line.extend(msg.chars().map(|c| if c == '\n' || c == '\r' { ' ' } else { c }));
+    line.extend(
+        msg.chars()
+            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
+    );
     line.push('\n');
     line
 }
@@ -288,11 +291,26 @@ mod tests {
     fn utc_timestamps_known_dates() {
         let at = |s: u64, ms: u64| UNIX_EPOCH + Duration::from_millis(s * 1000 + ms);
         assert_eq!(utc_timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        assert_eq!(utc_timestamp(at(951_782_400, 7)), "2000-02-29T00:00:00.007Z");
-        assert_eq!(utc_timestamp(at(951_868_799, 999)), "2000-02-29T23:59:59.999Z");
-        assert_eq!(utc_timestamp(at(1_709_251_199, 0)), "2024-02-29T23:59:59.000Z");
-        assert_eq!(utc_timestamp(at(4_107_542_400, 0)), "2100-03-01T00:00:00.000Z");
-        assert_eq!(utc_timestamp(at(1_234_567_890, 0)), "2009-02-13T23:31:30.000Z");
+        assert_eq!(
+            utc_timestamp(at(951_782_400, 7)),
+            "2000-02-29T00:00:00.007Z"
+        );
+        assert_eq!(
+            utc_timestamp(at(951_868_799, 999)),
+            "2000-02-29T23:59:59.999Z"
+        );
+        assert_eq!(
+            utc_timestamp(at(1_709_251_199, 0)),
+            "2024-02-29T23:59:59.000Z"
+        );
+        assert_eq!(
+            utc_timestamp(at(4_107_542_400, 0)),
+            "2100-03-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            utc_timestamp(at(1_234_567_890, 0)),
+            "2009-02-13T23:31:30.000Z"
+        );
         assert_eq!(
             utc_timestamp(UNIX_EPOCH - Duration::from_secs(5)),
             "1970-01-01T00:00:00.000Z"

@@ -41,7 +41,10 @@ fn main() {
 
 /// Chooses and runs the applet; returns the exit code.
 fn dispatch(argv0: &OsString, mut rest: Vec<OsString>) -> i32 {
-    let own_name = Path::new(argv0).file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let own_name = Path::new(argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
     let applet = if APPLETS.contains(&own_name) {
         own_name.to_string()
     } else {
@@ -64,7 +67,10 @@ fn dispatch(argv0: &OsString, mut rest: Vec<OsString>) -> i32 {
                 a
             }
             Some(a) if !a.starts_with('-') => {
-                eprintln!("tg-ws-proxy: unknown applet '{a}' (known: {})", APPLETS.join(", "));
+                eprintln!(
+                    "tg-ws-proxy: unknown applet '{a}' (known: {})",
+                    APPLETS.join(", ")
+                );
                 return 2;
             }
             _ => "run".to_string(),
@@ -92,7 +98,10 @@ fn help(applet: Option<&str>) -> i32 {
         Some("link") => link::HELP,
         Some("genkey") => genkey::HELP,
         Some(other) => {
-            eprintln!("tg-ws-proxy: no help for '{other}' (known: {})", APPLETS[..4].join(", "));
+            eprintln!(
+                "tg-ws-proxy: no help for '{other}' (known: {})",
+                APPLETS[..4].join(", ")
+            );
             return 2;
         }
     };
@@ -122,4 +131,40 @@ fn split_eq(args: Vec<OsString>) -> Vec<OsString> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn split_eq_only_touches_long_flags_before_double_dash() {
+        let got = split_eq(v(&[
+            "--port=1",
+            "-p=2",
+            "--dc-ip=2:1.2.3.4:443",
+            "--v",
+            "--",
+            "--a=b",
+        ]));
+        let want = v(&[
+            "--port",
+            "1",
+            "-p=2",
+            "--dc-ip",
+            "2:1.2.3.4:443",
+            "--v",
+            "--",
+            "--a=b",
+        ]);
+        assert_eq!(got, want);
+        assert_eq!(
+            split_eq(v(&["--secret-file=a=b"])),
+            v(&["--secret-file", "a=b"])
+        );
+    }
 }

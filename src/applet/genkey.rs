@@ -79,7 +79,9 @@ fn parse_form(mut args: Arguments) -> Result<Form, CliError> {
             let bad = |m: String| CliError::flag("--ee", m);
             let domain = cli::parse_link_host(&domain).map_err(bad)?;
             if cli::parse_ip(&domain).is_ok() {
-                return Err(bad(format!("'{domain}' is an IP address; fake-TLS needs a domain name")));
+                return Err(bad(format!(
+                    "'{domain}' is an IP address; fake-TLS needs a domain name"
+                )));
             }
             Ok(Form::Ee(domain))
         }
@@ -116,7 +118,10 @@ mod tests {
     fn forms() {
         assert_eq!(form(&[]), Ok(Form::Plain));
         assert_eq!(form(&["--dd"]), Ok(Form::Dd));
-        assert_eq!(form(&["--ee", "example.com"]), Ok(Form::Ee("example.com".into())));
+        assert_eq!(
+            form(&["--ee", "example.com"]),
+            Ok(Form::Ee("example.com".into()))
+        );
         assert!(form(&["--dd", "--ee", "a.b"]).is_err());
         assert!(form(&["--ee", "1.2.3.4"]).is_err());
         assert!(form(&["--ee"]).is_err());

@@ -53,32 +53,38 @@ pub fn main(mut args: Arguments) -> i32 {
 }
 
 fn links(mut args: Arguments) -> Result<Vec<String>, CliError> {
-    let server: Option<String> = args.opt_value_from_str("--server").map_err(cli::pico_error)?;
+    let server: Option<String> = args
+        .opt_value_from_str("--server")
+        .map_err(cli::pico_error)?;
     let server = match server {
         Some(s) => Some(cli::parse_link_host(&s).map_err(|m| CliError::flag("--server", m))?),
         None => None,
     };
-    let parsed = cli::parse_run(&mut args, &cli::process_env)?;
-    cli::reject_leftovers(args, "link")?;
+    let parsed = cli::parse_run(args, "link", &cli::process_env)?;
     for (_, note) in &parsed.notes {
         eprintln!("tg-ws-proxy: {note}");
     }
     let c = &parsed.config;
     let port = c.listen.port();
     if port == 0 {
-        return Err(CliError::flag("--port", "0 (any free port) cannot be put in a link"));
+        return Err(CliError::flag(
+            "--port",
+            "0 (any free port) cannot be put in a link",
+        ));
     }
     let ip = c.listen.ip();
     let host = match server.or_else(|| c.link_ip.clone()) {
         Some(h) => h,
         None if parsed.host_given && !ip.is_unspecified() => ip.to_string(),
-        None => match lan_ipv4() {
-            Some(a) => a.to_string(),
-            None => {
-                eprintln!("tg-ws-proxy: no LAN IPv4 address found; using 127.0.0.1 (pass --server HOST)");
-                Ipv4Addr::LOCALHOST.to_string()
+        None => {
+            match lan_ipv4() {
+                Some(a) => a.to_string(),
+                None => {
+                    eprintln!("tg-ws-proxy: no LAN IPv4 address found; using 127.0.0.1 (pass --server HOST)");
+                    Ipv4Addr::LOCALHOST.to_string()
+                }
             }
-        },
+        }
     };
     let mut out = Vec::new();
     for s in &c.secrets {
@@ -90,7 +96,10 @@ fn links(mut args: Arguments) -> Result<Vec<String>, CliError> {
 /// `[tg://proxy?…, https://t.me/proxy?…]` for one secret in link form (hex).
 pub fn link_urls(host: &str, port: u16, secret_hex: &str) -> [String; 2] {
     let query = format!("server={host}&port={port}&secret={secret_hex}");
-    [format!("tg://proxy?{query}"), format!("https://t.me/proxy?{query}")]
+    [
+        format!("tg://proxy?{query}"),
+        format!("https://t.me/proxy?{query}"),
+    ]
 }
 
 /// The machine's preferred LAN IPv4 from `/proc/net/fib_trie`; `None` if unreadable or none.
@@ -117,7 +126,11 @@ pub fn pick_lan_ipv4(fib_trie: &str) -> Option<Ipv4Addr> {
         }
     }
     let usable = |a: &&Ipv4Addr| {
-        !(a.is_loopback() || a.is_link_local() || a.is_multicast() || a.is_broadcast() || a.is_unspecified())
+        !(a.is_loopback()
+            || a.is_link_local()
+            || a.is_multicast()
+            || a.is_broadcast()
+            || a.is_unspecified())
     };
     let rank = |a: &Ipv4Addr| match a.octets() {
         [192, 168, ..] => 0,
@@ -168,11 +181,13 @@ Local:
 
     #[test]
     fn other_addresses_and_none() {
-        let only = "Main:\n  |-- 100.64.3.4\n     /32 host LOCAL\n  |-- 172.20.0.9\n     /32 host LOCAL\n";
+        let only =
+            "Main:\n  |-- 100.64.3.4\n     /32 host LOCAL\n  |-- 172.20.0.9\n     /32 host LOCAL\n";
         assert_eq!(pick_lan_ipv4(only), Some(Ipv4Addr::new(172, 20, 0, 9)));
         let wan = "Main:\n  |-- 203.0.113.7\n     /32 host LOCAL\n";
         assert_eq!(pick_lan_ipv4(wan), Some(Ipv4Addr::new(203, 0, 113, 7)));
-        let lo = "Main:\n  |-- 127.0.0.1\n     /32 host LOCAL\n  |-- 169.254.1.1\n     /32 host LOCAL\n";
+        let lo =
+            "Main:\n  |-- 127.0.0.1\n     /32 host LOCAL\n  |-- 169.254.1.1\n     /32 host LOCAL\n";
         assert_eq!(pick_lan_ipv4(lo), None);
         assert_eq!(pick_lan_ipv4(""), None);
     }
@@ -181,6 +196,9 @@ Local:
     fn urls() {
         let [tg, https] = link_urls("192.168.1.1", 1443, "ddab");
         assert_eq!(tg, "tg://proxy?server=192.168.1.1&port=1443&secret=ddab");
-        assert_eq!(https, "https://t.me/proxy?server=192.168.1.1&port=1443&secret=ddab");
+        assert_eq!(
+            https,
+            "https://t.me/proxy?server=192.168.1.1&port=1443&secret=ddab"
+        );
     }
 }

@@ -83,8 +83,7 @@ pub fn main(mut args: Arguments) -> i32 {
         print!("{HELP}");
         return 0;
     }
-    let parsed = cli::parse_run(&mut args, &cli::process_env);
-    let parsed = match parsed.and_then(|p| cli::reject_leftovers(args, "run").map(|()| p)) {
+    let parsed = match cli::parse_run(args, "run", &cli::process_env) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tg-ws-proxy: {e}");
@@ -92,7 +91,11 @@ pub fn main(mut args: Arguments) -> i32 {
         }
     };
     let config = parsed.config;
-    if let Err(e) = logging::init(config.log_level, config.log_file.as_deref(), config.log_max_bytes) {
+    if let Err(e) = logging::init(
+        config.log_level,
+        config.log_file.as_deref(),
+        config.log_max_bytes,
+    ) {
         eprintln!("tg-ws-proxy: --log-file: {e}");
         return 2;
     }
@@ -114,7 +117,9 @@ pub fn main(mut args: Arguments) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             let line = match e.kind() {
-                ErrorKind::AddrInUse | ErrorKind::AddrNotAvailable | ErrorKind::PermissionDenied => {
+                ErrorKind::AddrInUse
+                | ErrorKind::AddrNotAvailable
+                | ErrorKind::PermissionDenied => {
                     format!("cannot listen on {listen}: {e}")
                 }
                 _ => format!("fatal: {e}"),
@@ -136,7 +141,10 @@ pub fn summary(c: &Config) -> Vec<String> {
         if m.is_empty() {
             return "built-in".to_string();
         }
-        m.iter().map(|(dc, a)| format!("{dc}={a}")).collect::<Vec<_>>().join(" ")
+        m.iter()
+            .map(|(dc, a)| format!("{dc}={a}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     vec![
         format!(
@@ -154,13 +162,19 @@ pub fn summary(c: &Config) -> Vec<String> {
              drain {}; stats {}",
             map(&c.ws_addrs),
             map(&c.tcp_addrs),
-            c.ca_file.as_ref().map_or("none".to_string(), |p| p.display().to_string()),
+            c.ca_file
+                .as_ref()
+                .map_or("none".to_string(), |p| p.display().to_string()),
             fmt_duration(c.ws_connect_timeout),
             fmt_duration(c.tcp_connect_timeout),
             fmt_duration(c.handshake_timeout),
             fmt_duration(c.idle_timeout),
             fmt_duration(c.bad_client_drain),
-            if c.stats_interval.is_zero() { "off".to_string() } else { fmt_duration(c.stats_interval) },
+            if c.stats_interval.is_zero() {
+                "off".to_string()
+            } else {
+                fmt_duration(c.stats_interval)
+            },
         ),
     ]
 }

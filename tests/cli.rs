@@ -1,0 +1,454 @@
+//! Black-box tests of the binary's flag handling: applet dispatch (argument and argv[0]),
+//! help texts, one-line errors for bad flags and `TG_*` variables, `genkey`, `link`, secret
+//! file creation, and (needs the reactor) that `run` never logs a secret.
+//!
+//! Every child gets the test's environment minus all `TG_*` variables, plus what the case sets.
+//! No network use except `run` binding an ephemeral port on 127.0.0.1.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use tg_ws_proxy::mtproto::obfs2::{Secret, SecretKind};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tg-ws-proxy");
+const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+fn command(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(bin);
+    c.args(args);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TG_") {
+            c.env_remove(k);
+        }
+    }
+    c.envs(env.iter().copied());
+    c
+}
+
+fn run_with(args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(Path::new(BIN), args, env)
+        .output()
+        .expect("spawn tg-ws-proxy")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A fresh empty directory for one test.
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tgwp-clitest-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}
+
+/// Asserts exit code 2 and exactly one stderr line starting with `tg-ws-proxy: <prefix>`.
+fn assert_usage_error(args: &[&str], env: &[(&str, &str)], prefix: &str) {
+    let o = run_with(args, env);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?} {env:?}: {err}");
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "{args:?} {env:?}: not one line: {err}"
+    );
+    let want = format!("tg-ws-proxy: {prefix}");
+    assert!(
+        err.starts_with(&want),
+        "{args:?} {env:?}: got {err:?}, want prefix {want:?}"
+    );
+    assert!(o.stdout.is_empty(), "{args:?}: stdout not empty");
+}
+
+#[test]
+fn invalid_flags_and_env_values_give_one_line_naming_the_flag() {
+    type Case = (
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+        &'static str,
+    );
+    let s: &[(&str, &str)] = &[("TG_SECRET", KEY)];
+    let cases: &[Case] = &[
+        (&["run", "--port", "http"], s, "--port: "),
+        (
+            &["run"],
+            &[("TG_SECRET", KEY), ("TG_PORT", "99999")],
+            "--port (TG_PORT): ",
+        ),
+        (&["--port"], s, "--port: missing value"),
+        (&["run", "--host", "example.com"], s, "--host: "),
+        (
+            &["run"],
+            &[("TG_SECRET", KEY), ("TG_HOST", "1.2.3")],
+            "--host (TG_HOST): ",
+        ),
+        (&["run", "--dc-ip", "2:2001:db8::1"], s, "--dc-ip: "),
+        (
+            &["run"],
+            &[("TG_SECRET", KEY), ("TG_DC_IP", "9")],
+            "--dc-ip (TG_DC_IP): ",
+        ),
+        (&["run", "--tcp-dc-ip", "2:1.2.3.4:0"], s, "--tcp-dc-ip: "),
+        (&["run", "--tier-order", "ws,ws"], s, "--tier-order: "),
+        (
+            &["run"],
+            &[("TG_SECRET", KEY), ("TG_TIER_ORDER", "cf")],
+            "--tier-order (TG_TIER_ORDER): ",
+        ),
+        (
+            &["run", "--ws-connect-timeout", "soon"],
+            s,
+            "--ws-connect-timeout: ",
+        ),
+        (
+            &["run", "--tcp-fallback-timeout", "0"],
+            s,
+            "--tcp-connect-timeout: ",
+        ),
+        (
+            &["run", "--handshake-timeout", "-1"],
+            s,
+            "--handshake-timeout: ",
+        ),
+        (
+            &["run"],
+            &[("TG_SECRET", KEY), ("TG_IDLE_TIMEOUT", "3d")],
+            "--idle-timeout (TG_IDLE_TIMEOUT): ",
+        ),
+        (
+            &["run", "--bad-client-drain", "1e3"],
+            s,
+            "--bad-client-drain: ",
+        ),
+        (&["run", "--stats-interval", "48h"], s, "--stats-interval: "),
+        (&["run", "--max-connections", "0"], s, "--max-connections: "),
+        (&["run", "--buf-kb", "3"], s, "--buf-kb: "),
+        (
+            &["run"],
+            &[("TG_SECRET", KEY), ("TG_BUF_KB", "2000")],
+            "--buf-kb (TG_BUF_KB): ",
+        ),
+        (
+            &["run", "--ca-file", "/nonexistent/ca.pem"],
+            s,
+            "--ca-file: ",
+        ),
+        (
+            &["run"],
+            &[("TG_SECRET", KEY), ("TG_SKIP_TLS_VERIFY", "sure")],
+            "--danger-accept-invalid-certs (TG_SKIP_TLS_VERIFY): ",
+        ),
+        (&["run", "--log-max-kb", "0"], s, "--log-max-kb: "),
+        (&["run", "-v", "-q"], s, "--quiet: "),
+        (
+            &["run"],
+            &[("TG_SECRET", KEY), ("TG_VERBOSE", "maybe")],
+            "--verbose (TG_VERBOSE): ",
+        ),
+        (&["run", "--link-ip", "not a host"], s, "--link-ip: "),
+        (&["run", "--secret", "abc"], &[], "--secret: invalid secret"),
+        (
+            &["run"],
+            &[("TG_SECRET", "zz")],
+            "--secret (TG_SECRET): invalid secret",
+        ),
+        (
+            &["run", "--secret-file", "/nonexistent-dir/x"],
+            &[],
+            "--secret-file: cannot create",
+        ),
+        (&["run"], &[], "--secret: no secret configured"),
+        (&["run", "--frobnicate"], s, "unknown flag '--frobnicate'"),
+        (&["--frobnicate"], &[], "unknown flag '--frobnicate'"),
+        (&["--port=1", "extra"], s, "unexpected argument 'extra'"),
+        (&["nosuchapplet"], s, "unknown applet 'nosuchapplet'"),
+        (&["check"], s, "check: not yet implemented"),
+        (&["genkey", "--ee", "1.2.3.4"], &[], "--ee: "),
+        (&["link", "--port", "0"], s, "--port: "),
+        (&["link", "--server", "a b"], s, "--server: "),
+    ];
+    for (args, env, prefix) in cases {
+        assert_usage_error(args, env, prefix);
+    }
+}
+
+#[test]
+fn errors_never_echo_a_secret() {
+    let o = run_with(&["run", KEY], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains(KEY), "{}", stderr(&o));
+    let bad = "0123456789abcdef0123456789abcdeg";
+    let o = run_with(&["run"], &[("TG_SECRET", bad)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains(bad));
+}
+
+#[test]
+fn help_texts_exit_zero_and_list_their_flags() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--help"], &["run", "probe", "link", "genkey", "check"]),
+        (&["-h"], &["Applets:"]),
+        (&["help"], &["Applets:"]),
+        (&["help", "genkey"], &["--dd", "--ee"]),
+        (
+            &["run", "--help"],
+            &[
+                "--host",
+                "TG_HOST",
+                "--port",
+                "TG_PORT",
+                "--secret",
+                "TG_SECRET",
+                "--secret-file",
+                "TG_SECRET_FILE",
+                "--dc-ip",
+                "TG_DC_IP",
+                "--tcp-dc-ip",
+                "--tier-order",
+                "--ws-connect-timeout",
+                "--tcp-connect-timeout",
+                "--tcp-fallback-timeout",
+                "--handshake-timeout",
+                "--idle-timeout",
+                "--bad-client-drain",
+                "--stats-interval",
+                "--max-connections",
+                "--buf-kb",
+                "--ca-file",
+                "--danger-accept-invalid-certs",
+                "TG_SKIP_TLS_VERIFY",
+                "--log-file",
+                "--log-max-kb",
+                "--verbose",
+                "--quiet",
+                "--link-ip",
+                "TG_LINK_IP",
+                "(1443)",
+                "(127.0.0.1)",
+            ],
+        ),
+        (&["--port", "5", "--help"], &["tg-ws-proxy run"]),
+        (
+            &["link", "-h"],
+            &["--server", "--link-ip", "--secret-file", "--port"],
+        ),
+        (&["genkey", "--help"], &["--dd", "--ee DOMAIN"]),
+        (&["probe", "--help"], &["probe"]),
+    ];
+    for (args, wanted) in cases {
+        let o = run_with(args, &[]);
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        for w in *wanted {
+            assert!(out.contains(w), "{args:?}: help lacks {w:?}");
+        }
+    }
+    let o = run_with(&["--version"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stdout(&o).trim(),
+        format!("tg-ws-proxy {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn genkey_prints_secrets_that_parse() {
+    let o = run_with(&["genkey"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    let plain = stdout(&o).trim().to_string();
+    let s = Secret::parse(&plain).expect("genkey output parses");
+    assert_eq!(s.kind, SecretKind::Plain);
+    assert_eq!(plain.len(), 32);
+    let again = stdout(&run_with(&["genkey"], &[])).trim().to_string();
+    assert_ne!(plain, again, "two genkey runs gave the same secret");
+
+    let dd = stdout(&run_with(&["genkey", "--dd"], &[]))
+        .trim()
+        .to_string();
+    assert_eq!(Secret::parse(&dd).expect("dd parses").kind, SecretKind::Dd);
+    let ee = stdout(&run_with(&["genkey", "--ee", "example.com"], &[]))
+        .trim()
+        .to_string();
+    assert_eq!(
+        Secret::parse(&ee).expect("ee parses").kind,
+        SecretKind::Ee("example.com".into())
+    );
+}
+
+#[test]
+fn link_prints_both_url_forms_for_every_secret() {
+    let o = run_with(
+        &["link", "--server", "192.0.2.10", "--port", "8443"],
+        &[("TG_SECRET", KEY)],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "tg://proxy?server=192.0.2.10&port=8443&secret=dd{KEY}\n\
+             https://t.me/proxy?server=192.0.2.10&port=8443&secret=dd{KEY}\n"
+        )
+    );
+    // An explicit --host is used; --flag=value works; ee secrets keep their domain.
+    let ee = format!("ee{KEY}6578616d706c652e636f6d");
+    let o = run_with(
+        &["link", "--host=198.51.100.7", "-s", &format!("{KEY},{ee}")],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert_eq!(
+        lines[0],
+        format!("tg://proxy?server=198.51.100.7&port=1443&secret=dd{KEY}")
+    );
+    assert_eq!(
+        lines[2],
+        format!("tg://proxy?server=198.51.100.7&port=1443&secret={ee}")
+    );
+    // TG_LINK_IP beats the listen address.
+    let o = run_with(
+        &["link", "--host", "0.0.0.0"],
+        &[("TG_SECRET", KEY), ("TG_LINK_IP", "proxy.lan")],
+    );
+    assert!(
+        stdout(&o).starts_with("tg://proxy?server=proxy.lan&port=1443&"),
+        "{}",
+        stdout(&o)
+    );
+    // No host at all: some detected IPv4 (or the 127.0.0.1 fallback), never 0.0.0.0.
+    let o = run_with(&["link"], &[("TG_SECRET", KEY)]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = stdout(&o);
+    let server = out
+        .split("server=")
+        .nth(1)
+        .and_then(|r| r.split('&').next())
+        .expect("server");
+    let ip: std::net::Ipv4Addr = server.parse().expect("an IPv4 address");
+    assert!(!ip.is_unspecified());
+}
+
+#[test]
+fn argv0_symlink_selects_the_applet() {
+    let dir = temp_dir("argv0");
+    let genkey = dir.join("genkey");
+    std::os::unix::fs::symlink(BIN, &genkey).expect("symlink");
+    let o = command(&genkey, &[], &[])
+        .output()
+        .expect("spawn via symlink");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert_eq!(
+        Secret::parse(text.trim()).expect("parses").kind,
+        SecretKind::Plain
+    );
+    // A symlinked applet takes its own flags, and `run` is not the fallback.
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(BIN, &link).expect("symlink");
+    let o = command(&link, &["--server", "192.0.2.1"], &[("TG_SECRET", KEY)])
+        .output()
+        .expect("spawn");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("tg://proxy?server=192.0.2.1&port=1443&secret=dd"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn secret_file_is_created_private_and_reused() {
+    let dir = temp_dir("secretfile");
+    let path = dir.join("proxy.secret");
+    let p = path.to_str().expect("utf-8 temp path");
+    let o = run_with(&["link", "--server", "192.0.2.1"], &[("TG_SECRET_FILE", p)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mode = std::fs::metadata(&path)
+        .expect("file created")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let text = std::fs::read_to_string(&path).expect("read secret file");
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let secret = Secret::parse(lines[0].trim()).expect("file content parses");
+    let err = stderr(&o);
+    assert!(err.contains(p), "creation note names the path: {err}");
+    assert!(
+        !err.contains(&secret.key_hex()),
+        "creation note shows the secret: {err}"
+    );
+    assert!(stdout(&o).contains(&secret.link_hex()));
+    // Second use: same secret, no note, file untouched.
+    let o = run_with(&["link", "--server", "192.0.2.1", "--secret-file", p], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&secret.link_hex()));
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), text);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Needs `reactor::run` (it prints `listening on ADDR`): starts the proxy with the secret in
+/// `TG_SECRET`, waits for that line, stops it, and checks no log line shows the secret.
+#[test]
+fn run_with_env_secret_never_logs_it_needs_reactor() {
+    let mut child = command(
+        Path::new(BIN),
+        &["run", "--port", "0", "--host", "127.0.0.1", "-v"],
+        &[("TG_SECRET", KEY)],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn run");
+    let err = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut lines = Vec::new();
+    let mut listening = false;
+    while !listening {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                listening = line.contains("listening on");
+                lines.push(line);
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    lines.extend(rx.try_iter());
+    let all = lines.join("\n");
+    assert!(listening, "no `listening on` line within 20 s:\n{all}");
+    assert!(!all.contains(KEY), "secret in log:\n{all}");
+    assert!(
+        !all.to_ascii_lowercase().contains(&KEY[4..28]),
+        "secret fragment in log:\n{all}"
+    );
+    let masked = Secret::parse(KEY).expect("valid").masked();
+    assert!(
+        all.contains(&masked),
+        "masked secret {masked} expected in the summary:\n{all}"
+    );
+}
