@@ -29,10 +29,17 @@ use log::{LevelFilter, Log, Metadata, Record};
 /// Errors: the file cannot be opened for appending (message names the path), or a logger was
 /// already installed.
 pub fn init(level: LevelFilter, file: Option<&Path>, max_bytes: u64) -> Result<(), String> {
-    let sink = match file {
-        None => Sink::Stderr,
-        Some(path) => Sink::File(Mutex::new(LogFile::open(path, max_bytes)?)),
+    let Some(path) = file else {
+        // stderr (procd hands it to logd, which stamps each line): simple_logger, the backend
+        // the project was asked to use. Same level rule as the file sink below.
+        let others = if level == LevelFilter::Trace { level } else { level.min(LevelFilter::Info) };
+        return simple_logger::SimpleLogger::new()
+            .with_level(others)
+            .with_module_level(env!("CARGO_CRATE_NAME"), level)
+            .init()
+            .map_err(|_| "a logger is already installed".to_string());
     };
+    let sink = Sink::File(Mutex::new(LogFile::open(path, max_bytes)?));
     let logger: &'static Logger = Box::leak(Box::new(Logger { level, sink }));
     log::set_logger(logger).map_err(|_| "a logger is already installed".to_string())?;
     log::set_max_level(level);
@@ -84,9 +91,8 @@ impl RateLimited {
     }
 }
 
-/// Where formatted lines go.
+/// Where formatted lines go (only the file sink is ours; stderr goes through simple_logger).
 enum Sink {
-    Stderr,
     File(Mutex<LogFile>),
 }
 
@@ -112,10 +118,6 @@ impl Log for Logger {
         }
         let line = format_line(SystemTime::now(), record);
         match &self.sink {
-            Sink::Stderr => {
-                // A failed stderr write has nowhere to be reported.
-                let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            }
             Sink::File(file) => {
                 // A poisoned lock only means another thread panicked mid-write; keep logging.
                 let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
@@ -125,7 +127,8 @@ impl Log for Logger {
     }
 
     fn flush(&self) {
-        if let Sink::File(file) = &self.sink {
+        let Sink::File(file) = &self.sink;
+        {
             let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
             let _ = file.file.flush();
         }

@@ -74,10 +74,10 @@ Logging:
                                 [TG_LINK_IP] (detected)
   -h, --help                    this text
 
-Exit status: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (e.g. cannot listen), 2 bad usage.
+Exit status: 1 runtime failure (e.g. cannot listen), 2 bad usage; SIGTERM/SIGINT end it at once.
 ";
 
-/// Runs the proxy until SIGTERM/SIGINT. Returns the process exit code (see [`HELP`]).
+/// Runs the proxy until a fatal error (SIGTERM/SIGINT end the process). Returns the process exit code (see [`HELP`]).
 pub fn main(mut args: Arguments) -> i32 {
     if args.contains(["-h", "--help"]) {
         print!("{HELP}");

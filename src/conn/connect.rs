@@ -112,6 +112,8 @@ pub struct Connecting {
     attempts: [Option<Attempt>; 2],
     /// Client plaintext (already decrypted) waiting for an upstream.
     up: RelayBuf,
+    /// The client half-closed after sending a request: deliver it, then half-close upstream.
+    client_eof: bool,
 }
 
 impl Connecting {
@@ -124,6 +126,7 @@ impl Connecting {
             next: 0,
             attempts: [None, None],
             up: RelayBuf::new(ctx.cfg.buf_size),
+            client_eof: false,
         }
     }
 
@@ -248,7 +251,7 @@ impl Conn {
     /// Reads client bytes into the buffer while connecting. `Some(step)` ends the step.
     fn read_client_while_connecting(&mut self) -> Option<Step> {
         let Phase::Connecting(c) = &mut self.phase else { return None };
-        while self.client_ready.read {
+        while self.client_ready.read && !c.client_eof {
             let space = c.up.space();
             if space.is_empty() {
                 break; // backpressure: wait for the upstream
@@ -260,7 +263,12 @@ impl Conn {
                     self.info.bytes_up += n as u64;
                 }
                 Io::Blocked => self.client_ready.read = false,
-                Io::Eof => return Some(Step::Close(CloseReason::ClientEof)),
+                Io::Eof if c.up.is_empty() => return Some(Step::Close(CloseReason::ClientEof)),
+                Io::Eof => {
+                    // Half-close with a request pending: still connect and deliver it.
+                    c.client_eof = true;
+                    self.client_ready.read = false;
+                }
                 Io::Failed(_) => return Some(Step::Close(CloseReason::ClientReset)),
             }
         }
@@ -286,7 +294,7 @@ impl Conn {
         self.info.tier = Some(plan.tier);
         self.info.target = plan.target();
         self.info.connected_ms = Some(ctx.now);
-        let relay = Relay::new(c.accepted, c.dc, plan.tier, up, c.up, ctx);
+        let relay = Relay::new(c.accepted, c.dc, plan.tier, up, c.up, c.client_eof, ctx);
         self.phase = Phase::Relay(Box::new(relay));
         Step::Progress
     }

@@ -137,7 +137,15 @@ pub struct Relay {
 impl Relay {
     /// Builds the relay for a connected upstream and queues the fresh relay init
     /// (PROTOCOL.md §3.1) as the first bytes (its own WS message on WS tiers).
-    pub fn new(accepted: Accepted, dc: DcId, tier: Tier, upstream: Upstream, up: RelayBuf, ctx: &mut Ctx<'_>) -> Relay {
+    pub fn new(
+        accepted: Accepted,
+        dc: DcId,
+        tier: Tier,
+        upstream: Upstream,
+        up: RelayBuf,
+        client_eof: bool,
+        ctx: &mut Ctx<'_>,
+    ) -> Relay {
         let init = obfs2::initiate(accepted.tag, dc.relay_index(), None, ctx.rng);
         let framing = match (&upstream, tier) {
             (Upstream::Tcp(_), _) => Framing::Raw,
@@ -162,7 +170,7 @@ impl Relay {
             up_mask_off: 0,
             down_left: 0,
             control: None,
-            client_eof: false,
+            client_eof,
             up_end: None,
             up_shut: false,
             linger: false,
