@@ -1,0 +1,342 @@
+//! `make bench` driver (run by `bench/run.sh`): measures the DESIGN.md §8 resource numbers of
+//! the real `tg-ws-proxy` binary against the fake Telegram DC, on loopback, in one run, and
+//! prints a Markdown report (also written to `--out`).
+//!
+//! Scenarios, each with a fresh proxy process and fake DC:
+//! * memory — idle RSS, then RSS with 100 and 500 relaying sessions (ws tier, then tcp tier),
+//!   light traffic and after every session moved enough to fill every buffer it has
+//!   (`bench/memory.rs`);
+//! * big frames — 100 sessions each receiving 64 KiB packets (control), then 100 fresh ones each
+//!   receiving `--bulk-packets` × 1 MiB packets (one WS message each), RSS peak sampled every
+//!   5 ms (`bench/frames.rs`);
+//! * cpu — ≥ `--gib` GiB relayed on the ws tier and on the tcp tier, proxy CPU from
+//!   `/proc/PID/stat`, compared with the bare crypto measured in this process (`bench/cpu.rs`);
+//! * size — the release binary, and musl cross builds if `make cross-test` left any.
+//!
+//! Bench code: it never edits the proxy, binds only 127.0.0.0/8, and every loop is bounded
+//! (socket timeouts, deadlines). Setup failures end the run with a message, not a panic.
+
+#[path = "../tests/common/fakedc.rs"]
+mod fakedc;
+
+#[path = "bench/client.rs"]
+mod client;
+#[path = "bench/cpu.rs"]
+mod cpu;
+#[path = "bench/crypto.rs"]
+mod crypto;
+#[path = "bench/frames.rs"]
+mod frames;
+#[path = "bench/memory.rs"]
+mod memory;
+#[path = "bench/procfs.rs"]
+mod procfs;
+#[path = "bench/proxy.rs"]
+mod proxy;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use fakedc::FakeDc;
+use proxy::ProxyProc;
+
+const MIB: f64 = 1024.0 * 1024.0;
+const GIB: f64 = 1024.0 * MIB;
+/// Where `make cross-test` leaves its builds (`TARGET/release/tg-ws-proxy`); `BENCH_CROSS_DIR`
+/// overrides it.
+fn cross_dir() -> PathBuf {
+    std::env::var_os("BENCH_CROSS_DIR").map_or_else(
+        || PathBuf::from("/var/tmp/tg-ws-proxy-cross"),
+        PathBuf::from,
+    )
+}
+
+struct Opts {
+    proxy: PathBuf,
+    ca: PathBuf,
+    out: Option<PathBuf>,
+    small: usize,
+    large: usize,
+    bulk_sessions: usize,
+    bulk_packets: u32,
+    gib: f64,
+    streams: usize,
+    reps: usize,
+    /// Scenarios to run (`--only memory,frames,cpu,size`); empty = all.
+    only: Vec<String>,
+}
+
+impl Opts {
+    fn only(&self, what: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|w| w == what)
+    }
+}
+
+fn parse_opts() -> Result<Opts, String> {
+    let mut a = pico_args::Arguments::from_env();
+    let e = |x: pico_args::Error| x.to_string();
+    let o = Opts {
+        proxy: a
+            .opt_value_from_str("--proxy")
+            .map_err(e)?
+            .unwrap_or_else(|| "target/release/tg-ws-proxy".into()),
+        ca: a
+            .opt_value_from_str("--ca")
+            .map_err(e)?
+            .unwrap_or_else(|| "tests/data/ca.pem".into()),
+        out: a.opt_value_from_str("--out").map_err(e)?,
+        small: a.opt_value_from_str("--small").map_err(e)?.unwrap_or(100),
+        large: a.opt_value_from_str("--large").map_err(e)?.unwrap_or(500),
+        bulk_sessions: a
+            .opt_value_from_str("--bulk-sessions")
+            .map_err(e)?
+            .unwrap_or(100),
+        bulk_packets: a
+            .opt_value_from_str("--bulk-packets")
+            .map_err(e)?
+            .unwrap_or(16),
+        gib: a.opt_value_from_str("--gib").map_err(e)?.unwrap_or(1.0),
+        streams: a.opt_value_from_str("--streams").map_err(e)?.unwrap_or(4),
+        reps: a.opt_value_from_str("--reps").map_err(e)?.unwrap_or(2),
+        only: a
+            .opt_value_from_str::<_, String>("--only")
+            .map_err(e)?
+            .map(|s| s.split(',').map(|w| w.trim().to_string()).collect())
+            .unwrap_or_default(),
+    };
+    let rest = a.finish();
+    if !rest.is_empty() {
+        return Err(format!("unknown arguments {rest:?}"));
+    }
+    if o.large < o.small
+        || o.small == 0
+        || o.streams == 0
+        || o.reps == 0
+        || o.bulk_sessions == 0
+        || o.gib <= 0.0
+    {
+        return Err(
+            "need 0 < --small ≤ --large, --streams > 0, --reps > 0, --bulk-sessions > 0, --gib > 0"
+                .into(),
+        );
+    }
+    Ok(o)
+}
+
+fn main() {
+    let opts = match parse_opts() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    match run(&opts) {
+        Ok(report) => {
+            print!("{report}");
+            if let Some(out) = &opts.out {
+                if let Err(e) = std::fs::write(out, &report) {
+                    eprintln!("bench: write {}: {e}", out.display());
+                    std::process::exit(1);
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("bench: FAILED: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn step(what: &str) {
+    eprintln!("bench: {what}");
+}
+
+/// Starts the release proxy against `dc` on `tier` ("ws" or "tcp").
+fn start_proxy(o: &Opts, dc: &FakeDc, tier: &str, max: usize) -> Result<ProxyProc, String> {
+    start_proxy_bin(o, &o.proxy, dc, tier, max)
+}
+
+/// Starts the proxy binary `bin` against `dc` on `tier`.
+fn start_proxy_bin(
+    o: &Opts,
+    bin: &std::path::Path,
+    dc: &FakeDc,
+    tier: &str,
+    max: usize,
+) -> Result<ProxyProc, String> {
+    let dc_flag = if tier == "ws" {
+        "--dc-ip"
+    } else {
+        "--tcp-dc-ip"
+    };
+    let args: Vec<String> = [
+        dc_flag,
+        &format!("2:{}", dc.addr()),
+        "--tier-order",
+        tier,
+        "--max-connections",
+        &max.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    ProxyProc::start(bin, &o.ca, client::SECRET, &args)
+}
+
+/// Waits until `cond` holds or `timeout` passes (polling every 10 ms).
+fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
+
+fn check_live(p: &mut ProxyProc, dc: &FakeDc, want: usize, what: &str) -> Result<(), String> {
+    if !p.alive() {
+        return Err(format!("{what}: proxy exited; log tail:\n{}", p.tail()));
+    }
+    if !wait_for(Duration::from_secs(5), || dc.live_sessions() == want) {
+        return Err(format!(
+            "{what}: fake DC has {} live sessions, expected {want}",
+            dc.live_sessions()
+        ));
+    }
+    Ok(())
+}
+
+fn run(o: &Opts) -> Result<String, String> {
+    let started = Instant::now();
+    if !o.proxy.is_file() {
+        return Err(format!(
+            "{} not found (cargo build --release first)",
+            o.proxy.display()
+        ));
+    }
+    let mut r = String::new();
+    machine(&mut r, o);
+    if o.only("memory") {
+        let mut mems = vec![
+            memory::run(o, &o.proxy, "ws", "ws")?,
+            memory::run(o, &o.proxy, "tcp", "tcp")?,
+        ];
+        let mut notes = Vec::new();
+        // A static x86_64 musl build left by `make cross-test`: the shipping libc and malloc.
+        let mut musl = Vec::new();
+        find_named(
+            &cross_dir().join("x86_64-unknown-linux-musl"),
+            "tg-ws-proxy",
+            3,
+            &mut musl,
+        );
+        if let Some(bin) = musl.first() {
+            match memory::run(o, bin, "ws", "ws, x86_64 musl static") {
+                Ok(m) => mems.push(m),
+                Err(e) => notes.push(format!("{}: not measured ({e})", bin.display())),
+            }
+        }
+        memory::report(&mut r, o, &mems);
+        for n in notes {
+            let _ = writeln!(r, "{n}\n");
+        }
+    }
+    if o.only("frames") {
+        let b = frames::run(o)?;
+        frames::report(&mut r, o, &b);
+    }
+    if o.only("cpu") {
+        let runs = cpu::runs(o)?;
+        cpu::report(&mut r, o, &runs);
+    }
+    if o.only("size") {
+        sizes(&mut r, o);
+    }
+    let _ = writeln!(
+        r,
+        "\nTotal bench time: {:.0} s.",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(r)
+}
+
+fn kib_per(delta_kib: u64, base: u64, n: usize) -> f64 {
+    delta_kib.saturating_sub(base) as f64 / n as f64
+}
+
+/// The machine section.
+fn machine(r: &mut String, o: &Opts) {
+    let _ = writeln!(r, "### Machine\n");
+    let _ = writeln!(
+        r,
+        "- CPU: {} × {} (aes: {}, vaes: {})",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        procfs::cpu_model(),
+        procfs::cpu_flag("aes"),
+        procfs::cpu_flag("vaes")
+    );
+    let _ = writeln!(
+        r,
+        "- kernel {}, CLK_TCK {}, bench RLIMIT_NOFILE {}",
+        procfs::kernel(),
+        procfs::clk_tck(),
+        procfs::nofile().map_or("?".into(), |n| n.to_string())
+    );
+    let _ = writeln!(r, "- proxy binary: {}\n", o.proxy.display());
+}
+
+/// Binary sizes: the release build, and any cross builds left by `make cross-test`.
+fn sizes(r: &mut String, o: &Opts) {
+    let _ = writeln!(r, "\n### Binary size\n");
+    let _ = writeln!(r, "| binary | bytes | MiB | file |");
+    let _ = writeln!(r, "|---|---:|---:|---|");
+    let mut bins = vec![o.proxy.clone()];
+    let cross = cross_dir();
+    find_named(&cross, "tg-ws-proxy", 5, &mut bins);
+    for b in bins {
+        let Ok(md) = std::fs::metadata(&b) else {
+            continue;
+        };
+        let file = std::process::Command::new("file")
+            .arg("-b")
+            .arg(&b)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().replace('|', "/"))
+            .unwrap_or_else(|| "?".into());
+        let _ = writeln!(
+            r,
+            "| {} | {} | {:.2} | {} |",
+            b.display(),
+            md.len(),
+            md.len() as f64 / MIB,
+            file
+        );
+    }
+    if !cross.is_dir() {
+        let _ = writeln!(
+            r,
+            "\n({} absent: no musl cross builds to list.)",
+            cross.display()
+        );
+    }
+}
+
+fn find_named(dir: &std::path::Path, name: &str, depth: u32, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() && depth > 0 {
+            find_named(&p, name, depth - 1, out);
+        } else if p.file_name().is_some_and(|f| f == name) && p.is_file() {
+            out.push(p);
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Memory scenario (DESIGN.md §8 "idle RSS ≤ 2 MiB", "RSS per concurrent relaying session at
+//! 500 sessions ≤ 64 KiB"): a fresh proxy and fake DC per tier; idle RSS (with a per-mapping
+//! breakdown), then `--small` and `--large` sessions that completed a resPQ round trip and keep
+//! echoing small packets, then the same sessions after each moved enough to grow every buffer
+//! it has, then after all closed. Bench code; results go into the report only.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::fakedc::{DcConfig, FakeDc};
+use super::{check_live, client, kib_per, procfs, start_proxy_bin, step, wait_for, Opts};
+
+/// What every session pulls at once in the streaming phase: 4 packets of 256 KiB.
+pub const STREAM: (u32, usize) = (4, 256 * 1024);
+
+pub struct Memory {
+    /// Column label: tier, and the build when it is not the release binary.
+    pub label: String,
+    pub bin: PathBuf,
+    pub idle: u64,
+    pub idle_smaps: u64,
+    pub idle_anon: u64,
+    /// Largest idle mappings by RSS: (name, KiB).
+    pub idle_maps: Vec<(String, u64)>,
+    pub small_light: u64,
+    pub large_light: u64,
+    pub large_full: u64,
+    /// Peak while all `large` sessions stream [`STREAM`] at once (KiB), and samples taken.
+    pub large_streaming: u64,
+    pub stream_samples: u64,
+    pub after_close: u64,
+}
+
+/// Idle RSS and RSS with `small`/`large` relaying sessions through proxy binary `bin` on
+/// `tier` ("ws" or "tcp").
+pub fn run(o: &Opts, bin: &Path, tier: &str, label: &str) -> Result<Memory, String> {
+    step(&format!(
+        "memory: idle, {} and {} sessions ({label})",
+        o.small, o.large
+    ));
+    let dc = if tier == "ws" {
+        FakeDc::start_tls_ws(DcConfig::default())
+    } else {
+        FakeDc::start_tcp(DcConfig::default())
+    };
+    let mut p = start_proxy_bin(o, bin, &dc, tier, o.large + 100)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = p.settled_rss_kib();
+    let idle_smaps = procfs::smaps_rss_kib(p.pid()).unwrap_or(0);
+    let idle_anon = procfs::rss_anon_kib(p.pid()).unwrap_or(0);
+    let idle_maps = procfs::rss_by_mapping(p.pid());
+    let mut clients = client::open_many(p.addr(), 0, o.small, 4)?;
+    for r in 0..2 {
+        client::ping_all(&mut clients, 512, 1000 * r)?;
+    }
+    check_live(&mut p, &dc, o.small, "small")?;
+    let small_light = p.settled_rss_kib();
+    clients.extend(client::open_many(p.addr(), o.small, o.large - o.small, 4)?);
+    for r in 0..2 {
+        client::ping_all(&mut clients, 512, 1000 * r)?;
+    }
+    check_live(&mut p, &dc, o.large, "large")?;
+    let large_light = p.settled_rss_kib();
+    step(&format!(
+        "memory: steady state for all {} sessions ({label})",
+        o.large
+    ));
+    client::exercise_all(&mut clients, 4)?;
+    client::ping_all(&mut clients, 512, 7)?;
+    check_live(&mut p, &dc, o.large, "large/full")?;
+    let large_full = p.settled_rss_kib();
+    step(&format!(
+        "memory: all {} sessions streaming at once ({label})",
+        o.large
+    ));
+    let (moved, large_streaming, stream_samples) =
+        p.peak_rss_during(|| client::transfer_all(clients, STREAM, (0, 0)));
+    moved.map_err(|e| format!("memory ({label}), streaming: {e}"))?;
+    if !wait_for(Duration::from_secs(10), || dc.live_sessions() == 0) {
+        return Err("sessions did not close after the clients left".into());
+    }
+    let after_close = p.settled_rss_kib();
+    Ok(Memory {
+        label: label.to_string(),
+        bin: bin.to_path_buf(),
+        idle,
+        idle_smaps,
+        idle_anon,
+        idle_maps,
+        small_light,
+        large_light,
+        large_full,
+        large_streaming,
+        stream_samples,
+        after_close,
+    })
+}
+
+/// The report section (one column pair per tier).
+pub fn report(r: &mut String, o: &Opts, mems: &[Memory]) {
+    let _ = writeln!(
+        r,
+        "### Memory (VmRSS of the proxy process; per session = (RSS − idle) / sessions)\n"
+    );
+    let mut head = String::from("| measurement |");
+    let mut rule = String::from("|---|");
+    for m in mems {
+        let _ = write!(head, " {t}: RSS | {t}: per session |", t = m.label);
+        rule.push_str("---:|---:|");
+    }
+    let _ = writeln!(r, "{head}\n{rule}");
+    let row = |r: &mut String, what: String, f: &dyn Fn(&Memory) -> (u64, Option<usize>)| {
+        let _ = write!(r, "| {what} |");
+        for m in mems {
+            let (v, n) = f(m);
+            let per = n.map_or("—".to_string(), |n| {
+                format!("{:.1} KiB", kib_per(v, m.idle, n))
+            });
+            let _ = write!(r, " {v} KiB | {per} |");
+        }
+        r.push('\n');
+    };
+    row(
+        r,
+        "idle after start (listening, no sessions)".into(),
+        &|m| (m.idle, None),
+    );
+    row(
+        r,
+        format!(
+            "{} sessions, light relaying (resPQ + 512 B echoes)",
+            o.small
+        ),
+        &|m| (m.small_light, Some(o.small)),
+    );
+    row(r, format!("{} sessions, light relaying", o.large), &|m| {
+        (m.large_light, Some(o.large))
+    });
+    row(
+        r,
+        format!(
+            "{} sessions, steady state (each pulled {} × {} KiB, echoed 2 × 16 KiB)",
+            o.large,
+            client::EXERCISE_PACKETS,
+            client::EXERCISE_SIZE / 1024
+        ),
+        &|m| (m.large_full, Some(o.large)),
+    );
+    row(
+        r,
+        format!(
+            "{} sessions all streaming at once ({} × {} KiB each): peak",
+            o.large,
+            STREAM.0,
+            STREAM.1 / 1024
+        ),
+        &|m| (m.large_streaming, Some(o.large)),
+    );
+    row(r, format!("after all {} sessions closed", o.large), &|m| {
+        (m.after_close, None)
+    });
+    for m in mems {
+        let maps: Vec<String> = m
+            .idle_maps
+            .iter()
+            .map(|(n, k)| format!("{n} {k}"))
+            .collect();
+        let _ = writeln!(
+            r,
+            "\n{} ({}): streaming peak from {} samples 5 ms apart. Idle: VmRSS {} KiB ({:.2} MiB), smaps_rollup Rss {} KiB, RssAnon {} KiB. By mapping (KiB): {}.",
+            m.label,
+            m.bin.display(),
+            m.stream_samples,
+            m.idle,
+            m.idle as f64 / 1024.0,
+            m.idle_smaps,
+            m.idle_anon,
+            maps.join(", ")
+        );
+    }
+    r.push('\n');
+}

@@ -1,0 +1,208 @@
+//! The proxy under measurement: the real `tg-ws-proxy` binary started as a separate process
+//! (`run --host 127.0.0.1 --port 0 --ca-file … --stats-interval 0 <args>`, secret through
+//! `TG_SECRET`), its stderr/stdout drained by reader threads so it never blocks on a pipe,
+//! and killed (SIGKILL) and reaped on drop. Loopback only. Owns nothing else.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::procfs;
+
+/// How long to wait for the `listening on ADDR` line.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Log lines kept for diagnostics.
+const KEEP_LINES: usize = 40;
+
+/// A running proxy child process.
+pub struct ProxyProc {
+    child: Child,
+    addr: SocketAddr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl ProxyProc {
+    /// Spawns `bin run …` and waits for it to report its listening address.
+    /// Errors: spawn failure, or no `listening on` line within 10 s (with the output seen).
+    pub fn start(
+        bin: &Path,
+        ca: &Path,
+        secret: &str,
+        args: &[String],
+    ) -> Result<ProxyProc, String> {
+        let mut cmd = Command::new(bin);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("TG_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.args([
+            "run",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--stats-interval",
+            "0",
+        ])
+        .arg("--ca-file")
+        .arg(ca)
+        .args(args)
+        .env("TG_SECRET", secret)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let (tx, rx) = mpsc::channel();
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(drain(out, tail.clone(), tx.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(drain(err, tail.clone(), tx));
+        }
+        let mut p = ProxyProc {
+            child,
+            addr: ([0, 0, 0, 0], 0).into(),
+            tail,
+            readers,
+        };
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => {
+                p.addr = addr;
+                Ok(p)
+            }
+            Err(_) => {
+                p.stop();
+                Err(format!(
+                    "proxy did not report `listening on`; args {args:?}; output:\n{}",
+                    p.tail()
+                ))
+            }
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `VmRSS` in KiB (0 if unreadable, e.g. the proxy died).
+    pub fn rss_kib(&self) -> u64 {
+        procfs::vm_rss_kib(self.pid()).unwrap_or(0)
+    }
+
+    /// `VmRSS` after the counters settle: the largest of a few reads 20 ms apart (the kernel
+    /// folds per-thread RSS counters lazily).
+    pub fn settled_rss_kib(&self) -> u64 {
+        let mut best = 0;
+        for _ in 0..5 {
+            best = best.max(self.rss_kib());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        best
+    }
+
+    /// Runs `f` while a sampler thread reads `VmRSS` every 5 ms; returns `f`'s result, the
+    /// peak RSS in KiB (the settled RSS right after `f` included) and the number of samples.
+    pub fn peak_rss_during<R>(&self, f: impl FnOnce() -> R) -> (R, u64, u64) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let pid = self.pid();
+        let sampler = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut peak, mut samples) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    peak = peak.max(procfs::vm_rss_kib(pid).unwrap_or(0));
+                    samples += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                (peak, samples)
+            })
+        };
+        let r = f();
+        stop.store(true, Ordering::Relaxed);
+        let (peak, samples) = sampler.join().unwrap_or((0, 0));
+        (r, peak.max(self.settled_rss_kib()), samples)
+    }
+
+    /// (utime + stime in clock ticks, schedstat ns).
+    pub fn cpu(&self) -> (u64, u64) {
+        let (u, s) = procfs::cpu_ticks(self.pid()).unwrap_or((0, 0));
+        (u + s, procfs::sched_ns(self.pid()).unwrap_or(0))
+    }
+
+    /// (utime, stime) in clock ticks.
+    pub fn cpu_split(&self) -> (u64, u64) {
+        procfs::cpu_ticks(self.pid()).unwrap_or((0, 0))
+    }
+
+    /// True while the child runs.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last log lines (newline-joined).
+    pub fn tail(&self) -> String {
+        let t = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        t.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// SIGKILL and reap (idempotent).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+    }
+}
+
+impl Drop for ProxyProc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn drain(
+    r: impl Read + Send + 'static,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    tx: mpsc::Sender<SocketAddr>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if let Some(addr) = listening_addr(&line) {
+                let _ = tx.send(addr);
+            }
+            let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+            if t.len() == KEEP_LINES {
+                t.pop_front();
+            }
+            t.push_back(line);
+        }
+    })
+}
+
+fn listening_addr(line: &str) -> Option<SocketAddr> {
+    let rest = &line[line.find("listening on ")? + "listening on ".len()..];
+    rest.split_whitespace()
+        .next()?
+        .trim_end_matches([',', ';', ')'])
+        .parse()
+        .ok()
+}
