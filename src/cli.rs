@@ -20,7 +20,7 @@ use std::time::Duration;
 use log::{Level, LevelFilter};
 use pico_args::Arguments;
 
-use crate::config::{Config, Tier};
+use crate::config::{CfEndpoint, Config, Tier};
 use crate::mtproto::obfs2::Secret;
 use crate::rng::Rng;
 
@@ -174,14 +174,51 @@ const LOG_MAX_KB: Opt = opt("--log-max-kb", None, &["TG_LOG_MAX_KB"]);
 const VERBOSE: Opt = opt("--verbose", Some("-v"), &["TG_VERBOSE"]);
 const QUIET: Opt = opt("--quiet", Some("-q"), &["TG_QUIET"]);
 const LINK_IP: Opt = opt("--link-ip", None, &["TG_LINK_IP"]);
+const WORKER: Opt = Opt {
+    long: "--cf-worker-domain",
+    short: None,
+    alias: Some("--cfproxy-worker-domain"),
+    env: &["TG_CF_WORKER_DOMAIN"],
+};
+const CF_DOMAIN: Opt = opt("--cf-domain", None, &["TG_CF_DOMAIN"]);
+const CF_PRIORITY: Opt = opt("--cf-priority", None, &["TG_CF_PRIORITY"]);
+const CF_TIMEOUT: Opt = opt("--cf-connect-timeout", None, &["TG_CF_CONNECT_TIMEOUT"]);
+const HEDGE: Opt = opt("--hedge-delay", None, &["TG_HEDGE_DELAY"]);
+const BUDGET: Opt = opt("--connect-budget", None, &["TG_CONNECT_BUDGET"]);
+const COOLDOWN: Opt = Opt {
+    long: "--cooldown-base",
+    short: None,
+    alias: Some("--ip-fail-cooldown"),
+    env: &["TG_COOLDOWN_BASE", "TG_IP_FAIL_COOLDOWN"],
+};
+const COOLDOWN_MAX: Opt = opt("--cooldown-max", None, &["TG_COOLDOWN_MAX"]);
+const QUARANTINE: Opt = opt("--flap-quarantine", None, &["TG_FLAP_QUARANTINE"]);
+const REDIRECT_TTL: Opt = Opt {
+    long: "--redirect-ttl",
+    short: None,
+    alias: Some("--ws-redirect-cooldown"),
+    env: &["TG_REDIRECT_TTL", "TG_WS_REDIRECT_COOLDOWN"],
+};
+const PROBE_INTERVAL: Opt = opt("--probe-interval", None, &["TG_PROBE_INTERVAL"]);
+const PROBE_TIMEOUT: Opt = opt("--probe-timeout", None, &["TG_PROBE_TIMEOUT"]);
+const WORKER_BUDGET: Opt = opt("--worker-budget", None, &["TG_WORKER_BUDGET"]);
+const WS_PING: Opt = opt("--ws-ping-interval", None, &["TG_WS_PING_INTERVAL"]);
+const CF_PING: Opt = opt("--cf-ping-interval", None, &["TG_CF_PING_INTERVAL"]);
+const KEEPALIVE: Opt = opt("--tcp-keepalive", None, &["TG_TCP_KEEPALIVE"]);
+const LINGER: Opt = opt("--close-linger", None, &["TG_CLOSE_LINGER"]);
+const HOSTS_FILE: Opt = opt("--hosts-file", None, &["TG_HOSTS_FILE"]);
+const RESOLV_CONF: Opt = opt("--resolv-conf", None, &["TG_RESOLV_CONF"]);
 
 /// Every `run` option, for the help-text consistency test.
 #[cfg(test)]
 #[rustfmt::skip]
-const ALL_OPTS: [&Opt; 22] = [
+const ALL_OPTS: [&Opt; 41] = [
     &HOST, &PORT, &SECRET, &SECRET_FILE, &DC_IP, &TCP_DC_IP, &TIER_ORDER, &WS_TIMEOUT,
     &TCP_TIMEOUT, &HANDSHAKE_TIMEOUT, &IDLE_TIMEOUT, &DRAIN, &STATS, &MAX_CONN, &BUF_KB,
-    &CA_FILE, &INSECURE, &LOG_FILE, &LOG_MAX_KB, &VERBOSE, &QUIET, &LINK_IP,
+    &CA_FILE, &INSECURE, &LOG_FILE, &LOG_MAX_KB, &VERBOSE, &QUIET, &LINK_IP, &WORKER,
+    &CF_DOMAIN, &CF_PRIORITY, &CF_TIMEOUT, &HEDGE, &BUDGET, &COOLDOWN, &COOLDOWN_MAX,
+    &QUARANTINE, &REDIRECT_TTL, &PROBE_INTERVAL, &PROBE_TIMEOUT, &WORKER_BUDGET, &WS_PING,
+    &CF_PING, &KEEPALIVE, &LINGER, &HOSTS_FILE, &RESOLV_CONF,
 ];
 
 /// Upper bound of `--max-connections` (the slab is allocated once at this size).
@@ -312,7 +349,26 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
     let log_file = single(args, &LOG_FILE, env)?;
     let log_max_kb = single(args, &LOG_MAX_KB, env)?;
     let link_ip = single(args, &LINK_IP, env)?;
+    let workers = list(args, &WORKER, env)?;
+    let cf_domains = list(args, &CF_DOMAIN, env)?;
+    let cf_timeout = single(args, &CF_TIMEOUT, env)?;
+    let hedge = single(args, &HEDGE, env)?;
+    let budget = single(args, &BUDGET, env)?;
+    let cooldown = single(args, &COOLDOWN, env)?;
+    let cooldown_max = single(args, &COOLDOWN_MAX, env)?;
+    let quarantine = single(args, &QUARANTINE, env)?;
+    let redirect_ttl = single(args, &REDIRECT_TTL, env)?;
+    let probe_interval = single(args, &PROBE_INTERVAL, env)?;
+    let probe_timeout = single(args, &PROBE_TIMEOUT, env)?;
+    let worker_budget = single(args, &WORKER_BUDGET, env)?;
+    let ws_ping = single(args, &WS_PING, env)?;
+    let cf_ping = single(args, &CF_PING, env)?;
+    let keepalive = single(args, &KEEPALIVE, env)?;
+    let linger = single(args, &LINGER, env)?;
+    let hosts_file = single(args, &HOSTS_FILE, env)?;
+    let resolv_conf = single(args, &RESOLV_CONF, env)?;
     let (insecure, _) = switch(args, &INSECURE, env)?;
+    let (cf_priority, _) = switch(args, &CF_PRIORITY, env)?;
     let verbose = switch(args, &VERBOSE, env)?;
     let quiet = switch(args, &QUIET, env)?;
     reject_leftovers(
@@ -337,6 +393,44 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
     if let Some(v) = &tier_order {
         c.tier_order = v.parse(parse_tier_order)?;
     }
+    for v in &workers {
+        c.worker_domains.push(v.parse(parse_cf_endpoint)?);
+    }
+    for v in &cf_domains {
+        c.cf_domains.push(v.parse(parse_cf_endpoint)?);
+    }
+    if cf_priority > 0 && tier_order.is_none() {
+        // Compatibility with the Rust port: Cloudflare tiers before the direct one.
+        c.tier_order = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
+    }
+    let mut policy_ms = [
+        (&cooldown, c.health.base_ms),
+        (&cooldown_max, c.health.max_ms),
+        (&quarantine, c.health.quarantine_ms),
+        (&redirect_ttl, c.health.redirect_ttl_ms),
+    ];
+    for (val, slot) in policy_ms.iter_mut() {
+        if let Some(v) = val {
+            let d = v.parse(parse_duration)?;
+            if d.is_zero() {
+                return Err(v.err("must be greater than 0"));
+            }
+            *slot = d.as_millis() as u64;
+        }
+    }
+    c.health.base_ms = policy_ms[0].1;
+    c.health.max_ms = policy_ms[1].1.max(c.health.base_ms);
+    c.health.quarantine_ms = policy_ms[2].1;
+    c.health.redirect_ttl_ms = policy_ms[3].1;
+    if let Some(v) = &worker_budget {
+        c.worker_budget = v.parse(|s| parse_in_range(s, 1, 100_000))? as u32;
+    }
+    if let Some(v) = &hosts_file {
+        c.hosts_file = PathBuf::from(&v.text);
+    }
+    if let Some(v) = &resolv_conf {
+        c.resolv_conf = PathBuf::from(&v.text);
+    }
     let timeouts = [
         (&ws_timeout, &mut c.ws_connect_timeout, false),
         (&tcp_timeout, &mut c.tcp_connect_timeout, false),
@@ -344,6 +438,15 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
         (&idle_timeout, &mut c.idle_timeout, false),
         (&drain, &mut c.bad_client_drain, true),
         (&stats, &mut c.stats_interval, true),
+        (&cf_timeout, &mut c.cf_connect_timeout, false),
+        (&hedge, &mut c.hedge_delay, false),
+        (&budget, &mut c.connect_budget, false),
+        (&probe_interval, &mut c.probe_interval, false),
+        (&probe_timeout, &mut c.probe_timeout, false),
+        (&ws_ping, &mut c.ws_ping_interval, true),
+        (&cf_ping, &mut c.cf_ping_interval, true),
+        (&keepalive, &mut c.tcp_keepalive, true),
+        (&linger, &mut c.close_linger, true),
     ];
     for (val, slot, zero_ok) in timeouts {
         if let Some(v) = val {
@@ -565,18 +668,44 @@ pub fn parse_dc_addr(s: &str) -> Result<(u16, SocketAddr), String> {
 }
 
 /// `ws,tcp`: known tier names, each at most once, at least one.
+/// A Worker or Cloudflare domain: a host name, IP literal or pasted URL
+/// (`https://x.workers.dev/apiws` → `x.workers.dev`), with an optional `:PORT` (443 default;
+/// other ports are a test seam).
+pub fn parse_cf_endpoint(s: &str) -> Result<CfEndpoint, String> {
+    let t = s.trim();
+    let after_scheme = t.split_once("://").map_or(t, |(_, r)| r);
+    let authority = after_scheme.split(['/', '?', '#']).next().unwrap_or("");
+    let port = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
+            if h.contains(':') && !h.starts_with('[') {
+                443 // a bare IPv6 literal: no port
+            } else {
+                p.parse::<u16>().map_err(|_| format!("bad port in {t:?}"))?
+            }
+        }
+        _ => 443,
+    };
+    if port == 0 {
+        return Err(format!("bad port in {t:?}"));
+    }
+    let host = crate::dns::normalize_host(t)?;
+    Ok(CfEndpoint { host, port })
+}
+
 pub fn parse_tier_order(s: &str) -> Result<Vec<Tier>, String> {
     let mut tiers = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let tier =
-            Tier::parse(name).ok_or_else(|| format!("unknown tier '{name}' (known: ws, tcp)"))?;
+            Tier::parse(name).ok_or_else(|| {
+                format!("unknown tier '{name}' (known: ws, worker, cfproxy, tcp)")
+            })?;
         if tiers.contains(&tier) {
             return Err(format!("tier '{name}' listed twice"));
         }
         tiers.push(tier);
     }
     if tiers.is_empty() {
-        return Err("must name at least one tier (ws, tcp)".into());
+        return Err("must name at least one tier (ws, worker, cfproxy, tcp)".into());
     }
     Ok(tiers)
 }
@@ -757,10 +886,26 @@ mod tests {
         assert_eq!(parse_tier_order("tcp, ws"), Ok(vec![Tier::Tcp, Tier::Ws]));
         assert_eq!(parse_tier_order("tcp"), Ok(vec![Tier::Tcp]));
         assert!(parse_tier_order("ws,ws").unwrap_err().contains("twice"));
-        assert!(parse_tier_order("ws,cf")
+        assert!(parse_tier_order("ws,cloud")
             .unwrap_err()
-            .contains("unknown tier 'cf'"));
+            .contains("unknown tier 'cloud'"));
+        assert_eq!(
+            parse_tier_order("worker,cfproxy,ws"),
+            Ok(vec![Tier::Worker, Tier::CfProxy, Tier::Ws])
+        );
         assert!(parse_tier_order(" , ").is_err());
+    }
+
+    #[test]
+    fn cf_endpoints_accept_urls_and_ports() {
+        let e = parse_cf_endpoint("https://My.Workers.Dev/apiws").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("my.workers.dev", 443));
+        let e = parse_cf_endpoint("127.0.0.1:8443").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 8443));
+        let e = parse_cf_endpoint("wss://x.example.com:444/").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("x.example.com", 444));
+        assert!(parse_cf_endpoint("bad host").is_err());
+        assert!(parse_cf_endpoint("x.example.com:0").is_err());
     }
 
     #[test]
@@ -770,7 +915,7 @@ mod tests {
         assert_eq!(c.listen, "127.0.0.1:1443".parse().unwrap());
         assert!(!r.host_given);
         assert_eq!(c.secrets.len(), 1);
-        assert_eq!(c.tier_order, vec![Tier::Ws, Tier::Tcp]);
+        assert_eq!(c.tier_order, Tier::ALL.to_vec());
         assert_eq!(c.ws_addrs.len(), 2);
         assert_eq!(c.log_level, LevelFilter::Info);
         assert_eq!(c.log_max_bytes, 1024 * 1024);

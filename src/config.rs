@@ -10,20 +10,29 @@ use std::time::Duration;
 
 use crate::mtproto::obfs2::Secret;
 
-/// One upstream tier of the ladder. Issue 2 has `ws` and `tcp`; the ladder issue adds more.
+/// One upstream tier of the ladder (DESIGN.md §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Tier {
     /// Telegram's own WebSocket front (`kwsN.web.telegram.org` at the `--dc-ip` address).
     Ws,
+    /// A user's Cloudflare Worker (`--cf-worker-domain`): a byte pipe to the DC over WS.
+    Worker,
+    /// Telegram's WS front through a Cloudflare-proxied domain (`kwsN.<--cf-domain>`).
+    CfProxy,
     /// Raw obfuscated2 over TCP to the DC address (last resort).
     Tcp,
 }
 
 impl Tier {
-    /// Lower-case name used in flags and logs (`ws`, `tcp`).
+    /// Every tier, in the default order.
+    pub const ALL: [Tier; 4] = [Tier::Ws, Tier::Worker, Tier::CfProxy, Tier::Tcp];
+
+    /// Lower-case name used in flags and logs (`ws`, `worker`, `cfproxy`, `tcp`).
     pub fn name(self) -> &'static str {
         match self {
             Tier::Ws => "ws",
+            Tier::Worker => "worker",
+            Tier::CfProxy => "cfproxy",
             Tier::Tcp => "tcp",
         }
     }
@@ -32,10 +41,32 @@ impl Tier {
     pub fn parse(s: &str) -> Option<Tier> {
         match s {
             "ws" => Some(Tier::Ws),
+            "worker" => Some(Tier::Worker),
+            "cfproxy" => Some(Tier::CfProxy),
             "tcp" => Some(Tier::Tcp),
             _ => None,
         }
     }
+
+    /// Index into per-tier arrays (0..4).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// True for tiers that pass through Cloudflare (WS pings keep them alive; quotas apply).
+    pub fn is_cloudflare(self) -> bool {
+        matches!(self, Tier::Worker | Tier::CfProxy)
+    }
+}
+
+/// A Cloudflare endpoint given by the user: a host name (or IP literal) and a port (443 unless
+/// a test gives another one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CfEndpoint {
+    /// Normalised host (lower case, no scheme/path/trailing dot).
+    pub host: String,
+    /// TCP port, 443 by default.
+    pub port: u16,
 }
 
 /// Everything `run` needs, validated. Durations are wall-clock spans on the monotonic clock.
@@ -73,6 +104,38 @@ pub struct Config {
     pub accept_invalid_certs: bool,
     /// Interval of the periodic stats line (`--stats-interval`, 300 s; 0 disables).
     pub stats_interval: Duration,
+    /// Cloudflare Workers (`--cf-worker-domain`, repeatable), in order.
+    pub worker_domains: Vec<CfEndpoint>,
+    /// Cloudflare-proxied domains (`--cf-domain`, repeatable): `kwsN.<domain>`.
+    pub cf_domains: Vec<CfEndpoint>,
+    /// Bound on one worker/cfproxy attempt (`--cf-connect-timeout`, 10 s).
+    pub cf_connect_timeout: Duration,
+    /// Start the next route in parallel if the first is not ready by then (`--hedge-delay`,
+    /// 250 ms; a route's own 2 × p95 once known).
+    pub hedge_delay: Duration,
+    /// Bound on a client's whole connect phase (`--connect-budget`, 3 s).
+    pub connect_budget: Duration,
+    /// Route health policy (`--cooldown-base`, `--cooldown-max`, `--flap-quarantine`,
+    /// `--redirect-ttl`).
+    pub health: crate::route::health::Policy,
+    /// Liveness probe interval for Up routes without recent traffic (`--probe-interval`, 300 s).
+    pub probe_interval: Duration,
+    /// Bound on one background probe (`--probe-timeout`, 5 s).
+    pub probe_timeout: Duration,
+    /// Probe + pool requests per day allowed toward each Worker (`--worker-budget`, 5000).
+    pub worker_budget: u32,
+    /// WS ping interval toward Telegram's front (`--ws-ping-interval`, 0 = never).
+    pub ws_ping_interval: Duration,
+    /// WS ping interval toward Cloudflare tiers (`--cf-ping-interval`, 30 s; 0 = never).
+    pub cf_ping_interval: Duration,
+    /// TCP keepalive idle time on every socket (`--tcp-keepalive`, 60 s; 0 = off).
+    pub tcp_keepalive: Duration,
+    /// How long a session may keep flushing after one side closed (`--close-linger`, 2 s).
+    pub close_linger: Duration,
+    /// Hosts file read by the resolver (`--hosts-file`, /etc/hosts).
+    pub hosts_file: PathBuf,
+    /// Resolver configuration (`--resolv-conf`, /etc/resolv.conf).
+    pub resolv_conf: PathBuf,
     /// Most verbose level logged (`-q` → Warn, default Info, `-v` → Debug, `-v -v` → Trace).
     pub log_level: log::LevelFilter,
     /// Append log lines to this file instead of stderr (`--log-file`); `None` = stderr.
@@ -102,7 +165,7 @@ impl Config {
             secrets,
             ws_addrs,
             tcp_addrs: BTreeMap::new(),
-            tier_order: vec![Tier::Ws, Tier::Tcp],
+            tier_order: Tier::ALL.to_vec(),
             ws_connect_timeout: Duration::from_secs(10),
             tcp_connect_timeout: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(10),
@@ -113,6 +176,21 @@ impl Config {
             ca_file: None,
             accept_invalid_certs: false,
             stats_interval: Duration::from_secs(300),
+            worker_domains: Vec::new(),
+            cf_domains: Vec::new(),
+            cf_connect_timeout: Duration::from_secs(10),
+            hedge_delay: Duration::from_millis(250),
+            connect_budget: Duration::from_secs(3),
+            health: crate::route::health::Policy::default(),
+            probe_interval: Duration::from_secs(300),
+            probe_timeout: Duration::from_secs(5),
+            worker_budget: crate::route::budget::DEFAULT_WORKER_PER_DAY,
+            ws_ping_interval: Duration::ZERO,
+            cf_ping_interval: Duration::from_secs(30),
+            tcp_keepalive: Duration::from_secs(60),
+            close_linger: Duration::from_secs(2),
+            hosts_file: PathBuf::from("/etc/hosts"),
+            resolv_conf: PathBuf::from("/etc/resolv.conf"),
             log_level: log::LevelFilter::Info,
             log_file: None,
             log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,

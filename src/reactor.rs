@@ -1,29 +1,36 @@
 //! The reactor: the only `mio::Poll`, the only clock read, the loop.
 //!
-//! Each iteration: poll with a timeout taken from the timer wheel (0 when sessions have work
-//! left over from the fairness cap), read the monotonic clock once, dispatch socket events,
-//! expire timers, resume sessions that yielded. The slab is sized once at start from
-//! `--max-connections`; when it is full a new client is closed at once with a logged reason.
+//! Each iteration: poll with a timeout taken from the timer wheel and the resolver (0 when
+//! sessions have work left over from the fairness cap), read the monotonic clock once, dispatch
+//! socket events, expire timers, resume sessions that yielded, schedule probes that sessions
+//! asked for. The slab is sized once at start from `--max-connections`; when it is full a new
+//! client is closed at once with a logged reason. Background probes (recovery when a cooldown
+//! ends, sparse liveness for idle Up routes) run here in their own small slab: no client ever
+//! waits on one.
 
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use log::{error, info, warn};
+use log::{debug, error, info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll};
 use slab::Slab;
 
 use crate::config::Config;
-use crate::conn::{Conn, Ctx, Status, TimerEv, TimerKind};
-use crate::error::CloseReason;
+use crate::conn::{resolve_now, Conn, Ctx, Status, TimerEv, TimerKind};
+use crate::dns::{Resolver, ResolverConfig};
+use crate::error::{CloseReason, Failure};
 use crate::logging::RateLimited;
 use crate::net::tls;
 use crate::rng::Rng;
+use crate::route::health::Use;
+use crate::route::probe::{Probe, ProbeOutcome};
+use crate::route::table::Table;
 use crate::stats::Stats;
-use crate::timer::Wheel;
-use crate::token::{self, Role, LISTENER};
+use crate::timer::{TimerId, Wheel};
+use crate::token::{self, Role, DNS, LISTENER};
 
 /// Timer wheel resolution (ms) and size: 10 ms × 1024 slots ≈ 10 s per rotation.
 const WHEEL_TICK_MS: u64 = 10;
@@ -35,11 +42,26 @@ const ACCEPT_BATCH: usize = 64;
 /// Pause after `EMFILE`/`ENFILE` on accept (ms).
 const ACCEPT_PAUSE_MS: u64 = 1_000;
 
-/// Minimum interval between repeated bad-client / refusal log lines (ms).
+/// Minimum interval between repeated bad-client / refusal / attempt-failure lines (ms).
 const BAD_LOG_INTERVAL_MS: u64 = 10_000;
+
+/// Probes running at once, at most.
+const MAX_PROBES: usize = 16;
+
+/// Retry delay when a probe cannot start yet (DNS pending, probe slots full), ms.
+const PROBE_RETRY_MS: u64 = 1_000;
 
 /// Slot value of global timers.
 const GLOBAL: u32 = u32::MAX;
+
+/// DCs whose Cloudflare-proxied names are resolved in the background from the start.
+const CF_DCS: [u16; 6] = [1, 2, 3, 4, 5, 203];
+
+/// Background probes in flight.
+struct Probes {
+    slab: Slab<(Probe, TimerId)>,
+    next_id: u32,
+}
 
 /// Runs the proxy until a fatal error. Logs `listening on ADDR` once bound.
 ///
@@ -55,19 +77,42 @@ pub fn run(cfg: Config) -> io::Result<()> {
     poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
     let listen = listener.local_addr()?;
     let capacity = cfg.max_connections.min(token::MAX_SLOT);
-    info!("listening on {listen} (max {capacity} sessions)");
 
     let clock = Instant::now();
     let now_ms = || clock.elapsed().as_millis() as u64;
     let mut now = now_ms();
+
+    let mut dns = Resolver::new(ResolverConfig {
+        hosts_path: cfg.hosts_file.clone(),
+        resolv_path: cfg.resolv_conf.clone(),
+        ..ResolverConfig::default()
+    })?;
+    poll.registry().register(dns.socket(), DNS, Interest::READABLE)?;
+    for ep in &cfg.worker_domains {
+        dns.watch(&ep.host);
+        let _ = resolve_now(&mut dns, &ep.host, now);
+    }
+    for ep in &cfg.cf_domains {
+        for dc in CF_DCS {
+            let name = format!("kws{dc}.{}", ep.host);
+            dns.watch(&name);
+            let _ = resolve_now(&mut dns, &name, now);
+        }
+    }
+    info!("listening on {listen} (max {capacity} sessions)");
+
     let mut wheel: Wheel<TimerEv> = Wheel::new(WHEEL_TICK_MS, WHEEL_SLOTS, now);
     let mut slab: Slab<Conn> = Slab::with_capacity(capacity);
+    let mut routes = Table::new(&cfg, now);
+    let mut probes = Probes { slab: Slab::with_capacity(MAX_PROBES), next_id: 0 };
     let mut stats = Stats::default();
     let mut bad_log = RateLimited::new(BAD_LOG_INTERVAL_MS);
+    let mut attempt_log = RateLimited::new(BAD_LOG_INTERVAL_MS / 10);
     let mut full_log = RateLimited::new(BAD_LOG_INTERVAL_MS);
     let mut events = Events::with_capacity(256);
     let mut expired: Vec<TimerEv> = Vec::new();
     let mut again: VecDeque<(usize, u32)> = VecDeque::new();
+    let mut probe_due: Vec<(usize, u64)> = Vec::new();
     let mut next_id: u32 = 0;
     let mut accept_paused = false;
     let mut accept_pending = false;
@@ -80,7 +125,11 @@ pub fn run(cfg: Config) -> io::Result<()> {
         let timeout = if !again.is_empty() || (accept_pending && !accept_paused) {
             Some(Duration::ZERO)
         } else {
-            wheel.next_deadline().map(|d| Duration::from_millis(d.saturating_sub(now)))
+            let next = match (wheel.next_deadline(), dns.next_deadline()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            next.map(|d| Duration::from_millis(d.saturating_sub(now)))
         };
         if let Err(e) = poll.poll(&mut events, timeout) {
             if e.kind() == io::ErrorKind::Interrupted {
@@ -89,17 +138,22 @@ pub fn run(cfg: Config) -> io::Result<()> {
             return Err(e);
         }
         now = now_ms();
+        let registry = poll.registry();
         let mut ctx = Ctx {
             now,
             cfg: &cfg,
             keys: &keys,
-            registry: poll.registry(),
+            registry,
             wheel: &mut wheel,
             rng: &mut rng,
             tls: &tls,
             stats: &mut stats,
             bad_log: &mut bad_log,
             listen,
+            routes: &mut routes,
+            dns: &mut dns,
+            probe_due: &mut probe_due,
+            attempt_log: &mut attempt_log,
         };
 
         for ev in events.iter() {
@@ -107,7 +161,21 @@ pub fn run(cfg: Config) -> io::Result<()> {
                 accept_pending = true;
                 continue;
             }
+            if ev.token() == DNS {
+                ctx.dns.on_readable(now);
+                continue;
+            }
             let Some((slot, generation, role)) = token::decode(ev.token()) else { continue };
+            if role == Role::Probe {
+                let Some((p, _)) = probes.slab.get_mut(slot) else { continue };
+                if token::generation(p.id) != generation {
+                    continue;
+                }
+                if let Some(outcome) = p.advance(ctx.tls, now, ctx.rng) {
+                    finish_probe(&mut probes, slot, outcome, &mut ctx);
+                }
+                continue;
+            }
             let Some(conn) = slab.get_mut(slot) else { continue };
             if token::generation(conn.id) != generation {
                 continue; // stale: the slot was reused
@@ -176,19 +244,32 @@ pub fn run(cfg: Config) -> io::Result<()> {
         expired.clear();
         ctx.wheel.expire(now, &mut expired);
         for t in expired.drain(..) {
-            if t.slot == GLOBAL {
-                match t.kind {
-                    TimerKind::Stats => {
-                        info!("{}", ctx.stats.line(slab.len(), capacity));
-                        ctx.wheel.insert(now + stats_ms, t);
-                    }
-                    TimerKind::AcceptResume => {
-                        accept_paused = false;
-                        accept_pending = true;
-                    }
-                    _ => {}
+            match t.kind {
+                TimerKind::Stats => {
+                    info!("{}", ctx.stats.line(slab.len(), capacity));
+                    ctx.wheel.insert(now + stats_ms, t);
+                    continue;
                 }
-                continue;
+                TimerKind::AcceptResume => {
+                    accept_paused = false;
+                    accept_pending = true;
+                    continue;
+                }
+                TimerKind::ProbeDue => {
+                    probe_due_fired(&mut probes, t.conn_id as usize, &mut ctx);
+                    continue;
+                }
+                TimerKind::ProbeDeadline => {
+                    let slot = t.slot as usize;
+                    if let Some((p, _)) = probes.slab.get(slot) {
+                        if p.id == t.conn_id {
+                            let outcome = p.timeout_failure();
+                            finish_probe(&mut probes, slot, outcome, &mut ctx);
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
             }
             let slot = t.slot as usize;
             let Some(conn) = slab.get_mut(slot) else { continue };
@@ -197,6 +278,9 @@ pub fn run(cfg: Config) -> io::Result<()> {
             }
             let status = conn.on_timer(t.kind, &mut ctx);
             finish(&mut slab, slot, status, &mut again);
+        }
+        if ctx.dns.next_deadline().is_some_and(|d| d <= now) {
+            ctx.dns.on_tick(now);
         }
 
         for _ in 0..again.len() {
@@ -207,6 +291,136 @@ pub fn run(cfg: Config) -> io::Result<()> {
             }
             let status = conn.resume(&mut ctx);
             finish(&mut slab, slot, status, &mut again);
+        }
+
+        let due = std::mem::take(ctx.probe_due);
+        for (route, at) in due {
+            schedule_probe(ctx.routes, ctx.wheel, route, at);
+        }
+    }
+}
+
+/// Arms (or moves earlier) the probe timer of `route`.
+fn schedule_probe(routes: &mut Table, wheel: &mut Wheel<TimerEv>, route: usize, at: u64) {
+    let r = &mut routes.routes[route];
+    if r.probing {
+        return; // its result schedules the next one
+    }
+    if let Some((t, when)) = r.probe_timer {
+        if when <= at {
+            return;
+        }
+        wheel.cancel(t);
+    }
+    let t = wheel.insert(at, TimerEv { slot: GLOBAL, conn_id: route as u32, kind: TimerKind::ProbeDue });
+    r.probe_timer = Some((t, at));
+}
+
+/// A route's probe timer fired: probe it now, or reschedule if it is not due.
+fn probe_due_fired(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
+    let now = ctx.now;
+    let interval = ctx.cfg.probe_interval.as_millis() as u64;
+    {
+        let r = &mut ctx.routes.routes[route];
+        r.probe_timer = None;
+        match r.health.usable(now) {
+            Use::Cooling { until } => {
+                schedule_probe(ctx.routes, ctx.wheel, route, until);
+                return;
+            }
+            Use::Preferred | Use::Degraded if now.saturating_sub(r.last_ok) < interval => {
+                // Real traffic proved it recently: look again one interval after that.
+                let at = r.last_ok + ctx.rng.jitter(interval, 20);
+                schedule_probe(ctx.routes, ctx.wheel, route, at.max(now + 1));
+                return;
+            }
+            _ => {}
+        }
+    }
+    if probes.slab.len() >= MAX_PROBES {
+        schedule_probe(ctx.routes, ctx.wheel, route, now + PROBE_RETRY_MS);
+        return;
+    }
+    if let Some(w) = ctx.routes.worker_index(route, ctx.cfg) {
+        let budget = &mut ctx.routes.worker_budgets[w];
+        if !budget.try_spend(now) {
+            ctx.stats.probes_deferred += 1;
+            let at = budget.next_available(now).unwrap_or(now + interval).max(now + PROBE_RETRY_MS);
+            schedule_probe(ctx.routes, ctx.wheel, route, at);
+            return;
+        }
+    }
+    let specs = {
+        let dns = &mut *ctx.dns;
+        ctx.routes.routes[route].dial_specs(&mut |h| resolve_now(dns, h, now))
+    };
+    let Some(spec) = specs.first() else {
+        schedule_probe(ctx.routes, ctx.wheel, route, now + PROBE_RETRY_MS);
+        return;
+    };
+    probes.next_id = probes.next_id.wrapping_add(1);
+    let id = probes.next_id;
+    let entry = probes.slab.vacant_entry();
+    let slot = entry.key();
+    let dc = ctx.routes.routes[route].dc;
+    match Probe::start(route, id, dc, spec, ctx.registry, token::encode(slot, id, Role::Probe), now) {
+        Ok(p) => {
+            let deadline = now + ctx.cfg.probe_timeout.as_millis() as u64;
+            let t = ctx.wheel.insert(deadline, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::ProbeDeadline });
+            entry.insert((p, t));
+            ctx.routes.routes[route].probing = true;
+            ctx.stats.probes[0] += 1;
+            debug!("probe {} started", ctx.routes.routes[route].label());
+        }
+        Err(f) => {
+            ctx.stats.probes[0] += 1;
+            let outcome = ProbeOutcome::Failed(f, None, "could not start".into());
+            apply_probe_outcome(route, outcome, 0, ctx);
+        }
+    }
+}
+
+/// Removes a finished probe and applies its outcome.
+fn finish_probe(probes: &mut Probes, slot: usize, outcome: ProbeOutcome, ctx: &mut Ctx<'_>) {
+    let (mut p, timer) = probes.slab.remove(slot);
+    ctx.wheel.cancel(timer);
+    let route = p.route;
+    let started = p.started;
+    drop(p.take_upstream());
+    ctx.routes.routes[route].probing = false;
+    apply_probe_outcome(route, outcome, started, ctx);
+}
+
+/// Health update and next schedule after a probe.
+fn apply_probe_outcome(route: usize, outcome: ProbeOutcome, started: u64, ctx: &mut Ctx<'_>) {
+    let now = ctx.now;
+    let interval = ctx.cfg.probe_interval.as_millis() as u64;
+    match outcome {
+        ProbeOutcome::Ok(rtt) => {
+            ctx.stats.probes[1] += 1;
+            ctx.routes.on_success(route, now, rtt, "probe");
+            let at = now + ctx.rng.jitter(interval, 20);
+            schedule_probe(ctx.routes, ctx.wheel, route, at);
+        }
+        ProbeOutcome::Failed(f, retry_after, detail) => {
+            ctx.stats.probes[2] += 1;
+            debug!(
+                "probe {} failed after {}ms: {f} ({detail})",
+                ctx.routes.routes[route].label(),
+                now.saturating_sub(started)
+            );
+            if f == Failure::Http(429) {
+                if let Some(w) = ctx.routes.worker_index(route, ctx.cfg) {
+                    ctx.routes.worker_budgets[w].on_throttled(now, retry_after);
+                }
+            }
+            ctx.routes.on_failure(route, now, f, retry_after, ctx.cfg, ctx.rng);
+            let at = match ctx.routes.routes[route].health.usable(now) {
+                Use::Cooling { until } => until,
+                // Still usable after a soft failure (Suspect): look again soon.
+                _ => now + ctx.cfg.health.base_ms.min(interval),
+            };
+            schedule_probe(ctx.routes, ctx.wheel, route, at);
         }
     }
 }

@@ -18,12 +18,20 @@ pub struct Stats {
     pub bytes_up: u64,
     /// Payload bytes Telegram → client.
     pub bytes_down: u64,
-    /// Upstream attempts started / succeeded / failed, per tier name order `ws`, `tcp`.
-    pub attempts: [u64; 2],
-    /// Successful attempts per tier.
-    pub attempts_ok: [u64; 2],
+    /// Upstream attempts started, per tier (`Tier::index`).
+    pub attempts: [u64; 4],
+    /// Attempts that won (the session relayed over them), per tier.
+    pub attempts_ok: [u64; 4],
     /// Failed attempts per tier.
-    pub attempts_failed: [u64; 2],
+    pub attempts_failed: [u64; 4],
+    /// Attempts cancelled because another one won the race, per tier.
+    pub attempts_cancelled: [u64; 4],
+    /// Hedges started (a second route raced because the first was slow).
+    pub hedges: u64,
+    /// Background probes started / succeeded / failed.
+    pub probes: [u64; 3],
+    /// Probes skipped because a tier's request budget was spent.
+    pub probes_deferred: u64,
     /// Bad client inits (wrong secret, HTTP, TLS, garbage) whose log line was suppressed.
     pub bad_suppressed: u64,
 }
@@ -45,19 +53,30 @@ impl Stats {
     /// The periodic stats line (without the log prefix).
     pub fn line(&self, active: usize, capacity: usize) -> String {
         let mut s = format!(
-            "stats: active={active}/{capacity} accepted={} closed={} zero-byte-closes={} up={} down={} ws={}/{}/{} tcp={}/{}/{}",
+            "stats: active={active}/{capacity} accepted={} closed={} zero-byte-closes={} up={} down={} hedges={} probes={}/{}/{}",
             self.accepted,
             self.total_closed(),
             self.zero_byte_closes,
             human_bytes(self.bytes_up),
             human_bytes(self.bytes_down),
-            self.attempts[0],
-            self.attempts_ok[0],
-            self.attempts_failed[0],
-            self.attempts[1],
-            self.attempts_ok[1],
-            self.attempts_failed[1],
+            self.hedges,
+            self.probes[0],
+            self.probes[1],
+            self.probes[2],
         );
+        for tier in crate::config::Tier::ALL {
+            let i = tier.index();
+            if self.attempts[i] > 0 {
+                s.push_str(&format!(
+                    " {}={}/{}/{}/{}",
+                    tier.name(),
+                    self.attempts[i],
+                    self.attempts_ok[i],
+                    self.attempts_failed[i],
+                    self.attempts_cancelled[i]
+                ));
+            }
+        }
         for r in CloseReason::ALL {
             let n = self.closed[r.index()];
             if n > 0 {
@@ -99,14 +118,6 @@ pub fn human_bytes(n: u64) -> String {
         i += 1;
     }
     format!("{v:.1}{}", UNITS[i])
-}
-
-/// Tier index into the per-tier counters.
-pub fn tier_index(tier: crate::config::Tier) -> usize {
-    match tier {
-        crate::config::Tier::Ws => 0,
-        crate::config::Tier::Tcp => 1,
-    }
 }
 
 #[cfg(test)]

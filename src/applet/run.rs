@@ -41,9 +41,18 @@ Upstream:
                                 (2:149.154.167.220, 4:149.154.167.220)
       --tcp-dc-ip DC:IP[:PORT]  raw TCP target for a DC, same forms [TG_TCP_DC_IP]
                                 (built-in DC table, port 443)
-      --tier-order LIST         tiers to try, in order: ws, tcp [TG_TIER_ORDER] (ws,tcp)
+      --cf-worker-domain HOST   Cloudflare Worker (a pasted URL is fine), repeatable, comma
+                                list; alias --cfproxy-worker-domain [TG_CF_WORKER_DOMAIN] (none)
+      --cf-domain DOMAIN        Cloudflare-proxied domain with kwsN records, repeatable
+                                [TG_CF_DOMAIN] (none)
+      --tier-order LIST         tiers to try, in order: ws, worker, cfproxy, tcp
+                                [TG_TIER_ORDER] (ws,worker,cfproxy,tcp)
+      --cf-priority             Cloudflare tiers first: worker,cfproxy,ws,tcp
+                                [TG_CF_PRIORITY=1] (off)
       --ws-connect-timeout D    bound on TCP + TLS + upgrade of one ws attempt
                                 [TG_WS_CONNECT_TIMEOUT] (10s)
+      --cf-connect-timeout D    the same for worker and cfproxy attempts
+                                [TG_CF_CONNECT_TIMEOUT] (10s)
       --tcp-connect-timeout D   bound on one tcp tier connect; alias --tcp-fallback-timeout
                                 [TG_TCP_CONNECT_TIMEOUT or TG_TCP_FALLBACK_TIMEOUT] (10s)
       --ca-file PATH            extra trusted CA certificates, PEM; must be readable
@@ -52,12 +61,42 @@ Upstream:
                                 do not verify upstream TLS certificates (testing only)
                                 [TG_SKIP_TLS_VERIFY=1] (off)
 
+Ladder (route health is learned in the background; clients never wait on a dead route):
+      --hedge-delay D           start the next route in parallel if the first is not ready by
+                                then; a route's 2 x p95 once known [TG_HEDGE_DELAY] (250ms)
+      --connect-budget D        bound on a client's whole connect phase; past it the client is
+                                closed so it reconnects [TG_CONNECT_BUDGET] (3s)
+      --cooldown-base D         first cooldown of a failed route, doubled per failure, +-20%
+                                jitter; alias --ip-fail-cooldown [TG_COOLDOWN_BASE or
+                                TG_IP_FAIL_COOLDOWN] (10s)
+      --cooldown-max D          cooldown cap [TG_COOLDOWN_MAX] (600s)
+      --flap-quarantine D       minimum cooldown of a route that went down 3 times in 10 min
+                                [TG_FLAP_QUARANTINE] (1800s)
+      --redirect-ttl D          how long a 30x from a WS front keeps its route down; alias
+                                --ws-redirect-cooldown [TG_REDIRECT_TTL or
+                                TG_WS_REDIRECT_COOLDOWN] (3600s)
+      --probe-interval D        liveness probe of an Up route with no recent traffic
+                                [TG_PROBE_INTERVAL] (300s)
+      --probe-timeout D         bound on one background probe [TG_PROBE_TIMEOUT] (5s)
+      --worker-budget N         probe requests per day per Worker, 1-100000
+                                [TG_WORKER_BUDGET] (5000)
+      --ws-ping-interval D      WS ping toward Telegram's front, 0 = never
+                                [TG_WS_PING_INTERVAL] (0)
+      --cf-ping-interval D      WS ping toward Worker/cfproxy, 0 = never
+                                [TG_CF_PING_INTERVAL] (30s)
+      --tcp-keepalive D         TCP keepalive idle time on every socket, 0 = off
+                                [TG_TCP_KEEPALIVE] (60s)
+      --hosts-file PATH         hosts file for the resolver [TG_HOSTS_FILE] (/etc/hosts)
+      --resolv-conf PATH        nameservers for the resolver [TG_RESOLV_CONF] (/etc/resolv.conf)
+
 Clients and resources:
       --handshake-timeout D     deadline for a client's 64-byte init [TG_HANDSHAKE_TIMEOUT] (10s)
       --idle-timeout D          close a session with no payload either way for D
                                 [TG_IDLE_TIMEOUT] (600s)
       --bad-client-drain D      read and discard a rejected client for D, 0 = close at once
                                 [TG_BAD_CLIENT_DRAIN] (2s)
+      --close-linger D          after one side closes, keep flushing the other for at most D
+                                [TG_CLOSE_LINGER] (2s)
       --max-connections N       concurrent client sessions, 1-65536 [TG_MAX_CONNECTIONS]
                                 ((open-files limit - 32) / 3, at least 4; 512 if unknown)
       --buf-kb N                relay buffer size in KiB, two per session, 4-1024
@@ -136,7 +175,23 @@ pub fn main(mut args: Arguments) -> i32 {
 /// The startup lines describing `c`; secrets appear only masked.
 pub fn summary(c: &Config) -> Vec<String> {
     let secrets: Vec<String> = c.secrets.iter().map(|s| s.masked()).collect();
-    let tiers: Vec<&str> = c.tier_order.iter().map(|t| t.name()).collect();
+    // Skip tiers with nothing configured so the line says what will really be tried.
+    let tiers: Vec<&str> = c
+        .tier_order
+        .iter()
+        .filter(|t| match t {
+            crate::config::Tier::Worker => !c.worker_domains.is_empty(),
+            crate::config::Tier::CfProxy => !c.cf_domains.is_empty(),
+            _ => true,
+        })
+        .map(|t| t.name())
+        .collect();
+    let cf = |eps: &[crate::config::CfEndpoint]| {
+        eps.iter()
+            .map(|e| crate::route::table::redact(&e.host))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let map = |m: &std::collections::BTreeMap<u16, std::net::SocketAddr>| {
         if m.is_empty() {
             return "built-in".to_string();
@@ -146,7 +201,7 @@ pub fn summary(c: &Config) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    vec![
+    let mut lines = vec![
         format!(
             "tg-ws-proxy {} on {}: {} secret(s) [{}], tiers {}, max {} sessions, buffers {} KiB",
             env!("CARGO_PKG_VERSION"),
@@ -176,7 +231,21 @@ pub fn summary(c: &Config) -> Vec<String> {
                 fmt_duration(c.stats_interval)
             },
         ),
-    ]
+        format!(
+            "ladder: hedge {} budget {} cooldown {}..{} probe every {} (timeout {}) worker budget {}/day",
+            fmt_duration(c.hedge_delay),
+            fmt_duration(c.connect_budget),
+            fmt_duration(Duration::from_millis(c.health.base_ms)),
+            fmt_duration(Duration::from_millis(c.health.max_ms)),
+            fmt_duration(c.probe_interval),
+            fmt_duration(c.probe_timeout),
+            c.worker_budget,
+        ),
+    ];
+    if !c.worker_domains.is_empty() || !c.cf_domains.is_empty() {
+        lines.push(format!("cloudflare: workers [{}] domains [{}]", cf(&c.worker_domains), cf(&c.cf_domains)));
+    }
+    lines
 }
 
 /// Short human form: `10s`, `250ms`, `1.5s`, `0s`.
@@ -214,6 +283,6 @@ mod tests {
         assert!(!text.contains(key), "{text}");
         assert!(text.contains("127.0.0.1:1443"));
         assert!(text.contains("2=149.154.167.220:443"));
-        assert!(text.contains("tiers ws,tcp"));
+        assert!(text.contains("tiers ws,tcp"), "{text}");
     }
 }

@@ -1,115 +1,56 @@
-//! Connect phase: try upstream routes in tier order until one is ready for relaying.
+//! Connect phase: reach the session's DC over the best route, hedging across routes.
 //!
-//! A plan is the ordered list of concrete attempts for this session's DC (`ws` on both `kws`
-//! host names of the `--dc-ip` address, then `tcp` to the DC table address). Each attempt has
-//! its own deadline timer and token role (`Up(0)`/`Up(1)`), so the phase can run two attempts at
-//! once (the ladder issue races them); today they run one after another. Client bytes that
-//! arrive meanwhile are decrypted into the session's upstream buffer and wait there.
+//! The route table orders usable routes (Up/Unknown first, Suspect next, Down ones left out:
+//! clients never pay for health checks). The first route is dialled; if it is not ready within
+//! the hedge delay (the route's 2 × p95 once known, else `--hedge-delay`) the next one starts in
+//! parallel. The first to finish wins; the other is cancelled (counted as cancelled, not as a
+//! failure). A failure starts the next route at once. `--connect-budget` bounds the whole phase:
+//! past it the client is closed so it reconnects instead of waiting. Client bytes that arrive
+//! meanwhile are decrypted into the session's upstream buffer.
 
 use std::net::SocketAddr;
 
-use log::{debug, warn};
-use mio::net::TcpStream;
-use mio::Interest;
+use log::debug;
 
-use super::relay::{Relay, Upstream};
+use super::relay::Relay;
 use super::{Conn, Ctx, Phase, Ready, Step, TimerEv, TimerKind};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
 use crate::error::{CloseReason, Failure};
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
-use crate::net::io::{is_reset, read_once, Io};
-use crate::net::tcp::{self, ConnectState};
-use crate::net::tls::{is_tls_error, TlsStream};
-use crate::net::ws::{self, Upgrade, UpgradeError};
-use crate::stats::tier_index;
+use crate::net::dial::{Dial, DialSpec, DialStep, Upstream};
+use crate::net::io::{read_once, Io};
+use crate::route::health::State;
 use crate::timer::TimerId;
 use crate::token::{self, Role};
 
-/// `Origin` sent on upgrades to Telegram's web front (what Telegram Web sends).
-const WEB_ORIGIN: &str = "https://web.telegram.org";
+/// Lowest hedge delay derived from a route's RTT (ms).
+const HEDGE_FLOOR_MS: u64 = 50;
 
-/// One concrete way to reach the session's DC.
-#[derive(Clone, Debug)]
-pub struct Plan {
-    /// Tier of the ladder.
-    pub tier: Tier,
-    /// TCP target.
-    pub addr: SocketAddr,
-    /// TLS SNI and HTTP `Host` (ws); empty for tcp.
-    pub host: String,
-    /// WebSocket path (ws).
-    pub path: &'static str,
-}
-
-impl Plan {
-    /// `kws2.web.telegram.org@149.154.167.220:443` or `149.154.167.50:443`.
-    pub fn target(&self) -> String {
-        if self.host.is_empty() {
-            self.addr.to_string()
-        } else {
-            format!("{}@{}", self.host, self.addr)
-        }
-    }
-}
-
-/// Builds the ordered plan for `dc` from the configuration, skipping our own listen address.
-pub fn plan(dc: DcId, ctx: &Ctx<'_>) -> Vec<Plan> {
-    let mut plans = Vec::new();
-    for &tier in &ctx.cfg.tier_order {
-        match tier {
-            Tier::Ws => {
-                if let Some(&addr) = ctx.cfg.ws_addrs.get(&dc.dc) {
-                    for host in dc.ws_hosts() {
-                        plans.push(Plan { tier, addr, host, path: dc.ws_path() });
-                    }
-                }
-            }
-            Tier::Tcp => {
-                let addr = ctx.cfg.tcp_addrs.get(&dc.dc).copied().or_else(|| {
-                    dc.table_ip().map(|ip| SocketAddr::from((ip, 443)))
-                });
-                if let Some(addr) = addr {
-                    plans.push(Plan { tier, addr, host: String::new(), path: "" });
-                }
-            }
-        }
-    }
-    plans.retain(|p| !is_self(p.addr, ctx.listen));
-    plans
-}
-
-/// True if dialling `addr` would loop back into our own listener.
-fn is_self(addr: SocketAddr, listen: SocketAddr) -> bool {
-    if addr.port() != listen.port() {
-        return false;
-    }
-    addr.ip() == listen.ip() || (listen.ip().is_unspecified() && addr.ip().is_loopback())
-}
-
-enum AttemptState {
-    Tcp(TcpStream),
-    Upgrading(Upgrade),
-    /// Transient while a socket moves between states inside `drive`.
-    Moved,
+/// One dial option: a route and one of its dial specs (a `ws` route has two host names).
+struct Candidate {
+    route: usize,
+    spec: DialSpec,
 }
 
 struct Attempt {
-    plan: usize,
+    cand: usize,
+    dial: Dial,
     ready: Ready,
     timer: TimerId,
     started: u64,
-    state: AttemptState,
 }
 
 /// State of the connect phase.
 pub struct Connecting {
     accepted: Accepted,
     dc: DcId,
-    plans: Vec<Plan>,
+    cands: Vec<Candidate>,
     next: usize,
     attempts: [Option<Attempt>; 2],
+    hedge_timer: Option<TimerId>,
+    budget_timer: Option<TimerId>,
     /// Client plaintext (already decrypted) waiting for an upstream.
     up: RelayBuf,
     /// The client half-closed after sending a request: deliver it, then half-close upstream.
@@ -117,14 +58,33 @@ pub struct Connecting {
 }
 
 impl Connecting {
-    /// Starts the phase for a client whose init was accepted.
-    pub fn new(accepted: Accepted, dc: DcId, ctx: &Ctx<'_>) -> Connecting {
+    /// Starts the phase for a client whose init was accepted: plans routes, arms the budget.
+    pub fn new(accepted: Accepted, dc: DcId, slot: usize, id: u32, ctx: &mut Ctx<'_>) -> Connecting {
+        let ids = ctx.routes.routes_for(dc, ctx.cfg, ctx.listen);
+        let (plan, _usable) = ctx.routes.plan(&ids, ctx.now);
+        let mut cands = Vec::new();
+        for route in plan {
+            let specs = {
+                let dns = &mut *ctx.dns;
+                let now = ctx.now;
+                ctx.routes.routes[route].dial_specs(&mut |h| super::resolve_now(dns, h, now))
+            };
+            for spec in specs {
+                cands.push(Candidate { route, spec });
+            }
+        }
+        let budget_at = ctx.now + ctx.cfg.connect_budget.as_millis() as u64;
+        let budget_timer = ctx
+            .wheel
+            .insert(budget_at, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Budget });
         Connecting {
             accepted,
             dc,
-            plans: plan(dc, ctx),
+            cands,
             next: 0,
             attempts: [None, None],
+            hedge_timer: None,
+            budget_timer: Some(budget_timer),
             up: RelayBuf::new(ctx.cfg.buf_size),
             client_eof: false,
         }
@@ -138,74 +98,39 @@ impl Connecting {
         }
     }
 
-    /// Cancels every running attempt (session closing).
+    /// Cancels every running attempt and timer (session closing or connected).
     pub fn cancel_all(&mut self, ctx: &mut Ctx<'_>) {
         for slot in self.attempts.iter_mut() {
             if let Some(a) = slot.take() {
                 ctx.wheel.cancel(a.timer);
+                ctx.stats.attempts_cancelled[ctx.routes.routes[self.cands[a.cand].route].tier.index()] += 1;
             }
         }
+        for t in [self.hedge_timer.take(), self.budget_timer.take()].into_iter().flatten() {
+            ctx.wheel.cancel(t);
+        }
     }
-}
 
-/// Maps an I/O error during connect/TLS/upgrade to a failure class.
-fn classify_io(e: &std::io::Error) -> Failure {
-    if is_tls_error(e) {
-        Failure::Tls
-    } else if e.kind() == std::io::ErrorKind::ConnectionRefused {
-        Failure::Refused
-    } else if e.kind() == std::io::ErrorKind::TimedOut {
-        Failure::Timeout
-    } else if is_reset(e) {
-        Failure::Reset
-    } else {
-        Failure::ClosedEarly
-    }
-}
-
-fn classify_upgrade(e: &UpgradeError) -> Failure {
-    match e {
-        UpgradeError::Status { code, .. } => Failure::Http(*code),
-        UpgradeError::Io(e) => classify_io(e),
-        UpgradeError::Protocol(_) => Failure::ClosedEarly,
+    fn running(&self) -> usize {
+        self.attempts.iter().filter(|a| a.is_some()).count()
     }
 }
 
 impl Conn {
     pub(super) fn step_connecting(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        // 1. Client bytes while we connect: decrypt into the upstream buffer.
         if let Some(step) = self.read_client_while_connecting() {
             return step;
         }
-        let slot = self.slot;
-        let id = self.id;
+        let (slot, id, peer) = (self.slot, self.id, self.peer);
         let Phase::Connecting(c) = &mut self.phase else { return Step::Wait };
 
-        // 2. Start an attempt if none is running.
-        if c.attempts.iter().all(|a| a.is_none()) {
-            loop {
-                if c.next >= c.plans.len() {
-                    warn!(
-                        "client {} {}: every route failed, closing so the client retries",
-                        self.peer, c.dc
-                    );
-                    return Step::Close(CloseReason::UpstreamUnreachable);
-                }
-                let idx = c.next;
-                c.next += 1;
-                match start_attempt(c, idx, 0, slot, id, ctx) {
-                    Ok(()) => break,
-                    Err(f) => {
-                        log_failure(&self.peer, c.dc, &c.plans[idx], f, 0, "could not start");
-                        if f == Failure::Local {
-                            return Step::Close(CloseReason::LocalResource);
-                        }
-                    }
-                }
+        // Keep one attempt running; the hedge timer or a failure adds the second.
+        if c.running() == 0 {
+            if let Some(step) = start_next(c, slot, id, &peer, ctx) {
+                return step;
             }
         }
 
-        // 3. Drive attempts that saw an edge.
         let mut progressed = false;
         for i in 0..2 {
             let Some(a) = c.attempts[i].as_mut() else { continue };
@@ -214,30 +139,22 @@ impl Conn {
             }
             a.ready = Ready::default();
             progressed = true;
-            match drive(a, &c.plans[a.plan], ctx) {
-                Drive::Pending => {}
-                Drive::Failed(f) => {
+            match a.dial.drive(ctx.tls) {
+                DialStep::Pending => {}
+                DialStep::Failed { failure, retry_after, detail } => {
                     let a = c.attempts[i].take().expect("attempt present: checked above");
                     ctx.wheel.cancel(a.timer);
-                    let plan = c.plans[a.plan].clone();
-                    log_failure(&self.peer, c.dc, &plan, f, ctx.now - a.started, "failed");
-                    ctx.stats.attempts_failed[tier_index(plan.tier)] += 1;
-                    skip_same_address(c, &plan, f);
+                    attempt_failed(c, a, failure, retry_after, &detail, &peer, ctx);
+                    if c.running() == 0 {
+                        if let Some(step) = start_next(c, slot, id, &peer, ctx) {
+                            return step;
+                        }
+                    }
                 }
-                Drive::Ready(up) => {
+                DialStep::Ready(up) => {
                     let a = c.attempts[i].take().expect("attempt present: checked above");
                     ctx.wheel.cancel(a.timer);
-                    let plan = c.plans[a.plan].clone();
-                    ctx.stats.attempts_ok[tier_index(plan.tier)] += 1;
-                    debug!(
-                        "client {} {} connected via {} {} in {}ms",
-                        self.peer,
-                        c.dc,
-                        plan.tier.name(),
-                        plan.target(),
-                        ctx.now - a.started
-                    );
-                    return self.start_relay(plan, up, ctx);
+                    return self.start_relay(a, up, ctx);
                 }
             }
         }
@@ -275,135 +192,166 @@ impl Conn {
         None
     }
 
-    /// Handles an attempt's deadline.
-    pub(super) fn attempt_timeout(&mut self, i: u8, ctx: &mut Ctx<'_>) -> Step {
+    /// Timers of the connect phase: attempt deadline, hedge start, connect budget.
+    pub(super) fn connect_timer(&mut self, kind: TimerKind, ctx: &mut Ctx<'_>) -> Step {
+        let (slot, id, peer) = (self.slot, self.id, self.peer);
         let Phase::Connecting(c) = &mut self.phase else { return Step::Progress };
-        let Some(a) = c.attempts[i as usize & 1].take() else { return Step::Progress };
-        let plan = c.plans[a.plan].clone();
-        log_failure(&self.peer, c.dc, &plan, Failure::Timeout, ctx.now - a.started, "failed");
-        ctx.stats.attempts_failed[tier_index(plan.tier)] += 1;
-        skip_same_address(c, &plan, Failure::Timeout);
-        Step::Progress
-    }
-
-    fn start_relay(&mut self, plan: Plan, up: Upstream, ctx: &mut Ctx<'_>) -> Step {
-        let Phase::Connecting(c) = std::mem::replace(&mut self.phase, super::Phase::Closed) else {
-            return Step::Wait;
-        };
-        let c = *c;
-        self.info.tier = Some(plan.tier);
-        self.info.target = plan.target();
-        self.info.connected_ms = Some(ctx.now);
-        let relay = Relay::new(c.accepted, c.dc, plan.tier, up, c.up, c.client_eof, ctx);
-        self.phase = Phase::Relay(Box::new(relay));
-        Step::Progress
-    }
-}
-
-/// After a connect-level failure (timeout, refused) the same address on the same tier would
-/// fail the same way: skip its remaining plans (the other `kws` host name).
-fn skip_same_address(c: &mut Connecting, failed: &Plan, f: Failure) {
-    if !matches!(f, Failure::Timeout | Failure::Refused) {
-        return;
-    }
-    while c.next < c.plans.len()
-        && c.plans[c.next].tier == failed.tier
-        && c.plans[c.next].addr == failed.addr
-    {
-        c.next += 1;
-    }
-}
-
-fn log_failure(peer: &SocketAddr, dc: DcId, plan: &Plan, f: Failure, ms: u64, what: &str) {
-    warn!(
-        "client {peer} {dc}: {} {} {what} after {ms}ms: {f}",
-        plan.tier.name(),
-        plan.target()
-    );
-}
-
-fn start_attempt(
-    c: &mut Connecting,
-    idx: usize,
-    i: u8,
-    slot: usize,
-    id: u32,
-    ctx: &mut Ctx<'_>,
-) -> Result<(), Failure> {
-    let plan = &c.plans[idx];
-    let mut sock = tcp::start(plan.addr).map_err(|e| {
-        if e.raw_os_error() == Some(24) || e.raw_os_error() == Some(23) {
-            Failure::Local
-        } else {
-            classify_io(&e)
-        }
-    })?;
-    ctx.registry
-        .register(&mut sock, token::encode(slot, id, Role::Up(i)), Interest::READABLE | Interest::WRITABLE)
-        .map_err(|_| Failure::Local)?;
-    let timeout = match plan.tier {
-        Tier::Ws => ctx.cfg.ws_connect_timeout,
-        Tier::Tcp => ctx.cfg.tcp_connect_timeout,
-    };
-    let timer = ctx.wheel.insert(
-        ctx.now + timeout.as_millis() as u64,
-        TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Attempt(i) },
-    );
-    ctx.stats.attempts[tier_index(plan.tier)] += 1;
-    c.attempts[i as usize] = Some(Attempt {
-        plan: idx,
-        ready: Ready::default(),
-        timer,
-        started: ctx.now,
-        state: AttemptState::Tcp(sock),
-    });
-    Ok(())
-}
-
-enum Drive {
-    Pending,
-    Failed(Failure),
-    Ready(Upstream),
-}
-
-/// Advances one attempt as far as its socket allows.
-fn drive(a: &mut Attempt, plan: &Plan, ctx: &mut Ctx<'_>) -> Drive {
-    loop {
-        match &mut a.state {
-            AttemptState::Tcp(sock) => match tcp::check_connected(sock) {
-                ConnectState::Pending => return Drive::Pending,
-                ConnectState::Failed(e) => return Drive::Failed(classify_io(&e)),
-                ConnectState::Connected => {
-                    let AttemptState::Tcp(sock) = std::mem::replace(&mut a.state, AttemptState::Moved)
-                    else {
-                        return Drive::Failed(Failure::Local); // unreachable: matched Tcp above
-                    };
-                    match plan.tier {
-                        Tier::Tcp => return Drive::Ready(Upstream::Tcp(sock)),
-                        Tier::Ws => {
-                            let tls = match TlsStream::new(ctx.tls, &plan.host, sock) {
-                                Ok(t) => t,
-                                Err(_) => return Drive::Failed(Failure::Tls),
-                            };
-                            match Upgrade::start(tls, &plan.host, plan.path, true, Some(WEB_ORIGIN)) {
-                                Ok(u) => a.state = AttemptState::Upgrading(u),
-                                Err(e) => return Drive::Failed(classify_upgrade(&e)),
-                            }
+        match kind {
+            TimerKind::Attempt(i) => {
+                if let Some(a) = c.attempts[i as usize & 1].take() {
+                    attempt_failed(c, a, Failure::Timeout, None, "deadline", &peer, ctx);
+                    if c.running() == 0 {
+                        if let Some(step) = start_next(c, slot, id, &peer, ctx) {
+                            return step;
                         }
                     }
                 }
-            },
-            AttemptState::Upgrading(u) => {
-                return match u.advance() {
-                    ws::Step::Pending => Drive::Pending,
-                    ws::Step::Failed(e) => {
-                        debug!("upgrade via {} failed: {e}", plan.target());
-                        Drive::Failed(classify_upgrade(&e))
-                    }
-                    ws::Step::Done(tls) => Drive::Ready(Upstream::Ws(tls)),
-                };
+                Step::Progress
             }
-            AttemptState::Moved => return Drive::Failed(Failure::Local),
+            TimerKind::Hedge => {
+                c.hedge_timer = None;
+                if c.running() == 1 && c.next < c.cands.len() {
+                    debug!("client {peer} {}: hedging to the next route", c.dc);
+                    ctx.stats.hedges += 1;
+                    if let Some(step) = start_next(c, slot, id, &peer, ctx) {
+                        return step;
+                    }
+                }
+                Step::Progress
+            }
+            TimerKind::Budget => {
+                c.budget_timer = None;
+                log::warn!(
+                    "client {peer} {}: no route ready within the connect budget ({}ms), closing so the client retries",
+                    c.dc,
+                    ctx.cfg.connect_budget.as_millis()
+                );
+                Step::Close(CloseReason::UpstreamUnreachable)
+            }
+            _ => Step::Progress,
+        }
+    }
+
+    fn start_relay(&mut self, a: Attempt, up: Upstream, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Connecting(c) = std::mem::replace(&mut self.phase, Phase::Closed) else {
+            return Step::Wait;
+        };
+        let mut c = *c;
+        c.cancel_all(ctx);
+        let route = c.cands[a.cand].route;
+        let r = &mut ctx.routes.routes[route];
+        r.sessions += 1;
+        let tier = r.tier;
+        ctx.stats.attempts_ok[tier.index()] += 1;
+        self.info.tier = Some(tier);
+        self.info.route = Some(route);
+        self.info.target = target_label(&c.cands[a.cand].spec, tier);
+        self.info.connected_ms = Some(ctx.now);
+        self.info.connect_rtt = ctx.now.saturating_sub(a.started);
+        debug!("client {} {} connected via {} in {}ms", self.peer, c.dc, self.info.target, self.info.connect_rtt);
+        let relay = Relay::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
+        self.phase = Phase::Relay(Box::new(relay));
+        self.arm_ping(tier, ctx);
+        Step::Progress
+    }
+}
+
+/// `kws2.web.telegram.org@149.154.167.220:443` or `149.154.167.50:443` (Worker/CF names are
+/// redacted).
+fn target_label(spec: &DialSpec, tier: Tier) -> String {
+    match &spec.kind {
+        crate::net::dial::DialKind::Tcp => spec.addr.to_string(),
+        crate::net::dial::DialKind::Ws { host, .. } => {
+            let host = if tier.is_cloudflare() { crate::route::table::redact(host) } else { host.clone() };
+            format!("{host}@{}", spec.addr)
+        }
+    }
+}
+
+/// Starts the next candidate in a free attempt slot. `Some(step)` ends the connect step (no
+/// candidate left and nothing running).
+fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: &mut Ctx<'_>) -> Option<Step> {
+    let free = c.attempts.iter().position(|a| a.is_none())?;
+    while c.next < c.cands.len() {
+        let idx = c.next;
+        c.next += 1;
+        let route = c.cands[idx].route;
+        let tier = ctx.routes.routes[route].tier;
+        let token = token::encode(slot, id, Role::Up(free as u8));
+        match Dial::start(&c.cands[idx].spec, ctx.registry, token, ctx.cfg.tcp_keepalive) {
+            Ok(dial) => {
+                let timeout = match tier {
+                    Tier::Ws => ctx.cfg.ws_connect_timeout,
+                    Tier::Worker | Tier::CfProxy => ctx.cfg.cf_connect_timeout,
+                    Tier::Tcp => ctx.cfg.tcp_connect_timeout,
+                };
+                let timer = ctx.wheel.insert(
+                    ctx.now + timeout.as_millis() as u64,
+                    TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Attempt(free as u8) },
+                );
+                ctx.stats.attempts[tier.index()] += 1;
+                c.attempts[free] = Some(Attempt { cand: idx, dial, ready: Ready::default(), timer, started: ctx.now });
+                // Arm the hedge for the next candidate.
+                if c.hedge_timer.is_none() && c.next < c.cands.len() {
+                    let delay = ctx.routes.routes[route].health.hedge_delay(
+                        ctx.cfg.hedge_delay.as_millis() as u64,
+                        HEDGE_FLOOR_MS,
+                    );
+                    c.hedge_timer = Some(ctx.wheel.insert(
+                        ctx.now + delay,
+                        TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Hedge },
+                    ));
+                }
+                return None;
+            }
+            Err(f) => {
+                log::warn!("client {peer} {}: {} could not start: {f}", c.dc, ctx.routes.routes[route].label());
+                if f == Failure::Local {
+                    return Some(Step::Close(CloseReason::LocalResource));
+                }
+            }
+        }
+    }
+    if c.running() == 0 {
+        log::warn!("client {peer} {}: every route failed, closing so the client retries", c.dc);
+        return Some(Step::Close(CloseReason::UpstreamUnreachable));
+    }
+    None
+}
+
+/// Accounts a failed attempt: stats, route health (which may schedule a recovery probe), and
+/// skipping the route's other host name after a connect-level failure.
+fn attempt_failed(
+    c: &mut Connecting,
+    a: Attempt,
+    f: Failure,
+    retry_after: Option<u32>,
+    detail: &str,
+    peer: &SocketAddr,
+    ctx: &mut Ctx<'_>,
+) {
+    let route = c.cands[a.cand].route;
+    let tier = ctx.routes.routes[route].tier;
+    ctx.stats.attempts_failed[tier.index()] += 1;
+    let ms = ctx.now.saturating_sub(a.started);
+    if let Some(folded) = ctx.attempt_log.allow(ctx.now) {
+        log::warn!(
+            "client {peer} {}: {} {} failed after {ms}ms: {f} ({detail}){}",
+            c.dc,
+            tier.name(),
+            target_label(&c.cands[a.cand].spec, tier),
+            if folded > 0 { format!(" ({folded} similar suppressed)") } else { String::new() }
+        );
+    }
+    if let Some(change) = ctx.routes.on_failure(route, ctx.now, f, retry_after, ctx.cfg, ctx.rng) {
+        if let State::Down { until } = change.to {
+            ctx.probe_due.push((route, until));
+        }
+    }
+    if matches!(f, Failure::Timeout | Failure::Refused) || !a.dial.tcp_done() {
+        // Same address, same outcome: skip this route's other host name.
+        while c.next < c.cands.len() && c.cands[c.next].route == route {
+            c.next += 1;
         }
     }
 }

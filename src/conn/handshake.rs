@@ -93,7 +93,7 @@ impl Conn {
             accepted.tag.name(),
             accepted.secret_index
         );
-        let connecting = Connecting::new(accepted, dc, ctx);
+        let connecting = Connecting::new(accepted, dc, self.slot, self.id, ctx);
         self.phase = Phase::Connecting(Box::new(connecting));
         let idle_at = ctx.now + ctx.cfg.idle_timeout.as_millis() as u64;
         self.arm_idle(idle_at, ctx);

@@ -23,19 +23,20 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry};
 
 use crate::config::{Config, Tier};
-use crate::error::CloseReason;
+use crate::dns::{Lookup, Resolver};
+use crate::error::{CloseReason, Failure};
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
+use crate::net::dial::set_keepalive;
 use crate::rng::Rng;
+use crate::route::health::State;
+use crate::route::table::Table;
 use crate::stats::{human_bytes, Stats};
 use crate::timer::{TimerId, Wheel};
 use crate::token::{self, Role};
 
 use connect::Connecting;
 use relay::Relay;
-
-/// How long a session may keep flushing after one side closed (ms): bounds half-close.
-pub const LINGER_MS: u64 = 2_000;
 
 /// Rounds of read/process/write per wake-up before yielding to other sessions.
 pub const PUMP_ROUNDS: usize = 16;
@@ -47,6 +48,18 @@ pub enum TimerKind {
     Handshake,
     /// Upstream attempt `i`'s deadline.
     Attempt(u8),
+    /// Start the next route in parallel (hedge).
+    Hedge,
+    /// The whole connect phase's deadline.
+    Budget,
+    /// Send a WS ping toward a Cloudflare tier.
+    Ping,
+    /// A route's probe is due (global; `conn_id` = route index).
+    ProbeDue,
+    /// A running probe's deadline (`slot` = probe slab index, `conn_id` = probe id).
+    ProbeDeadline,
+    /// The resolver's retry/refresh deadline (global).
+    Dns,
     /// Idle check (lazily re-armed).
     Idle,
     /// End of a bad client's drain, or of the post-close linger.
@@ -90,6 +103,23 @@ pub struct Ctx<'a> {
     pub bad_log: &'a mut RateLimited,
     /// Our own listen address (never dialled).
     pub listen: SocketAddr,
+    /// Routes and their health.
+    pub routes: &'a mut Table,
+    /// Non-blocking resolver (cache lookups only on a client's path).
+    pub dns: &'a mut Resolver,
+    /// Routes whose recovery probe should be scheduled at the given time (ms).
+    pub probe_due: &'a mut Vec<(usize, u64)>,
+    /// Folds repeated attempt-failure lines.
+    pub attempt_log: &'a mut RateLimited,
+}
+
+/// Resolves `host` from the cache without waiting: `None` while a query runs or after a
+/// negative answer (the route is skipped for this client).
+pub fn resolve_now(dns: &mut Resolver, host: &str, now: u64) -> Option<std::net::IpAddr> {
+    match dns.lookup(host, now) {
+        Lookup::Ready(ip) => Some(ip),
+        Lookup::Pending | Lookup::Failed(_) => None,
+    }
 }
 
 /// Result of handling an event.
@@ -132,6 +162,7 @@ pub struct Conn {
     phase: Phase,
     timer: Option<TimerId>,
     idle_timer: Option<TimerId>,
+    ping_timer: Option<TimerId>,
     last_activity: u64,
     info: SessionInfo,
 }
@@ -141,6 +172,9 @@ pub struct Conn {
 struct SessionInfo {
     dc: Option<DcId>,
     tier: Option<Tier>,
+    route: Option<usize>,
+    route_reported: bool,
+    connect_rtt: u64,
     target: String,
     connected_ms: Option<u64>,
     first_down_ms: Option<u64>,
@@ -160,6 +194,7 @@ impl Conn {
         ctx: &mut Ctx<'_>,
     ) -> std::io::Result<Conn> {
         let _ = client.set_nodelay(true);
+        set_keepalive(&client, ctx.cfg.tcp_keepalive);
         ctx.registry.register(
             &mut client,
             token::encode(slot, id, Role::Client),
@@ -180,6 +215,7 @@ impl Conn {
             phase: Phase::Handshake(handshake::Handshake::new()),
             timer: Some(timer),
             idle_timer: None,
+            ping_timer: None,
             last_activity: ctx.now,
             info: SessionInfo::default(),
         })
@@ -197,6 +233,7 @@ impl Conn {
                 Phase::Relay(r) => r.mark_upstream(readable, writable),
                 _ => {}
             },
+            Role::Probe => {}
         }
         self.resume(ctx)
     }
@@ -241,7 +278,18 @@ impl Conn {
                     _ => Step::Progress,
                 }
             }
-            TimerKind::Attempt(i) => self.attempt_timeout(i, ctx),
+            TimerKind::Attempt(_) | TimerKind::Hedge | TimerKind::Budget => self.connect_timer(kind, ctx),
+            TimerKind::Ping => {
+                self.ping_timer = None;
+                if let Phase::Relay(r) = &mut self.phase {
+                    r.queue_ping(ctx.now);
+                    let tier = self.info.tier;
+                    if let Some(t) = tier {
+                        self.arm_ping(t, ctx);
+                    }
+                }
+                Step::Progress
+            }
             TimerKind::Idle => {
                 self.idle_timer = None;
                 let idle_ms = ctx.cfg.idle_timeout.as_millis() as u64;
@@ -252,7 +300,7 @@ impl Conn {
                     Step::Progress
                 }
             }
-            TimerKind::Stats | TimerKind::AcceptResume => Step::Progress,
+            _ => Step::Progress,
         };
         match step {
             Step::Close(reason) => {
@@ -282,6 +330,40 @@ impl Conn {
         self.idle_timer = Some(ctx.wheel.insert(at, self.timer_ev(TimerKind::Idle)));
     }
 
+    /// Arms the WS keepalive ping for Cloudflare tiers (`--cf-ping-interval`) or Telegram's
+    /// front (`--ws-ping-interval`, off by default); none for raw TCP.
+    fn arm_ping(&mut self, tier: Tier, ctx: &mut Ctx<'_>) {
+        let every = match tier {
+            Tier::Worker | Tier::CfProxy => ctx.cfg.cf_ping_interval,
+            Tier::Ws => ctx.cfg.ws_ping_interval,
+            Tier::Tcp => return,
+        };
+        if every.is_zero() {
+            return;
+        }
+        if let Some(t) = self.ping_timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        let ev = self.timer_ev(TimerKind::Ping);
+        self.ping_timer = Some(ctx.wheel.insert(ctx.now + every.as_millis() as u64, ev));
+    }
+
+    /// Tells the route table what this session learned about its route: the first downstream
+    /// byte proves the whole path (a Worker's 101 alone does not).
+    fn report_route(&mut self, ctx: &mut Ctx<'_>) {
+        if self.info.route_reported {
+            return;
+        }
+        let Some(route) = self.info.route else { return };
+        if self.info.first_down_ms.is_some() {
+            self.info.route_reported = true;
+            ctx.routes.on_success(route, ctx.now, self.info.connect_rtt, "session");
+            // Keep an eye on it when real traffic stops: a sparse liveness probe.
+            let at = ctx.now + ctx.cfg.probe_interval.as_millis() as u64;
+            ctx.probe_due.push((route, at));
+        }
+    }
+
     fn timer_ev(&self, kind: TimerKind) -> TimerEv {
         TimerEv { slot: self.slot as u32, conn_id: self.id, kind }
     }
@@ -297,6 +379,21 @@ impl Conn {
         }
         if let Some(t) = self.idle_timer.take() {
             ctx.wheel.cancel(t);
+        }
+        if let Some(t) = self.ping_timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        // An upstream that hung up before sending a single byte failed this route.
+        if let (Some(route), false) = (self.info.route, self.info.route_reported) {
+            if matches!(reason, CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_))
+                && self.info.bytes_down == 0
+            {
+                if let Some(c) = ctx.routes.on_failure(route, ctx.now, Failure::ClosedEarly, None, ctx.cfg, ctx.rng) {
+                    if let State::Down { until } = c.to {
+                        ctx.probe_due.push((route, until));
+                    }
+                }
+            }
         }
         let old = std::mem::replace(&mut self.phase, Phase::Closed);
         match old {

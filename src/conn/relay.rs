@@ -11,19 +11,17 @@
 //! stops reads from its source. Route health is never consulted here: a running session is not
 //! affected by later route state.
 
-use std::io::Write;
-
 use mio::net::TcpStream;
 
-use super::{Conn, Ctx, Phase, Ready, SessionInfo, Step, TimerKind, LINGER_MS};
+use super::{Conn, Ctx, Phase, Ready, SessionInfo, Step, TimerKind};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
 use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::framing::{self, next_packet};
 use crate::mtproto::obfs2::{self, Accepted, Cipher, Tag, INIT_LEN};
-use crate::net::io::{is_reset, read_once, write_once, Io};
-use crate::net::tls::TlsStream;
+use crate::net::dial::Upstream;
+use crate::net::io::{read_once, write_once, Io};
 use crate::net::wsframe::{apply_mask, format_header, parse_header, Header, Opcode, MAX_HEADER};
 use crate::rng::Rng;
 
@@ -37,49 +35,6 @@ const MAX_CONTROL: usize = 125;
 /// Small outgoing bytes that precede or sit between payload: a frame header, a whole control
 /// frame, or the relay init.
 const SMALL_CAP: usize = MAX_HEADER + INIT_LEN + MAX_CONTROL;
-
-/// The connected upstream socket.
-pub enum Upstream {
-    /// Raw obfuscated2 over TCP (`tcp` tier).
-    Tcp(TcpStream),
-    /// WebSocket over TLS (`ws` tier), after the upgrade.
-    Ws(Box<TlsStream>),
-}
-
-impl Upstream {
-    fn read(&mut self, buf: &mut [u8]) -> Io {
-        match self {
-            Upstream::Tcp(s) => read_once(s, buf),
-            Upstream::Ws(t) => match read_once(t.as_mut(), buf) {
-                // A peer that closes TCP without close_notify is an ordinary end here.
-                Io::Failed(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Io::Eof,
-                other => other,
-            },
-        }
-    }
-
-    fn write(&mut self, buf: &[u8]) -> Io {
-        match self {
-            Upstream::Tcp(s) => write_once(s, buf),
-            Upstream::Ws(t) => write_once(t.as_mut(), buf),
-        }
-    }
-
-    /// Flushes TLS records queued by rustls. `Ok(false)` = socket full.
-    fn flush(&mut self) -> std::io::Result<bool> {
-        match self {
-            Upstream::Tcp(_) => Ok(true),
-            Upstream::Ws(t) => t.flush_tls(),
-        }
-    }
-
-    fn has_backlog(&self) -> bool {
-        match self {
-            Upstream::Tcp(_) => false,
-            Upstream::Ws(t) => t.wants_write(),
-        }
-    }
-}
 
 /// How client→upstream bytes are cut into WS messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +104,7 @@ impl Relay {
         let init = obfs2::initiate(accepted.tag, dc.relay_index(), None, ctx.rng);
         let framing = match (&upstream, tier) {
             (Upstream::Tcp(_), _) => Framing::Raw,
+            (Upstream::Ws(_), Tier::Worker) => Framing::Stream,
             (Upstream::Ws(_), _) => Framing::Packet,
         };
         let mut r = Relay {
@@ -204,15 +160,18 @@ impl Relay {
 
     /// Best-effort goodbye on session close: a TLS close_notify toward the upstream.
     pub fn shutdown(&mut self) {
-        match &mut self.upstream {
-            Upstream::Tcp(s) => {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-            Upstream::Ws(t) => {
-                t.send_close_notify();
-                let _ = t.flush_tls();
-            }
+        self.upstream.shutdown();
+    }
+
+    /// Queues a WS ping (keepalive toward Cloudflare) unless a control frame is already
+    /// waiting. The payload is the low 4 bytes of `now` so pongs can be told apart.
+    pub fn queue_ping(&mut self, now: u64) {
+        if self.framing == Framing::Raw || self.control.is_some() || self.up_end.is_some() {
+            return;
         }
+        let mut c = Control { opcode: Opcode::Ping, payload: [0; MAX_CONTROL], len: 4 };
+        c.payload[..4].copy_from_slice(&(now as u32).to_be_bytes());
+        self.control = Some(c);
     }
 
     /// Queues a whole small frame (masked, as a client must) into `small`. Only called when
@@ -365,9 +324,7 @@ impl Relay {
                         break;
                     }
                     Io::Eof => return Err(CloseReason::ClientEof),
-                    Io::Failed(e) => {
-                        return Err(if is_reset(&e) { CloseReason::ClientReset } else { CloseReason::ClientReset })
-                    }
+                    Io::Failed(_) => return Err(CloseReason::ClientReset),
                 }
             }
             let avail = self.down.unprocessed().len();
@@ -544,12 +501,9 @@ impl Conn {
             self.last_activity = ctx.now;
         }
         if wants_linger && self.timer.is_none() {
-            self.arm(ctx.now + LINGER_MS, TimerKind::Linger, ctx);
+            self.arm(ctx.now + ctx.cfg.close_linger.as_millis() as u64, TimerKind::Linger, ctx);
         }
+        self.report_route(ctx);
         step
     }
 }
-
-// Keep the `Write` import used on all targets (TcpStream::shutdown needs none).
-#[allow(dead_code)]
-fn _assert_write<W: Write>() {}

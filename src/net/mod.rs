@@ -1,6 +1,7 @@
 //! Socket-facing code. `io` triages `WouldBlock`, `tcp` opens non-blocking connects, `tls` is the
 //! only rustls user, `ws` the only tungstenite user, `wsframe` the sans-IO RFC 6455 frame codec.
 
+pub mod dial;
 pub mod io;
 pub mod tcp;
 pub mod tls;

@@ -7,3 +7,5 @@
 
 pub mod budget;
 pub mod health;
+pub mod probe;
+pub mod table;

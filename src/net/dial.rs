@@ -1,0 +1,255 @@
+//! Dialling an upstream: non-blocking TCP connect, then (for WebSocket routes) TLS and the
+//! upgrade, as one resumable state machine.
+//!
+//! Used by client sessions (`conn::connect`) and by the background prober (`route::probe`)
+//! alike, so both see the same failure classes. The caller owns the deadline (timer wheel) and
+//! the token; this module only registers the socket it creates and advances on readiness.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+
+use crate::error::Failure;
+use crate::net::io::{is_reset, read_once, write_once, Io};
+use crate::net::tcp::{self, ConnectState};
+use crate::net::tls::{is_tls_error, TlsStream};
+use crate::net::ws::{self, Upgrade, UpgradeError};
+
+/// What to dial.
+#[derive(Clone, Debug)]
+pub struct DialSpec {
+    /// TCP target.
+    pub addr: SocketAddr,
+    /// Plain TCP, or TLS + WebSocket upgrade.
+    pub kind: DialKind,
+}
+
+/// Transport of a dial.
+#[derive(Clone, Debug)]
+pub enum DialKind {
+    /// Raw TCP (obfuscated2 straight to a DC).
+    Tcp,
+    /// TLS with SNI/Host `host`, then `GET path` upgrade.
+    Ws {
+        /// SNI and `Host`.
+        host: String,
+        /// Path and query (`/apiws`, `/apiws?dst=…`).
+        path: String,
+        /// Ask for the `binary` subprotocol (not toward a Worker).
+        subprotocol: bool,
+        /// `Origin` header, if any.
+        origin: Option<&'static str>,
+    },
+}
+
+/// A connected upstream socket, ready for the relay init.
+pub enum Upstream {
+    /// Raw obfuscated2 over TCP.
+    Tcp(TcpStream),
+    /// WebSocket over TLS, after the upgrade.
+    Ws(Box<TlsStream>),
+}
+
+impl Upstream {
+    /// Reads once (TLS plaintext for WS). A TLS peer closing TCP without close_notify is an
+    /// ordinary end here.
+    pub fn read(&mut self, buf: &mut [u8]) -> Io {
+        match self {
+            Upstream::Tcp(s) => read_once(s, buf),
+            Upstream::Ws(t) => match read_once(t.as_mut(), buf) {
+                Io::Failed(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Io::Eof,
+                other => other,
+            },
+        }
+    }
+
+    /// Writes once.
+    pub fn write(&mut self, buf: &[u8]) -> Io {
+        match self {
+            Upstream::Tcp(s) => write_once(s, buf),
+            Upstream::Ws(t) => write_once(t.as_mut(), buf),
+        }
+    }
+
+    /// Flushes TLS records queued by rustls. `Ok(false)` = socket full.
+    pub fn flush(&mut self) -> std::io::Result<bool> {
+        match self {
+            Upstream::Tcp(_) => Ok(true),
+            Upstream::Ws(t) => t.flush_tls(),
+        }
+    }
+
+    /// True while TLS records wait for the socket.
+    pub fn has_backlog(&self) -> bool {
+        match self {
+            Upstream::Tcp(_) => false,
+            Upstream::Ws(t) => t.wants_write(),
+        }
+    }
+
+    /// The TCP socket.
+    pub fn sock(&mut self) -> &mut TcpStream {
+        match self {
+            Upstream::Tcp(s) => s,
+            Upstream::Ws(t) => &mut t.sock,
+        }
+    }
+
+    /// Best-effort goodbye: TLS close_notify, then shutdown.
+    pub fn shutdown(&mut self) {
+        match self {
+            Upstream::Tcp(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            Upstream::Ws(t) => {
+                t.send_close_notify();
+                let _ = t.flush_tls();
+                let _ = t.sock.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+}
+
+enum State {
+    Connecting(TcpStream),
+    Upgrading(Upgrade),
+    Moved,
+}
+
+/// A dial in progress.
+pub struct Dial {
+    state: State,
+    kind: DialKind,
+}
+
+/// Progress of a dial.
+pub enum DialStep {
+    /// Waiting for readiness.
+    Pending,
+    /// Failed; `retry_after` is a 429's `Retry-After` in seconds.
+    Failed {
+        /// Failure class.
+        failure: Failure,
+        /// `Retry-After` seconds, if the server sent one.
+        retry_after: Option<u32>,
+        /// Human detail for the log line.
+        detail: String,
+    },
+    /// Connected (and upgraded for WS).
+    Ready(Upstream),
+}
+
+/// Sets TCP keepalive (`idle` before the first probe; zero = leave off).
+pub fn set_keepalive(sock: &TcpStream, idle: Duration) {
+    if idle.is_zero() {
+        return;
+    }
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(idle)
+        .with_interval(Duration::from_secs(idle.as_secs().clamp(5, 30)));
+    let _ = socket2::SockRef::from(sock).set_tcp_keepalive(&ka);
+}
+
+impl Dial {
+    /// Starts the TCP connect and registers the socket with `token` (readable + writable).
+    ///
+    /// Errors: `Failure::Local` when no socket can be made (descriptors), or the class of an
+    /// immediate connect error.
+    pub fn start(spec: &DialSpec, registry: &Registry, token: Token, keepalive: Duration) -> Result<Dial, Failure> {
+        let mut sock = tcp::start(spec.addr).map_err(|e| {
+            if matches!(e.raw_os_error(), Some(23) | Some(24)) {
+                Failure::Local
+            } else {
+                classify_io(&e)
+            }
+        })?;
+        set_keepalive(&sock, keepalive);
+        registry
+            .register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)
+            .map_err(|_| Failure::Local)?;
+        Ok(Dial { state: State::Connecting(sock), kind: spec.kind.clone() })
+    }
+
+    /// True once TCP is up (TLS/upgrade running): a failure after this point is not a
+    /// connect-level failure.
+    pub fn tcp_done(&self) -> bool {
+        matches!(self.state, State::Upgrading(_))
+    }
+
+    /// Advances as far as the socket allows.
+    pub fn drive(&mut self, tls: &Arc<rustls::ClientConfig>) -> DialStep {
+        loop {
+            match &mut self.state {
+                State::Connecting(sock) => match tcp::check_connected(sock) {
+                    ConnectState::Pending => return DialStep::Pending,
+                    ConnectState::Failed(e) => {
+                        return DialStep::Failed { failure: classify_io(&e), retry_after: None, detail: e.to_string() }
+                    }
+                    ConnectState::Connected => {
+                        let State::Connecting(sock) = std::mem::replace(&mut self.state, State::Moved) else {
+                            return local("state moved");
+                        };
+                        match &self.kind {
+                            DialKind::Tcp => return DialStep::Ready(Upstream::Tcp(sock)),
+                            DialKind::Ws { host, path, subprotocol, origin } => {
+                                let tls = match TlsStream::new(tls, host, sock) {
+                                    Ok(t) => t,
+                                    Err(e) => {
+                                        return DialStep::Failed {
+                                            failure: Failure::Tls,
+                                            retry_after: None,
+                                            detail: e.to_string(),
+                                        }
+                                    }
+                                };
+                                match Upgrade::start(tls, host, path, *subprotocol, *origin) {
+                                    Ok(u) => self.state = State::Upgrading(u),
+                                    Err(e) => return failed_upgrade(e),
+                                }
+                            }
+                        }
+                    }
+                },
+                State::Upgrading(u) => {
+                    return match u.advance() {
+                        ws::Step::Pending => DialStep::Pending,
+                        ws::Step::Failed(e) => failed_upgrade(e),
+                        ws::Step::Done(tls) => DialStep::Ready(Upstream::Ws(tls)),
+                    };
+                }
+                State::Moved => return local("state moved"),
+            }
+        }
+    }
+}
+
+fn local(detail: &str) -> DialStep {
+    DialStep::Failed { failure: Failure::Local, retry_after: None, detail: detail.to_string() }
+}
+
+fn failed_upgrade(e: UpgradeError) -> DialStep {
+    let (failure, retry_after) = match &e {
+        UpgradeError::Status { code, retry_after } => (Failure::Http(*code), *retry_after),
+        UpgradeError::Io(io) => (classify_io(io), None),
+        UpgradeError::Protocol(_) => (Failure::ClosedEarly, None),
+    };
+    DialStep::Failed { failure, retry_after, detail: e.to_string() }
+}
+
+/// Maps an I/O error during connect/TLS/upgrade to a failure class.
+pub fn classify_io(e: &std::io::Error) -> Failure {
+    if is_tls_error(e) {
+        Failure::Tls
+    } else if e.kind() == std::io::ErrorKind::ConnectionRefused {
+        Failure::Refused
+    } else if e.kind() == std::io::ErrorKind::TimedOut {
+        Failure::Timeout
+    } else if is_reset(e) {
+        Failure::Reset
+    } else {
+        Failure::ClosedEarly
+    }
+}

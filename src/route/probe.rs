@@ -1,0 +1,254 @@
+//! One background probe: the full path a Telegram client would use, without a client.
+//!
+//! TCP → (TLS → WS upgrade) → fresh relay init → `req_pq_multi` → `resPQ` with our nonce
+//! (DESIGN.md §4: a Worker answers 101 before it reaches Telegram, so only `resPQ` proves a
+//! route). The reactor owns scheduling, deadlines and the probe slab; this module is the state
+//! machine for one probe and never blocks. Probe traffic is tiny (one init, one 44-byte packet,
+//! one reply), so it is kept in small heap buffers bounded by [`MAX_REPLY`].
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mio::{Registry, Token};
+
+use crate::error::Failure;
+use crate::mtproto::dc::DcId;
+use crate::mtproto::framing::{self, Decoder};
+use crate::mtproto::obfs2::{self, Cipher, Tag};
+use crate::mtproto::packet;
+use crate::net::dial::{Dial, DialKind, DialSpec, DialStep, Upstream};
+use crate::net::io::Io;
+use crate::net::wsframe::{apply_mask, format_header, parse_header, Header, Opcode, MAX_HEADER};
+use crate::rng::Rng;
+
+/// Largest reply a probe accepts before calling it malformed (bytes).
+pub const MAX_REPLY: usize = 16 * 1024;
+
+/// Outcome of a finished probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// `resPQ` arrived and matched; time from start in ms.
+    Ok(u64),
+    /// Failed with a class, an optional `Retry-After` (s) and a detail for the log.
+    Failed(Failure, Option<u32>, String),
+}
+
+enum Phase {
+    Dialing(Dial),
+    Exchanging(Upstream),
+    Done,
+}
+
+/// A probe in flight.
+pub struct Probe {
+    /// Route being probed (index in the route table).
+    pub route: usize,
+    /// Probe id (token generation, timer identity).
+    pub id: u32,
+    /// Start time (ms).
+    pub started: u64,
+    phase: Phase,
+    ws: bool,
+    dc: DcId,
+    nonce: [u8; 16],
+    out: Vec<u8>,
+    out_sent: usize,
+    raw_in: Vec<u8>,
+    relay_dec: Option<Cipher>,
+    decoder: Decoder,
+    upgraded: bool,
+}
+
+impl Probe {
+    /// Starts dialling `spec` for route `route`.
+    pub fn start(
+        route: usize,
+        id: u32,
+        dc: DcId,
+        spec: &DialSpec,
+        registry: &Registry,
+        token: Token,
+        now: u64,
+    ) -> Result<Probe, Failure> {
+        let dial = Dial::start(spec, registry, token, std::time::Duration::ZERO)?;
+        Ok(Probe {
+            route,
+            id,
+            started: now,
+            phase: Phase::Dialing(dial),
+            ws: matches!(spec.kind, DialKind::Ws { .. }),
+            dc,
+            nonce: [0; 16],
+            out: Vec::new(),
+            out_sent: 0,
+            raw_in: Vec::new(),
+            relay_dec: None,
+            decoder: Decoder::new(Tag::Intermediate),
+            upgraded: false,
+        })
+    }
+
+    /// Takes the upstream out (to drop it and close the socket).
+    pub fn take_upstream(&mut self) -> Option<Upstream> {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Exchanging(up) => Some(up),
+            _ => None,
+        }
+    }
+
+    /// Failure to report when the probe's deadline fires: after a successful upgrade a silent
+    /// upstream is "upgraded-but-silent", a hard failure.
+    pub fn timeout_failure(&self) -> ProbeOutcome {
+        let detail = if self.upgraded { "upgraded but silent" } else { "deadline" };
+        ProbeOutcome::Failed(Failure::Timeout, None, detail.to_string())
+    }
+
+    /// Advances on readiness. `Some(outcome)` when finished.
+    pub fn advance(&mut self, tls: &Arc<rustls::ClientConfig>, now: u64, rng: &mut Rng) -> Option<ProbeOutcome> {
+        loop {
+            match &mut self.phase {
+                Phase::Dialing(d) => match d.drive(tls) {
+                    DialStep::Pending => return None,
+                    DialStep::Failed { failure, retry_after, detail } => {
+                        self.phase = Phase::Done;
+                        return Some(ProbeOutcome::Failed(failure, retry_after, detail));
+                    }
+                    DialStep::Ready(up) => {
+                        self.upgraded = true;
+                        self.prepare(rng);
+                        self.phase = Phase::Exchanging(up);
+                    }
+                },
+                Phase::Exchanging(up) => {
+                    let r = exchange(up, &mut self.out, &mut self.out_sent, &mut self.raw_in);
+                    if let Err(outcome) = r {
+                        self.phase = Phase::Done;
+                        return Some(outcome);
+                    }
+                    match self.check_reply() {
+                        Ok(true) => {
+                            self.phase = Phase::Done;
+                            return Some(ProbeOutcome::Ok(now.saturating_sub(self.started)));
+                        }
+                        Ok(false) => return None,
+                        Err(detail) => {
+                            self.phase = Phase::Done;
+                            return Some(ProbeOutcome::Failed(Failure::ClosedEarly, None, detail));
+                        }
+                    }
+                }
+                Phase::Done => return None,
+            }
+        }
+    }
+
+    /// Builds the relay init and the `req_pq_multi` packet (each its own WS message).
+    fn prepare(&mut self, rng: &mut Rng) {
+        let init = obfs2::initiate(Tag::Intermediate, self.dc.relay_index(), None, rng);
+        let mut enc = init.encrypt;
+        self.relay_dec = Some(init.decrypt);
+        rng.fill(&mut self.nonce);
+        let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let msg = packet::req_pq_multi(&self.nonce, packet::msg_id(unix_ms));
+        let mut pkt = framing::encode(Tag::Intermediate, &msg, rng);
+        enc.apply(&mut pkt);
+        if self.ws {
+            push_frame(&mut self.out, &init.init, rng);
+            push_frame(&mut self.out, &pkt, rng);
+        } else {
+            self.out.extend_from_slice(&init.init);
+            self.out.extend_from_slice(&pkt);
+        }
+    }
+
+    /// Decodes what arrived; `Ok(true)` when a matching `resPQ` is in.
+    fn check_reply(&mut self) -> Result<bool, String> {
+        let Some(dec) = self.relay_dec.as_mut() else { return Ok(false) };
+        if self.ws {
+            // Strip complete frames; keep a partial one for later.
+            loop {
+                let (h, hl) = match parse_header(&self.raw_in) {
+                    Err(e) => return Err(format!("bad WS frame: {e}")),
+                    Ok(None) => break,
+                    Ok(Some(x)) => x,
+                };
+                let total = hl as u64 + h.len;
+                if total > self.raw_in.len() as u64 {
+                    break;
+                }
+                let total = total as usize;
+                let mut payload: Vec<u8> = self.raw_in[hl..total].to_vec();
+                self.raw_in.drain(..total);
+                match h.opcode {
+                    Opcode::Binary | Opcode::Continuation => {
+                        dec.apply(&mut payload);
+                        self.decoder.push(&payload);
+                    }
+                    Opcode::Close => return Err("WS close before resPQ".into()),
+                    _ => {}
+                }
+            }
+        } else {
+            let mut data = std::mem::take(&mut self.raw_in);
+            dec.apply(&mut data);
+            self.decoder.push(&data);
+        }
+        match self.decoder.next() {
+            Ok(Some(msg)) => match packet::parse_res_pq(&msg, &self.nonce) {
+                Ok(_) => Ok(true),
+                Err(e) => Err(format!("bad resPQ: {e}")),
+            },
+            Ok(None) => Ok(false),
+            Err(e) => Err(format!("bad transport packet: {e}")),
+        }
+    }
+}
+
+/// Appends one masked binary frame carrying `payload`.
+fn push_frame(out: &mut Vec<u8>, payload: &[u8], rng: &mut Rng) {
+    let mut mask = [0u8; 4];
+    rng.fill(&mut mask);
+    let h = Header { fin: true, opcode: Opcode::Binary, mask: Some(mask), len: payload.len() as u64 };
+    let mut hdr = [0u8; MAX_HEADER];
+    let hl = format_header(&h, &mut hdr);
+    out.extend_from_slice(&hdr[..hl]);
+    let start = out.len();
+    out.extend_from_slice(payload);
+    apply_mask(&mut out[start..], mask, 0);
+}
+
+/// Writes what is pending and reads what arrived (non-blocking).
+fn exchange(up: &mut Upstream, out: &mut Vec<u8>, sent: &mut usize, raw_in: &mut Vec<u8>) -> Result<(), ProbeOutcome> {
+    if up.has_backlog() {
+        let _ = up.flush();
+    }
+    while *sent < out.len() {
+        match up.write(&out[*sent..]) {
+            Io::Done(n) => *sent += n,
+            Io::Blocked => break,
+            Io::Eof | Io::Failed(_) => {
+                return Err(ProbeOutcome::Failed(Failure::Reset, None, "reset while sending".into()))
+            }
+        }
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        match up.read(&mut buf) {
+            Io::Done(n) => {
+                if raw_in.len() + n > MAX_REPLY {
+                    return Err(ProbeOutcome::Failed(Failure::ClosedEarly, None, "reply too large".into()));
+                }
+                raw_in.extend_from_slice(&buf[..n]);
+            }
+            Io::Blocked => return Ok(()),
+            Io::Eof => {
+                // Let the caller parse what came; a complete resPQ still counts.
+                if raw_in.is_empty() {
+                    return Err(ProbeOutcome::Failed(Failure::ClosedEarly, None, "closed before resPQ".into()));
+                }
+                return Ok(());
+            }
+            Io::Failed(e) => return Err(ProbeOutcome::Failed(Failure::Reset, None, e.to_string())),
+        }
+    }
+}
