@@ -206,19 +206,21 @@ const WS_PING: Opt = opt("--ws-ping-interval", None, &["TG_WS_PING_INTERVAL"]);
 const CF_PING: Opt = opt("--cf-ping-interval", None, &["TG_CF_PING_INTERVAL"]);
 const KEEPALIVE: Opt = opt("--tcp-keepalive", None, &["TG_TCP_KEEPALIVE"]);
 const LINGER: Opt = opt("--close-linger", None, &["TG_CLOSE_LINGER"]);
+const POOL_SIZE: Opt = opt("--pool-size", None, &["TG_POOL_SIZE"]);
+const POOL_AGE: Opt = opt("--pool-max-age", None, &["TG_POOL_MAX_AGE"]);
 const HOSTS_FILE: Opt = opt("--hosts-file", None, &["TG_HOSTS_FILE"]);
 const RESOLV_CONF: Opt = opt("--resolv-conf", None, &["TG_RESOLV_CONF"]);
 
 /// Every `run` option, for the help-text consistency test.
 #[cfg(test)]
 #[rustfmt::skip]
-const ALL_OPTS: [&Opt; 41] = [
+const ALL_OPTS: [&Opt; 43] = [
     &HOST, &PORT, &SECRET, &SECRET_FILE, &DC_IP, &TCP_DC_IP, &TIER_ORDER, &WS_TIMEOUT,
     &TCP_TIMEOUT, &HANDSHAKE_TIMEOUT, &IDLE_TIMEOUT, &DRAIN, &STATS, &MAX_CONN, &BUF_KB,
     &CA_FILE, &INSECURE, &LOG_FILE, &LOG_MAX_KB, &VERBOSE, &QUIET, &LINK_IP, &WORKER,
     &CF_DOMAIN, &CF_PRIORITY, &CF_TIMEOUT, &HEDGE, &BUDGET, &COOLDOWN, &COOLDOWN_MAX,
     &QUARANTINE, &REDIRECT_TTL, &PROBE_INTERVAL, &PROBE_TIMEOUT, &WORKER_BUDGET, &WS_PING,
-    &CF_PING, &KEEPALIVE, &LINGER, &HOSTS_FILE, &RESOLV_CONF,
+    &CF_PING, &KEEPALIVE, &LINGER, &HOSTS_FILE, &RESOLV_CONF, &POOL_SIZE, &POOL_AGE,
 ];
 
 /// Upper bound of `--max-connections` (the slab is allocated once at this size).
@@ -366,6 +368,8 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
     let keepalive = single(args, &KEEPALIVE, env)?;
     let linger = single(args, &LINGER, env)?;
     let hosts_file = single(args, &HOSTS_FILE, env)?;
+    let pool_size = single(args, &POOL_SIZE, env)?;
+    let pool_age = single(args, &POOL_AGE, env)?;
     let resolv_conf = single(args, &RESOLV_CONF, env)?;
     let (insecure, _) = switch(args, &INSECURE, env)?;
     let (cf_priority, _) = switch(args, &CF_PRIORITY, env)?;
@@ -428,6 +432,9 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
     if let Some(v) = &hosts_file {
         c.hosts_file = PathBuf::from(&v.text);
     }
+    if let Some(v) = &pool_size {
+        c.pool_size = v.parse(|s| parse_in_range(s, 0, 16))? as usize;
+    }
     if let Some(v) = &resolv_conf {
         c.resolv_conf = PathBuf::from(&v.text);
     }
@@ -447,6 +454,7 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
         (&cf_ping, &mut c.cf_ping_interval, true),
         (&keepalive, &mut c.tcp_keepalive, true),
         (&linger, &mut c.close_linger, true),
+        (&pool_age, &mut c.pool_max_age, false),
     ];
     for (val, slot, zero_ok) in timeouts {
         if let Some(v) = val {

@@ -124,6 +124,11 @@ pub struct Config {
     pub probe_timeout: Duration,
     /// Probe + pool requests per day allowed toward each Worker (`--worker-budget`, 5000).
     pub worker_budget: u32,
+    /// Warm upstreams kept per hot route (`--pool-size`, 2; Workers at most 1; 0 disables).
+    pub pool_size: usize,
+    /// Pooled upstreams are dropped after this age (`--pool-max-age`, 50 s: Telegram's front
+    /// closes idle WebSockets after about 60 s).
+    pub pool_max_age: Duration,
     /// WS ping interval toward Telegram's front (`--ws-ping-interval`, 0 = never).
     pub ws_ping_interval: Duration,
     /// WS ping interval toward Cloudflare tiers (`--cf-ping-interval`, 30 s; 0 = never).
@@ -185,6 +190,8 @@ impl Config {
             probe_interval: Duration::from_secs(300),
             probe_timeout: Duration::from_secs(5),
             worker_budget: crate::route::budget::DEFAULT_WORKER_PER_DAY,
+            pool_size: 2,
+            pool_max_age: Duration::from_secs(50),
             ws_ping_interval: Duration::ZERO,
             cf_ping_interval: Duration::from_secs(30),
             tcp_keepalive: Duration::from_secs(60),

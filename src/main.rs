@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use pico_args::Arguments;
-use tg_ws_proxy::applet::{genkey, link, probe, run};
+use tg_ws_proxy::applet::{check, genkey, link, probe, run};
 
 /// Applet names, in the order shown by `--help`.
 const APPLETS: [&str; 5] = ["run", "probe", "link", "genkey", "check"];
@@ -25,7 +25,7 @@ Applets:
   probe     talk to a proxy like the Telegram app does and time the answer
   link      print tg:// and https://t.me/proxy links for the configured secrets
   genkey    print a fresh random secret
-  check     probe every configured route (not yet implemented)
+  check     probe every configured route and print a table
 
   tg-ws-proxy APPLET --help   flags of one applet (`tg-ws-proxy help APPLET` works too)
   -h, --help                  this overview
@@ -82,6 +82,7 @@ fn dispatch(argv0: &OsString, mut rest: Vec<OsString>) -> i32 {
         "probe" => probe::main(args),
         "link" => link::main(args),
         "genkey" => genkey::main(args),
+        "check" => check::main(args),
         _ => {
             eprintln!("tg-ws-proxy: {applet}: not yet implemented");
             2
@@ -97,10 +98,11 @@ fn help(applet: Option<&str>) -> i32 {
         Some("probe") => probe::HELP,
         Some("link") => link::HELP,
         Some("genkey") => genkey::HELP,
+        Some("check") => check::HELP,
         Some(other) => {
             eprintln!(
                 "tg-ws-proxy: no help for '{other}' (known: {})",
-                APPLETS[..4].join(", ")
+                APPLETS.join(", ")
             );
             return 2;
         }

@@ -113,6 +113,12 @@ pub fn run(cfg: Config) -> io::Result<()> {
     let mut expired: Vec<TimerEv> = Vec::new();
     let mut again: VecDeque<(usize, u32)> = VecDeque::new();
     let mut probe_due: Vec<(usize, u64)> = Vec::new();
+    let mut pool_due: Vec<usize> = Vec::new();
+    let sweep_ms = (cfg.pool_max_age.as_millis() as u64 / 2).max(1_000);
+    let mut last_clocks = (crate::route::pool::uptime_ms().unwrap_or(0), now);
+    if cfg.pool_size > 0 {
+        wheel.insert(now + sweep_ms, TimerEv { slot: GLOBAL, conn_id: 0, kind: TimerKind::PoolSweep });
+    }
     let mut next_id: u32 = 0;
     let mut accept_paused = false;
     let mut accept_pending = false;
@@ -153,6 +159,7 @@ pub fn run(cfg: Config) -> io::Result<()> {
             routes: &mut routes,
             dns: &mut dns,
             probe_due: &mut probe_due,
+            pool_due: &mut pool_due,
             attempt_log: &mut attempt_log,
         };
 
@@ -255,6 +262,11 @@ pub fn run(cfg: Config) -> io::Result<()> {
                     accept_pending = true;
                     continue;
                 }
+                TimerKind::PoolSweep => {
+                    sweep_pools(&mut probes, &mut last_clocks, &mut ctx);
+                    ctx.wheel.insert(now + sweep_ms, t);
+                    continue;
+                }
                 TimerKind::ProbeDue => {
                     probe_due_fired(&mut probes, t.conn_id as usize, &mut ctx);
                     continue;
@@ -296,6 +308,10 @@ pub fn run(cfg: Config) -> io::Result<()> {
         let due = std::mem::take(ctx.probe_due);
         for (route, at) in due {
             schedule_probe(ctx.routes, ctx.wheel, route, at);
+        }
+        let fills = std::mem::take(ctx.pool_due);
+        for route in fills {
+            fill_pool(&mut probes, route, &mut ctx);
         }
     }
 }
@@ -380,15 +396,124 @@ fn probe_due_fired(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
     }
 }
 
-/// Removes a finished probe and applies its outcome.
+/// Removes a finished probe (or pool fill) and applies its outcome.
 fn finish_probe(probes: &mut Probes, slot: usize, outcome: ProbeOutcome, ctx: &mut Ctx<'_>) {
     let (mut p, timer) = probes.slab.remove(slot);
     ctx.wheel.cancel(timer);
     let route = p.route;
     let started = p.started;
     drop(p.take_upstream());
+    if p.fill {
+        let r = &mut ctx.routes.routes[route];
+        r.pool.filling = r.pool.filling.saturating_sub(1);
+        match outcome {
+            ProbeOutcome::Filled(mut up, ms) => {
+                let _ = ctx.registry.deregister(up.sock());
+                debug!("pool {}: warm upstream ready in {ms}ms", r.label());
+                r.pool.put(up, ctx.now);
+            }
+            ProbeOutcome::Failed(f, retry_after, detail) => {
+                debug!("pool {}: fill failed: {f} ({detail})", r.label());
+                if f == Failure::Http(429) {
+                    if let Some(w) = ctx.routes.worker_index(route, ctx.cfg) {
+                        ctx.routes.worker_budgets[w].on_throttled(ctx.now, retry_after);
+                    }
+                }
+                if let Some(c) = ctx.routes.on_failure(route, ctx.now, f, retry_after, ctx.cfg, ctx.rng) {
+                    if let crate::route::health::State::Down { until } = c.to {
+                        schedule_probe(ctx.routes, ctx.wheel, route, until);
+                    }
+                }
+            }
+            ProbeOutcome::Ok(_) => {}
+        }
+        return;
+    }
     ctx.routes.routes[route].probing = false;
     apply_probe_outcome(route, outcome, started, ctx);
+}
+
+/// Pool size for a route: `--pool-size`, at most 1 toward a Worker (its quota), none for raw
+/// TCP (nothing to save).
+fn pool_size_for(route: usize, ctx: &Ctx<'_>) -> usize {
+    match ctx.routes.routes[route].tier {
+        crate::config::Tier::Tcp => 0,
+        crate::config::Tier::Worker => ctx.cfg.pool_size.min(1),
+        _ => ctx.cfg.pool_size,
+    }
+}
+
+/// Starts background fills so a hot, Up route has its warm upstreams.
+fn fill_pool(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
+    let now = ctx.now;
+    let size = pool_size_for(route, ctx);
+    let wanted = {
+        let r = &ctx.routes.routes[route];
+        if !matches!(r.health.usable(now), Use::Preferred) {
+            return;
+        }
+        r.pool.wanted(now, size)
+    };
+    for _ in 0..wanted {
+        if probes.slab.len() >= MAX_PROBES {
+            return;
+        }
+        if let Some(w) = ctx.routes.worker_index(route, ctx.cfg) {
+            if !ctx.routes.worker_budgets[w].try_spend(now) {
+                ctx.stats.probes_deferred += 1;
+                return;
+            }
+        }
+        let specs = {
+            let dns = &mut *ctx.dns;
+            ctx.routes.routes[route].dial_specs(&mut |h| resolve_now(dns, h, now))
+        };
+        let Some(spec) = specs.first() else { return };
+        probes.next_id = probes.next_id.wrapping_add(1);
+        let id = probes.next_id;
+        let entry = probes.slab.vacant_entry();
+        let slot = entry.key();
+        let dc = ctx.routes.routes[route].dc;
+        match Probe::start(route, id, dc, spec, ctx.registry, token::encode(slot, id, Role::Probe), now) {
+            Ok(mut p) => {
+                p.fill = true;
+                let deadline = now + ctx.cfg.probe_timeout.as_millis() as u64;
+                let t = ctx.wheel.insert(deadline, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::ProbeDeadline });
+                entry.insert((p, t));
+                ctx.routes.routes[route].pool.filling += 1;
+                ctx.stats.pool_fills += 1;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Periodic pool upkeep: age out and liveness-check entries, refill hot routes, and flush
+/// everything after a suspend or when every entry was found dead (the network changed).
+fn sweep_pools(probes: &mut Probes, last: &mut (u64, u64), ctx: &mut Ctx<'_>) {
+    let now = ctx.now;
+    let uptime = crate::route::pool::uptime_ms().unwrap_or(last.0);
+    let slept = crate::route::pool::suspended(last.0, uptime, last.1, now);
+    *last = (uptime, now);
+    let max_age = ctx.cfg.pool_max_age.as_millis() as u64;
+    let (mut kept, mut dead) = (0, 0);
+    for r in ctx.routes.routes.iter_mut() {
+        if slept {
+            r.pool.flush();
+            continue;
+        }
+        let (k, d, _aged) = r.pool.sweep(now, max_age);
+        kept += k;
+        dead += d;
+    }
+    if slept {
+        info!("suspend detected (boot clock jumped): warm pools flushed");
+    } else if dead > 1 && kept == 0 {
+        info!("every pooled upstream was dead ({dead}): network change, pools flushed and refilled");
+    }
+    for route in 0..ctx.routes.routes.len() {
+        fill_pool(probes, route, ctx);
+    }
 }
 
 /// Health update and next schedule after a probe.
@@ -402,6 +527,7 @@ fn apply_probe_outcome(route: usize, outcome: ProbeOutcome, started: u64, ctx: &
             let at = now + ctx.rng.jitter(interval, 20);
             schedule_probe(ctx.routes, ctx.wheel, route, at);
         }
+        ProbeOutcome::Filled(mut up, _) => up.shutdown(), // not a probe; cannot happen
         ProbeOutcome::Failed(f, retry_after, detail) => {
             ctx.stats.probes[2] += 1;
             debug!(

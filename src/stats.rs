@@ -32,6 +32,10 @@ pub struct Stats {
     pub probes: [u64; 3],
     /// Probes skipped because a tier's request budget was spent.
     pub probes_deferred: u64,
+    /// Pool fills started, and sessions that took a warm upstream.
+    pub pool_fills: u64,
+    /// Sessions served from a warm pool.
+    pub pool_hits: u64,
     /// Bad client inits (wrong secret, HTTP, TLS, garbage) whose log line was suppressed.
     pub bad_suppressed: u64,
 }
@@ -53,7 +57,7 @@ impl Stats {
     /// The periodic stats line (without the log prefix).
     pub fn line(&self, active: usize, capacity: usize) -> String {
         let mut s = format!(
-            "stats: active={active}/{capacity} accepted={} closed={} zero-byte-closes={} up={} down={} hedges={} probes={}/{}/{}",
+            "stats: active={active}/{capacity} accepted={} closed={} zero-byte-closes={} up={} down={} hedges={} probes={}/{}/{} pool={}/{}",
             self.accepted,
             self.total_closed(),
             self.zero_byte_closes,
@@ -63,6 +67,8 @@ impl Stats {
             self.probes[0],
             self.probes[1],
             self.probes[2],
+            self.pool_hits,
+            self.pool_fills,
         );
         for tier in crate::config::Tier::ALL {
             let i = tier.index();

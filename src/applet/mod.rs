@@ -1,5 +1,6 @@
-//! Applets selected busybox-style: `run` (default), `probe`, `link`, `genkey`.
+//! Applets selected busybox-style: `run` (default), `probe`, `check`, `link`, `genkey`.
 
+pub mod check;
 pub mod genkey;
 pub mod link;
 pub mod probe;

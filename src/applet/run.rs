@@ -80,6 +80,10 @@ Ladder (route health is learned in the background; clients never wait on a dead 
       --probe-timeout D         bound on one background probe [TG_PROBE_TIMEOUT] (5s)
       --worker-budget N         probe requests per day per Worker, 1-100000
                                 [TG_WORKER_BUDGET] (5000)
+      --pool-size N             warm upstreams (TLS + upgrade done) kept per hot route, 0-16;
+                                Workers at most 1, none for tcp [TG_POOL_SIZE] (2)
+      --pool-max-age D          drop a warm upstream after D, before the front's idle close
+                                [TG_POOL_MAX_AGE] (50s)
       --ws-ping-interval D      WS ping toward Telegram's front, 0 = never
                                 [TG_WS_PING_INTERVAL] (0)
       --cf-ping-interval D      WS ping toward Worker/cfproxy, 0 = never

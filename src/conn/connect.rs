@@ -55,6 +55,8 @@ pub struct Connecting {
     up: RelayBuf,
     /// The client half-closed after sending a request: deliver it, then half-close upstream.
     client_eof: bool,
+    /// A warm upstream taken from the best route's pool (route index).
+    pooled: Option<(usize, Upstream)>,
 }
 
 impl Connecting {
@@ -62,6 +64,18 @@ impl Connecting {
     pub fn new(accepted: Accepted, dc: DcId, slot: usize, id: u32, ctx: &mut Ctx<'_>) -> Connecting {
         let ids = ctx.routes.routes_for(dc, ctx.cfg, ctx.listen);
         let (plan, _usable) = ctx.routes.plan(&ids, ctx.now);
+        // A warm upstream of the best route, if it is Up and has one, skips the connect.
+        let mut pooled = None;
+        if let Some(&best) = plan.first() {
+            let r = &mut ctx.routes.routes[best];
+            if matches!(r.health.usable(ctx.now), crate::route::health::Use::Preferred) && !r.pool.is_empty() {
+                let (up, dropped) = r.pool.take(ctx.now, ctx.cfg.pool_max_age.as_millis() as u64);
+                if dropped > 0 {
+                    debug!("pool {}: dropped {dropped} stale upstream(s)", r.label());
+                }
+                pooled = up.map(|u| (best, u));
+            }
+        }
         let mut cands = Vec::new();
         for route in plan {
             let specs = {
@@ -87,6 +101,7 @@ impl Connecting {
             budget_timer: Some(budget_timer),
             up: RelayBuf::new(ctx.cfg.buf_size),
             client_eof: false,
+            pooled,
         }
     }
 
@@ -124,6 +139,16 @@ impl Conn {
         let (slot, id, peer) = (self.slot, self.id, self.peer);
         let Phase::Connecting(c) = &mut self.phase else { return Step::Wait };
 
+        if let Some((route, mut up)) = c.pooled.take() {
+            let token = token::encode(slot, id, Role::Up(0));
+            let registered = ctx.registry.register(up.sock(), token, mio::Interest::READABLE | mio::Interest::WRITABLE);
+            if registered.is_ok() {
+                ctx.stats.pool_hits += 1;
+                let target = format!("{} (pooled)", ctx.routes.routes[route].label());
+                return self.start_relay(route, target, None, up, ctx);
+            }
+        }
+
         // Keep one attempt running; the hedge timer or a failure adds the second.
         if c.running() == 0 {
             if let Some(step) = start_next(c, slot, id, &peer, ctx) {
@@ -154,7 +179,10 @@ impl Conn {
                 DialStep::Ready(up) => {
                     let a = c.attempts[i].take().expect("attempt present: checked above");
                     ctx.wheel.cancel(a.timer);
-                    return self.start_relay(a, up, ctx);
+                    let route = c.cands[a.cand].route;
+                    let tier = ctx.routes.routes[route].tier;
+                    let target = target_label(&c.cands[a.cand].spec, tier);
+                    return self.start_relay(route, target, Some(a.started), up, ctx);
                 }
             }
         }
@@ -232,22 +260,26 @@ impl Conn {
         }
     }
 
-    fn start_relay(&mut self, a: Attempt, up: Upstream, ctx: &mut Ctx<'_>) -> Step {
+    /// Switches to relaying over `up`. `started` is when its dial began; `None` for a pooled
+    /// upstream (no fresh RTT sample, and its health was already proven).
+    fn start_relay(&mut self, route: usize, target: String, started: Option<u64>, up: Upstream, ctx: &mut Ctx<'_>) -> Step {
         let Phase::Connecting(c) = std::mem::replace(&mut self.phase, Phase::Closed) else {
             return Step::Wait;
         };
         let mut c = *c;
         c.cancel_all(ctx);
-        let route = c.cands[a.cand].route;
         let r = &mut ctx.routes.routes[route];
         r.sessions += 1;
+        r.pool.touch(ctx.now);
         let tier = r.tier;
+        ctx.pool_due.push(route);
         ctx.stats.attempts_ok[tier.index()] += 1;
         self.info.tier = Some(tier);
         self.info.route = Some(route);
-        self.info.target = target_label(&c.cands[a.cand].spec, tier);
+        self.info.target = target;
         self.info.connected_ms = Some(ctx.now);
-        self.info.connect_rtt = ctx.now.saturating_sub(a.started);
+        self.info.connect_rtt = started.map_or(0, |t| ctx.now.saturating_sub(t));
+        self.info.route_reported = started.is_none();
         debug!("client {} {} connected via {} in {}ms", self.peer, c.dc, self.info.target, self.info.connect_rtt);
         let relay = Relay::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
         self.phase = Phase::Relay(Box::new(relay));

@@ -60,6 +60,8 @@ pub enum TimerKind {
     ProbeDeadline,
     /// The resolver's retry/refresh deadline (global).
     Dns,
+    /// Pool upkeep: age-out, liveness, refill, network-change flush (global).
+    PoolSweep,
     /// Idle check (lazily re-armed).
     Idle,
     /// End of a bad client's drain, or of the post-close linger.
@@ -109,6 +111,8 @@ pub struct Ctx<'a> {
     pub dns: &'a mut Resolver,
     /// Routes whose recovery probe should be scheduled at the given time (ms).
     pub probe_due: &'a mut Vec<(usize, u64)>,
+    /// Routes whose warm pool should be topped up.
+    pub pool_due: &'a mut Vec<usize>,
     /// Folds repeated attempt-failure lines.
     pub attempt_log: &'a mut RateLimited,
 }

@@ -98,6 +98,14 @@ impl Upstream {
         }
     }
 
+    /// For a pooled upstream that should be silent: `true` if nothing arrived and the peer has
+    /// not closed (a read would block). Anything else — data, EOF, an error — means it is not
+    /// fit to hand to a client.
+    pub fn idle_and_alive(&mut self) -> bool {
+        let mut probe = [0u8; 64];
+        matches!(self.read(&mut probe), Io::Blocked)
+    }
+
     /// Best-effort goodbye: TLS close_notify, then shutdown.
     pub fn shutdown(&mut self) {
         match self {

@@ -7,5 +7,6 @@
 
 pub mod budget;
 pub mod health;
+pub mod pool;
 pub mod probe;
 pub mod table;

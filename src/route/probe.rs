@@ -25,12 +25,14 @@ use crate::rng::Rng;
 pub const MAX_REPLY: usize = 16 * 1024;
 
 /// Outcome of a finished probe.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProbeOutcome {
     /// `resPQ` arrived and matched; time from start in ms.
     Ok(u64),
     /// Failed with a class, an optional `Retry-After` (s) and a detail for the log.
     Failed(Failure, Option<u32>, String),
+    /// A pool fill finished its upgrade: the warm upstream (no init sent yet) and the time it
+    /// took in ms.
+    Filled(Upstream, u64),
 }
 
 enum Phase {
@@ -57,6 +59,8 @@ pub struct Probe {
     relay_dec: Option<Cipher>,
     decoder: Decoder,
     upgraded: bool,
+    /// A pool fill: stop after the dial (TLS + upgrade) and hand the upstream over.
+    pub fill: bool,
 }
 
 impl Probe {
@@ -85,6 +89,7 @@ impl Probe {
             relay_dec: None,
             decoder: Decoder::new(Tag::Intermediate),
             upgraded: false,
+            fill: false,
         })
     }
 
@@ -115,6 +120,10 @@ impl Probe {
                     }
                     DialStep::Ready(up) => {
                         self.upgraded = true;
+                        if self.fill {
+                            self.phase = Phase::Done;
+                            return Some(ProbeOutcome::Filled(up, now.saturating_sub(self.started)));
+                        }
                         self.prepare(rng);
                         self.phase = Phase::Exchanging(up);
                     }

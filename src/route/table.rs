@@ -75,6 +75,8 @@ pub struct Route {
     pub probing: bool,
     /// Sessions that started on this route (stats).
     pub sessions: u64,
+    /// Warm upstreams (TLS + upgrade done).
+    pub pool: crate::route::pool::Pool,
 }
 
 impl Route {
@@ -197,6 +199,7 @@ impl Table {
                     probe_timer: None,
                     probing: false,
                     sessions: 0,
+                    pool: Default::default(),
                 });
             }
         }

@@ -134,7 +134,7 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Spawns `tg-ws-proxy run --host 127.0.0.1 --port 0 --ca-file tests/data/ca.pem <args>`
+    /// Spawns `tg-ws-proxy run --host 127.0.0.1 --port 0 --pool-size 0 --ca-file tests/data/ca.pem <args>`
     /// with every inherited `TG_*` variable removed, and waits up to 10 s for the
     /// `listening on ADDR` line. Panics (with the logs) if it does not come.
     pub fn start(args: &[&str]) -> Proxy {
@@ -152,7 +152,17 @@ impl Proxy {
     /// [`Proxy::start_with_env`] returning the failure (with all output) instead of panicking.
     pub fn try_start(args: &[&str], env: &[(&str, &str)]) -> Result<Proxy, String> {
         let ca = data_path("ca.pem");
-        let mut cmd = command(&["run", "--host", "127.0.0.1", "--port", "0"]);
+        // No warm pools unless a test asks (`--pool-size N` later on the line wins): pooled
+        // upstreams would add connections to the fake peers that most tests count exactly.
+        let mut cmd = command(&[
+            "run",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--pool-size",
+            "0",
+        ]);
         cmd.arg("--ca-file")
             .arg(&ca)
             .args(args)
@@ -397,4 +407,83 @@ pub fn ws_client(
         tungstenite::HandshakeError::Failure(e) => e.to_string(),
         tungstenite::HandshakeError::Interrupted(_) => "handshake interrupted".to_string(),
     })
+}
+
+/// A fresh directory under the system temp dir, unique per process and call
+/// (`tg-ws-proxy-test-PID-N`). Left behind on purpose (tiny; useful after a failure).
+pub fn temp_dir() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("tg-ws-proxy-test-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create test temp dir");
+    dir
+}
+
+/// A hosts file (in a fresh [`temp_dir`]) mapping every name to 127.0.0.1, for
+/// `--hosts-file`. Pair it with [`empty_resolv_conf`] so nothing reaches a real nameserver.
+pub fn hosts_file(names: &[&str]) -> PathBuf {
+    let mut text = String::from("# tg-ws-proxy test hosts\n");
+    for n in names {
+        text.push_str(&format!("127.0.0.1 {n}\n"));
+    }
+    let path = temp_dir().join("hosts");
+    std::fs::write(&path, text).expect("write test hosts file");
+    path
+}
+
+/// A resolv.conf with no nameserver (for `--resolv-conf`): only the hosts file answers.
+pub fn empty_resolv_conf() -> PathBuf {
+    let path = temp_dir().join("resolv.conf");
+    std::fs::write(
+        &path,
+        "# no nameservers: tests resolve through the hosts file only\n",
+    )
+    .expect("write test resolv.conf");
+    path
+}
+
+/// `--hosts-file H --resolv-conf R` for [`hosts_file`]`(names)` and [`empty_resolv_conf`].
+pub fn name_args(names: &[&str]) -> Vec<String> {
+    vec![
+        "--hosts-file".into(),
+        hosts_file(names).display().to_string(),
+        "--resolv-conf".into(),
+        empty_resolv_conf().display().to_string(),
+    ]
+}
+
+/// An address on 127.0.0.1 where nothing listens (connects are refused).
+pub fn closed_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = l.local_addr().expect("local_addr");
+    drop(l);
+    addr
+}
+
+/// An [`Rng`](tg_ws_proxy::rng::Rng) seeded from the OS.
+pub fn os_rng() -> tg_ws_proxy::rng::Rng {
+    tg_ws_proxy::rng::Rng::new().expect("OS randomness")
+}
+
+impl Proxy {
+    /// Lines so far that contain every needle.
+    pub fn lines_with(&self, needles: &[&str]) -> Vec<String> {
+        self.logs
+            .snapshot()
+            .into_iter()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .collect()
+    }
+
+    /// Waits until one line contains every needle (→ that line) or `timeout` passes (→ None).
+    pub fn wait_line(&self, needles: &[&str], timeout: Duration) -> Option<String> {
+        self.logs.wait_for(timeout, |l| {
+            needles.iter().all(|n| l.contains(n)).then(|| l.to_string())
+        })
+    }
+
+    /// All output so far, one line each, for assertion messages.
+    pub fn dump(&self) -> String {
+        self.logs.snapshot().join("\n")
+    }
 }

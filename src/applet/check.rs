@@ -1,0 +1,851 @@
+//! The `check` applet (DESIGN.md §7): probe every configured route of the chosen DCs the way the
+//! background prober does — TCP → TLS → WS upgrade → relay init → `req_pq_multi` → `resPQ`, with
+//! [`route::probe::Probe`](crate::route::probe::Probe) itself — and print one table line per
+//! dial option, then one verdict line per DC.
+//!
+//! Owns: its two flags (`--count`, `--dc`), its own `mio::Poll` loop (DNS first, then the probes
+//! of one round in parallel, each bounded by `--probe-timeout`), the table and the exit code. It
+//! takes `run`'s flags through [`cli::parse_run`] so one command line serves both. It must not
+//! listen, keep or log route health, spend the proxy's Worker budget, or touch any secret: a
+//! check needs none, so `TG_SECRET` is replaced by a placeholder and `--secret-file` /
+//! `TG_SECRET_FILE` are ignored (no file is read or created).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token};
+use pico_args::Arguments;
+
+use crate::cli::{self, CliError};
+use crate::config::{Config, Tier};
+use crate::dns::{Lookup, Resolver, ResolverConfig};
+use crate::mtproto::dc::DcId;
+use crate::net::dial::{DialKind, DialSpec};
+use crate::net::tls;
+use crate::rng::Rng;
+use crate::route::probe::{Probe, ProbeOutcome};
+use crate::route::table::Table;
+use crate::token::DNS;
+
+/// Placeholder secret handed to `parse_run` (which requires one); never used on the wire.
+const PLACEHOLDER_SECRET: &str = "00000000000000000000000000000001";
+
+/// Gap between two probe starts of one round (ms): a burst of parallel handshakes to one
+/// address is what some DPI drops (DESIGN.md §4, "handshakes are paced").
+const PACE_MS: u64 = 10;
+
+/// Largest `--count`.
+const MAX_COUNT: usize = 100;
+
+/// DCs checked by default besides those named in `--dc-ip` / `--tcp-dc-ip`.
+const DEFAULT_DCS: [u16; 5] = [1, 2, 3, 4, 5];
+
+/// `tg-ws-proxy check --help`.
+pub const HELP: &str = "\
+tg-ws-proxy check: probe every configured route and print a table
+
+Usage: tg-ws-proxy check [--count N] [--dc LIST] [RUN FLAGS]
+
+For each DC (non-media and media) every route of the ladder is probed the way the proxy's
+background prober does it: TCP, TLS and the WebSocket upgrade where the tier has them, then an
+obfuscated2 init, req_pq_multi, and a resPQ with our nonce. A ws route is probed once per kws
+host name (DPI may treat the two names differently). Probes of one round run in parallel; each
+is bounded by --probe-timeout.
+
+      --count N        rounds of probes, 1-100; latency is the median of the OK ones (1)
+      --dc LIST        DC numbers to check, comma list, e.g. 2,4 (every DC named in --dc-ip or
+                       --tcp-dc-ip, plus 1-5)
+  -h, --help           this text
+
+Every `tg-ws-proxy run` flag is accepted, so the proxy's command line and TG_* environment
+work unchanged; the ones that matter here are --dc-ip, --tcp-dc-ip, --cf-worker-domain,
+--cf-domain, --tier-order, --probe-timeout, --ca-file, --danger-accept-invalid-certs,
+--hosts-file, --resolv-conf. No secret is needed: --secret-file and TG_SECRET are ignored.
+
+Table columns: DC, route (tier, DC, target; ws shows the kws name), result (OK, FLAKY k/N, or
+the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, dns), latency
+in ms (median of the OK rounds; of all rounds when none was OK), detail of the first failure.
+A route works when more than half of its rounds got a resPQ.
+
+Exit status: 0 if every checked DC, non-media and media, has a working route; 1 otherwise;
+2 on bad flags.
+";
+
+/// Parsed `check` flags.
+#[derive(Clone, Debug)]
+pub struct CheckArgs {
+    /// The `run` configuration (routes, timeouts, TLS trust, resolver files).
+    pub config: Config,
+    /// Rounds of probes (`--count`, 1–100).
+    pub count: usize,
+    /// DC numbers to check, ascending, no duplicates.
+    pub dcs: Vec<u16>,
+}
+
+/// One round's result for one dial option.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// `resPQ` arrived after this many ms.
+    Ok(u64),
+    /// Failed after `ms`: failure class (`timeout`, `http-302`, `dns`…) and a detail.
+    Failed {
+        /// Failure class as logged by the proxy.
+        class: String,
+        /// Time from the probe's start to the failure (ms).
+        ms: u64,
+        /// Human detail.
+        detail: String,
+    },
+}
+
+/// One dial option of one route (a `ws` route has two: one per `kws` name).
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// DC with its media flag.
+    pub dc: DcId,
+    /// Tier of the route.
+    pub tier: Tier,
+    /// `ws:DC2 kws2.web.telegram.org@149.154.167.220:443`, `tcp:DC2 149.154.167.51:443`, …
+    /// (Worker and CF names redacted as in the logs).
+    pub label: String,
+    /// What to dial; `None` when the route's host name did not resolve.
+    pub spec: Option<DialSpec>,
+    /// Why the host name did not resolve (with `spec == None`).
+    pub unresolved: Option<String>,
+    /// One entry per round.
+    pub attempts: Vec<Attempt>,
+}
+
+impl Row {
+    /// Rounds that got a `resPQ`.
+    pub fn ok_count(&self) -> usize {
+        self.attempts
+            .iter()
+            .filter(|a| matches!(a, Attempt::Ok(_)))
+            .count()
+    }
+
+    /// More than half of the rounds got a `resPQ`.
+    pub fn works(&self) -> bool {
+        !self.attempts.is_empty() && self.ok_count() * 2 > self.attempts.len()
+    }
+
+    /// `OK`, `FLAKY k/N`, or the first failure's class.
+    pub fn result(&self) -> String {
+        let ok = self.ok_count();
+        let n = self.attempts.len();
+        if n > 0 && ok == n {
+            return "OK".to_string();
+        }
+        if ok > 0 {
+            return format!("FLAKY {ok}/{n}");
+        }
+        self.first_failure()
+            .map_or_else(|| "-".to_string(), |(class, _)| class.to_string())
+    }
+
+    /// Median latency (ms) of the OK rounds, or of every round when none was OK.
+    pub fn median_ms(&self) -> Option<u64> {
+        let mut ms: Vec<u64> = self
+            .attempts
+            .iter()
+            .filter_map(|a| match a {
+                Attempt::Ok(ms) => Some(*ms),
+                Attempt::Failed { .. } => None,
+            })
+            .collect();
+        if ms.is_empty() {
+            ms = self
+                .attempts
+                .iter()
+                .map(|a| match a {
+                    Attempt::Ok(ms) | Attempt::Failed { ms, .. } => *ms,
+                })
+                .collect();
+        }
+        median(&mut ms)
+    }
+
+    fn first_failure(&self) -> Option<(&str, &str)> {
+        self.attempts.iter().find_map(|a| match a {
+            Attempt::Failed { class, detail, .. } => Some((class.as_str(), detail.as_str())),
+            Attempt::Ok(_) => None,
+        })
+    }
+}
+
+/// Lower median (`None` when empty); sorts `v`.
+pub fn median(v: &mut [u64]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    Some(v[(v.len() - 1) / 2])
+}
+
+/// Runs the applet; returns the exit code (see [`HELP`]).
+pub fn main(mut args: Arguments) -> i32 {
+    if args.contains(["-h", "--help"]) {
+        print!("{HELP}");
+        return 0;
+    }
+    let parsed = match parse_args(args, &cli::process_env) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("tg-ws-proxy: {e}");
+            return 2;
+        }
+    };
+    let mut rows = match plan_rows(&parsed.config, &parsed.dcs) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tg-ws-proxy: check: {e}");
+            return 1;
+        }
+    };
+    if let Err(e) = run_rounds(&parsed.config, &mut rows, parsed.count) {
+        eprintln!("tg-ws-proxy: check: {e}");
+        return 1;
+    }
+    print!("{}", render(&rows));
+    let verdicts = verdicts(&rows, &parsed.dcs);
+    for v in &verdicts {
+        println!("{}", v.line);
+    }
+    if verdicts.iter().all(|v| v.ok) {
+        0
+    } else {
+        1
+    }
+}
+
+/// Parses `--count`, `--dc` and every `run` flag (`env` is the `TG_*` lookup). No secret is
+/// required: `TG_SECRET` reads as a placeholder, `--secret-file`/`TG_SECRET_FILE` are dropped.
+///
+/// Errors: one-line usage errors as [`cli::parse_run`] gives them (exit code 2).
+pub fn parse_args(mut args: Arguments, env: cli::Env) -> Result<CheckArgs, CliError> {
+    let count: Option<String> = args
+        .opt_value_from_str("--count")
+        .map_err(cli::pico_error)?;
+    let count = match count {
+        None => 1,
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=MAX_COUNT).contains(&n) => n,
+            _ => {
+                return Err(CliError::flag(
+                    "--count",
+                    format!("expected 1-{MAX_COUNT}, got '{s}'"),
+                ))
+            }
+        },
+    };
+    let dc_list: Option<String> = args.opt_value_from_str("--dc").map_err(cli::pico_error)?;
+    let dcs = match &dc_list {
+        Some(s) => parse_dc_list(s).map_err(|m| CliError::flag("--dc", m))?,
+        None => Vec::new(),
+    };
+    // The secret file is not ours to read or create here.
+    let _: Vec<String> = args
+        .values_from_str("--secret-file")
+        .map_err(cli::pico_error)?;
+    let no_secret = |name: &str| match name {
+        "TG_SECRET" => Some(PLACEHOLDER_SECRET.to_string()),
+        "TG_SECRET_FILE" => None,
+        other => env(other),
+    };
+    let config = cli::parse_run(args, "check", &no_secret)?.config;
+    let dcs = if dcs.is_empty() {
+        default_dcs(&config)
+    } else {
+        dcs
+    };
+    Ok(CheckArgs { config, count, dcs })
+}
+
+/// `2,4` → `[2, 4]` (sorted, deduplicated). Each DC is 1–9999 (test DCs are not checked).
+pub fn parse_dc_list(s: &str) -> Result<Vec<u16>, String> {
+    let mut out = BTreeSet::new();
+    for item in s.split(',').map(str::trim) {
+        match item.parse::<u16>() {
+            Ok(n) if (1..10_000).contains(&n) => {
+                out.insert(n);
+            }
+            _ => {
+                return Err(format!(
+                    "expected DC numbers 1-9999 separated by commas, got '{item}'"
+                ))
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// Every DC named in `--dc-ip` or `--tcp-dc-ip`, plus DCs 1–5, ascending.
+pub fn default_dcs(cfg: &Config) -> Vec<u16> {
+    let mut set: BTreeSet<u16> = DEFAULT_DCS.into_iter().collect();
+    set.extend(cfg.ws_addrs.keys().copied());
+    set.extend(cfg.tcp_addrs.keys().copied());
+    set.into_iter().collect()
+}
+
+/// Builds the rows for `dcs` × {non-media, media} from the route table (tier order kept) and
+/// resolves the Worker / CF host names, waiting at most `--probe-timeout` for DNS.
+///
+/// Errors: the resolver's UDP socket or the poll cannot be created.
+pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
+    let mut table = Table::new(cfg, 0);
+    let mut routes = Vec::new();
+    for &n in dcs {
+        for media in [false, true] {
+            let dc = DcId {
+                dc: n,
+                media,
+                test: false,
+            };
+            routes.extend(table.routes_for(dc, cfg, cfg.listen));
+        }
+    }
+    let hosts: BTreeSet<String> = routes
+        .iter()
+        .filter_map(|&id| table.routes[id].host().map(str::to_string))
+        .collect();
+    let names = resolve_all(cfg, &hosts)?;
+    let mut rows = Vec::new();
+    for id in routes {
+        let r = &table.routes[id];
+        let mut failed = None;
+        let specs = r.dial_specs(&mut |h| match names.get(h) {
+            Some(Ok(ip)) => Some(*ip),
+            Some(Err(e)) => {
+                failed = Some(e.clone());
+                None
+            }
+            None => None,
+        });
+        if specs.is_empty() {
+            rows.push(Row {
+                dc: r.dc,
+                tier: r.tier,
+                label: r.label(),
+                spec: None,
+                unresolved: Some(failed.unwrap_or_else(|| "host name did not resolve".into())),
+                attempts: Vec::new(),
+            });
+            continue;
+        }
+        for spec in specs {
+            let label = match (&spec.kind, r.tier) {
+                (DialKind::Ws { host, .. }, Tier::Ws) => {
+                    format!("ws:{} {host}@{}", r.dc, spec.addr)
+                }
+                _ => r.label(),
+            };
+            rows.push(Row {
+                dc: r.dc,
+                tier: r.tier,
+                label,
+                spec: Some(spec),
+                unresolved: None,
+                attempts: Vec::new(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Resolves `hosts` with the proxy's own resolver (hosts file, resolv.conf), waiting up to
+/// `--probe-timeout`. Names still pending at the deadline map to an error.
+fn resolve_all(
+    cfg: &Config,
+    hosts: &BTreeSet<String>,
+) -> io::Result<BTreeMap<String, Result<IpAddr, String>>> {
+    let mut out = BTreeMap::new();
+    if hosts.is_empty() {
+        return Ok(out);
+    }
+    let mut dns = Resolver::new(ResolverConfig {
+        hosts_path: cfg.hosts_file.clone(),
+        resolv_path: cfg.resolv_conf.clone(),
+        ..ResolverConfig::default()
+    })?;
+    let mut poll = Poll::new()?;
+    poll.registry()
+        .register(dns.socket(), DNS, Interest::READABLE)?;
+    let clock = Instant::now();
+    let now_ms = || clock.elapsed().as_millis() as u64;
+    let deadline = cfg.probe_timeout.as_millis() as u64;
+    let mut events = Events::with_capacity(16);
+    loop {
+        let now = now_ms();
+        let mut pending = false;
+        for h in hosts {
+            if out.contains_key(h) {
+                continue;
+            }
+            match dns.lookup(h, now) {
+                Lookup::Ready(ip) => {
+                    out.insert(h.clone(), Ok(ip));
+                }
+                Lookup::Failed(e) => {
+                    out.insert(h.clone(), Err(format!("DNS: {e}")));
+                }
+                Lookup::Pending => pending = true,
+            }
+        }
+        if !pending {
+            return Ok(out);
+        }
+        if now >= deadline {
+            for h in hosts {
+                if !out.contains_key(h) {
+                    out.insert(
+                        h.clone(),
+                        Err(format!("DNS: no answer within {}ms", deadline)),
+                    );
+                }
+            }
+            return Ok(out);
+        }
+        let wake = dns.next_deadline().map_or(deadline, |d| d.min(deadline));
+        match poll.poll(
+            &mut events,
+            Some(Duration::from_millis(wake.saturating_sub(now))),
+        ) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let now = now_ms();
+        if events.iter().any(|ev| ev.token() == DNS) {
+            dns.on_readable(now);
+        }
+        if dns.next_deadline().is_some_and(|d| d <= now) {
+            dns.on_tick(now);
+        }
+    }
+}
+
+/// Runs `count` rounds over `rows`, appending one [`Attempt`] per row per round.
+///
+/// Errors: TLS configuration (`--ca-file`), no OS randomness, or the poll failing.
+pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()> {
+    let tls = tls::client_config(cfg.ca_file.as_deref(), cfg.accept_invalid_certs)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut rng = Rng::new().map_err(|e| io::Error::other(format!("randomness: {e}")))?;
+    let mut poll = Poll::new()?;
+    let clock = Instant::now();
+    let timeout = cfg.probe_timeout.as_millis() as u64;
+    for round in 0..count {
+        run_round(
+            &mut poll,
+            &tls,
+            &mut rng,
+            &clock,
+            timeout,
+            round as u32,
+            rows,
+        )?;
+    }
+    Ok(())
+}
+
+/// One round: every row's probe, started [`PACE_MS`] apart, all running together.
+fn run_round(
+    poll: &mut Poll,
+    tls: &std::sync::Arc<rustls::ClientConfig>,
+    rng: &mut Rng,
+    clock: &Instant,
+    timeout: u64,
+    round: u32,
+    rows: &mut [Row],
+) -> io::Result<()> {
+    let now_ms = || clock.elapsed().as_millis() as u64;
+    let mut live: Vec<Option<(Probe, u64)>> = (0..rows.len()).map(|_| None).collect();
+    let mut queue: VecDeque<usize> = VecDeque::new();
+    for (i, row) in rows.iter_mut().enumerate() {
+        match (&row.spec, &row.unresolved) {
+            (Some(_), _) => queue.push_back(i),
+            (None, why) => row.attempts.push(Attempt::Failed {
+                class: "dns".into(),
+                ms: 0,
+                detail: why.clone().unwrap_or_default(),
+            }),
+        }
+    }
+    let mut events = Events::with_capacity(64);
+    let mut next_start = now_ms();
+    loop {
+        let now = now_ms();
+        while now >= next_start {
+            let Some(i) = queue.pop_front() else { break };
+            let Some(spec) = rows[i].spec.clone() else {
+                continue;
+            };
+            let id = round.wrapping_mul(rows.len() as u32).wrapping_add(i as u32);
+            match Probe::start(i, id, rows[i].dc, &spec, poll.registry(), Token(i), now) {
+                Ok(p) => live[i] = Some((p, now + timeout)),
+                Err(f) => rows[i].attempts.push(Attempt::Failed {
+                    class: f.to_string(),
+                    ms: 0,
+                    detail: "could not start".into(),
+                }),
+            }
+            next_start = now + PACE_MS;
+        }
+        // Deadlines.
+        for (i, slot) in live.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(|(_, d)| *d <= now) {
+                if let Some((mut p, _)) = slot.take() {
+                    let outcome = p.timeout_failure();
+                    drop(p.take_upstream());
+                    record(
+                        &mut rows[i],
+                        outcome,
+                        now.saturating_sub(p.started),
+                        timeout,
+                    );
+                }
+            }
+        }
+        let running = live.iter().flatten().map(|(_, d)| *d).min();
+        let wake = match (running, queue.is_empty()) {
+            (None, true) => return Ok(()),
+            (Some(d), true) => d,
+            (Some(d), false) => d.min(next_start),
+            (None, false) => next_start,
+        };
+        match poll.poll(
+            &mut events,
+            Some(Duration::from_millis(wake.saturating_sub(now))),
+        ) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let now = now_ms();
+        for ev in events.iter() {
+            let i = ev.token().0;
+            let Some((p, _)) = live.get_mut(i).and_then(Option::as_mut) else {
+                continue;
+            };
+            if let Some(outcome) = p.advance(tls, now, rng) {
+                if let Some((mut p, _)) = live[i].take() {
+                    drop(p.take_upstream());
+                    record(
+                        &mut rows[i],
+                        outcome,
+                        now.saturating_sub(p.started),
+                        timeout,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Appends a probe outcome to `row`; `elapsed` is the time since the probe started.
+fn record(row: &mut Row, outcome: ProbeOutcome, elapsed: u64, timeout: u64) {
+    let a = match outcome {
+        ProbeOutcome::Ok(ms) => Attempt::Ok(ms),
+        ProbeOutcome::Failed(f, retry_after, detail) => {
+            let mut detail = match detail.as_str() {
+                "deadline" => format!("no resPQ within {timeout}ms"),
+                _ => detail,
+            };
+            if let Some(s) = retry_after {
+                detail.push_str(&format!(" (Retry-After {s}s)"));
+            }
+            Attempt::Failed {
+                class: f.to_string(),
+                ms: elapsed,
+                detail,
+            }
+        }
+        // Pool fills (`Probe::fill`) are never started here; anything else proves nothing.
+        #[allow(unreachable_patterns)]
+        _ => Attempt::Failed {
+            class: "internal".into(),
+            ms: elapsed,
+            detail: "unexpected probe outcome".into(),
+        },
+    };
+    row.attempts.push(a);
+}
+
+/// The table: a header, then one aligned line per row.
+pub fn render(rows: &[Row]) -> String {
+    let mut lines: Vec<[String; 5]> = vec![[
+        "DC".into(),
+        "route".into(),
+        "result".into(),
+        "ms".into(),
+        "detail".into(),
+    ]];
+    for r in rows {
+        let detail = match (r.first_failure(), r.ok_count() > 0) {
+            (Some((class, d)), true) => format!("{class}: {d}"),
+            (Some((_, d)), false) => d.to_string(),
+            (None, _) => String::new(),
+        };
+        lines.push([
+            r.dc.label(),
+            r.label.clone(),
+            r.result(),
+            r.median_ms().map_or_else(|| "-".into(), |m| m.to_string()),
+            detail,
+        ]);
+    }
+    let mut width = [0usize; 4];
+    for l in &lines {
+        for (w, cell) in width.iter_mut().zip(l.iter()) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for l in &lines {
+        let mut line = String::new();
+        for (k, cell) in l.iter().enumerate() {
+            if k == 3 {
+                // Latency right-aligned.
+                line.push_str(&format!("{:>w$}  ", cell, w = width[3]));
+            } else if k < 4 {
+                line.push_str(&format!("{:<w$}  ", cell, w = width[k]));
+            } else {
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Verdict for one DC (with its media flag).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The DC.
+    pub dc: DcId,
+    /// At least one route works.
+    pub ok: bool,
+    /// `DC2   ok via ws, tcp` / `DC2m  FAILED: no working route` / `DC7 FAILED: no route …`.
+    pub line: String,
+}
+
+/// One verdict per DC in `dcs` × {non-media, media}.
+pub fn verdicts(rows: &[Row], dcs: &[u16]) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for &n in dcs {
+        for media in [false, true] {
+            let dc = DcId {
+                dc: n,
+                media,
+                test: false,
+            };
+            let mine: Vec<&Row> = rows.iter().filter(|r| r.dc == dc).collect();
+            let mut tiers: Vec<&str> = mine
+                .iter()
+                .filter(|r| r.works())
+                .map(|r| r.tier.name())
+                .collect();
+            tiers.dedup();
+            let (ok, text) = if mine.is_empty() {
+                (false, "FAILED: no route configured (no --dc-ip / --tcp-dc-ip, not in the built-in table)".to_string())
+            } else if tiers.is_empty() {
+                (false, "FAILED: no working route".to_string())
+            } else {
+                (true, format!("ok via {}", tiers.join(", ")))
+            };
+            out.push(Verdict {
+                dc,
+                ok,
+                line: format!("{:<5} {text}", dc.label()),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Arguments {
+        Arguments::from_vec(s.split_whitespace().map(Into::into).collect())
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn flags_parse_without_a_secret() {
+        let a = parse_args(
+            args("--count 3 --dc 4,2,2 --dc-ip 2:127.0.0.1:9 --probe-timeout 1"),
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(a.count, 3);
+        assert_eq!(a.dcs, vec![2, 4]);
+        assert_eq!(a.config.probe_timeout, Duration::from_secs(1));
+        // Default DC list: 1-5 plus every configured DC.
+        let a = parse_args(
+            args("--dc-ip 7:127.0.0.1:9 --tcp-dc-ip 9:127.0.0.1:9"),
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(a.dcs, vec![1, 2, 3, 4, 5, 7, 9]);
+        assert_eq!(a.count, 1);
+        // A secret file is neither read nor created.
+        let path = std::env::temp_dir().join(format!("tgwp-check-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        parse_args(args(&format!("--secret-file {}", path.display())), &no_env).unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors() {
+        let e = |s: &str| parse_args(args(s), &no_env).unwrap_err().to_string();
+        assert!(
+            e("--count 0").starts_with("--count: expected 1-100"),
+            "{}",
+            e("--count 0")
+        );
+        assert!(e("--count x").starts_with("--count:"));
+        assert!(e("--dc 0").starts_with("--dc: expected DC numbers"));
+        assert!(e("--dc 2,,4").starts_with("--dc:"));
+        assert!(e("--frobnicate").contains("unknown flag '--frobnicate'"));
+        assert!(e("--frobnicate").contains("tg-ws-proxy check --help"));
+        assert!(e("--probe-timeout 0").starts_with("--probe-timeout"));
+    }
+
+    fn row(dc: u16, media: bool, tier: Tier, attempts: Vec<Attempt>) -> Row {
+        Row {
+            dc: DcId {
+                dc,
+                media,
+                test: false,
+            },
+            tier,
+            label: format!("{}:DC{dc}", tier.name()),
+            spec: None,
+            unresolved: None,
+            attempts,
+        }
+    }
+
+    fn fail(ms: u64) -> Attempt {
+        Attempt::Failed {
+            class: "timeout".into(),
+            ms,
+            detail: "no resPQ within 5000ms".into(),
+        }
+    }
+
+    #[test]
+    fn results_and_medians() {
+        let r = row(
+            2,
+            false,
+            Tier::Ws,
+            vec![Attempt::Ok(30), Attempt::Ok(10), Attempt::Ok(20)],
+        );
+        assert_eq!(
+            (r.result().as_str(), r.median_ms(), r.works()),
+            ("OK", Some(20), true)
+        );
+        let r = row(
+            2,
+            false,
+            Tier::Ws,
+            vec![Attempt::Ok(30), fail(5000), Attempt::Ok(10)],
+        );
+        assert_eq!(
+            (r.result().as_str(), r.median_ms(), r.works()),
+            ("FLAKY 2/3", Some(10), true)
+        );
+        let r = row(2, false, Tier::Ws, vec![Attempt::Ok(30), fail(5000)]);
+        assert!(!r.works(), "half is not a majority");
+        let r = row(2, false, Tier::Ws, vec![fail(5000), fail(4000)]);
+        assert_eq!(
+            (r.result().as_str(), r.median_ms(), r.works()),
+            ("timeout", Some(4000), false)
+        );
+        assert_eq!(median(&mut []), None);
+    }
+
+    #[test]
+    fn verdict_needs_a_working_route_per_dc_and_media() {
+        let rows = vec![
+            row(2, false, Tier::Ws, vec![fail(5000)]),
+            row(2, false, Tier::Tcp, vec![Attempt::Ok(3)]),
+            row(2, true, Tier::Ws, vec![fail(5000)]),
+            row(2, true, Tier::Tcp, vec![fail(5000)]),
+        ];
+        let v = verdicts(&rows, &[2, 7]);
+        assert_eq!(v.len(), 4);
+        assert!(v[0].ok && v[0].line.contains("ok via tcp"), "{:?}", v[0]);
+        assert!(
+            !v[1].ok && v[1].line.contains("no working route"),
+            "{:?}",
+            v[1]
+        );
+        assert!(
+            !v[2].ok && v[2].line.contains("no route configured"),
+            "{:?}",
+            v[2]
+        );
+        let table = render(&rows);
+        assert_eq!(table.lines().count(), 5);
+        assert!(table.lines().nth(2).unwrap().contains("OK"), "{table}");
+        assert!(table.lines().nth(1).unwrap().contains("timeout"), "{table}");
+    }
+
+    #[test]
+    fn rows_follow_the_ladder_and_split_ws_host_names() {
+        let a = parse_args(
+            args("--dc 2 --dc-ip 2:127.0.0.1:9 --tcp-dc-ip 2:127.0.0.1:10 --tier-order ws,tcp"),
+            &no_env,
+        )
+        .unwrap();
+        let rows = plan_rows(&a.config, &a.dcs).unwrap();
+        let labels: Vec<&str> = rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            vec![
+                "ws:DC2 kws2.web.telegram.org@127.0.0.1:9",
+                "ws:DC2 kws2-1.web.telegram.org@127.0.0.1:9",
+                "tcp:DC2 127.0.0.1:10",
+                "ws:DC2m kws2-1.web.telegram.org@127.0.0.1:9",
+                "ws:DC2m kws2.web.telegram.org@127.0.0.1:9",
+                "tcp:DC2m 127.0.0.1:10",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_dead_route_fails_within_the_probe_timeout() {
+        // A closed port on loopback: refused at once, never a wait.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let a = parse_args(
+            args(&format!(
+                "--dc 2 --tcp-dc-ip 2:127.0.0.1:{port} --tier-order tcp --probe-timeout 2"
+            )),
+            &no_env,
+        )
+        .unwrap();
+        let mut rows = plan_rows(&a.config, &a.dcs).unwrap();
+        let t = Instant::now();
+        run_rounds(&a.config, &mut rows, 2).unwrap();
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            assert_eq!(r.attempts.len(), 2);
+            assert_eq!(r.result(), "refused", "{r:?}");
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Warm pools: a hot route keeps pre-upgraded upstreams; a client takes one instead of dialling;
+//! entries are aged out before the front's idle timeout and refilled in the background.
+mod common;
+
+use std::time::Duration;
+
+use common::fakedc::{DcConfig, FakeDc};
+use common::{client_opts, wait_until, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, Outcome};
+use tg_ws_proxy::mtproto::obfs2::Tag;
+use tg_ws_proxy::rng::Rng;
+
+fn start(dc: &FakeDc, extra: &[&str]) -> Proxy {
+    let ws = format!("2:{}", dc.addr());
+    let mut args = vec!["--secret", SECRET, "--dc-ip", &ws, "--tier-order", "ws", "--stats-interval", "0.2"];
+    args.extend_from_slice(extra);
+    Proxy::start(&args)
+}
+
+#[test]
+fn hot_route_fills_its_pool_and_the_next_client_takes_a_warm_upstream() {
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, &["--pool-size", "2", "--pool-max-age", "30"]);
+    let mut rng = Rng::new().unwrap();
+    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    assert_eq!(probe_once(&opts, &mut rng).outcome, Outcome::Ok);
+    // The first session made the route hot: two warm upstreams follow in the background.
+    assert!(
+        wait_until(Duration::from_secs(5), || dc.upgrades() >= 3),
+        "pool never filled: {} upgrades\n{}",
+        dc.upgrades(),
+        proxy.logs().join("\n")
+    );
+    let before = dc.upgrades();
+    let a = probe_once(&opts, &mut rng);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}");
+    // The session used a warm upstream: its init arrived on an already-upgraded connection.
+    assert!(proxy.wait_log("(pooled)", Duration::from_secs(5)), "{}", proxy.logs().join("\n"));
+    assert!(wait_until(Duration::from_secs(5), || proxy.count_log("pool=1/") > 0));
+    // …and the pool is topped up again.
+    assert!(wait_until(Duration::from_secs(5), || dc.upgrades() > before));
+}
+
+#[test]
+fn pooled_upstreams_are_aged_out_and_refilled() {
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, &["--pool-size", "1", "--pool-max-age", "1"]);
+    let mut rng = Rng::new().unwrap();
+    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    assert_eq!(probe_once(&opts, &mut rng).outcome, Outcome::Ok);
+    // Max age 1 s, sweep every second: within a few seconds several generations of warm
+    // upstreams have come and gone, and the fake front never holds more than pool + slack.
+    assert!(
+        wait_until(Duration::from_secs(8), || dc.upgrades() >= 4),
+        "no refills after age-out: {} upgrades\n{}",
+        dc.upgrades(),
+        proxy.logs().join("\n")
+    );
+    assert!(dc.live_sessions() <= 2, "{} live sessions at the front", dc.live_sessions());
+}
+
+#[test]
+fn pool_size_zero_never_dials_in_the_background() {
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, &["--pool-size", "0"]);
+    let mut rng = Rng::new().unwrap();
+    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    for _ in 0..3 {
+        assert_eq!(probe_once(&opts, &mut rng).outcome, Outcome::Ok);
+    }
+    // Three sessions, three upgrades; a stats line later there are still three.
+    assert!(wait_until(Duration::from_secs(3), || proxy.count_log("stats:") >= 2));
+    assert_eq!(dc.upgrades(), 3);
+}
