@@ -206,6 +206,7 @@ const WS_PING: Opt = opt("--ws-ping-interval", None, &["TG_WS_PING_INTERVAL"]);
 const CF_PING: Opt = opt("--cf-ping-interval", None, &["TG_CF_PING_INTERVAL"]);
 const KEEPALIVE: Opt = opt("--tcp-keepalive", None, &["TG_TCP_KEEPALIVE"]);
 const LINGER: Opt = opt("--close-linger", None, &["TG_CLOSE_LINGER"]);
+const PACE: Opt = opt("--handshake-pace", None, &["TG_HANDSHAKE_PACE"]);
 const POOL_SIZE: Opt = opt("--pool-size", None, &["TG_POOL_SIZE"]);
 const POOL_AGE: Opt = opt("--pool-max-age", None, &["TG_POOL_MAX_AGE"]);
 const HOSTS_FILE: Opt = opt("--hosts-file", None, &["TG_HOSTS_FILE"]);
@@ -214,13 +215,14 @@ const RESOLV_CONF: Opt = opt("--resolv-conf", None, &["TG_RESOLV_CONF"]);
 /// Every `run` option, for the help-text consistency test.
 #[cfg(test)]
 #[rustfmt::skip]
-const ALL_OPTS: [&Opt; 43] = [
+const ALL_OPTS: [&Opt; 44] = [
     &HOST, &PORT, &SECRET, &SECRET_FILE, &DC_IP, &TCP_DC_IP, &TIER_ORDER, &WS_TIMEOUT,
     &TCP_TIMEOUT, &HANDSHAKE_TIMEOUT, &IDLE_TIMEOUT, &DRAIN, &STATS, &MAX_CONN, &BUF_KB,
     &CA_FILE, &INSECURE, &LOG_FILE, &LOG_MAX_KB, &VERBOSE, &QUIET, &LINK_IP, &WORKER,
     &CF_DOMAIN, &CF_PRIORITY, &CF_TIMEOUT, &HEDGE, &BUDGET, &COOLDOWN, &COOLDOWN_MAX,
     &QUARANTINE, &REDIRECT_TTL, &PROBE_INTERVAL, &PROBE_TIMEOUT, &WORKER_BUDGET, &WS_PING,
     &CF_PING, &KEEPALIVE, &LINGER, &HOSTS_FILE, &RESOLV_CONF, &POOL_SIZE, &POOL_AGE,
+    &PACE,
 ];
 
 /// Upper bound of `--max-connections` (the slab is allocated once at this size).
@@ -369,6 +371,7 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
     let linger = single(args, &LINGER, env)?;
     let hosts_file = single(args, &HOSTS_FILE, env)?;
     let pool_size = single(args, &POOL_SIZE, env)?;
+    let pace = single(args, &PACE, env)?;
     let pool_age = single(args, &POOL_AGE, env)?;
     let resolv_conf = single(args, &RESOLV_CONF, env)?;
     let (insecure, _) = switch(args, &INSECURE, env)?;
@@ -455,6 +458,7 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
         (&keepalive, &mut c.tcp_keepalive, true),
         (&linger, &mut c.close_linger, true),
         (&pool_age, &mut c.pool_max_age, false),
+        (&pace, &mut c.handshake_pace, true),
     ];
     for (val, slot, zero_ok) in timeouts {
         if let Some(v) = val {

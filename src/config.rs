@@ -113,6 +113,8 @@ pub struct Config {
     /// Start the next route in parallel if the first is not ready by then (`--hedge-delay`,
     /// 250 ms; a route's own 2 × p95 once known).
     pub hedge_delay: Duration,
+    /// Minimum gap between handshakes to one address (`--handshake-pace`, 20 ms; 0 = off).
+    pub handshake_pace: Duration,
     /// Bound on a client's whole connect phase (`--connect-budget`, 3 s).
     pub connect_budget: Duration,
     /// Route health policy (`--cooldown-base`, `--cooldown-max`, `--flap-quarantine`,
@@ -186,6 +188,7 @@ impl Config {
             cf_connect_timeout: Duration::from_secs(10),
             hedge_delay: Duration::from_millis(250),
             connect_budget: Duration::from_secs(3),
+            handshake_pace: Duration::from_millis(20),
             health: crate::route::health::Policy::default(),
             probe_interval: Duration::from_secs(300),
             probe_timeout: Duration::from_secs(5),

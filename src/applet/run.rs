@@ -66,6 +66,8 @@ Ladder (route health is learned in the background; clients never wait on a dead 
                                 then; a route's 2 x p95 once known [TG_HEDGE_DELAY] (250ms)
       --connect-budget D        bound on a client's whole connect phase; past it the client is
                                 closed so it reconnects [TG_CONNECT_BUDGET] (3s)
+      --handshake-pace D        minimum gap between handshakes to one address, 0 = off
+                                [TG_HANDSHAKE_PACE] (20ms)
       --cooldown-base D         first cooldown of a failed route, doubled per failure, +-20%
                                 jitter; alias --ip-fail-cooldown [TG_COOLDOWN_BASE or
                                 TG_IP_FAIL_COOLDOWN] (10s)

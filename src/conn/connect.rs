@@ -57,6 +57,9 @@ pub struct Connecting {
     client_eof: bool,
     /// A warm upstream taken from the best route's pool (route index).
     pooled: Option<(usize, Upstream)>,
+    /// A candidate waiting for its pacing slot: (candidate, attempt slot).
+    paced: Option<(usize, usize)>,
+    pace_timer: Option<TimerId>,
 }
 
 impl Connecting {
@@ -102,6 +105,8 @@ impl Connecting {
             up: RelayBuf::new(ctx.cfg.buf_size),
             client_eof: false,
             pooled,
+            paced: None,
+            pace_timer: None,
         }
     }
 
@@ -121,13 +126,15 @@ impl Connecting {
                 ctx.stats.attempts_cancelled[ctx.routes.routes[self.cands[a.cand].route].tier.index()] += 1;
             }
         }
-        for t in [self.hedge_timer.take(), self.budget_timer.take()].into_iter().flatten() {
+        self.paced = None;
+        for t in [self.hedge_timer.take(), self.budget_timer.take(), self.pace_timer.take()].into_iter().flatten() {
             ctx.wheel.cancel(t);
         }
     }
 
+    /// Attempts in flight, counting one waiting for its pacing slot.
     fn running(&self) -> usize {
-        self.attempts.iter().filter(|a| a.is_some()).count()
+        self.attempts.iter().filter(|a| a.is_some()).count() + usize::from(self.paced.is_some())
     }
 }
 
@@ -247,6 +254,23 @@ impl Conn {
                 }
                 Step::Progress
             }
+            TimerKind::Pace => {
+                c.pace_timer = None;
+                if let Some((idx, free)) = c.paced.take() {
+                    if let Err(f) = dial_candidate(c, idx, free, slot, id, ctx) {
+                        log::warn!("client {peer} {}: {} could not start: {f}", c.dc, ctx.routes.routes[c.cands[idx].route].label());
+                        if f == Failure::Local {
+                            return Step::Close(CloseReason::LocalResource);
+                        }
+                        if c.running() == 0 {
+                            if let Some(step) = start_next(c, slot, id, &peer, ctx) {
+                                return step;
+                            }
+                        }
+                    }
+                }
+                Step::Progress
+            }
             TimerKind::Budget => {
                 c.budget_timer = None;
                 log::warn!(
@@ -303,40 +327,27 @@ fn target_label(spec: &DialSpec, tier: Tier) -> String {
 /// Starts the next candidate in a free attempt slot. `Some(step)` ends the connect step (no
 /// candidate left and nothing running).
 fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: &mut Ctx<'_>) -> Option<Step> {
+    if c.paced.is_some() {
+        return None; // one start is already waiting for its pacing slot
+    }
     let free = c.attempts.iter().position(|a| a.is_none())?;
     while c.next < c.cands.len() {
         let idx = c.next;
         c.next += 1;
-        let route = c.cands[idx].route;
-        let tier = ctx.routes.routes[route].tier;
-        let token = token::encode(slot, id, Role::Up(free as u8));
-        match Dial::start(&c.cands[idx].spec, ctx.registry, token, ctx.cfg.tcp_keepalive) {
-            Ok(dial) => {
-                let timeout = match tier {
-                    Tier::Ws => ctx.cfg.ws_connect_timeout,
-                    Tier::Worker | Tier::CfProxy => ctx.cfg.cf_connect_timeout,
-                    Tier::Tcp => ctx.cfg.tcp_connect_timeout,
-                };
-                let timer = ctx.wheel.insert(
-                    ctx.now + timeout.as_millis() as u64,
-                    TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Attempt(free as u8) },
-                );
-                ctx.stats.attempts[tier.index()] += 1;
-                c.attempts[free] = Some(Attempt { cand: idx, dial, ready: Ready::default(), timer, started: ctx.now });
-                // Arm the hedge for the next candidate.
-                if c.hedge_timer.is_none() && c.next < c.cands.len() {
-                    let delay = ctx.routes.routes[route].health.hedge_delay(
-                        ctx.cfg.hedge_delay.as_millis() as u64,
-                        HEDGE_FLOOR_MS,
-                    );
-                    c.hedge_timer = Some(ctx.wheel.insert(
-                        ctx.now + delay,
-                        TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Hedge },
-                    ));
-                }
-                return None;
-            }
+        // Handshakes to one address are spaced by `--handshake-pace` (a DPI pattern drops
+        // bursts of parallel handshakes): wait for this one's slot if it is not now.
+        let pace = ctx.cfg.handshake_pace.as_millis() as u64;
+        let at = ctx.routes.pace_slot(c.cands[idx].spec.addr, ctx.now, pace);
+        if at > ctx.now {
+            c.paced = Some((idx, free));
+            let ev = TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Pace };
+            c.pace_timer = Some(ctx.wheel.insert(at, ev));
+            return None;
+        }
+        match dial_candidate(c, idx, free, slot, id, ctx) {
+            Ok(()) => return None,
             Err(f) => {
+                let route = c.cands[idx].route;
                 log::warn!("client {peer} {}: {} could not start: {f}", c.dc, ctx.routes.routes[route].label());
                 if f == Failure::Local {
                     return Some(Step::Close(CloseReason::LocalResource));
@@ -349,6 +360,31 @@ fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: 
         return Some(Step::Close(CloseReason::UpstreamUnreachable));
     }
     None
+}
+
+/// Dials candidate `idx` in attempt slot `free`, arms its deadline and (if more candidates
+/// remain) the hedge.
+fn dial_candidate(c: &mut Connecting, idx: usize, free: usize, slot: usize, id: u32, ctx: &mut Ctx<'_>) -> Result<(), Failure> {
+    let route = c.cands[idx].route;
+    let tier = ctx.routes.routes[route].tier;
+    let token = token::encode(slot, id, Role::Up(free as u8));
+    let dial = Dial::start(&c.cands[idx].spec, ctx.registry, token, ctx.cfg.tcp_keepalive)?;
+    let timeout = match tier {
+        Tier::Ws => ctx.cfg.ws_connect_timeout,
+        Tier::Worker | Tier::CfProxy => ctx.cfg.cf_connect_timeout,
+        Tier::Tcp => ctx.cfg.tcp_connect_timeout,
+    };
+    let timer = ctx.wheel.insert(
+        ctx.now + timeout.as_millis() as u64,
+        TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Attempt(free as u8) },
+    );
+    ctx.stats.attempts[tier.index()] += 1;
+    c.attempts[free] = Some(Attempt { cand: idx, dial, ready: Ready::default(), timer, started: ctx.now });
+    if c.hedge_timer.is_none() && c.next < c.cands.len() {
+        let delay = ctx.routes.routes[route].health.hedge_delay(ctx.cfg.hedge_delay.as_millis() as u64, HEDGE_FLOOR_MS);
+        c.hedge_timer = Some(ctx.wheel.insert(ctx.now + delay, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Hedge }));
+    }
+    Ok(())
 }
 
 /// Accounts a failed attempt: stats, route health (which may schedule a recovery probe), and

@@ -52,6 +52,8 @@ pub enum TimerKind {
     Hedge,
     /// The whole connect phase's deadline.
     Budget,
+    /// A paced handshake may start now.
+    Pace,
     /// Send a WS ping toward a Cloudflare tier.
     Ping,
     /// A route's probe is due (global; `conn_id` = route index).
@@ -282,7 +284,9 @@ impl Conn {
                     _ => Step::Progress,
                 }
             }
-            TimerKind::Attempt(_) | TimerKind::Hedge | TimerKind::Budget => self.connect_timer(kind, ctx),
+            TimerKind::Attempt(_) | TimerKind::Hedge | TimerKind::Budget | TimerKind::Pace => {
+                self.connect_timer(kind, ctx)
+            }
             TimerKind::Ping => {
                 self.ping_timer = None;
                 if let Phase::Relay(r) = &mut self.phase {
@@ -362,6 +366,8 @@ impl Conn {
         if self.info.first_down_ms.is_some() {
             self.info.route_reported = true;
             ctx.routes.on_success(route, ctx.now, self.info.connect_rtt, "session");
+            // Proven Up and hot: its warm pool may fill now.
+            ctx.pool_due.push(route);
             // Keep an eye on it when real traffic stops: a sparse liveness probe.
             let at = ctx.now + ctx.cfg.probe_interval.as_millis() as u64;
             ctx.probe_due.push((route, at));

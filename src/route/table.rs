@@ -162,6 +162,8 @@ pub struct Table {
     by_dc: BTreeMap<DcId, Vec<usize>>,
     /// Request budget per Worker endpoint (index as in `cfg.worker_domains`).
     pub worker_budgets: Vec<Budget>,
+    /// Next free handshake slot per destination address (pacing).
+    pace: BTreeMap<SocketAddr, u64>,
 }
 
 impl Table {
@@ -172,6 +174,7 @@ impl Table {
             routes: Vec::new(),
             by_dc: BTreeMap::new(),
             worker_budgets: cfg.worker_domains.iter().map(|_| Budget::new(cfg.worker_budget, burst, now)).collect(),
+            pace: BTreeMap::new(),
         }
     }
 
@@ -213,6 +216,22 @@ impl Table {
             Target::Worker { ep, .. } => cfg.worker_domains.iter().position(|w| w == ep),
             _ => None,
         }
+    }
+
+    /// Reserves a handshake start toward `addr` at least `pace_ms` after the previous one and
+    /// returns its time (≥ `now`). `pace_ms` 0 disables pacing. The map is pruned of past slots
+    /// so it stays small.
+    pub fn pace_slot(&mut self, addr: SocketAddr, now: u64, pace_ms: u64) -> u64 {
+        if pace_ms == 0 {
+            return now;
+        }
+        if self.pace.len() > 64 {
+            self.pace.retain(|_, next| *next > now);
+        }
+        let next = self.pace.entry(addr).or_insert(now);
+        let at = (*next).max(now);
+        *next = at + pace_ms;
+        at
     }
 
     /// Every DC that has routes so far.
@@ -375,6 +394,20 @@ mod tests {
         assert_eq!(plan, vec![ids[1]]);
         t.on_success(ids[0], 10_000_001, 40, "probe");
         assert_eq!(t.plan(&ids, 10_000_002).0, ids);
+    }
+
+    #[test]
+    fn handshakes_to_one_address_are_paced() {
+        let cfg = Config::with_secrets(Vec::new());
+        let mut t = Table::new(&cfg, 0);
+        let a: SocketAddr = "10.0.0.1:443".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:443".parse().unwrap();
+        assert_eq!(t.pace_slot(a, 100, 20), 100);
+        assert_eq!(t.pace_slot(a, 100, 20), 120);
+        assert_eq!(t.pace_slot(a, 105, 20), 140);
+        assert_eq!(t.pace_slot(b, 105, 20), 105, "other addresses are independent");
+        assert_eq!(t.pace_slot(a, 500, 20), 500, "an idle address starts at once");
+        assert_eq!(t.pace_slot(a, 500, 0), 500, "0 disables pacing");
     }
 
     #[test]
