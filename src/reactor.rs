@@ -374,16 +374,9 @@ fn probe_due_fired(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
         schedule_probe(ctx.routes, ctx.wheel, route, now + PROBE_RETRY_MS);
         return;
     };
-    probes.next_id = probes.next_id.wrapping_add(1);
-    let id = probes.next_id;
-    let entry = probes.slab.vacant_entry();
-    let slot = entry.key();
-    let dc = ctx.routes.routes[route].dc;
-    match Probe::start(route, id, dc, spec, ctx.registry, token::encode(slot, id, Role::Probe), now) {
-        Ok(p) => {
-            let deadline = now + ctx.cfg.probe_timeout.as_millis() as u64;
-            let t = ctx.wheel.insert(deadline, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::ProbeDeadline });
-            entry.insert((p, t));
+    let spec = spec.clone();
+    match launch(probes, route, &spec, false, ctx) {
+        Ok(()) => {
             ctx.routes.routes[route].probing = true;
             ctx.stats.probes[0] += 1;
             debug!("probe {} started", ctx.routes.routes[route].label());
@@ -394,6 +387,22 @@ fn probe_due_fired(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
             apply_probe_outcome(route, outcome, 0, ctx);
         }
     }
+}
+
+/// Starts a probe (or, with `fill`, a pool fill) of `route` over `spec` in the probe slab, with
+/// its deadline armed.
+fn launch(probes: &mut Probes, route: usize, spec: &crate::net::dial::DialSpec, fill: bool, ctx: &mut Ctx<'_>) -> Result<(), Failure> {
+    probes.next_id = probes.next_id.wrapping_add(1);
+    let id = probes.next_id;
+    let entry = probes.slab.vacant_entry();
+    let slot = entry.key();
+    let dc = ctx.routes.routes[route].dc;
+    let mut p = Probe::start(route, id, dc, spec, ctx.registry, token::encode(slot, id, Role::Probe), ctx.now)?;
+    p.fill = fill;
+    let deadline = ctx.now + ctx.cfg.probe_timeout.as_millis() as u64;
+    let t = ctx.wheel.insert(deadline, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::ProbeDeadline });
+    entry.insert((p, t));
+    Ok(())
 }
 
 /// Removes a finished probe (or pool fill) and applies its outcome.
@@ -468,23 +477,12 @@ fn fill_pool(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
             let dns = &mut *ctx.dns;
             ctx.routes.routes[route].dial_specs(&mut |h| resolve_now(dns, h, now))
         };
-        let Some(spec) = specs.first() else { return };
-        probes.next_id = probes.next_id.wrapping_add(1);
-        let id = probes.next_id;
-        let entry = probes.slab.vacant_entry();
-        let slot = entry.key();
-        let dc = ctx.routes.routes[route].dc;
-        match Probe::start(route, id, dc, spec, ctx.registry, token::encode(slot, id, Role::Probe), now) {
-            Ok(mut p) => {
-                p.fill = true;
-                let deadline = now + ctx.cfg.probe_timeout.as_millis() as u64;
-                let t = ctx.wheel.insert(deadline, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::ProbeDeadline });
-                entry.insert((p, t));
-                ctx.routes.routes[route].pool.filling += 1;
-                ctx.stats.pool_fills += 1;
-            }
-            Err(_) => return,
+        let Some(spec) = specs.first().cloned() else { return };
+        if launch(probes, route, &spec, true, ctx).is_err() {
+            return;
         }
+        ctx.routes.routes[route].pool.filling += 1;
+        ctx.stats.pool_fills += 1;
     }
 }
 
