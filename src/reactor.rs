@@ -114,6 +114,7 @@ pub fn run(cfg: Config) -> io::Result<()> {
     let mut again: VecDeque<(usize, u32)> = VecDeque::new();
     let mut probe_due: Vec<(usize, u64)> = Vec::new();
     let mut pool_due: Vec<usize> = Vec::new();
+    let mut adopt = Vec::new();
     let sweep_ms = (cfg.pool_max_age.as_millis() as u64 / 2).max(1_000);
     let mut last_clocks = (crate::route::pool::uptime_ms().unwrap_or(0), now);
     if cfg.pool_size > 0 {
@@ -160,6 +161,7 @@ pub fn run(cfg: Config) -> io::Result<()> {
             dns: &mut dns,
             probe_due: &mut probe_due,
             pool_due: &mut pool_due,
+            adopt: &mut adopt,
             attempt_log: &mut attempt_log,
         };
 
@@ -309,6 +311,10 @@ pub fn run(cfg: Config) -> io::Result<()> {
         for (route, at) in due {
             schedule_probe(ctx.routes, ctx.wheel, route, at);
         }
+        let losers = std::mem::take(ctx.adopt);
+        for (route, dial, started, deadline) in losers {
+            adopt_loser(&mut probes, route, dial, started, deadline, &mut ctx);
+        }
         let fills = std::mem::take(ctx.pool_due);
         for route in fills {
             fill_pool(&mut probes, route, &mut ctx);
@@ -368,7 +374,7 @@ fn probe_due_fired(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
     }
     let specs = {
         let dns = &mut *ctx.dns;
-        ctx.routes.routes[route].dial_specs(&mut |h| resolve_now(dns, h, now))
+        ctx.routes.routes[route].specs_for(&mut |h| resolve_now(dns, h, now), ctx.listen)
     };
     let Some(spec) = specs.first() else {
         schedule_probe(ctx.routes, ctx.wheel, route, now + PROBE_RETRY_MS);
@@ -387,6 +393,26 @@ fn probe_due_fired(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
             apply_probe_outcome(route, outcome, 0, ctx);
         }
     }
+}
+
+/// Takes over a session's losing dial as a background pool fill (dropped if the probe slab is
+/// full).
+fn adopt_loser(probes: &mut Probes, route: usize, mut dial: crate::net::dial::Dial, started: u64, deadline: u64, ctx: &mut Ctx<'_>) {
+    if probes.slab.len() >= MAX_PROBES {
+        return;
+    }
+    probes.next_id = probes.next_id.wrapping_add(1);
+    let id = probes.next_id;
+    let entry = probes.slab.vacant_entry();
+    let slot = entry.key();
+    if dial.retoken(ctx.registry, token::encode(slot, id, Role::Probe)).is_err() {
+        return;
+    }
+    let dc = ctx.routes.routes[route].dc;
+    let p = Probe::adopt(route, id, dc, dial, started);
+    let t = ctx.wheel.insert(deadline.max(ctx.now + 1), TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::ProbeDeadline });
+    entry.insert((p, t));
+    ctx.routes.routes[route].pool.filling += 1;
 }
 
 /// Starts a probe (or, with `fill`, a pool fill) of `route` over `spec` in the probe slab, with
@@ -418,8 +444,17 @@ fn finish_probe(probes: &mut Probes, slot: usize, outcome: ProbeOutcome, ctx: &m
         match outcome {
             ProbeOutcome::Filled(mut up, ms) => {
                 let _ = ctx.registry.deregister(up.sock());
-                debug!("pool {}: warm upstream ready in {ms}ms", r.label());
-                r.pool.put(up, ctx.now);
+                // The upgrade completed: the route's path works (this also brings back a
+                // route presumed down after it lost a hedged race).
+                ctx.routes.on_success(route, ctx.now, ms, "background dial");
+                let size = pool_size_for(route, ctx);
+                let r = &mut ctx.routes.routes[route];
+                if r.pool.len() < size {
+                    debug!("pool {}: warm upstream ready in {ms}ms", r.label());
+                    r.pool.put(up, ctx.now);
+                } else {
+                    up.shutdown();
+                }
             }
             ProbeOutcome::Failed(f, retry_after, detail) => {
                 debug!("pool {}: fill failed: {f} ({detail})", r.label());
@@ -475,7 +510,7 @@ fn fill_pool(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
         }
         let specs = {
             let dns = &mut *ctx.dns;
-            ctx.routes.routes[route].dial_specs(&mut |h| resolve_now(dns, h, now))
+            ctx.routes.routes[route].specs_for(&mut |h| resolve_now(dns, h, now), ctx.listen)
         };
         let Some(spec) = specs.first().cloned() else { return };
         if launch(probes, route, &spec, true, ctx).is_err() {

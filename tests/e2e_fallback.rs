@@ -84,9 +84,12 @@ fn assert_falls_back(proxy: &Proxy, tcp: &FakeDc, reason: &str) -> Attempt {
         "tcp tier carried it"
     );
     assert!(
-        // A warning about the ws attempt (`… ws kws2.web.telegram.org@ADDR failed …: REASON`);
-        // the INFO start-up lines also mention ws and "timeouts", so they must not match.
-        wait_log_all(proxy, &["WARN", "ws kws", reason]),
+        // A warning about the ws attempt (`… ws kws2.web.telegram.org@ADDR failed …: REASON`),
+        // or — when the client was served by a hedge and the ws attempt finished in the
+        // background — the route going down for that reason. The INFO start-up lines also
+        // mention ws and "timeouts", so they must not match.
+        wait_log_all(proxy, &["WARN", "ws kws", reason])
+            || wait_log_all(proxy, &["WARN", "route ws:", "down for", reason]),
         "no ws failure line naming `{reason}`:\n{}",
         proxy.logs().join("\n")
     );
@@ -107,9 +110,10 @@ fn ws_black_holed_falls_back_to_tcp_after_the_connect_timeout() {
     let proxy = ladder(hole.addr(), tcp.addr(), &["--ws-connect-timeout", "0.5"]);
     let t = Instant::now();
     let a = assert_falls_back(&proxy, &tcp, "timeout");
-    // It did wait for the ws attempt (no instant failure was mistaken for a timeout) and the
-    // configured bound held.
-    assert!(t.elapsed() >= Duration::from_millis(450), "{a:?}");
+    // It did wait for the ws attempt up to the hedge delay (250 ms; no instant failure was
+    // mistaken for a timeout), then the tcp hedge carried it while the ws attempt timed out
+    // in the background.
+    assert!(t.elapsed() >= Duration::from_millis(200), "{a:?}");
     assert!(a.ms < 4_000, "{a:?}");
 }
 
@@ -245,7 +249,8 @@ fn client_bytes_sent_while_connecting_survive_the_fallback() {
     writer.join().expect("writer");
     assert_eq!(tcp.init_dcs(), vec![(Tag::Abridged, -2)]);
     assert!(
-        wait_log_all(&proxy, &["WARN", "ws kws", "timeout"]),
+        wait_log_all(&proxy, &["WARN", "ws kws", "timeout"])
+            || wait_log_all(&proxy, &["WARN", "route ws:", "down for", "timeout"]),
         "{:#?}",
         proxy.logs()
     );

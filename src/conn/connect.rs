@@ -47,7 +47,8 @@ pub struct Connecting {
     accepted: Accepted,
     dc: DcId,
     cands: Vec<Candidate>,
-    next: usize,
+    /// Candidates already dialled or skipped.
+    used: Vec<bool>,
     attempts: [Option<Attempt>; 2],
     hedge_timer: Option<TimerId>,
     budget_timer: Option<TimerId>,
@@ -84,7 +85,7 @@ impl Connecting {
             let specs = {
                 let dns = &mut *ctx.dns;
                 let now = ctx.now;
-                ctx.routes.routes[route].dial_specs(&mut |h| super::resolve_now(dns, h, now))
+                ctx.routes.routes[route].specs_for(&mut |h| super::resolve_now(dns, h, now), ctx.listen)
             };
             for spec in specs {
                 cands.push(Candidate { route, spec });
@@ -97,8 +98,8 @@ impl Connecting {
         Connecting {
             accepted,
             dc,
+            used: vec![false; cands.len()],
             cands,
-            next: 0,
             attempts: [None, None],
             hedge_timer: None,
             budget_timer: Some(budget_timer),
@@ -123,13 +124,47 @@ impl Connecting {
         for slot in self.attempts.iter_mut() {
             if let Some(a) = slot.take() {
                 ctx.wheel.cancel(a.timer);
-                ctx.stats.attempts_cancelled[ctx.routes.routes[self.cands[a.cand].route].tier.index()] += 1;
+                let route = self.cands[a.cand].route;
+                let r = &ctx.routes.routes[route];
+                ctx.stats.attempts_cancelled[r.tier.index()] += 1;
+                // A WebSocket loser finishes in the background (pool fill): the client does not
+                // wait for it, but its outcome still teaches the route's health.
+                // A loser that has not even connected TCP after a hedge delay, while another
+                // route finished its whole handshake, is presumed down until its background
+                // finish proves otherwise (a late success brings the route straight back).
+                let hedge_ms = ctx.cfg.hedge_delay.as_millis() as u64;
+                if !a.dial.tcp_done() && ctx.now.saturating_sub(a.started) >= hedge_ms {
+                    if let Some(c) = ctx.routes.on_failure(route, ctx.now, Failure::Timeout, None, ctx.cfg, ctx.rng) {
+                        if let crate::route::health::State::Down { until } = c.to {
+                            ctx.probe_due.push((route, until));
+                        }
+                    }
+                }
+                let r = &ctx.routes.routes[route];
+                if r.tier != Tier::Tcp {
+                    let timeout = match r.tier {
+                        Tier::Ws => ctx.cfg.ws_connect_timeout,
+                        _ => ctx.cfg.cf_connect_timeout,
+                    };
+                    let deadline = a.started + timeout.as_millis() as u64;
+                    ctx.adopt.push((route, a.dial, a.started, deadline));
+                }
             }
         }
         self.paced = None;
         for t in [self.hedge_timer.take(), self.budget_timer.take(), self.pace_timer.take()].into_iter().flatten() {
             ctx.wheel.cancel(t);
         }
+    }
+
+    /// The next candidate to dial: the first unused one whose route has no attempt running (a
+    /// hedge must go to a different route, not the same address under its other host name).
+    fn pick(&self) -> Option<usize> {
+        let busy = |route: usize| {
+            self.attempts.iter().flatten().any(|a| self.cands[a.cand].route == route)
+                || self.paced.is_some_and(|(i, _)| self.cands[i].route == route)
+        };
+        (0..self.cands.len()).find(|&i| !self.used[i] && !busy(self.cands[i].route))
     }
 
     /// Attempts in flight, counting one waiting for its pacing slot.
@@ -245,7 +280,7 @@ impl Conn {
             }
             TimerKind::Hedge => {
                 c.hedge_timer = None;
-                if c.running() == 1 && c.next < c.cands.len() {
+                if c.running() == 1 && c.pick().is_some() {
                     debug!("client {peer} {}: hedging to the next route", c.dc);
                     ctx.stats.hedges += 1;
                     if let Some(step) = start_next(c, slot, id, &peer, ctx) {
@@ -273,6 +308,20 @@ impl Conn {
             }
             TimerKind::Budget => {
                 c.budget_timer = None;
+                // Attempts that ran longer than a hedge delay and still had nothing are evidence
+                // against their route (else a black hole slower than the budget never goes Down);
+                // younger ones were only racing and count as cancelled.
+                let hedge_ms = ctx.cfg.hedge_delay.as_millis() as u64;
+                for i in 0..2 {
+                    if let Some(a) = c.attempts[i].take() {
+                        if ctx.now.saturating_sub(a.started) >= hedge_ms {
+                            ctx.wheel.cancel(a.timer);
+                            attempt_failed(c, a, Failure::Timeout, None, "connect budget spent", &peer, ctx);
+                        } else {
+                            c.attempts[i] = Some(a);
+                        }
+                    }
+                }
                 log::warn!(
                     "client {peer} {}: no route ready within the connect budget ({}ms), closing so the client retries",
                     c.dc,
@@ -297,7 +346,9 @@ impl Conn {
         r.pool.touch(ctx.now);
         let tier = r.tier;
         ctx.pool_due.push(route);
-        ctx.stats.attempts_ok[tier.index()] += 1;
+        if started.is_some() {
+            ctx.stats.attempts_ok[tier.index()] += 1;
+        }
         self.info.tier = Some(tier);
         self.info.route = Some(route);
         self.info.target = target;
@@ -331,9 +382,8 @@ fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: 
         return None; // one start is already waiting for its pacing slot
     }
     let free = c.attempts.iter().position(|a| a.is_none())?;
-    while c.next < c.cands.len() {
-        let idx = c.next;
-        c.next += 1;
+    while let Some(idx) = c.pick() {
+        c.used[idx] = true;
         // Handshakes to one address are spaced by `--handshake-pace` (a DPI pattern drops
         // bursts of parallel handshakes): wait for this one's slot if it is not now.
         let pace = ctx.cfg.handshake_pace.as_millis() as u64;
@@ -380,7 +430,7 @@ fn dial_candidate(c: &mut Connecting, idx: usize, free: usize, slot: usize, id: 
     );
     ctx.stats.attempts[tier.index()] += 1;
     c.attempts[free] = Some(Attempt { cand: idx, dial, ready: Ready::default(), timer, started: ctx.now });
-    if c.hedge_timer.is_none() && c.next < c.cands.len() {
+    if c.hedge_timer.is_none() && c.pick().is_some() {
         let delay = ctx.routes.routes[route].health.hedge_delay(ctx.cfg.hedge_delay.as_millis() as u64, HEDGE_FLOOR_MS);
         c.hedge_timer = Some(ctx.wheel.insert(ctx.now + delay, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Hedge }));
     }
@@ -418,8 +468,10 @@ fn attempt_failed(
     }
     if matches!(f, Failure::Timeout | Failure::Refused) || !a.dial.tcp_done() {
         // Same address, same outcome: skip this route's other host name.
-        while c.next < c.cands.len() && c.cands[c.next].route == route {
-            c.next += 1;
+        for (i, cand) in c.cands.iter().enumerate() {
+            if cand.route == route {
+                c.used[i] = true;
+            }
         }
     }
 }

@@ -115,6 +115,9 @@ pub struct Ctx<'a> {
     pub probe_due: &'a mut Vec<(usize, u64)>,
     /// Routes whose warm pool should be topped up.
     pub pool_due: &'a mut Vec<usize>,
+    /// Losing attempts of hedged races, handed to the background: (route, dial, started ms,
+    /// deadline ms).
+    pub adopt: &'a mut Vec<(usize, crate::net::dial::Dial, u64, u64)>,
     /// Folds repeated attempt-failure lines.
     pub attempt_log: &'a mut RateLimited,
 }
@@ -395,8 +398,16 @@ impl Conn {
         }
         // An upstream that hung up before sending a single byte failed this route.
         if let (Some(route), false) = (self.info.route, self.info.route_reported) {
+            // Only a prompt hang-up on a client that asked something counts: an idle client cut
+            // by the front, or one whose garbage made the DC close, says nothing about the route.
+            let prompt = self
+                .info
+                .connected_ms
+                .is_some_and(|t| ctx.now.saturating_sub(t) <= ctx.cfg.probe_timeout.as_millis() as u64);
             if matches!(reason, CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_))
                 && self.info.bytes_down == 0
+                && self.info.bytes_up > 0
+                && prompt
             {
                 if let Some(c) = ctx.routes.on_failure(route, ctx.now, Failure::ClosedEarly, None, ctx.cfg, ctx.rng) {
                     if let State::Down { until } = c.to {

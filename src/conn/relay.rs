@@ -80,6 +80,8 @@ pub struct Relay {
     /// Payload bytes left in the current downstream data frame.
     down_left: u64,
     control: Option<Control>,
+    /// A Close was queued or sent upstream: no further control frames.
+    close_out: bool,
     client_eof: bool,
     /// Set when the upstream ended; the session closes once `down` is flushed.
     up_end: Option<CloseReason>,
@@ -126,6 +128,7 @@ impl Relay {
             up_mask_off: 0,
             down_left: 0,
             control: None,
+            close_out: false,
             client_eof,
             up_end: None,
             up_shut: false,
@@ -171,6 +174,19 @@ impl Relay {
         }
         let mut c = Control { opcode: Opcode::Ping, payload: [0; MAX_CONTROL], len: 4 };
         c.payload[..4].copy_from_slice(&(now as u32).to_be_bytes());
+        self.queue_control(c);
+    }
+
+    /// Queues a control frame for the next upstream frame boundary. A Close wins over
+    /// everything and is sent once; after it nothing else is queued (RFC 6455 §5.5.1); a newer
+    /// Pong replaces an older one (§5.5.3).
+    fn queue_control(&mut self, c: Control) {
+        if self.close_out {
+            return;
+        }
+        if c.opcode == Opcode::Close {
+            self.close_out = true;
+        }
         self.control = Some(c);
     }
 
@@ -373,7 +389,7 @@ impl Relay {
                         Opcode::Ping => {
                             let mut c = Control { opcode: Opcode::Pong, payload: [0; MAX_CONTROL], len: len as u8 };
                             c.payload[..len].copy_from_slice(payload);
-                            self.control = Some(c);
+                            self.queue_control(c);
                         }
                         Opcode::Close => {
                             let code = if len >= 2 { u16::from_be_bytes([payload[0], payload[1]]) } else { 0 };
@@ -382,7 +398,7 @@ impl Relay {
                                 c.payload[..2].copy_from_slice(&payload[..2]);
                                 c.len = 2;
                             }
-                            self.control = Some(c);
+                            self.queue_control(c);
                             self.up_end.get_or_insert(CloseReason::WsClose(code));
                         }
                         _ => {}
@@ -464,7 +480,7 @@ impl Relay {
                         let _ = s.shutdown(std::net::Shutdown::Write);
                     }
                     Upstream::Ws(_) => {
-                        self.control = Some(Control { opcode: Opcode::Close, payload: close_payload(1000), len: 2 });
+                        self.queue_control(Control { opcode: Opcode::Close, payload: close_payload(1000), len: 2 });
                         let _ = self.pump_up(rng);
                     }
                 }

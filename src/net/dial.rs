@@ -181,6 +181,20 @@ impl Dial {
         Ok(Dial { state: State::Connecting(sock), kind: spec.kind.clone() })
     }
 
+    /// Moves the dial's socket to another token (a session's losing attempt handed to the
+    /// background). Errors: the dial already finished.
+    pub fn retoken(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
+        let sock = match &mut self.state {
+            State::Connecting(s) => s,
+            State::Upgrading(u) => match u.sock() {
+                Some(s) => s,
+                None => return Err(std::io::ErrorKind::NotConnected.into()),
+            },
+            State::Moved => return Err(std::io::ErrorKind::NotConnected.into()),
+        };
+        registry.reregister(sock, token, Interest::READABLE | Interest::WRITABLE)
+    }
+
     /// True once TCP is up (TLS/upgrade running): a failure after this point is not a
     /// connect-level failure.
     pub fn tcp_done(&self) -> bool {

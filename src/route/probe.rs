@@ -93,6 +93,28 @@ impl Probe {
         })
     }
 
+    /// Adopts a dial a client session gave up on (it lost a hedged race): it finishes in the
+    /// background as a pool fill, so its outcome still teaches the route's health and a late
+    /// success becomes a warm upstream. The caller re-tokens the socket.
+    pub fn adopt(route: usize, id: u32, dc: DcId, dial: Dial, started: u64) -> Probe {
+        Probe {
+            route,
+            id,
+            started,
+            phase: Phase::Dialing(dial),
+            ws: true,
+            dc,
+            nonce: [0; 16],
+            out: Vec::new(),
+            out_sent: 0,
+            raw_in: Vec::new(),
+            relay_dec: None,
+            decoder: Decoder::new(Tag::Intermediate),
+            upgraded: false,
+            fill: true,
+        }
+    }
+
     /// Takes the upstream out (to drop it and close the socket).
     pub fn take_upstream(&mut self) -> Option<Upstream> {
         match std::mem::replace(&mut self.phase, Phase::Done) {
@@ -129,15 +151,22 @@ impl Probe {
                     }
                 },
                 Phase::Exchanging(up) => {
-                    let r = exchange(up, &mut self.out, &mut self.out_sent, &mut self.raw_in);
-                    if let Err(outcome) = r {
-                        self.phase = Phase::Done;
-                        return Some(outcome);
-                    }
+                    let closed = match exchange(up, &mut self.out, &mut self.out_sent, &mut self.raw_in) {
+                        Ok(closed) => closed,
+                        Err(outcome) => {
+                            self.phase = Phase::Done;
+                            return Some(outcome);
+                        }
+                    };
                     match self.check_reply() {
                         Ok(true) => {
                             self.phase = Phase::Done;
                             return Some(ProbeOutcome::Ok(now.saturating_sub(self.started)));
+                        }
+                        Ok(false) if closed => {
+                            self.phase = Phase::Done;
+                            let detail = "closed after a partial reply".to_string();
+                            return Some(ProbeOutcome::Failed(Failure::ClosedEarly, None, detail));
                         }
                         Ok(false) => return None,
                         Err(detail) => {
@@ -227,7 +256,8 @@ fn push_frame(out: &mut Vec<u8>, payload: &[u8], rng: &mut Rng) {
 }
 
 /// Writes what is pending and reads what arrived (non-blocking).
-fn exchange(up: &mut Upstream, out: &mut Vec<u8>, sent: &mut usize, raw_in: &mut Vec<u8>) -> Result<(), ProbeOutcome> {
+/// `Ok(true)` when the peer has closed (what arrived is all there will be).
+fn exchange(up: &mut Upstream, out: &mut Vec<u8>, sent: &mut usize, raw_in: &mut Vec<u8>) -> Result<bool, ProbeOutcome> {
     if up.has_backlog() {
         let _ = up.flush();
     }
@@ -249,13 +279,13 @@ fn exchange(up: &mut Upstream, out: &mut Vec<u8>, sent: &mut usize, raw_in: &mut
                 }
                 raw_in.extend_from_slice(&buf[..n]);
             }
-            Io::Blocked => return Ok(()),
+            Io::Blocked => return Ok(false),
             Io::Eof => {
                 // Let the caller parse what came; a complete resPQ still counts.
                 if raw_in.is_empty() {
                     return Err(ProbeOutcome::Failed(Failure::ClosedEarly, None, "closed before resPQ".into()));
                 }
-                return Ok(());
+                return Ok(true);
             }
             Io::Failed(e) => return Err(ProbeOutcome::Failed(Failure::Reset, None, e.to_string())),
         }

@@ -141,6 +141,16 @@ impl Route {
     }
 }
 
+impl Route {
+    /// [`Route::dial_specs`] without any spec that would dial our own listener (a Worker or CF
+    /// name can resolve to it).
+    pub fn specs_for(&self, resolve: &mut dyn FnMut(&str) -> Option<IpAddr>, listen: SocketAddr) -> Vec<DialSpec> {
+        let mut specs = self.dial_specs(resolve);
+        specs.retain(|s| !is_self(s.addr, listen));
+        specs
+    }
+}
+
 /// Shortens a private host name for logs: `myproxy.example.workers.dev` → `my…workers.dev`.
 pub fn redact(host: &str) -> String {
     if host.parse::<IpAddr>().is_ok() {

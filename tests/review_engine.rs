@@ -1,0 +1,191 @@
+//! Reviewer's regression tests for engine defects (DESIGN.md §4, §6). Each test is named after
+//! the defect it pins and is expected to FAIL until the defect is fixed.
+//!
+//! Owns only this file; the rig is tests/common. Loopback only; every wait polls a condition
+//! against a deadline.
+
+mod common;
+
+use std::time::Duration;
+
+use common::blackhole::BlackHole;
+use common::fakedc::{DcConfig, FakeDc};
+use common::{client_opts, name_args, os_rng, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, Attempt, Outcome};
+use tg_ws_proxy::mtproto::obfs2::Tag;
+
+fn probe(p: &Proxy) -> Attempt {
+    probe_once(
+        &client_opts(p.addr(), SECRET, Tag::Intermediate, 2),
+        &mut os_rng(),
+    )
+}
+
+/// ws front black-holed, raw TCP healthy, every other knob at its DEFAULT (hedge 250 ms,
+/// ws connect timeout 10 s, connect budget 3 s). The hedge must reach the healthy tier.
+///
+/// Defect: the plan lists the ws route twice (kws2 and kws2-1, same address), so the hedge at
+/// 250 ms dials the same black hole under the second SNI; the healthy tier is never started and
+/// the client is closed at the 3 s budget.
+#[test]
+fn review_hedge_goes_to_the_same_dead_address_under_the_second_kws_name() {
+    let hole = BlackHole::new();
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let ws = format!("2:{}", hole.addr());
+    let tcp = format!("2:{}", dc.addr());
+    let p = Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--tier-order",
+        "ws,tcp",
+        "--dc-ip",
+        &ws,
+        "--tcp-dc-ip",
+        &tcp,
+        "-v",
+    ]);
+    let a = probe(&p);
+    assert!(
+        a.outcome == Outcome::Ok && a.ms < 1_000,
+        "client did not get through the healthy tcp tier within 1 s: {a:?}\n{}",
+        p.dump()
+    );
+}
+
+/// Same pit with a budget shorter than the ws connect timeout (the default shape: 3 s < 10 s).
+/// After clients ran into the black-holed route it must be learned Down (DESIGN.md §4: dead
+/// routes are learned, then left to the prober).
+///
+/// Defect: attempts still running at the budget are only *cancelled* (`cancel_all`), never
+/// reported to route health, so a route whose connect timeout exceeds the budget never goes
+/// Down and no recovery probe is ever scheduled; every client keeps paying.
+#[test]
+fn review_attempts_cut_by_the_connect_budget_never_mark_the_route_down() {
+    let hole = BlackHole::new();
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let ws = format!("2:{}", hole.addr());
+    let tcp = format!("2:{}", dc.addr());
+    let p = Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--tier-order",
+        "ws,tcp",
+        "--dc-ip",
+        &ws,
+        "--tcp-dc-ip",
+        &tcp,
+        "--connect-budget",
+        "1",
+        "-v",
+    ]);
+    for _ in 0..2 {
+        let _ = probe(&p);
+    }
+    let down = p.wait_line(&["route ws:DC2", "down for"], Duration::from_secs(3));
+    assert!(
+        down.is_some(),
+        "ws route never learned down after two clients hit it\n{}",
+        p.dump()
+    );
+}
+
+/// DESIGN.md §6: "Refuse to connect to our own listen address (port scan self-loop)".
+/// A Worker (or cfproxy) name that resolves to our own listen address is dialled anyway:
+/// `is_self` is applied only to literal `ws`/`tcp` targets, never to DNS-resolved ones.
+#[test]
+fn review_worker_name_resolving_to_our_listen_address_is_dialled() {
+    // A free port we then bind the proxy to (the later --port wins over the rig's --port 0).
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let port_s = port.to_string();
+    let worker = format!("self.workers.dev:{port}");
+    let mut args: Vec<String> = vec![
+        "--secret".into(),
+        SECRET.into(),
+        "--port".into(),
+        port_s,
+        "--tier-order".into(),
+        "worker".into(),
+        "--cf-worker-domain".into(),
+        worker,
+        "-v".into(),
+    ];
+    args.extend(name_args(&["self.workers.dev"]));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let p = Proxy::start(&refs);
+    assert_eq!(p.port(), port, "rig did not honour --port");
+    let _ = probe(&p);
+    let looped = p.wait_line(&["bad client 127.0.0.1"], Duration::from_secs(2));
+    assert!(
+        looped.is_none(),
+        "the proxy dialled its own listener through the Worker name: {looped:?}\n{}",
+        p.dump()
+    );
+    let dialled_self =
+        p.lines_with(&["connected via"]).len() + p.lines_with(&["worker", "failed after"]).len();
+    assert_eq!(
+        dialled_self,
+        0,
+        "a route to our own listen address was attempted\n{}",
+        p.dump()
+    );
+}
+
+/// A LAN client that opens a session, sends only its init and then idles (Telegram apps keep
+/// spare connections) is cut by the upstream's idle timeout with zero bytes down. That is not
+/// the route's fault, yet `Conn::close` books it as `ClosedEarly` on the route: two such idle
+/// clients put a healthy route Down (DESIGN.md §6: bad or idle client input must have no effect
+/// on any other session).
+#[test]
+fn review_idle_client_cut_by_the_upstream_puts_a_healthy_route_down() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use tg_ws_proxy::mtproto::obfs2::{initiate, Secret};
+
+    // A raw-TCP "DC" that reads the 64-byte init and closes after 300 ms of silence, like a
+    // front's idle timeout (scaled down).
+    let dc = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let dc_addr = dc.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for s in dc.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut init = [0u8; 64];
+                if s.read_exact(&mut init).is_err() {
+                    return;
+                }
+                let _ = s.set_read_timeout(Some(Duration::from_millis(300)));
+                let mut b = [0u8; 1024];
+                let _ = s.read(&mut b); // idle: times out, then close
+            });
+        }
+    });
+    let tcp = format!("2:{dc_addr}");
+    let p = Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--tier-order",
+        "tcp",
+        "--tcp-dc-ip",
+        &tcp,
+        "-v",
+    ]);
+    let key = Secret::parse(SECRET).expect("secret").key;
+    for _ in 0..2 {
+        let init = initiate(Tag::Intermediate, 2, Some(&key), &mut os_rng());
+        let mut c = TcpStream::connect(p.addr()).expect("connect");
+        c.write_all(&init.init).expect("send init");
+        c.set_read_timeout(Some(Duration::from_secs(3)))
+            .expect("timeout");
+        let mut b = [0u8; 16];
+        let _ = c.read(&mut b); // the proxy closes us when the DC idles out
+    }
+    let down = p.wait_line(&["route tcp:DC2", "down for"], Duration::from_secs(1));
+    assert!(
+        down.is_none(),
+        "idle clients put a healthy route down: {down:?}\n{}",
+        p.dump()
+    );
+}
