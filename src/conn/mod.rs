@@ -396,6 +396,13 @@ impl Conn {
         if let Some(t) = self.ping_timer.take() {
             ctx.wheel.cancel(t);
         }
+        // A client that asked and got nothing, whoever hung up, casts doubt on the route (a
+        // Worker answers 101 before it reaches Telegram): have the prober look at it now.
+        if let (Some(route), false) = (self.info.route, self.info.route_reported) {
+            if self.info.bytes_up > 0 && self.info.bytes_down == 0 {
+                ctx.probe_due.push((route, ctx.now));
+            }
+        }
         // An upstream that hung up before sending a single byte failed this route.
         if let (Some(route), false) = (self.info.route, self.info.route_reported) {
             // Only a prompt hang-up on a client that asked something counts: an idle client cut

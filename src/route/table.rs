@@ -276,7 +276,13 @@ impl Table {
         r.last_ok = now;
         let change = r.health.on_success(now, rtt_ms);
         if let Some(c) = change {
-            info!("route {} {:?} → up ({via}, {rtt_ms}ms)", r.label(), c.from);
+            let from = match c.from {
+                State::Unknown => "unknown",
+                State::Up => "up",
+                State::Suspect => "suspect",
+                State::Down { .. } => "down",
+            };
+            info!("route {} {from} → up ({via}, {rtt_ms}ms)", r.label());
         }
         change
     }

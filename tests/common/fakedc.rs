@@ -1,6 +1,7 @@
 //! A fake Telegram DC for black-box tests and `examples/demo.rs`: a TLS + WebSocket front like
-//! `kwsN.web.telegram.org/apiws` ([`FakeDc::start_tls_ws`]) or a raw obfuscated2 DC port
-//! ([`FakeDc::start_tcp`]), on 127.0.0.1 with an ephemeral port.
+//! `kwsN.web.telegram.org/apiws` ([`FakeDc::start_tls_ws`]), a raw obfuscated2 DC port
+//! ([`FakeDc::start_tcp`]), or a Cloudflare Worker look-alike that tunnels to a TCP `dst`
+//! ([`FakeDc::start_worker`], PROTOCOL.md §4.2), on 127.0.0.1 with an ephemeral port.
 //!
 //! Blocking and thread-per-connection (test code). It reads the relay init with
 //! `obfs2::accept_raw`, decodes transport packets with `framing`, answers `req_pq_multi` with a
@@ -16,7 +17,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::ops::Deref;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -30,6 +31,10 @@ use tg_ws_proxy::mtproto::framing::{self, Decoder, Step};
 use tg_ws_proxy::mtproto::obfs2::{self, Cipher, Tag, INIT_LEN};
 use tg_ws_proxy::mtproto::packet;
 use tg_ws_proxy::rng::Rng;
+
+// Relative to this file's directory whether it is loaded as `common::fakedc` or by `#[path]`.
+#[path = "fakedc_worker.rs"]
+mod worker;
 
 /// The test-only leaf certificate and key served by the TLS front (see tests/data/README.md).
 pub const SERVER_PEM: &[u8] = include_bytes!("../data/server.pem");
@@ -140,6 +145,13 @@ struct State {
     hosts: Vec<String>,
     paths: Vec<String>,
     protocols: Vec<Option<String>>,
+    requests: usize,
+    queries: Vec<String>,
+    dsts: Vec<String>,
+    dst_connects: usize,
+    pings: usize,
+    raw_messages: Vec<usize>,
+    accepted_at: Vec<Instant>,
     violations: Vec<String>,
     bytes_in: u64,
     bytes_out: u64,
@@ -200,6 +212,10 @@ impl DcHandle {
     pub fn connections(&self) -> usize {
         self.shared.lock().connections
     }
+    /// When each TCP connection was accepted, in order (`connections()` entries).
+    pub fn accept_times(&self) -> Vec<Instant> {
+        self.shared.lock().accepted_at.clone()
+    }
     /// WS upgrades answered with 101.
     pub fn upgrades(&self) -> usize {
         self.shared.lock().upgrades
@@ -248,6 +264,40 @@ impl DcHandle {
     pub fn live_sessions(&self) -> usize {
         self.shared.lock().live
     }
+    /// HTTP requests seen: on the Worker every request head read completely (upgrade or not,
+    /// refused or not); on the TLS + WS front every well-formed upgrade request.
+    pub fn requests(&self) -> usize {
+        self.shared.lock().requests
+    }
+    /// Worker: raw query string (after `?`, `""` if none) of every request, arrival order.
+    pub fn queries(&self) -> Vec<String> {
+        self.shared.lock().queries.clone()
+    }
+    /// Worker: the `dst` parameter of every request that carried one (`IP` or `IP:PORT`).
+    pub fn dsts(&self) -> Vec<String> {
+        self.shared.lock().dsts.clone()
+    }
+    /// Worker: TCP connections to `dst` that succeeded.
+    pub fn dst_connects(&self) -> usize {
+        self.shared.lock().dst_connects
+    }
+    /// WS pings received (all sessions; both the TLS+WS front and the Worker count them).
+    pub fn pings(&self) -> usize {
+        self.shared.lock().pings
+    }
+    /// Worker: payload length of every binary message received after the 101, arrival order
+    /// (the relay init included; the Worker does not look inside).
+    pub fn raw_messages(&self) -> Vec<usize> {
+        self.shared.lock().raw_messages.clone()
+    }
+}
+
+/// The value of query parameter `name` in a raw query string (`a=1&b=2`), undecoded.
+pub fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then_some(v)
+    })
 }
 
 /// A running fake DC. Dropping it stops it.
@@ -261,6 +311,7 @@ pub struct FakeDc {
 enum Kind {
     TlsWs(Arc<ServerConfig>),
     Tcp,
+    Worker(Arc<ServerConfig>),
 }
 
 impl Deref for FakeDc {
@@ -279,6 +330,19 @@ impl FakeDc {
     /// Raw obfuscated2 DC port (what the `tcp` tier connects to).
     pub fn start_tcp(cfg: DcConfig) -> FakeDc {
         FakeDc::start(cfg, Kind::Tcp)
+    }
+
+    /// Cloudflare Worker look-alike (PROTOCOL.md §4.2): TLS with tests/data/server.pem (valid
+    /// for `*.workers.dev` and 127.0.0.1), then one HTTP request: no `Upgrade: websocket` →
+    /// 426, path other than `/apiws` → 404, missing/unparsable `dst` → 400; else faults apply,
+    /// then 101 **without** a subprotocol, TCP connect to `dst` (`IP` → `IP:443`, or
+    /// `IP:PORT`), and a byte pipe: each binary message → TCP, each TCP read → one binary
+    /// message; either side ending closes both. `HttpStatus`/`HttpRetryAfter` answer the
+    /// request; `CloseAfterUpgrade` = 101 then close; `SilentAfterUpgrade` = 101 then read and
+    /// discard, never connecting to `dst`; `CloseAfterBytes`/`CloseAfterSent` count payload
+    /// bytes in/out of the WS side; `delay` holds the answer to the request.
+    pub fn start_worker(cfg: DcConfig) -> FakeDc {
+        FakeDc::start(cfg, Kind::Worker(server_tls_config()))
     }
 
     fn start(cfg: DcConfig, kind: Kind) -> FakeDc {
@@ -366,6 +430,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, kind: Kind) {
         let (id, fault) = {
             let mut s = shared.lock();
             s.connections += 1;
+            s.accepted_at.push(Instant::now());
             s.live += 1;
             s.next_id += 1;
             let id = s.next_id;
@@ -386,6 +451,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, kind: Kind) {
             match kind {
                 Kind::TlsWs(cfg) => serve_ws(&sh, sock, cfg, fault, rng),
                 Kind::Tcp => serve_tcp(&sh, sock, fault, rng),
+                Kind::Worker(cfg) => worker::serve(&sh, sock, cfg, fault),
             }
         });
         shared.lock().threads.push(t);
@@ -589,6 +655,7 @@ fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fau
         let protocol = header("sec-websocket-protocol");
         {
             let mut s = shared.lock();
+            s.requests += 1;
             s.hosts.push(header("host").unwrap_or_default());
             s.paths.push(path.clone());
             s.protocols.push(protocol.clone());
@@ -644,7 +711,12 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
                 shared.violation("text WS message".to_string());
                 continue;
             }
-            Ok(_) => continue, // ping (tungstenite queues the pong), pong, close handshake
+            Ok(Message::Ping(_)) => {
+                // tungstenite queues the pong itself.
+                shared.lock().pings += 1;
+                continue;
+            }
+            Ok(_) => continue, // pong, close handshake
             Err(tungstenite::Error::ConnectionClosed) | Err(tungstenite::Error::AlreadyClosed) => {
                 return
             }

@@ -487,3 +487,33 @@ impl Proxy {
         self.logs.snapshot().join("\n")
     }
 }
+
+impl Proxy {
+    /// Waits for the first `stats:` line (`--stats-interval`) printed after this call began
+    /// and returns it; None after `timeout`.
+    pub fn next_stats(&self, timeout: Duration) -> Option<String> {
+        let seen = self.count_log("stats: ");
+        let mut line = None;
+        wait_until(timeout, || {
+            line = self
+                .logs
+                .snapshot()
+                .into_iter()
+                .filter(|l| l.contains("stats: "))
+                .nth(seen);
+            line.is_some()
+        });
+        line
+    }
+}
+
+/// The numbers of field `key` in a stats line: `ws=3/1/1/1` → `[3, 1, 1, 1]`,
+/// `hedges=2` → `[2]`; None if the field is absent (tiers never tried are left out).
+pub fn stats_field(line: &str, key: &str) -> Option<Vec<u64>> {
+    let prefix = format!("{key}=");
+    let word = line.split_whitespace().find(|w| w.starts_with(&prefix))?;
+    word[prefix.len()..]
+        .split('/')
+        .map(|n| n.parse().ok())
+        .collect()
+}
