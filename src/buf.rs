@@ -20,7 +20,12 @@ pub struct RelayBuf {
 impl RelayBuf {
     /// Allocates a zeroed buffer of `cap` bytes (`cap` > 0).
     pub fn new(cap: usize) -> RelayBuf {
-        RelayBuf { data: vec![0u8; cap.max(1)].into_boxed_slice(), lo: 0, mid: 0, hi: 0 }
+        RelayBuf {
+            data: vec![0u8; cap.max(1)].into_boxed_slice(),
+            lo: 0,
+            mid: 0,
+            hi: 0,
+        }
     }
 
     /// Capacity in bytes.

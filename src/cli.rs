@@ -707,10 +707,8 @@ pub fn parse_cf_endpoint(s: &str) -> Result<CfEndpoint, String> {
 pub fn parse_tier_order(s: &str) -> Result<Vec<Tier>, String> {
     let mut tiers = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let tier =
-            Tier::parse(name).ok_or_else(|| {
-                format!("unknown tier '{name}' (known: ws, worker, cfproxy, tcp)")
-            })?;
+        let tier = Tier::parse(name)
+            .ok_or_else(|| format!("unknown tier '{name}' (known: ws, worker, cfproxy, tcp)"))?;
         if tiers.contains(&tier) {
             return Err(format!("tier '{name}' listed twice"));
         }

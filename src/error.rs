@@ -126,7 +126,10 @@ impl CloseReason {
     /// Index into [`CloseReason::ALL`].
     pub fn index(self) -> usize {
         let name = self.name();
-        CloseReason::ALL.iter().position(|r| r.name() == name).unwrap_or(0)
+        CloseReason::ALL
+            .iter()
+            .position(|r| r.name() == name)
+            .unwrap_or(0)
     }
 }
 
@@ -187,7 +190,10 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), CloseReason::ALL.len());
         assert_eq!(CloseReason::WsClose(1000).to_string(), "ws-close(1000)");
-        assert_eq!(CloseReason::WsClose(1000).index(), CloseReason::WsClose(0).index());
+        assert_eq!(
+            CloseReason::WsClose(1000).index(),
+            CloseReason::WsClose(0).index()
+        );
         assert_eq!(Failure::Http(302).to_string(), "http-302");
     }
 }

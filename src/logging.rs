@@ -32,7 +32,11 @@ pub fn init(level: LevelFilter, file: Option<&Path>, max_bytes: u64) -> Result<(
     let Some(path) = file else {
         // stderr (procd hands it to logd, which stamps each line): simple_logger, the backend
         // the project was asked to use. Same level rule as the file sink below.
-        let others = if level == LevelFilter::Trace { level } else { level.min(LevelFilter::Info) };
+        let others = if level == LevelFilter::Trace {
+            level
+        } else {
+            level.min(LevelFilter::Info)
+        };
         return simple_logger::SimpleLogger::new()
             .with_level(others)
             .with_module_level(env!("CARGO_CRATE_NAME"), level)

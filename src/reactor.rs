@@ -74,7 +74,8 @@ pub fn run(cfg: Config) -> io::Result<()> {
 
     let mut poll = Poll::new()?;
     let mut listener = TcpListener::bind(cfg.listen)?;
-    poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
     let listen = listener.local_addr()?;
     let capacity = cfg.max_connections.min(token::MAX_SLOT);
 
@@ -87,7 +88,8 @@ pub fn run(cfg: Config) -> io::Result<()> {
         resolv_path: cfg.resolv_conf.clone(),
         ..ResolverConfig::default()
     })?;
-    poll.registry().register(dns.socket(), DNS, Interest::READABLE)?;
+    poll.registry()
+        .register(dns.socket(), DNS, Interest::READABLE)?;
     for ep in &cfg.worker_domains {
         dns.watch(&ep.host);
         let _ = resolve_now(&mut dns, &ep.host, now);
@@ -104,7 +106,10 @@ pub fn run(cfg: Config) -> io::Result<()> {
     let mut wheel: Wheel<TimerEv> = Wheel::new(WHEEL_TICK_MS, WHEEL_SLOTS, now);
     let mut slab: Slab<Conn> = Slab::with_capacity(capacity);
     let mut routes = Table::new(&cfg, now);
-    let mut probes = Probes { slab: Slab::with_capacity(MAX_PROBES), next_id: 0 };
+    let mut probes = Probes {
+        slab: Slab::with_capacity(MAX_PROBES),
+        next_id: 0,
+    };
     let mut stats = Stats::default();
     let mut bad_log = RateLimited::new(BAD_LOG_INTERVAL_MS);
     let mut attempt_log = RateLimited::new(BAD_LOG_INTERVAL_MS / 10);
@@ -118,14 +123,28 @@ pub fn run(cfg: Config) -> io::Result<()> {
     let sweep_ms = (cfg.pool_max_age.as_millis() as u64 / 2).max(1_000);
     let mut last_clocks = (crate::route::pool::uptime_ms().unwrap_or(0), now);
     if cfg.pool_size > 0 {
-        wheel.insert(now + sweep_ms, TimerEv { slot: GLOBAL, conn_id: 0, kind: TimerKind::PoolSweep });
+        wheel.insert(
+            now + sweep_ms,
+            TimerEv {
+                slot: GLOBAL,
+                conn_id: 0,
+                kind: TimerKind::PoolSweep,
+            },
+        );
     }
     let mut next_id: u32 = 0;
     let mut accept_paused = false;
     let mut accept_pending = false;
     let stats_ms = cfg.stats_interval.as_millis() as u64;
     if stats_ms > 0 {
-        wheel.insert(now + stats_ms, TimerEv { slot: GLOBAL, conn_id: 0, kind: TimerKind::Stats });
+        wheel.insert(
+            now + stats_ms,
+            TimerEv {
+                slot: GLOBAL,
+                conn_id: 0,
+                kind: TimerKind::Stats,
+            },
+        );
     }
 
     loop {
@@ -174,9 +193,13 @@ pub fn run(cfg: Config) -> io::Result<()> {
                 ctx.dns.on_readable(now);
                 continue;
             }
-            let Some((slot, generation, role)) = token::decode(ev.token()) else { continue };
+            let Some((slot, generation, role)) = token::decode(ev.token()) else {
+                continue;
+            };
             if role == Role::Probe {
-                let Some((p, _)) = probes.slab.get_mut(slot) else { continue };
+                let Some((p, _)) = probes.slab.get_mut(slot) else {
+                    continue;
+                };
                 if token::generation(p.id) != generation {
                     continue;
                 }
@@ -185,7 +208,9 @@ pub fn run(cfg: Config) -> io::Result<()> {
                 }
                 continue;
             }
-            let Some(conn) = slab.get_mut(slot) else { continue };
+            let Some(conn) = slab.get_mut(slot) else {
+                continue;
+            };
             if token::generation(conn.id) != generation {
                 continue; // stale: the slot was reused
             }
@@ -214,7 +239,8 @@ pub fn run(cfg: Config) -> io::Result<()> {
                             Ok(conn) => {
                                 entry.insert(conn);
                                 // Data may already be waiting: handle it without another edge.
-                                let status = slab[slot].on_event(Role::Client, true, true, &mut ctx);
+                                let status =
+                                    slab[slot].on_event(Role::Client, true, true, &mut ctx);
                                 finish(&mut slab, slot, status, &mut again);
                             }
                             Err(e) => warn!("client {peer}: cannot register: {e}"),
@@ -235,7 +261,11 @@ pub fn run(cfg: Config) -> io::Result<()> {
                         accept_paused = true;
                         ctx.wheel.insert(
                             now + ACCEPT_PAUSE_MS,
-                            TimerEv { slot: GLOBAL, conn_id: 0, kind: TimerKind::AcceptResume },
+                            TimerEv {
+                                slot: GLOBAL,
+                                conn_id: 0,
+                                kind: TimerKind::AcceptResume,
+                            },
                         );
                         drained = true;
                         break;
@@ -286,7 +316,9 @@ pub fn run(cfg: Config) -> io::Result<()> {
                 _ => {}
             }
             let slot = t.slot as usize;
-            let Some(conn) = slab.get_mut(slot) else { continue };
+            let Some(conn) = slab.get_mut(slot) else {
+                continue;
+            };
             if conn.id != t.conn_id {
                 continue; // stale timer of a previous session in this slot
             }
@@ -298,8 +330,12 @@ pub fn run(cfg: Config) -> io::Result<()> {
         }
 
         for _ in 0..again.len() {
-            let Some((slot, id)) = again.pop_front() else { break };
-            let Some(conn) = slab.get_mut(slot) else { continue };
+            let Some((slot, id)) = again.pop_front() else {
+                break;
+            };
+            let Some(conn) = slab.get_mut(slot) else {
+                continue;
+            };
             if conn.id != id {
                 continue;
             }
@@ -334,7 +370,14 @@ fn schedule_probe(routes: &mut Table, wheel: &mut Wheel<TimerEv>, route: usize, 
         }
         wheel.cancel(t);
     }
-    let t = wheel.insert(at, TimerEv { slot: GLOBAL, conn_id: route as u32, kind: TimerKind::ProbeDue });
+    let t = wheel.insert(
+        at,
+        TimerEv {
+            slot: GLOBAL,
+            conn_id: route as u32,
+            kind: TimerKind::ProbeDue,
+        },
+    );
     r.probe_timer = Some((t, at));
 }
 
@@ -367,7 +410,10 @@ fn probe_due_fired(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
         let budget = &mut ctx.routes.worker_budgets[w];
         if !budget.try_spend(now) {
             ctx.stats.probes_deferred += 1;
-            let at = budget.next_available(now).unwrap_or(now + interval).max(now + PROBE_RETRY_MS);
+            let at = budget
+                .next_available(now)
+                .unwrap_or(now + interval)
+                .max(now + PROBE_RETRY_MS);
             schedule_probe(ctx.routes, ctx.wheel, route, at);
             return;
         }
@@ -397,7 +443,14 @@ fn probe_due_fired(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
 
 /// Takes over a session's losing dial as a background pool fill (dropped if the probe slab is
 /// full).
-fn adopt_loser(probes: &mut Probes, route: usize, mut dial: crate::net::dial::Dial, started: u64, deadline: u64, ctx: &mut Ctx<'_>) {
+fn adopt_loser(
+    probes: &mut Probes,
+    route: usize,
+    mut dial: crate::net::dial::Dial,
+    started: u64,
+    deadline: u64,
+    ctx: &mut Ctx<'_>,
+) {
     if probes.slab.len() >= MAX_PROBES {
         return;
     }
@@ -405,28 +458,59 @@ fn adopt_loser(probes: &mut Probes, route: usize, mut dial: crate::net::dial::Di
     let id = probes.next_id;
     let entry = probes.slab.vacant_entry();
     let slot = entry.key();
-    if dial.retoken(ctx.registry, token::encode(slot, id, Role::Probe)).is_err() {
+    if dial
+        .retoken(ctx.registry, token::encode(slot, id, Role::Probe))
+        .is_err()
+    {
         return;
     }
     let dc = ctx.routes.routes[route].dc;
     let p = Probe::adopt(route, id, dc, dial, started);
-    let t = ctx.wheel.insert(deadline.max(ctx.now + 1), TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::ProbeDeadline });
+    let t = ctx.wheel.insert(
+        deadline.max(ctx.now + 1),
+        TimerEv {
+            slot: slot as u32,
+            conn_id: id,
+            kind: TimerKind::ProbeDeadline,
+        },
+    );
     entry.insert((p, t));
     ctx.routes.routes[route].pool.filling += 1;
 }
 
 /// Starts a probe (or, with `fill`, a pool fill) of `route` over `spec` in the probe slab, with
 /// its deadline armed.
-fn launch(probes: &mut Probes, route: usize, spec: &crate::net::dial::DialSpec, fill: bool, ctx: &mut Ctx<'_>) -> Result<(), Failure> {
+fn launch(
+    probes: &mut Probes,
+    route: usize,
+    spec: &crate::net::dial::DialSpec,
+    fill: bool,
+    ctx: &mut Ctx<'_>,
+) -> Result<(), Failure> {
     probes.next_id = probes.next_id.wrapping_add(1);
     let id = probes.next_id;
     let entry = probes.slab.vacant_entry();
     let slot = entry.key();
     let dc = ctx.routes.routes[route].dc;
-    let mut p = Probe::start(route, id, dc, spec, ctx.registry, token::encode(slot, id, Role::Probe), ctx.now)?;
+    let mut p = Probe::start(
+        route,
+        id,
+        dc,
+        spec,
+        ctx.registry,
+        token::encode(slot, id, Role::Probe),
+        ctx.now,
+    )?;
     p.fill = fill;
     let deadline = ctx.now + ctx.cfg.probe_timeout.as_millis() as u64;
-    let t = ctx.wheel.insert(deadline, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::ProbeDeadline });
+    let t = ctx.wheel.insert(
+        deadline,
+        TimerEv {
+            slot: slot as u32,
+            conn_id: id,
+            kind: TimerKind::ProbeDeadline,
+        },
+    );
     entry.insert((p, t));
     Ok(())
 }
@@ -463,7 +547,10 @@ fn finish_probe(probes: &mut Probes, slot: usize, outcome: ProbeOutcome, ctx: &m
                         ctx.routes.worker_budgets[w].on_throttled(ctx.now, retry_after);
                     }
                 }
-                if let Some(c) = ctx.routes.on_failure(route, ctx.now, f, retry_after, ctx.cfg, ctx.rng) {
+                if let Some(c) =
+                    ctx.routes
+                        .on_failure(route, ctx.now, f, retry_after, ctx.cfg, ctx.rng)
+                {
                     if let crate::route::health::State::Down { until } = c.to {
                         schedule_probe(ctx.routes, ctx.wheel, route, until);
                     }
@@ -512,7 +599,9 @@ fn fill_pool(probes: &mut Probes, route: usize, ctx: &mut Ctx<'_>) {
             let dns = &mut *ctx.dns;
             ctx.routes.routes[route].specs_for(&mut |h| resolve_now(dns, h, now), ctx.listen)
         };
-        let Some(spec) = specs.first().cloned() else { return };
+        let Some(spec) = specs.first().cloned() else {
+            return;
+        };
         if launch(probes, route, &spec, true, ctx).is_err() {
             return;
         }
@@ -542,7 +631,9 @@ fn sweep_pools(probes: &mut Probes, last: &mut (u64, u64), ctx: &mut Ctx<'_>) {
     if slept {
         info!("suspend detected (boot clock jumped): warm pools flushed");
     } else if dead > 1 && kept == 0 {
-        info!("every pooled upstream was dead ({dead}): network change, pools flushed and refilled");
+        info!(
+            "every pooled upstream was dead ({dead}): network change, pools flushed and refilled"
+        );
     }
     for route in 0..ctx.routes.routes.len() {
         fill_pool(probes, route, ctx);
@@ -573,7 +664,8 @@ fn apply_probe_outcome(route: usize, outcome: ProbeOutcome, started: u64, ctx: &
                     ctx.routes.worker_budgets[w].on_throttled(now, retry_after);
                 }
             }
-            ctx.routes.on_failure(route, now, f, retry_after, ctx.cfg, ctx.rng);
+            ctx.routes
+                .on_failure(route, now, f, retry_after, ctx.cfg, ctx.rng);
             let at = match ctx.routes.routes[route].health.usable(now) {
                 Use::Cooling { until } => until,
                 // Still usable after a soft failure (Suspect): look again soon.
@@ -596,7 +688,13 @@ fn finish(slab: &mut Slab<Conn>, slot: usize, status: Status, again: &mut VecDeq
 }
 
 /// Closes a client at once because the slab is full (rate-limited log line).
-fn refuse(stream: mio::net::TcpStream, peer: SocketAddr, capacity: usize, log: &mut RateLimited, now: u64) {
+fn refuse(
+    stream: mio::net::TcpStream,
+    peer: SocketAddr,
+    capacity: usize,
+    log: &mut RateLimited,
+    now: u64,
+) {
     if let Some(suppressed) = log.allow(now) {
         warn!(
             "refusing client {peer}: {} ({capacity} sessions in use; raise --max-connections or the nofile limit){}",

@@ -139,7 +139,10 @@ mod tests {
         assert_eq!(s.zero_byte_closes, 1);
         let line = s.line(3, 100);
         assert!(line.contains("active=3/100"), "{line}");
-        assert!(line.contains("client-eof=1") && line.contains("bad-init=1"), "{line}");
+        assert!(
+            line.contains("client-eof=1") && line.contains("bad-init=1"),
+            "{line}"
+        );
         assert_eq!(human_bytes(100), "100B");
         assert_eq!(human_bytes(1536), "1.5KiB");
         assert_eq!(human_bytes(3 << 20), "3.0MiB");

@@ -249,7 +249,11 @@ pub fn summary(c: &Config) -> Vec<String> {
         ),
     ];
     if !c.worker_domains.is_empty() || !c.cf_domains.is_empty() {
-        lines.push(format!("cloudflare: workers [{}] domains [{}]", cf(&c.worker_domains), cf(&c.cf_domains)));
+        lines.push(format!(
+            "cloudflare: workers [{}] domains [{}]",
+            cf(&c.worker_domains),
+            cf(&c.cf_domains)
+        ));
     }
     lines
 }

@@ -65,15 +65,27 @@ pub struct Connecting {
 
 impl Connecting {
     /// Starts the phase for a client whose init was accepted: plans routes, arms the budget.
-    pub fn new(accepted: Accepted, dc: DcId, slot: usize, id: u32, ctx: &mut Ctx<'_>) -> Connecting {
+    pub fn new(
+        accepted: Accepted,
+        dc: DcId,
+        slot: usize,
+        id: u32,
+        ctx: &mut Ctx<'_>,
+    ) -> Connecting {
         let ids = ctx.routes.routes_for(dc, ctx.cfg, ctx.listen);
         let (plan, _usable) = ctx.routes.plan(&ids, ctx.now);
         // A warm upstream of the best route, if it is Up and has one, skips the connect.
         let mut pooled = None;
         if let Some(&best) = plan.first() {
             let r = &mut ctx.routes.routes[best];
-            if matches!(r.health.usable(ctx.now), crate::route::health::Use::Preferred) && !r.pool.is_empty() {
-                let (up, dropped) = r.pool.take(ctx.now, ctx.cfg.pool_max_age.as_millis() as u64);
+            if matches!(
+                r.health.usable(ctx.now),
+                crate::route::health::Use::Preferred
+            ) && !r.pool.is_empty()
+            {
+                let (up, dropped) = r
+                    .pool
+                    .take(ctx.now, ctx.cfg.pool_max_age.as_millis() as u64);
                 if dropped > 0 {
                     debug!("pool {}: dropped {dropped} stale upstream(s)", r.label());
                 }
@@ -85,16 +97,22 @@ impl Connecting {
             let specs = {
                 let dns = &mut *ctx.dns;
                 let now = ctx.now;
-                ctx.routes.routes[route].specs_for(&mut |h| super::resolve_now(dns, h, now), ctx.listen)
+                ctx.routes.routes[route]
+                    .specs_for(&mut |h| super::resolve_now(dns, h, now), ctx.listen)
             };
             for spec in specs {
                 cands.push(Candidate { route, spec });
             }
         }
         let budget_at = ctx.now + ctx.cfg.connect_budget.as_millis() as u64;
-        let budget_timer = ctx
-            .wheel
-            .insert(budget_at, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Budget });
+        let budget_timer = ctx.wheel.insert(
+            budget_at,
+            TimerEv {
+                slot: slot as u32,
+                conn_id: id,
+                kind: TimerKind::Budget,
+            },
+        );
         Connecting {
             accepted,
             dc,
@@ -134,7 +152,14 @@ impl Connecting {
                 // finish proves otherwise (a late success brings the route straight back).
                 let hedge_ms = ctx.cfg.hedge_delay.as_millis() as u64;
                 if !a.dial.tcp_done() && ctx.now.saturating_sub(a.started) >= hedge_ms {
-                    if let Some(c) = ctx.routes.on_failure(route, ctx.now, Failure::Timeout, None, ctx.cfg, ctx.rng) {
+                    if let Some(c) = ctx.routes.on_failure(
+                        route,
+                        ctx.now,
+                        Failure::Timeout,
+                        None,
+                        ctx.cfg,
+                        ctx.rng,
+                    ) {
                         if let crate::route::health::State::Down { until } = c.to {
                             ctx.probe_due.push((route, until));
                         }
@@ -152,7 +177,14 @@ impl Connecting {
             }
         }
         self.paced = None;
-        for t in [self.hedge_timer.take(), self.budget_timer.take(), self.pace_timer.take()].into_iter().flatten() {
+        for t in [
+            self.hedge_timer.take(),
+            self.budget_timer.take(),
+            self.pace_timer.take(),
+        ]
+        .into_iter()
+        .flatten()
+        {
             ctx.wheel.cancel(t);
         }
     }
@@ -161,8 +193,13 @@ impl Connecting {
     /// hedge must go to a different route, not the same address under its other host name).
     fn pick(&self) -> Option<usize> {
         let busy = |route: usize| {
-            self.attempts.iter().flatten().any(|a| self.cands[a.cand].route == route)
-                || self.paced.is_some_and(|(i, _)| self.cands[i].route == route)
+            self.attempts
+                .iter()
+                .flatten()
+                .any(|a| self.cands[a.cand].route == route)
+                || self
+                    .paced
+                    .is_some_and(|(i, _)| self.cands[i].route == route)
         };
         (0..self.cands.len()).find(|&i| !self.used[i] && !busy(self.cands[i].route))
     }
@@ -179,11 +216,17 @@ impl Conn {
             return step;
         }
         let (slot, id, peer) = (self.slot, self.id, self.peer);
-        let Phase::Connecting(c) = &mut self.phase else { return Step::Wait };
+        let Phase::Connecting(c) = &mut self.phase else {
+            return Step::Wait;
+        };
 
         if let Some((route, mut up)) = c.pooled.take() {
             let token = token::encode(slot, id, Role::Up(0));
-            let registered = ctx.registry.register(up.sock(), token, mio::Interest::READABLE | mio::Interest::WRITABLE);
+            let registered = ctx.registry.register(
+                up.sock(),
+                token,
+                mio::Interest::READABLE | mio::Interest::WRITABLE,
+            );
             if registered.is_ok() {
                 ctx.stats.pool_hits += 1;
                 let target = format!("{} (pooled)", ctx.routes.routes[route].label());
@@ -200,7 +243,9 @@ impl Conn {
 
         let mut progressed = false;
         for i in 0..2 {
-            let Some(a) = c.attempts[i].as_mut() else { continue };
+            let Some(a) = c.attempts[i].as_mut() else {
+                continue;
+            };
             if !a.ready.read && !a.ready.write {
                 continue;
             }
@@ -208,8 +253,14 @@ impl Conn {
             progressed = true;
             match a.dial.drive(ctx.tls) {
                 DialStep::Pending => {}
-                DialStep::Failed { failure, retry_after, detail } => {
-                    let a = c.attempts[i].take().expect("attempt present: checked above");
+                DialStep::Failed {
+                    failure,
+                    retry_after,
+                    detail,
+                } => {
+                    let a = c.attempts[i]
+                        .take()
+                        .expect("attempt present: checked above");
                     ctx.wheel.cancel(a.timer);
                     attempt_failed(c, a, failure, retry_after, &detail, &peer, ctx);
                     if c.running() == 0 {
@@ -219,7 +270,9 @@ impl Conn {
                     }
                 }
                 DialStep::Ready(up) => {
-                    let a = c.attempts[i].take().expect("attempt present: checked above");
+                    let a = c.attempts[i]
+                        .take()
+                        .expect("attempt present: checked above");
                     ctx.wheel.cancel(a.timer);
                     let route = c.cands[a.cand].route;
                     let tier = ctx.routes.routes[route].tier;
@@ -237,7 +290,9 @@ impl Conn {
 
     /// Reads client bytes into the buffer while connecting. `Some(step)` ends the step.
     fn read_client_while_connecting(&mut self) -> Option<Step> {
-        let Phase::Connecting(c) = &mut self.phase else { return None };
+        let Phase::Connecting(c) = &mut self.phase else {
+            return None;
+        };
         while self.client_ready.read && !c.client_eof {
             let space = c.up.space();
             if space.is_empty() {
@@ -265,7 +320,9 @@ impl Conn {
     /// Timers of the connect phase: attempt deadline, hedge start, connect budget.
     pub(super) fn connect_timer(&mut self, kind: TimerKind, ctx: &mut Ctx<'_>) -> Step {
         let (slot, id, peer) = (self.slot, self.id, self.peer);
-        let Phase::Connecting(c) = &mut self.phase else { return Step::Progress };
+        let Phase::Connecting(c) = &mut self.phase else {
+            return Step::Progress;
+        };
         match kind {
             TimerKind::Attempt(i) => {
                 if let Some(a) = c.attempts[i as usize & 1].take() {
@@ -293,7 +350,11 @@ impl Conn {
                 c.pace_timer = None;
                 if let Some((idx, free)) = c.paced.take() {
                     if let Err(f) = dial_candidate(c, idx, free, slot, id, ctx) {
-                        log::warn!("client {peer} {}: {} could not start: {f}", c.dc, ctx.routes.routes[c.cands[idx].route].label());
+                        log::warn!(
+                            "client {peer} {}: {} could not start: {f}",
+                            c.dc,
+                            ctx.routes.routes[c.cands[idx].route].label()
+                        );
                         if f == Failure::Local {
                             return Step::Close(CloseReason::LocalResource);
                         }
@@ -316,7 +377,15 @@ impl Conn {
                     if let Some(a) = c.attempts[i].take() {
                         if ctx.now.saturating_sub(a.started) >= hedge_ms {
                             ctx.wheel.cancel(a.timer);
-                            attempt_failed(c, a, Failure::Timeout, None, "connect budget spent", &peer, ctx);
+                            attempt_failed(
+                                c,
+                                a,
+                                Failure::Timeout,
+                                None,
+                                "connect budget spent",
+                                &peer,
+                                ctx,
+                            );
                         } else {
                             c.attempts[i] = Some(a);
                         }
@@ -335,7 +404,14 @@ impl Conn {
 
     /// Switches to relaying over `up`. `started` is when its dial began; `None` for a pooled
     /// upstream (no fresh RTT sample, and its health was already proven).
-    fn start_relay(&mut self, route: usize, target: String, started: Option<u64>, up: Upstream, ctx: &mut Ctx<'_>) -> Step {
+    fn start_relay(
+        &mut self,
+        route: usize,
+        target: String,
+        started: Option<u64>,
+        up: Upstream,
+        ctx: &mut Ctx<'_>,
+    ) -> Step {
         let Phase::Connecting(c) = std::mem::replace(&mut self.phase, Phase::Closed) else {
             return Step::Wait;
         };
@@ -355,7 +431,10 @@ impl Conn {
         self.info.connected_ms = Some(ctx.now);
         self.info.connect_rtt = started.map_or(0, |t| ctx.now.saturating_sub(t));
         self.info.route_reported = started.is_none();
-        debug!("client {} {} connected via {} in {}ms", self.peer, c.dc, self.info.target, self.info.connect_rtt);
+        debug!(
+            "client {} {} connected via {} in {}ms",
+            self.peer, c.dc, self.info.target, self.info.connect_rtt
+        );
         let relay = Relay::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
         self.phase = Phase::Relay(Box::new(relay));
         self.arm_ping(tier, ctx);
@@ -369,7 +448,11 @@ fn target_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
         crate::net::dial::DialKind::Tcp => spec.addr.to_string(),
         crate::net::dial::DialKind::Ws { host, .. } => {
-            let host = if tier.is_cloudflare() { crate::route::table::redact(host) } else { host.clone() };
+            let host = if tier.is_cloudflare() {
+                crate::route::table::redact(host)
+            } else {
+                host.clone()
+            };
             format!("{host}@{}", spec.addr)
         }
     }
@@ -377,7 +460,13 @@ fn target_label(spec: &DialSpec, tier: Tier) -> String {
 
 /// Starts the next candidate in a free attempt slot. `Some(step)` ends the connect step (no
 /// candidate left and nothing running).
-fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: &mut Ctx<'_>) -> Option<Step> {
+fn start_next(
+    c: &mut Connecting,
+    slot: usize,
+    id: u32,
+    peer: &SocketAddr,
+    ctx: &mut Ctx<'_>,
+) -> Option<Step> {
     if c.paced.is_some() {
         return None; // one start is already waiting for its pacing slot
     }
@@ -390,7 +479,11 @@ fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: 
         let at = ctx.routes.pace_slot(c.cands[idx].spec.addr, ctx.now, pace);
         if at > ctx.now {
             c.paced = Some((idx, free));
-            let ev = TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Pace };
+            let ev = TimerEv {
+                slot: slot as u32,
+                conn_id: id,
+                kind: TimerKind::Pace,
+            };
             c.pace_timer = Some(ctx.wheel.insert(at, ev));
             return None;
         }
@@ -398,7 +491,11 @@ fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: 
             Ok(()) => return None,
             Err(f) => {
                 let route = c.cands[idx].route;
-                log::warn!("client {peer} {}: {} could not start: {f}", c.dc, ctx.routes.routes[route].label());
+                log::warn!(
+                    "client {peer} {}: {} could not start: {f}",
+                    c.dc,
+                    ctx.routes.routes[route].label()
+                );
                 if f == Failure::Local {
                     return Some(Step::Close(CloseReason::LocalResource));
                 }
@@ -406,7 +503,10 @@ fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: 
         }
     }
     if c.running() == 0 {
-        log::warn!("client {peer} {}: every route failed, closing so the client retries", c.dc);
+        log::warn!(
+            "client {peer} {}: every route failed, closing so the client retries",
+            c.dc
+        );
         return Some(Step::Close(CloseReason::UpstreamUnreachable));
     }
     None
@@ -414,11 +514,23 @@ fn start_next(c: &mut Connecting, slot: usize, id: u32, peer: &SocketAddr, ctx: 
 
 /// Dials candidate `idx` in attempt slot `free`, arms its deadline and (if more candidates
 /// remain) the hedge.
-fn dial_candidate(c: &mut Connecting, idx: usize, free: usize, slot: usize, id: u32, ctx: &mut Ctx<'_>) -> Result<(), Failure> {
+fn dial_candidate(
+    c: &mut Connecting,
+    idx: usize,
+    free: usize,
+    slot: usize,
+    id: u32,
+    ctx: &mut Ctx<'_>,
+) -> Result<(), Failure> {
     let route = c.cands[idx].route;
     let tier = ctx.routes.routes[route].tier;
     let token = token::encode(slot, id, Role::Up(free as u8));
-    let dial = Dial::start(&c.cands[idx].spec, ctx.registry, token, ctx.cfg.tcp_keepalive)?;
+    let dial = Dial::start(
+        &c.cands[idx].spec,
+        ctx.registry,
+        token,
+        ctx.cfg.tcp_keepalive,
+    )?;
     let timeout = match tier {
         Tier::Ws => ctx.cfg.ws_connect_timeout,
         Tier::Worker | Tier::CfProxy => ctx.cfg.cf_connect_timeout,
@@ -426,13 +538,32 @@ fn dial_candidate(c: &mut Connecting, idx: usize, free: usize, slot: usize, id: 
     };
     let timer = ctx.wheel.insert(
         ctx.now + timeout.as_millis() as u64,
-        TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Attempt(free as u8) },
+        TimerEv {
+            slot: slot as u32,
+            conn_id: id,
+            kind: TimerKind::Attempt(free as u8),
+        },
     );
     ctx.stats.attempts[tier.index()] += 1;
-    c.attempts[free] = Some(Attempt { cand: idx, dial, ready: Ready::default(), timer, started: ctx.now });
+    c.attempts[free] = Some(Attempt {
+        cand: idx,
+        dial,
+        ready: Ready::default(),
+        timer,
+        started: ctx.now,
+    });
     if c.hedge_timer.is_none() && c.pick().is_some() {
-        let delay = ctx.routes.routes[route].health.hedge_delay(ctx.cfg.hedge_delay.as_millis() as u64, HEDGE_FLOOR_MS);
-        c.hedge_timer = Some(ctx.wheel.insert(ctx.now + delay, TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Hedge }));
+        let delay = ctx.routes.routes[route]
+            .health
+            .hedge_delay(ctx.cfg.hedge_delay.as_millis() as u64, HEDGE_FLOOR_MS);
+        c.hedge_timer = Some(ctx.wheel.insert(
+            ctx.now + delay,
+            TimerEv {
+                slot: slot as u32,
+                conn_id: id,
+                kind: TimerKind::Hedge,
+            },
+        ));
     }
     Ok(())
 }
@@ -458,10 +589,17 @@ fn attempt_failed(
             c.dc,
             tier.name(),
             target_label(&c.cands[a.cand].spec, tier),
-            if folded > 0 { format!(" ({folded} similar suppressed)") } else { String::new() }
+            if folded > 0 {
+                format!(" ({folded} similar suppressed)")
+            } else {
+                String::new()
+            }
         );
     }
-    if let Some(change) = ctx.routes.on_failure(route, ctx.now, f, retry_after, ctx.cfg, ctx.rng) {
+    if let Some(change) = ctx
+        .routes
+        .on_failure(route, ctx.now, f, retry_after, ctx.cfg, ctx.rng)
+    {
         if let State::Down { until } = change.to {
             ctx.probe_due.push((route, until));
         }

@@ -29,7 +29,10 @@ pub struct Handshake {
 
 impl Handshake {
     pub fn new() -> Handshake {
-        Handshake { init: [0; INIT_LEN], got: 0 }
+        Handshake {
+            init: [0; INIT_LEN],
+            got: 0,
+        }
     }
 
     /// Reason used when the handshake deadline fires.
@@ -51,7 +54,9 @@ fn classify_bad(prefix: &[u8]) -> CloseReason {
 
 impl Conn {
     pub(super) fn step_handshake(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        let Phase::Handshake(h) = &mut self.phase else { return Step::Wait };
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
         if !self.client_ready.read {
             return Step::Wait;
         }
@@ -64,7 +69,10 @@ impl Conn {
             Io::Failed(_) => return Step::Close(CloseReason::ClientReset),
             Io::Done(n) => h.got += n,
         }
-        if h.got >= 4 && h.got < INIT_LEN && classify_bad(&h.init[..h.got]) == CloseReason::HttpRequest {
+        if h.got >= 4
+            && h.got < INIT_LEN
+            && classify_bad(&h.init[..h.got]) == CloseReason::HttpRequest
+        {
             return self.reject(CloseReason::HttpRequest, ctx);
         }
         if h.got < INIT_LEN {
@@ -78,7 +86,11 @@ impl Conn {
         let dc = match DcId::from_index(accepted.dc) {
             Ok(dc) => dc,
             Err(_) => {
-                self.log_bad(CloseReason::NoRoute, &format!("DC index {}", accepted.dc), ctx);
+                self.log_bad(
+                    CloseReason::NoRoute,
+                    &format!("DC index {}", accepted.dc),
+                    ctx,
+                );
                 return Step::Close(CloseReason::NoRoute);
             }
         };
@@ -133,7 +145,9 @@ impl Conn {
 
     /// Reads and discards until EOF, error, or the drain deadline (armed by `reject`).
     pub(super) fn step_drain(&mut self, _ctx: &mut Ctx<'_>) -> Step {
-        let Phase::Draining(reason) = self.phase else { return Step::Wait };
+        let Phase::Draining(reason) = self.phase else {
+            return Step::Wait;
+        };
         if !self.client_ready.read {
             return Step::Wait;
         }
@@ -155,9 +169,15 @@ mod tests {
 
     #[test]
     fn bad_input_is_classified() {
-        assert_eq!(classify_bad(b"GET / HTTP/1.1\r\n"), CloseReason::HttpRequest);
+        assert_eq!(
+            classify_bad(b"GET / HTTP/1.1\r\n"),
+            CloseReason::HttpRequest
+        );
         assert_eq!(classify_bad(b"POST /x"), CloseReason::HttpRequest);
-        assert_eq!(classify_bad(&[0x16, 0x03, 0x01, 0x02, 0x00]), CloseReason::TlsClientHello);
+        assert_eq!(
+            classify_bad(&[0x16, 0x03, 0x01, 0x02, 0x00]),
+            CloseReason::TlsClientHello
+        );
         assert_eq!(classify_bad(&[0u8; 64]), CloseReason::BadInit);
         assert_eq!(classify_bad(b"GE"), CloseReason::BadInit);
     }

@@ -212,7 +212,11 @@ impl Conn {
         let deadline = ctx.now + ctx.cfg.handshake_timeout.as_millis() as u64;
         let timer = ctx.wheel.insert(
             deadline,
-            TimerEv { slot: slot as u32, conn_id: id, kind: TimerKind::Handshake },
+            TimerEv {
+                slot: slot as u32,
+                conn_id: id,
+                kind: TimerKind::Handshake,
+            },
         );
         Ok(Conn {
             id,
@@ -231,7 +235,13 @@ impl Conn {
     }
 
     /// Handles a readiness edge for one of this session's sockets.
-    pub fn on_event(&mut self, role: Role, readable: bool, writable: bool, ctx: &mut Ctx<'_>) -> Status {
+    pub fn on_event(
+        &mut self,
+        role: Role,
+        readable: bool,
+        writable: bool,
+        ctx: &mut Ctx<'_>,
+    ) -> Status {
         match role {
             Role::Client => {
                 self.client_ready.read |= readable;
@@ -368,7 +378,8 @@ impl Conn {
         let Some(route) = self.info.route else { return };
         if self.info.first_down_ms.is_some() {
             self.info.route_reported = true;
-            ctx.routes.on_success(route, ctx.now, self.info.connect_rtt, "session");
+            ctx.routes
+                .on_success(route, ctx.now, self.info.connect_rtt, "session");
             // Proven Up and hot: its warm pool may fill now.
             ctx.pool_due.push(route);
             // Keep an eye on it when real traffic stops: a sparse liveness probe.
@@ -378,7 +389,11 @@ impl Conn {
     }
 
     fn timer_ev(&self, kind: TimerKind) -> TimerEv {
-        TimerEv { slot: self.slot as u32, conn_id: self.id, kind }
+        TimerEv {
+            slot: self.slot as u32,
+            conn_id: self.id,
+            kind,
+        }
     }
 
     /// Ends the session: cancels timers, logs the close line, updates counters. Sockets are
@@ -407,16 +422,24 @@ impl Conn {
         if let (Some(route), false) = (self.info.route, self.info.route_reported) {
             // Only a prompt hang-up on a client that asked something counts: an idle client cut
             // by the front, or one whose garbage made the DC close, says nothing about the route.
-            let prompt = self
-                .info
-                .connected_ms
-                .is_some_and(|t| ctx.now.saturating_sub(t) <= ctx.cfg.probe_timeout.as_millis() as u64);
-            if matches!(reason, CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_))
-                && self.info.bytes_down == 0
+            let prompt = self.info.connected_ms.is_some_and(|t| {
+                ctx.now.saturating_sub(t) <= ctx.cfg.probe_timeout.as_millis() as u64
+            });
+            if matches!(
+                reason,
+                CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
+            ) && self.info.bytes_down == 0
                 && self.info.bytes_up > 0
                 && prompt
             {
-                if let Some(c) = ctx.routes.on_failure(route, ctx.now, Failure::ClosedEarly, None, ctx.cfg, ctx.rng) {
+                if let Some(c) = ctx.routes.on_failure(
+                    route,
+                    ctx.now,
+                    Failure::ClosedEarly,
+                    None,
+                    ctx.cfg,
+                    ctx.rng,
+                ) {
                     if let State::Down { until } = c.to {
                         ctx.probe_due.push((route, until));
                     }
@@ -431,7 +454,8 @@ impl Conn {
         }
         let _ = self.client.shutdown(std::net::Shutdown::Both);
         let zero = self.info.bytes_down == 0 && reason.side() == crate::error::Side::Client;
-        ctx.stats.record_close(reason, zero && self.info.dc.is_some());
+        ctx.stats
+            .record_close(reason, zero && self.info.dc.is_some());
         ctx.stats.bytes_up += self.info.bytes_up;
         ctx.stats.bytes_down += self.info.bytes_down;
         if self.info.dc.is_none() {

@@ -111,7 +111,10 @@ impl Relay {
         };
         let mut r = Relay {
             upstream,
-            up_ready: Ready { read: true, write: true },
+            up_ready: Ready {
+                read: true,
+                write: true,
+            },
             framing,
             tag: accepted.tag,
             client_dec: accepted.decrypt,
@@ -172,7 +175,11 @@ impl Relay {
         if self.framing == Framing::Raw || self.control.is_some() || self.up_end.is_some() {
             return;
         }
-        let mut c = Control { opcode: Opcode::Ping, payload: [0; MAX_CONTROL], len: 4 };
+        let mut c = Control {
+            opcode: Opcode::Ping,
+            payload: [0; MAX_CONTROL],
+            len: 4,
+        };
         c.payload[..4].copy_from_slice(&(now as u32).to_be_bytes());
         self.queue_control(c);
     }
@@ -195,7 +202,12 @@ impl Relay {
     fn queue_frame(&mut self, opcode: Opcode, payload: &mut [u8], rng: &mut Rng) {
         let mut mask = [0u8; 4];
         rng.fill(&mut mask);
-        let h = Header { fin: true, opcode, mask: Some(mask), len: payload.len() as u64 };
+        let h = Header {
+            fin: true,
+            opcode,
+            mask: Some(mask),
+            len: payload.len() as u64,
+        };
         let mut hdr = [0u8; MAX_HEADER];
         let hl = format_header(&h, &mut hdr);
         apply_mask(payload, mask, 0);
@@ -208,7 +220,12 @@ impl Relay {
     /// Starts a binary data frame of `len` payload bytes; the payload follows from `up`.
     fn start_data_frame(&mut self, len: usize, rng: &mut Rng) {
         rng.fill(&mut self.up_mask);
-        let h = Header { fin: true, opcode: Opcode::Binary, mask: Some(self.up_mask), len: len as u64 };
+        let h = Header {
+            fin: true,
+            opcode: Opcode::Binary,
+            mask: Some(self.up_mask),
+            len: len as u64,
+        };
         let mut hdr = [0u8; MAX_HEADER];
         let hl = format_header(&h, &mut hdr);
         self.small[..hl].copy_from_slice(&hdr[..hl]);
@@ -245,7 +262,10 @@ impl Relay {
                 }
             }
             if self.small_sent < self.small_len {
-                match self.upstream.write(&self.small[self.small_sent..self.small_len]) {
+                match self
+                    .upstream
+                    .write(&self.small[self.small_sent..self.small_len])
+                {
                     Io::Done(n) => {
                         self.small_sent += n;
                         if self.small_sent == self.small_len {
@@ -279,7 +299,11 @@ impl Relay {
             // Nothing waiting: process more plaintext.
             let avail = self.up.unprocessed().len();
             if self.up_left > 0 && avail > 0 {
-                let n = if self.up_left >= avail as u64 { avail } else { self.up_left as usize };
+                let n = if self.up_left >= avail as u64 {
+                    avail
+                } else {
+                    self.up_left as usize
+                };
                 let region = self.up.unprocessed_mut(n);
                 self.relay_enc.apply(region);
                 if self.framing != Framing::Raw {
@@ -321,7 +345,13 @@ impl Relay {
 
     /// Upstream → client: write what is ready, then process more (strip frame headers, answer
     /// control frames, re-encrypt payload).
-    fn pump_down(&mut self, client: &mut TcpStream, client_ready: &mut Ready, info: &mut SessionInfo, now: u64) -> Result<bool, CloseReason> {
+    fn pump_down(
+        &mut self,
+        client: &mut TcpStream,
+        client_ready: &mut Ready,
+        info: &mut SessionInfo,
+        now: u64,
+    ) -> Result<bool, CloseReason> {
         let mut progress = false;
         for _ in 0..super::PUMP_ROUNDS * 4 {
             if !self.down.ready().is_empty() {
@@ -387,13 +417,25 @@ impl Relay {
                     let payload = &self.down.unprocessed()[hl..hl + len];
                     match h.opcode {
                         Opcode::Ping => {
-                            let mut c = Control { opcode: Opcode::Pong, payload: [0; MAX_CONTROL], len: len as u8 };
+                            let mut c = Control {
+                                opcode: Opcode::Pong,
+                                payload: [0; MAX_CONTROL],
+                                len: len as u8,
+                            };
                             c.payload[..len].copy_from_slice(payload);
                             self.queue_control(c);
                         }
                         Opcode::Close => {
-                            let code = if len >= 2 { u16::from_be_bytes([payload[0], payload[1]]) } else { 0 };
-                            let mut c = Control { opcode: Opcode::Close, payload: [0; MAX_CONTROL], len: 0 };
+                            let code = if len >= 2 {
+                                u16::from_be_bytes([payload[0], payload[1]])
+                            } else {
+                                0
+                            };
+                            let mut c = Control {
+                                opcode: Opcode::Close,
+                                payload: [0; MAX_CONTROL],
+                                len: 0,
+                            };
                             if len >= 2 {
                                 c.payload[..2].copy_from_slice(&payload[..2]);
                                 c.len = 2;
@@ -412,7 +454,14 @@ impl Relay {
     }
 
     /// One round of the relay: read both sides, pump both directions, handle ends.
-    fn step(&mut self, client: &mut TcpStream, client_ready: &mut Ready, info: &mut SessionInfo, now: u64, rng: &mut Rng) -> Step {
+    fn step(
+        &mut self,
+        client: &mut TcpStream,
+        client_ready: &mut Ready,
+        info: &mut SessionInfo,
+        now: u64,
+        rng: &mut Rng,
+    ) -> Step {
         let mut progress = false;
         // Client → up buffer.
         while client_ready.read && !self.client_eof && self.up_end.is_none() {
@@ -465,10 +514,16 @@ impl Relay {
         // Ends.
         if let Some(up_reason) = self.up_end {
             // After the client's EOF, the upstream's close is just the answer to ours.
-            let reason = if self.client_eof { CloseReason::ClientEof } else { up_reason };
+            let reason = if self.client_eof {
+                CloseReason::ClientEof
+            } else {
+                up_reason
+            };
             // Upstream finished: deliver what it sent (headers of a half-received frame are
             // dropped with it), then close.
-            if self.down.ready().is_empty() && (self.down.unprocessed().is_empty() || self.down_left == 0) {
+            if self.down.ready().is_empty()
+                && (self.down.unprocessed().is_empty() || self.down_left == 0)
+            {
                 return Step::Close(reason);
             }
             self.linger = true;
@@ -480,13 +535,23 @@ impl Relay {
                         let _ = s.shutdown(std::net::Shutdown::Write);
                     }
                     Upstream::Ws(_) => {
-                        self.queue_control(Control { opcode: Opcode::Close, payload: close_payload(1000), len: 2 });
+                        self.queue_control(Control {
+                            opcode: Opcode::Close,
+                            payload: close_payload(1000),
+                            len: 2,
+                        });
                         let _ = self.pump_up(rng);
                     }
                 }
                 self.linger = true;
                 progress = true;
-            } else if !self.up_shut && self.up.unprocessed().is_empty() && self.up.ready().is_empty() && self.small_len == 0 && self.framing != Framing::Raw && self.up_left > 0 {
+            } else if !self.up_shut
+                && self.up.unprocessed().is_empty()
+                && self.up.ready().is_empty()
+                && self.small_len == 0
+                && self.framing != Framing::Raw
+                && self.up_left > 0
+            {
                 // The client ended inside a packet: the frame can never be completed.
                 return Step::Close(CloseReason::ClientEof);
             } else {
@@ -509,15 +574,27 @@ fn close_payload(code: u16) -> [u8; MAX_CONTROL] {
 
 impl Conn {
     pub(super) fn step_relay(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        let Phase::Relay(r) = &mut self.phase else { return Step::Wait };
+        let Phase::Relay(r) = &mut self.phase else {
+            return Step::Wait;
+        };
         let before = self.info.bytes_up + self.info.bytes_down;
-        let step = r.step(&mut self.client, &mut self.client_ready, &mut self.info, ctx.now, ctx.rng);
+        let step = r.step(
+            &mut self.client,
+            &mut self.client_ready,
+            &mut self.info,
+            ctx.now,
+            ctx.rng,
+        );
         let wants_linger = r.linger;
         if self.info.bytes_up + self.info.bytes_down != before {
             self.last_activity = ctx.now;
         }
         if wants_linger && self.timer.is_none() {
-            self.arm(ctx.now + ctx.cfg.close_linger.as_millis() as u64, TimerKind::Linger, ctx);
+            self.arm(
+                ctx.now + ctx.cfg.close_linger.as_millis() as u64,
+                TimerKind::Linger,
+                ctx,
+            );
         }
         self.report_route(ctx);
         step

@@ -166,7 +166,12 @@ impl Dial {
     ///
     /// Errors: `Failure::Local` when no socket can be made (descriptors), or the class of an
     /// immediate connect error.
-    pub fn start(spec: &DialSpec, registry: &Registry, token: Token, keepalive: Duration) -> Result<Dial, Failure> {
+    pub fn start(
+        spec: &DialSpec,
+        registry: &Registry,
+        token: Token,
+        keepalive: Duration,
+    ) -> Result<Dial, Failure> {
         let mut sock = tcp::start(spec.addr).map_err(|e| {
             if matches!(e.raw_os_error(), Some(23) | Some(24)) {
                 Failure::Local
@@ -178,7 +183,10 @@ impl Dial {
         registry
             .register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)
             .map_err(|_| Failure::Local)?;
-        Ok(Dial { state: State::Connecting(sock), kind: spec.kind.clone() })
+        Ok(Dial {
+            state: State::Connecting(sock),
+            kind: spec.kind.clone(),
+        })
     }
 
     /// Moves the dial's socket to another token (a session's losing attempt handed to the
@@ -208,15 +216,26 @@ impl Dial {
                 State::Connecting(sock) => match tcp::check_connected(sock) {
                     ConnectState::Pending => return DialStep::Pending,
                     ConnectState::Failed(e) => {
-                        return DialStep::Failed { failure: classify_io(&e), retry_after: None, detail: e.to_string() }
+                        return DialStep::Failed {
+                            failure: classify_io(&e),
+                            retry_after: None,
+                            detail: e.to_string(),
+                        }
                     }
                     ConnectState::Connected => {
-                        let State::Connecting(sock) = std::mem::replace(&mut self.state, State::Moved) else {
+                        let State::Connecting(sock) =
+                            std::mem::replace(&mut self.state, State::Moved)
+                        else {
                             return local("state moved");
                         };
                         match &self.kind {
                             DialKind::Tcp => return DialStep::Ready(Upstream::Tcp(sock)),
-                            DialKind::Ws { host, path, subprotocol, origin } => {
+                            DialKind::Ws {
+                                host,
+                                path,
+                                subprotocol,
+                                origin,
+                            } => {
                                 let tls = match TlsStream::new(tls, host, sock) {
                                     Ok(t) => t,
                                     Err(e) => {
@@ -249,7 +268,11 @@ impl Dial {
 }
 
 fn local(detail: &str) -> DialStep {
-    DialStep::Failed { failure: Failure::Local, retry_after: None, detail: detail.to_string() }
+    DialStep::Failed {
+        failure: Failure::Local,
+        retry_after: None,
+        detail: detail.to_string(),
+    }
 }
 
 fn failed_upgrade(e: UpgradeError) -> DialStep {
@@ -258,7 +281,11 @@ fn failed_upgrade(e: UpgradeError) -> DialStep {
         UpgradeError::Io(io) => (classify_io(io), None),
         UpgradeError::Protocol(_) => (Failure::ClosedEarly, None),
     };
-    DialStep::Failed { failure, retry_after, detail: e.to_string() }
+    DialStep::Failed {
+        failure,
+        retry_after,
+        detail: e.to_string(),
+    }
 }
 
 /// Maps an I/O error during connect/TLS/upgrade to a failure class.

@@ -14,7 +14,9 @@ use mio::net::TcpStream;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 
 /// Cap on rustls' queued plaintext and ciphertext per connection (bytes). Bounds memory per
 /// upstream; writes past it return `WouldBlock` until the socket drains.
@@ -28,7 +30,10 @@ pub const TLS_BUFFER_LIMIT: usize = 32 * 1024;
 ///   checked so the handshake stays well-formed).
 ///
 /// ALPN offers `http/1.1` like a browser opening a WebSocket.
-pub fn client_config(ca_file: Option<&Path>, accept_invalid: bool) -> Result<Arc<ClientConfig>, String> {
+pub fn client_config(
+    ca_file: Option<&Path>,
+    accept_invalid: bool,
+) -> Result<Arc<ClientConfig>, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -53,7 +58,10 @@ pub fn client_config(ca_file: Option<&Path>, accept_invalid: bool) -> Result<Arc
                 added += 1;
             }
             if added == 0 {
-                return Err(format!("--ca-file {}: no certificates found", path.display()));
+                return Err(format!(
+                    "--ca-file {}: no certificates found",
+                    path.display()
+                ));
             }
         }
         builder.with_root_certificates(roots).with_no_client_auth()
@@ -198,7 +206,12 @@ impl ServerCertVerifier for NoVerify {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -207,7 +220,12 @@ impl ServerCertVerifier for NoVerify {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

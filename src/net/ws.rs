@@ -111,7 +111,10 @@ fn classify(e: tungstenite::Error) -> UpgradeError {
                 .get("retry-after")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|s| s.trim().parse::<u32>().ok());
-            UpgradeError::Status { code: resp.status().as_u16(), retry_after }
+            UpgradeError::Status {
+                code: resp.status().as_u16(),
+                retry_after,
+            }
         }
         tungstenite::Error::Io(e) => UpgradeError::Io(e),
         other => UpgradeError::Protocol(other.to_string()),

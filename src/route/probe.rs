@@ -126,17 +126,30 @@ impl Probe {
     /// Failure to report when the probe's deadline fires: after a successful upgrade a silent
     /// upstream is "upgraded-but-silent", a hard failure.
     pub fn timeout_failure(&self) -> ProbeOutcome {
-        let detail = if self.upgraded { "upgraded but silent" } else { "deadline" };
+        let detail = if self.upgraded {
+            "upgraded but silent"
+        } else {
+            "deadline"
+        };
         ProbeOutcome::Failed(Failure::Timeout, None, detail.to_string())
     }
 
     /// Advances on readiness. `Some(outcome)` when finished.
-    pub fn advance(&mut self, tls: &Arc<rustls::ClientConfig>, now: u64, rng: &mut Rng) -> Option<ProbeOutcome> {
+    pub fn advance(
+        &mut self,
+        tls: &Arc<rustls::ClientConfig>,
+        now: u64,
+        rng: &mut Rng,
+    ) -> Option<ProbeOutcome> {
         loop {
             match &mut self.phase {
                 Phase::Dialing(d) => match d.drive(tls) {
                     DialStep::Pending => return None,
-                    DialStep::Failed { failure, retry_after, detail } => {
+                    DialStep::Failed {
+                        failure,
+                        retry_after,
+                        detail,
+                    } => {
                         self.phase = Phase::Done;
                         return Some(ProbeOutcome::Failed(failure, retry_after, detail));
                     }
@@ -144,20 +157,24 @@ impl Probe {
                         self.upgraded = true;
                         if self.fill {
                             self.phase = Phase::Done;
-                            return Some(ProbeOutcome::Filled(up, now.saturating_sub(self.started)));
+                            return Some(ProbeOutcome::Filled(
+                                up,
+                                now.saturating_sub(self.started),
+                            ));
                         }
                         self.prepare(rng);
                         self.phase = Phase::Exchanging(up);
                     }
                 },
                 Phase::Exchanging(up) => {
-                    let closed = match exchange(up, &mut self.out, &mut self.out_sent, &mut self.raw_in) {
-                        Ok(closed) => closed,
-                        Err(outcome) => {
-                            self.phase = Phase::Done;
-                            return Some(outcome);
-                        }
-                    };
+                    let closed =
+                        match exchange(up, &mut self.out, &mut self.out_sent, &mut self.raw_in) {
+                            Ok(closed) => closed,
+                            Err(outcome) => {
+                                self.phase = Phase::Done;
+                                return Some(outcome);
+                            }
+                        };
                     match self.check_reply() {
                         Ok(true) => {
                             self.phase = Phase::Done;
@@ -186,7 +203,10 @@ impl Probe {
         let mut enc = init.encrypt;
         self.relay_dec = Some(init.decrypt);
         rng.fill(&mut self.nonce);
-        let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
         let msg = packet::req_pq_multi(&self.nonce, packet::msg_id(unix_ms));
         let mut pkt = framing::encode(Tag::Intermediate, &msg, rng);
         enc.apply(&mut pkt);
@@ -201,7 +221,9 @@ impl Probe {
 
     /// Decodes what arrived; `Ok(true)` when a matching `resPQ` is in.
     fn check_reply(&mut self) -> Result<bool, String> {
-        let Some(dec) = self.relay_dec.as_mut() else { return Ok(false) };
+        let Some(dec) = self.relay_dec.as_mut() else {
+            return Ok(false);
+        };
         if self.ws {
             // Strip complete frames; keep a partial one for later.
             loop {
@@ -246,7 +268,12 @@ impl Probe {
 fn push_frame(out: &mut Vec<u8>, payload: &[u8], rng: &mut Rng) {
     let mut mask = [0u8; 4];
     rng.fill(&mut mask);
-    let h = Header { fin: true, opcode: Opcode::Binary, mask: Some(mask), len: payload.len() as u64 };
+    let h = Header {
+        fin: true,
+        opcode: Opcode::Binary,
+        mask: Some(mask),
+        len: payload.len() as u64,
+    };
     let mut hdr = [0u8; MAX_HEADER];
     let hl = format_header(&h, &mut hdr);
     out.extend_from_slice(&hdr[..hl]);
@@ -257,7 +284,12 @@ fn push_frame(out: &mut Vec<u8>, payload: &[u8], rng: &mut Rng) {
 
 /// Writes what is pending and reads what arrived (non-blocking).
 /// `Ok(true)` when the peer has closed (what arrived is all there will be).
-fn exchange(up: &mut Upstream, out: &mut Vec<u8>, sent: &mut usize, raw_in: &mut Vec<u8>) -> Result<bool, ProbeOutcome> {
+fn exchange(
+    up: &mut Upstream,
+    out: &mut Vec<u8>,
+    sent: &mut usize,
+    raw_in: &mut Vec<u8>,
+) -> Result<bool, ProbeOutcome> {
     if up.has_backlog() {
         let _ = up.flush();
     }
@@ -266,7 +298,11 @@ fn exchange(up: &mut Upstream, out: &mut Vec<u8>, sent: &mut usize, raw_in: &mut
             Io::Done(n) => *sent += n,
             Io::Blocked => break,
             Io::Eof | Io::Failed(_) => {
-                return Err(ProbeOutcome::Failed(Failure::Reset, None, "reset while sending".into()))
+                return Err(ProbeOutcome::Failed(
+                    Failure::Reset,
+                    None,
+                    "reset while sending".into(),
+                ))
             }
         }
     }
@@ -275,7 +311,11 @@ fn exchange(up: &mut Upstream, out: &mut Vec<u8>, sent: &mut usize, raw_in: &mut
         match up.read(&mut buf) {
             Io::Done(n) => {
                 if raw_in.len() + n > MAX_REPLY {
-                    return Err(ProbeOutcome::Failed(Failure::ClosedEarly, None, "reply too large".into()));
+                    return Err(ProbeOutcome::Failed(
+                        Failure::ClosedEarly,
+                        None,
+                        "reply too large".into(),
+                    ));
                 }
                 raw_in.extend_from_slice(&buf[..n]);
             }
@@ -283,7 +323,11 @@ fn exchange(up: &mut Upstream, out: &mut Vec<u8>, sent: &mut usize, raw_in: &mut
             Io::Eof => {
                 // Let the caller parse what came; a complete resPQ still counts.
                 if raw_in.is_empty() {
-                    return Err(ProbeOutcome::Failed(Failure::ClosedEarly, None, "closed before resPQ".into()));
+                    return Err(ProbeOutcome::Failed(
+                        Failure::ClosedEarly,
+                        None,
+                        "closed before resPQ".into(),
+                    ));
                 }
                 return Ok(true);
             }

@@ -120,7 +120,12 @@ impl Route {
             Target::Worker { ep, path } => match resolve(&ep.host) {
                 Some(ip) => vec![DialSpec {
                     addr: SocketAddr::new(ip, ep.port),
-                    kind: DialKind::Ws { host: ep.host.clone(), path: path.clone(), subprotocol: false, origin: None },
+                    kind: DialKind::Ws {
+                        host: ep.host.clone(),
+                        path: path.clone(),
+                        subprotocol: false,
+                        origin: None,
+                    },
                 }],
                 None => Vec::new(),
             },
@@ -136,7 +141,10 @@ impl Route {
                 }],
                 None => Vec::new(),
             },
-            Target::Tcp { addr } => vec![DialSpec { addr: *addr, kind: DialKind::Tcp }],
+            Target::Tcp { addr } => vec![DialSpec {
+                addr: *addr,
+                kind: DialKind::Tcp,
+            }],
         }
     }
 }
@@ -144,7 +152,11 @@ impl Route {
 impl Route {
     /// [`Route::dial_specs`] without any spec that would dial our own listener (a Worker or CF
     /// name can resolve to it).
-    pub fn specs_for(&self, resolve: &mut dyn FnMut(&str) -> Option<IpAddr>, listen: SocketAddr) -> Vec<DialSpec> {
+    pub fn specs_for(
+        &self,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+        listen: SocketAddr,
+    ) -> Vec<DialSpec> {
         let mut specs = self.dial_specs(resolve);
         specs.retain(|s| !is_self(s.addr, listen));
         specs
@@ -183,7 +195,11 @@ impl Table {
         Table {
             routes: Vec::new(),
             by_dc: BTreeMap::new(),
-            worker_budgets: cfg.worker_domains.iter().map(|_| Budget::new(cfg.worker_budget, burst, now)).collect(),
+            worker_budgets: cfg
+                .worker_domains
+                .iter()
+                .map(|_| Budget::new(cfg.worker_budget, burst, now))
+                .collect(),
             pace: BTreeMap::new(),
         }
     }
@@ -307,8 +323,16 @@ impl Table {
                     r.label(),
                     c.cooldown_ms as f64 / 1000.0,
                     f,
-                    if r.health.is_redirect() { " (no WS front for this DC; re-probed when the TTL ends)" } else { "" },
-                    if c.quarantined { " (flapping: quarantined)" } else { "" }
+                    if r.health.is_redirect() {
+                        " (no WS front for this DC; re-probed when the TTL ends)"
+                    } else {
+                        ""
+                    },
+                    if c.quarantined {
+                        " (flapping: quarantined)"
+                    } else {
+                        ""
+                    }
                 ),
                 _ => info!("route {} suspect: {f}", r.label()),
             }
@@ -320,18 +344,28 @@ impl Table {
 /// The concrete targets of one tier for one DC.
 fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
     let table_addr = || {
-        cfg.tcp_addrs.get(&dc.dc).copied().or_else(|| dc.table_ip().map(|ip| SocketAddr::from((ip, 443))))
+        cfg.tcp_addrs
+            .get(&dc.dc)
+            .copied()
+            .or_else(|| dc.table_ip().map(|ip| SocketAddr::from((ip, 443))))
     };
     match tier {
         Tier::Ws => match cfg.ws_addrs.get(&dc.dc) {
-            Some(&addr) => vec![Target::Ws { addr, hosts: dc.ws_hosts(), path: dc.ws_path() }],
+            Some(&addr) => vec![Target::Ws {
+                addr,
+                hosts: dc.ws_hosts(),
+                path: dc.ws_path(),
+            }],
             None => Vec::new(),
         },
         Tier::Worker => match table_addr() {
             Some(dst) => cfg
                 .worker_domains
                 .iter()
-                .map(|ep| Target::Worker { ep: ep.clone(), path: worker_path(dst, dc) })
+                .map(|ep| Target::Worker {
+                    ep: ep.clone(),
+                    path: worker_path(dst, dc),
+                })
                 .collect(),
             None => Vec::new(),
         },
@@ -342,7 +376,10 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             cfg.cf_domains
                 .iter()
                 .map(|ep| Target::CfProxy {
-                    ep: CfEndpoint { host: format!("kws{}.{}", dc.dc, ep.host), port: ep.port },
+                    ep: CfEndpoint {
+                        host: format!("kws{}.{}", dc.dc, ep.host),
+                        port: ep.port,
+                    },
                     path: dc.ws_path(),
                 })
                 .collect()
@@ -357,7 +394,11 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
 /// The Worker URL path (PROTOCOL.md §4.2): `dst` is the DC's table address (with `:port` only
 /// when a test moved it off 443), `dc` the DC number, `media` 0/1.
 pub fn worker_path(dst: SocketAddr, dc: DcId) -> String {
-    let dst = if dst.port() == 443 { dst.ip().to_string() } else { dst.to_string() };
+    let dst = if dst.port() == 443 {
+        dst.ip().to_string()
+    } else {
+        dst.to_string()
+    };
     format!("/apiws?dst={dst}&dc={}&media={}", dc.dc, u8::from(dc.media))
 }
 
@@ -381,15 +422,23 @@ mod tests {
     #[test]
     fn routes_follow_tier_order_and_skip_unconfigured_tiers() {
         let mut cfg = Config::with_secrets(Vec::new());
-        cfg.worker_domains = vec![CfEndpoint { host: "w.example.workers.dev".into(), port: 443 }];
+        cfg.worker_domains = vec![CfEndpoint {
+            host: "w.example.workers.dev".into(),
+            port: 443,
+        }];
         let mut t = Table::new(&cfg, 0);
         let ids = t.routes_for(dc2(), &cfg, "127.0.0.1:1443".parse().unwrap());
         let tiers: Vec<Tier> = ids.iter().map(|&i| t.routes[i].tier).collect();
         assert_eq!(tiers, vec![Tier::Ws, Tier::Worker, Tier::Tcp]);
         // Asking again returns the same routes.
-        assert_eq!(t.routes_for(dc2(), &cfg, "127.0.0.1:1443".parse().unwrap()), ids);
+        assert_eq!(
+            t.routes_for(dc2(), &cfg, "127.0.0.1:1443".parse().unwrap()),
+            ids
+        );
         match &t.routes[ids[1]].target {
-            Target::Worker { path, .. } => assert_eq!(path, "/apiws?dst=149.154.167.51&dc=2&media=0"),
+            Target::Worker { path, .. } => {
+                assert_eq!(path, "/apiws?dst=149.154.167.51&dc=2&media=0")
+            }
             _ => panic!("not a worker"),
         }
     }
@@ -400,7 +449,9 @@ mod tests {
         let mut t = Table::new(&cfg, 0);
         let ids = t.routes_for(dc2(), &cfg, "127.0.0.1:1443".parse().unwrap());
         let mut rng = Rng::from_seed([7; 48]);
-        let c = t.on_failure(ids[0], 1000, Failure::Timeout, None, &cfg, &mut rng).unwrap();
+        let c = t
+            .on_failure(ids[0], 1000, Failure::Timeout, None, &cfg, &mut rng)
+            .unwrap();
         assert!(matches!(c.to, State::Down { .. }));
         let (plan, usable) = t.plan(&ids, 1001);
         assert!(usable);
@@ -421,8 +472,16 @@ mod tests {
         assert_eq!(t.pace_slot(a, 100, 20), 100);
         assert_eq!(t.pace_slot(a, 100, 20), 120);
         assert_eq!(t.pace_slot(a, 105, 20), 140);
-        assert_eq!(t.pace_slot(b, 105, 20), 105, "other addresses are independent");
-        assert_eq!(t.pace_slot(a, 500, 20), 500, "an idle address starts at once");
+        assert_eq!(
+            t.pace_slot(b, 105, 20),
+            105,
+            "other addresses are independent"
+        );
+        assert_eq!(
+            t.pace_slot(a, 500, 20),
+            500,
+            "an idle address starts at once"
+        );
         assert_eq!(t.pace_slot(a, 500, 0), 500, "0 disables pacing");
     }
 
