@@ -17,8 +17,11 @@
 #   env                  print the toolchain this script will use (versions, paths)
 #   build TARGET...      release build per target, print stripped sizes, copy to $CROSS_DIST
 #   smoke TARGET...      run the built binary under qemu-<arch>-static: --help, genkey
+#   e2e TARGET...        examples/demo.rs (host build) drives the TARGET binary under qemu: fake
+#                        DC on loopback, TLS + WebSocket relay, 5 probes that must all get resPQ
 #   test-mips            `cargo test --lib` for mips-unknown-linux-musl (big-endian) under qemu
-#   ci                   build + smoke mips and mipsel, then test-mips (what `make cross-test` runs)
+#   ci                   build, smoke and e2e for mips and mipsel, then test-mips
+#                        (what `make cross-test` runs)
 #   tiny TARGET...       opt-in size build: panic=immediate-abort + optimize_for_size
 #
 # Environment (all optional):
@@ -45,6 +48,16 @@ CROSS_TOOLCHAIN="${CROSS_TOOLCHAIN:-debian}"
 CROSS_LOCKED="${CROSS_LOCKED---locked}"
 
 EX_TEMPFAIL=75
+
+# The caller's toolchain environment, captured before setup_env changes it, for the one host
+# build this script does (the demo driver in `e2e`): that build must use the same cargo, rustc
+# and flags as `make test`, or it would rebuild the host target/ dir with Debian's compiler.
+HOST_ENV=(env)
+HOST_SET=("PATH=$PATH")
+for v in RUSTC CARGO RUSTFLAGS RUSTC_BOOTSTRAP RUSTUP_TOOLCHAIN; do
+    if [ -n "${!v+x}" ]; then HOST_SET+=("$v=${!v}"); else HOST_ENV+=(-u "$v"); fi
+done
+HOST_ENV+=("${HOST_SET[@]}") # env takes its -u options before the assignments
 
 log() { printf '[cross %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() {
@@ -101,19 +114,32 @@ apt_install() {
     return 1
 }
 
+apt_all_installed() {
+    local p
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || return 1
+    done
+}
+
 cmd_install() {
     local t0=$SECONDS
     need_root
     command -v apt-get >/dev/null 2>&1 || die "apt-get not found: this route needs Debian bookworm (see cross/README.md for rustup recipes)"
-    # shellcheck disable=SC2086
-    retry 3 $SUDO apt-get update || {
-        log "apt-get update failed 3 times"
-        exit $EX_TEMPFAIL
-    }
-    retry 3 apt_install || {
-        log "apt-get install failed 3 times"
-        exit $EX_TEMPFAIL
-    }
+    if apt_all_installed; then
+        # Idempotent and offline-friendly: rustc-web and rust-web-src were installed together
+        # (one source package), so their versions match.
+        log "apt packages already installed: ${APT_PACKAGES[*]}"
+    else
+        # shellcheck disable=SC2086
+        retry 3 $SUDO apt-get update || {
+            log "apt-get update failed 3 times"
+            exit $EX_TEMPFAIL
+        }
+        retry 3 apt_install || {
+            log "apt-get install failed 3 times"
+            exit $EX_TEMPFAIL
+        }
+    fi
     log "apt done in $((SECONDS - t0)) s"
 
     local t1=$SECONDS py
@@ -129,11 +155,16 @@ cmd_install() {
             /usr/bin/python3 -m venv "$CROSS_VENV" || die "cannot create venv $CROSS_VENV"
         fi
     fi
-    retry 3 "$CROSS_VENV/bin/python3" -m pip install -q --disable-pip-version-check \
-        "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION" || {
-        log "pip install failed 3 times"
-        exit $EX_TEMPFAIL
-    }
+    if [ "$("$CROSS_VENV/bin/cargo-zigbuild" --version 2>/dev/null)" = "cargo-zigbuild $ZIGBUILD_VERSION" ] &&
+        [ "$("$CROSS_VENV/bin/python3" -m ziglang version 2>/dev/null)" = "$ZIGLANG_VERSION" ]; then
+        log "pip packages already installed in $CROSS_VENV"
+    else
+        retry 3 "$CROSS_VENV/bin/python3" -m pip install -q --disable-pip-version-check \
+            "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$ZIGBUILD_VERSION" || {
+            log "pip install failed 3 times"
+            exit $EX_TEMPFAIL
+        }
+    fi
     log "pip done in $((SECONDS - t1)) s"
     setup_env
     print_env
@@ -155,18 +186,19 @@ setup_env() {
     [ -x "$CROSS_VENV/bin/cargo-zigbuild" ] ||
         die "cargo-zigbuild not found in $CROSS_VENV; run: cross/build.sh install"
     # venv first (cargo-zigbuild, and the python3 that has ziglang for `python3 -m ziglang`).
-    export PATH="$CROSS_VENV/bin:/usr/bin:/bin:$PATH"
+    # cargo-zigbuild runs $CARGO, and cargo runs $RUSTC: both are set to absolute paths below.
     unset RUSTUP_TOOLCHAIN RUSTC_WRAPPER CARGO_BUILD_TARGET CARGO_TARGET_DIR
     case "$CROSS_TOOLCHAIN" in
     debian)
-        [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] ||
+        export PATH="$CROSS_VENV/bin:/usr/bin:/bin:$PATH"
+        if [ ! -x /usr/bin/rustc ] || [ ! -x /usr/bin/cargo ]; then
             die "Debian rustc-web/cargo-web not installed (/usr/bin/rustc, /usr/bin/cargo); run: cross/build.sh install"
+        fi
         [ -d /usr/lib/rustlib/src/rust/library ] ||
             die "std source missing (/usr/lib/rustlib/src/rust/library); apt-get install rust-web-src"
         export RUSTC=/usr/bin/rustc CARGO=/usr/bin/cargo
         # Stable rustc accepts -Z flags with this; it is what nightly does anyway.
         export RUSTC_BOOTSTRAP=1
-        CARGO_CMD=(/usr/bin/cargo)
         ;;
     nightly)
         command -v rustup >/dev/null 2>&1 || die "CROSS_TOOLCHAIN=nightly needs rustup"
@@ -174,8 +206,8 @@ setup_env() {
             die "rustup nightly lacks rust-src: rustup toolchain install nightly --component rust-src"
         RUSTC="$(rustup which --toolchain nightly rustc)"
         CARGO="$(rustup which --toolchain nightly cargo)"
-        export RUSTC CARGO
-        CARGO_CMD=("$CARGO")
+        export RUSTC CARGO RUSTUP_TOOLCHAIN=nightly
+        export PATH="$CROSS_VENV/bin:$PATH"
         ;;
     *) die "CROSS_TOOLCHAIN must be debian or nightly, not '$CROSS_TOOLCHAIN'" ;;
     esac
@@ -224,7 +256,9 @@ build_std_flag() {
     fi
 }
 
-bin_path() { echo "$CROSS_TARGET_DIR/$1/release/$BIN"; }
+# Where smoke and e2e look for binaries; `tiny` points it at its own target dir.
+BIN_ROOT="$CROSS_TARGET_DIR"
+bin_path() { echo "$BIN_ROOT/$1/release/$BIN"; }
 
 # ---------------------------------------------------------------------------------------------
 # build / smoke / test
@@ -291,6 +325,30 @@ cmd_smoke() {
     done
 }
 
+# e2e TARGET...: the demo (built for the host with the caller's toolchain and environment, so
+# none of the cross flags) starts a fake Telegram DC on 127.0.0.1, runs the TARGET binary through
+# a qemu wrapper as the proxy, and probes through it; it exits non-zero unless every probe got a
+# resPQ. This is the whole relay path (obfs2, TLS, WebSocket framing) on the target's endianness.
+cmd_e2e() {
+    [ $# -gt 0 ] || die "usage: cross/build.sh e2e TARGET..."
+    local t b q w demo="$REPO_ROOT/target/debug/examples/demo"
+    log "building examples/demo.rs for the host"
+    # shellcheck disable=SC2086
+    (cd "$REPO_ROOT" && "${HOST_ENV[@]}" cargo build $CROSS_LOCKED --example demo \
+        --target-dir "$REPO_ROOT/target")
+    setup_env
+    for t in "$@"; do
+        b="$(bin_path "$t")"
+        [ -x "$b" ] || die "$b missing; run: cross/build.sh build $t"
+        q="$(qemu_for "$t")"
+        w="$CROSS_TARGET_DIR/qemu-$t.sh"
+        printf '#!/bin/sh\nexec %s %s "$@"\n' "$q" "$b" >"$w"
+        chmod 755 "$w"
+        log "e2e $t: demo with the proxy under $q"
+        timeout 300 "$demo" "$w" || die "$t: e2e demo failed (exit $?)"
+    done
+}
+
 cmd_test_mips() {
     setup_env
     local t=mips-unknown-linux-musl t0=$SECONDS
@@ -322,12 +380,16 @@ cmd_tiny() {
         cp "$b" "$CROSS_DIST/$BIN-$t-tiny"
         printf '  %-34s %9s B (tiny)\n' "$t" "$(stat -c %s "$b")"
     done
+    BIN_ROOT="$CROSS_TARGET_DIR/tiny"
+    cmd_smoke "$@"
+    cmd_e2e "$@"
 }
 
 cmd_ci() {
     local t0=$SECONDS
     cmd_build mips-unknown-linux-musl mipsel-unknown-linux-musl
     cmd_smoke mips-unknown-linux-musl mipsel-unknown-linux-musl
+    cmd_e2e mips-unknown-linux-musl mipsel-unknown-linux-musl
     cmd_test_mips
     log "cross ci done in $((SECONDS - t0)) s"
 }
@@ -345,6 +407,7 @@ main() {
         ;;
     build) cmd_build "$@" ;;
     smoke) cmd_smoke "$@" ;;
+    e2e) cmd_e2e "$@" ;;
     test-mips) cmd_test_mips ;;
     tiny) cmd_tiny "$@" ;;
     ci) cmd_ci ;;

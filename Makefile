@@ -1,0 +1,74 @@
+# Makefile — developer entry points for tg-ws-proxy. Owns: the commands CI and people run
+# (test, demo, bench, size, cross builds). Must not touch: source or test files; cross
+# toolchain details live in cross/build.sh so they can be run without make.
+#
+# GNU make. Recipes are indented with tabs.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+CARGO ?= cargo
+BIN := tg-ws-proxy
+# Cargo.lock is committed: builds must use exactly it.
+LOCKED := $(if $(wildcard Cargo.lock),--locked,)
+# Extra arguments for the bench driver, e.g. make bench BENCH_ARGS="--large 200 --gib 0.5"
+BENCH_ARGS ?=
+# The MIPS pair CI builds; `cross-all` adds the tier-2 targets.
+CROSS_CI_TARGETS := mips-unknown-linux-musl mipsel-unknown-linux-musl
+CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
+	aarch64-unknown-linux-musl x86_64-unknown-linux-musl
+
+.PHONY: help test demo bench bench-pit size cross-install cross-test cross-all cross-tiny
+
+help:
+	@echo "tg-ws-proxy make targets:"
+	@echo "  make test           cargo test --all-targets $(LOCKED)  (what CI runs on the host)"
+	@echo "  make demo           release build, then examples/demo.rs: fake DC + real proxy + probes"
+	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
+	@echo "  make bench-pit      run bench/pit.sh: the pit / flapping / Worker-requests A/B (report in target/bench/)"
+	@echo "  make size           x86_64 stripped release binary size in bytes"
+	@echo "  make cross-install  install the cross toolchain (Debian rustc-web, zig, qemu; root)"
+	@echo "  make cross-test     MIPS + MIPSel static musl builds, qemu smoke, unit tests on MIPS BE"
+	@echo "  make cross-all      static musl builds + qemu smoke for all five router targets"
+	@echo "  make cross-tiny     opt-in size build (panic=immediate-abort) for MIPS + MIPSel"
+	@echo "Cross builds go to \$$CROSS_TARGET_DIR (default /var/tmp/tg-ws-proxy-cross); see cross/README.md."
+
+test:
+	$(CARGO) test --all-targets $(LOCKED)
+
+demo:
+	$(CARGO) build --release $(LOCKED)
+	$(CARGO) run --release $(LOCKED) --example demo -- target/release/$(BIN)
+
+bench:
+	@if [ -f bench/run.sh ]; then \
+		sh bench/run.sh $(BENCH_ARGS); \
+	else \
+		echo "make bench: bench/run.sh does not exist yet (benchmarks are not written)" >&2; \
+		exit 1; \
+	fi
+
+bench-pit:
+	bash bench/pit.sh
+
+size:
+	$(CARGO) build --release $(LOCKED)
+	@b=target/release/$(BIN); \
+	printf '%s: %s bytes (x86_64 host target, stripped by the release profile)\n' \
+		"$$b" "$$(stat -c %s "$$b")"; \
+	echo "The static musl size (DESIGN.md §8 budget: 1,572,864 B) comes from:" \
+		"cross/build.sh build x86_64-unknown-linux-musl"
+
+cross-install:
+	cross/build.sh install
+
+cross-test:
+	cross/build.sh ci
+
+cross-all:
+	cross/build.sh build $(CROSS_ALL_TARGETS)
+	cross/build.sh smoke $(CROSS_ALL_TARGETS)
+
+cross-tiny:
+	cross/build.sh tiny $(CROSS_CI_TARGETS)
