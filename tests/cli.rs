@@ -171,7 +171,7 @@ fn invalid_flags_and_env_values_give_one_line_naming_the_flag() {
         (&["--frobnicate"], &[], "unknown flag '--frobnicate'"),
         (&["--port=1", "extra"], s, "unexpected argument 'extra'"),
         (&["nosuchapplet"], s, "unknown applet 'nosuchapplet'"),
-        (&["check"], s, "check: not yet implemented"),
+        (&["check", "--count", "0"], s, "--count: "),
         (&["genkey", "--ee", "1.2.3.4"], &[], "--ee: "),
         (&["link", "--port", "0"], s, "--port: "),
         (&["link", "--server", "a b"], s, "--server: "),

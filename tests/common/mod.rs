@@ -31,6 +31,10 @@ use tg_ws_proxy::mtproto::obfs2::{Secret, Tag};
 /// A fixed test secret (plain form, 32 hex). Links print it as `dd` + this.
 pub const SECRET: &str = "0123456789abcdef0123456789abcdef";
 
+/// Every DC mapped to a closed loopback port (the discard port, nothing listens there).
+pub const LOOPBACK_DEAD_DCS: &str =
+    "1:127.0.0.1:9,2:127.0.0.1:9,3:127.0.0.1:9,4:127.0.0.1:9,5:127.0.0.1:9,203:127.0.0.1:9";
+
 /// How long [`Proxy::start`] waits for the `listening on` line.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -162,6 +166,13 @@ impl Proxy {
             "0",
             "--pool-size",
             "0",
+            // Every upstream defaults to a closed loopback port, so nothing a test forgot to
+            // point at a fake peer can reach the real DC table (a test's own `--dc-ip 2:…` or
+            // `--tcp-dc-ip 2:…` later on the line replaces the entry for its DC).
+            "--dc-ip",
+            LOOPBACK_DEAD_DCS,
+            "--tcp-dc-ip",
+            LOOPBACK_DEAD_DCS,
         ]);
         cmd.arg("--ca-file")
             .arg(&ca)
