@@ -80,7 +80,7 @@ Ladder (route health is learned in the background; clients never wait on a dead 
       --probe-interval D        liveness probe of an Up route with no recent traffic
                                 [TG_PROBE_INTERVAL] (300s)
       --probe-timeout D         bound on one background probe [TG_PROBE_TIMEOUT] (5s)
-      --worker-budget N         probe requests per day per Worker, 1-100000
+      --worker-budget N         probe + pool requests per day per Worker, 1-100000
                                 [TG_WORKER_BUDGET] (5000)
       --pool-size N             warm upstreams (TLS + upgrade done) kept per hot route, 0-16;
                                 Workers at most 1, none for tcp [TG_POOL_SIZE] (2)

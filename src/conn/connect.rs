@@ -229,7 +229,7 @@ impl Conn {
             );
             if registered.is_ok() {
                 ctx.stats.pool_hits += 1;
-                let target = format!("{} (pooled)", ctx.routes.routes[route].label());
+                let target = format!("{} (pooled)", ctx.routes.routes[route].target_label());
                 return self.start_relay(route, target, None, up, ctx);
             }
         }

@@ -83,13 +83,17 @@ impl Route {
     /// `ws:DC2 kws2.web.telegram.org@149.154.167.220:443`-style label for logs. Worker and CF
     /// domains are redacted to their first label's first letters (users paste private names).
     pub fn label(&self) -> String {
-        let target = match &self.target {
-            Target::Ws { addr, .. } => addr.to_string(),
-            Target::Worker { ep, .. } => redact(&ep.host),
-            Target::CfProxy { ep, .. } => redact(&ep.host),
+        format!("{}:{} {}", self.tier.name(), self.dc, self.target_label())
+    }
+
+    /// The target part of [`Route::label`]: `kws2.web.telegram.org@149.154.167.220:443`,
+    /// a redacted Worker/CF name, or a TCP address.
+    pub fn target_label(&self) -> String {
+        match &self.target {
+            Target::Ws { addr, hosts, .. } => format!("{}@{addr}", hosts[0]),
+            Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => format!("{}:{}", redact(&ep.host), ep.port),
             Target::Tcp { addr } => addr.to_string(),
-        };
-        format!("{}:{} {}", self.tier.name(), self.dc, target)
+        }
     }
 
     /// Host names this route dials through (for DNS), if any.
