@@ -1,0 +1,303 @@
+//! Black-box tests of `tg-ws-proxy check` (DESIGN.md §7) against the fake peers on loopback:
+//! every route answering, the `ws` tier black-holed with `tcp` alive, everything dead, a Worker
+//! look-alike tunnelling to a fake TCP DC, and the flag errors. Only `--dc 2` is checked, so a
+//! run is six probes at most (ws × 2 host names, tcp; non-media and media).
+//!
+//! No secret is ever given: `check` must not need one. No real network: every address is
+//! 127.0.0.1, and names resolve through a test hosts file with an empty resolv.conf.
+
+mod common;
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::blackhole::BlackHole;
+use common::fakedc::{DcConfig, FakeDc};
+use common::{data_path, hosts_file, name_args, run_bin, temp_dir, Run};
+
+/// Bound on one `check` run in these tests (the probe timeout is 1–3 s).
+const RUN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `check --dc 2 --ca-file tests/data/ca.pem <args>` without any secret.
+fn check(args: &[&str]) -> Run {
+    let ca = data_path("ca.pem").display().to_string();
+    let mut all = vec!["check", "--dc", "2", "--ca-file", &ca];
+    all.extend_from_slice(args);
+    run_bin(&all, &[], RUN_TIMEOUT)
+}
+
+/// Table lines whose route column is `route` (`ws:DC2`, `tcp:DC2m`…; the target follows it).
+fn lines<'a>(out: &'a str, route: &str) -> Vec<&'a str> {
+    out.lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(route))
+        .collect()
+}
+
+/// Table lines of every route of `tier`, both media flags.
+fn tier_lines<'a>(out: &'a str, tier: &str) -> Vec<&'a str> {
+    let mut v = lines(out, &format!("{tier}:DC2"));
+    v.extend(lines(out, &format!("{tier}:DC2m")));
+    v
+}
+
+/// The result column of a table line (after DC, route tier:DC, route target).
+fn result(line: &str) -> Option<&str> {
+    line.split_whitespace().nth(3)
+}
+
+/// A loopback port with nothing listening (connects are refused).
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("local_addr").port()
+}
+
+#[test]
+fn every_route_answering_exits_0_with_one_ok_line_per_route() {
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let r = check(&[
+        "--dc-ip",
+        &format!("2:{}", ws.addr()),
+        "--tcp-dc-ip",
+        &format!("2:{}", tcp.addr()),
+        "--tier-order",
+        "ws,tcp",
+        "--probe-timeout",
+        "3",
+        "--count",
+        "2",
+    ]);
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let header = r.stdout.lines().next().unwrap_or("");
+    assert!(
+        header.starts_with("DC") && header.contains("result"),
+        "{}",
+        r.stdout
+    );
+    for (prefix, n) in [
+        ("ws:DC2", 2),
+        ("ws:DC2m", 2),
+        ("tcp:DC2", 1),
+        ("tcp:DC2m", 1),
+    ] {
+        let got = lines(&r.stdout, prefix);
+        assert_eq!(got.len(), n, "{prefix}: {}", r.stdout);
+        for l in got {
+            assert!(result(l) == Some("OK"), "{l}\n{}", r.stdout);
+        }
+    }
+    for host in ["kws2.web.telegram.org", "kws2-1.web.telegram.org"] {
+        assert_eq!(
+            lines(&r.stdout, "ws:DC2")
+                .iter()
+                .filter(|l| l.contains(host))
+                .count(),
+            1
+        );
+    }
+    assert!(r
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("DC2 ") && l.contains("ok via ws, tcp")));
+    assert!(r
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("DC2m ") && l.contains("ok via ws, tcp")));
+    // Two rounds: each ws host name twice per media flag, tcp twice per media flag; every probe
+    // carried a relay init (media ones with a negative DC index).
+    assert_eq!(ws.inits(), 8, "{:?}", ws.init_dcs());
+    assert_eq!(tcp.inits(), 4, "{:?}", tcp.init_dcs());
+    assert_eq!(ws.init_dcs().iter().filter(|(_, dc)| *dc == -2).count(), 4);
+    assert!(ws.violations().is_empty(), "{:?}", ws.violations());
+}
+
+#[test]
+fn black_holed_ws_shows_timeout_and_tcp_carries_the_verdict() {
+    let hole = BlackHole::new();
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let started = Instant::now();
+    let r = check(&[
+        "--dc-ip",
+        &format!("2:{}", hole.addr()),
+        "--tcp-dc-ip",
+        &format!("2:{}", tcp.addr()),
+        "--tier-order",
+        "ws,tcp",
+        "--probe-timeout",
+        "1",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let ws = tier_lines(&r.stdout, "ws");
+    assert_eq!(ws.len(), 4, "{}", r.stdout);
+    for l in ws {
+        assert_eq!(result(l), Some("timeout"), "{l}");
+        assert!(l.contains("no resPQ within 1000ms"), "{l}");
+    }
+    for l in tier_lines(&r.stdout, "tcp") {
+        assert_eq!(result(l), Some("OK"), "{l}");
+    }
+    assert!(r
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("DC2 ") && l.contains("ok via tcp")));
+    assert!(r
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("DC2m ") && l.contains("ok via tcp")));
+    // Probes run in parallel: the whole check is one probe timeout, not four.
+    assert!(took < Duration::from_secs(3), "check took {took:?}");
+}
+
+#[test]
+fn everything_dead_exits_1() {
+    let hole = BlackHole::new();
+    let refused = closed_port();
+    let r = check(&[
+        "--dc-ip",
+        &format!("2:{}", hole.addr()),
+        "--tcp-dc-ip",
+        &format!("2:127.0.0.1:{refused}"),
+        "--tier-order",
+        "ws,tcp",
+        "--probe-timeout",
+        "1",
+    ]);
+    assert_eq!(
+        r.code,
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    for l in tier_lines(&r.stdout, "tcp") {
+        assert_eq!(result(l), Some("refused"), "{l}");
+    }
+    for dc in ["DC2 ", "DC2m "] {
+        assert!(
+            r.stdout
+                .lines()
+                .any(|l| l.starts_with(dc) && l.contains("FAILED: no working route")),
+            "{dc}: {}",
+            r.stdout
+        );
+    }
+}
+
+#[test]
+fn worker_route_is_proved_by_a_res_pq_through_the_tunnel() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let worker = FakeDc::start_worker(DcConfig::default());
+    let name = "check.workers.dev";
+    let mut args: Vec<String> = vec![
+        "--cf-worker-domain".into(),
+        format!("{name}:{}", worker.port()),
+        "--tcp-dc-ip".into(),
+        format!("2:{}", dc.addr()),
+        "--tier-order".into(),
+        "worker".into(),
+        "--probe-timeout".into(),
+        "3".into(),
+    ];
+    args.extend(name_args(&[name]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = check(&args);
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let w = tier_lines(&r.stdout, "worker");
+    assert_eq!(w.len(), 2, "{}", r.stdout);
+    for l in &w {
+        assert_eq!(result(l), Some("OK"), "{l}");
+        assert!(!l.contains(name), "Worker names are redacted: {l}");
+    }
+    assert_eq!(worker.requests(), 2);
+    assert_eq!(
+        dc.inits(),
+        2,
+        "each probe's relay init reached the DC through the tunnel"
+    );
+}
+
+#[test]
+fn unresolvable_worker_is_a_dns_failure_not_a_hang() {
+    let worker = FakeDc::start_worker(DcConfig::default());
+    let mut args: Vec<String> = vec![
+        "--cf-worker-domain".into(),
+        format!("nowhere.workers.dev:{}", worker.port()),
+        "--tier-order".into(),
+        "worker".into(),
+        "--probe-timeout".into(),
+        "1".into(),
+    ];
+    // The hosts file knows another name only, and the one nameserver is an unused loopback
+    // address: the lookup fails or runs out of the probe timeout, and nothing leaves the host.
+    let resolv = temp_dir().join("resolv.conf");
+    std::fs::write(&resolv, "nameserver 127.0.0.9\n").expect("write resolv.conf");
+    args.extend([
+        "--hosts-file".to_string(),
+        hosts_file(&["other.workers.dev"]).display().to_string(),
+        "--resolv-conf".to_string(),
+        resolv.display().to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let r = check(&args);
+    assert_eq!(
+        r.code,
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for l in tier_lines(&r.stdout, "worker") {
+        assert_eq!(result(l), Some("dns"), "{l}");
+    }
+    assert_eq!(worker.requests(), 0);
+}
+
+#[test]
+fn flags_help_and_usage_errors() {
+    let r = run_bin(&["check", "--help"], &[], RUN_TIMEOUT);
+    assert_eq!(r.code, Some(0));
+    for word in ["--count", "--dc", "--probe-timeout", "Exit status"] {
+        assert!(r.stdout.contains(word), "{word}: {}", r.stdout);
+    }
+    let r = run_bin(&["help", "check"], &[], RUN_TIMEOUT);
+    assert_eq!(r.code, Some(0));
+    assert!(r.stdout.contains("--count"));
+    for (args, prefix) in [
+        (&["check", "--count", "0"][..], "tg-ws-proxy: --count: "),
+        (&["check", "--dc", "two"][..], "tg-ws-proxy: --dc: "),
+        (
+            &["check", "--frobnicate"][..],
+            "tg-ws-proxy: unknown flag '--frobnicate'",
+        ),
+        (
+            &["check", "--probe-timeout", "0"][..],
+            "tg-ws-proxy: --probe-timeout: ",
+        ),
+    ] {
+        let r = run_bin(args, &[], RUN_TIMEOUT);
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with(prefix), "{args:?}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
+    }
+}
