@@ -631,12 +631,16 @@ fn sweep_pools(probes: &mut Probes, last: &mut (u64, u64), ctx: &mut Ctx<'_>) {
     if slept {
         info!("suspend detected (boot clock jumped): warm pools flushed");
     } else if dead > 1 && kept == 0 {
-        info!(
-            "every pooled upstream was dead ({dead}): network change, pools flushed and refilled"
-        );
+        // Also what an intermediary closing idle upgraded sockets looks like: not worth more
+        // than a debug line; the refill below is the same either way.
+        debug!("every pooled upstream was dead ({dead}): refilling");
     }
     for route in 0..ctx.routes.routes.len() {
-        fill_pool(probes, route, ctx);
+        // Worker pools refill only when a session starts (each fill is a request against the
+        // Worker's daily quota); other tiers are kept warm while hot.
+        if ctx.routes.routes[route].tier != crate::config::Tier::Worker {
+            fill_pool(probes, route, ctx);
+        }
     }
 }
 

@@ -378,6 +378,15 @@ impl Conn {
         let Some(route) = self.info.route else { return };
         if self.info.first_down_ms.is_some() {
             self.info.route_reported = true;
+            // A session whose dial began before the route's last state change says nothing
+            // about the new state (it must not undo a fresh Down or a quarantine).
+            let dial_start = self
+                .info
+                .connected_ms
+                .map_or(0, |t| t.saturating_sub(self.info.connect_rtt));
+            if dial_start < ctx.routes.routes[route].health.last_change() {
+                return;
+            }
             ctx.routes
                 .on_success(route, ctx.now, self.info.connect_rtt, "session");
             // Proven Up and hot: its warm pool may fill now.
