@@ -12,7 +12,16 @@ use tg_ws_proxy::rng::Rng;
 
 fn start(dc: &FakeDc, extra: &[&str]) -> Proxy {
     let ws = format!("2:{}", dc.addr());
-    let mut args = vec!["--secret", SECRET, "--dc-ip", &ws, "--tier-order", "ws", "--stats-interval", "0.2"];
+    let mut args = vec![
+        "--secret",
+        SECRET,
+        "--dc-ip",
+        &ws,
+        "--tier-order",
+        "ws",
+        "--stats-interval",
+        "0.2",
+    ];
     args.extend_from_slice(extra);
     Proxy::start(&args)
 }
@@ -35,8 +44,14 @@ fn hot_route_fills_its_pool_and_the_next_client_takes_a_warm_upstream() {
     let a = probe_once(&opts, &mut rng);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}");
     // The session used a warm upstream: its init arrived on an already-upgraded connection.
-    assert!(proxy.wait_log("(pooled)", Duration::from_secs(5)), "{}", proxy.logs().join("\n"));
-    assert!(wait_until(Duration::from_secs(5), || proxy.count_log("pool=1/") > 0));
+    assert!(
+        proxy.wait_log("(pooled)", Duration::from_secs(5)),
+        "{}",
+        proxy.logs().join("\n")
+    );
+    assert!(wait_until(Duration::from_secs(5), || proxy
+        .count_log("pool=1/")
+        > 0));
     // …and the pool is topped up again.
     assert!(wait_until(Duration::from_secs(5), || dc.upgrades() > before));
 }
@@ -56,7 +71,11 @@ fn pooled_upstreams_are_aged_out_and_refilled() {
         dc.upgrades(),
         proxy.logs().join("\n")
     );
-    assert!(dc.live_sessions() <= 2, "{} live sessions at the front", dc.live_sessions());
+    assert!(
+        dc.live_sessions() <= 2,
+        "{} live sessions at the front",
+        dc.live_sessions()
+    );
 }
 
 #[test]
@@ -69,6 +88,8 @@ fn pool_size_zero_never_dials_in_the_background() {
         assert_eq!(probe_once(&opts, &mut rng).outcome, Outcome::Ok);
     }
     // Three sessions, three upgrades; a stats line later there are still three.
-    assert!(wait_until(Duration::from_secs(3), || proxy.count_log("stats:") >= 2));
+    assert!(wait_until(Duration::from_secs(3), || proxy
+        .count_log("stats:")
+        >= 2));
     assert_eq!(dc.upgrades(), 3);
 }

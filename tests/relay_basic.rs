@@ -15,7 +15,10 @@ fn res_pq_through_ws_tier() {
     let ws = format!("2:{}", dc.handle().addr());
     let proxy = Proxy::start(&["--secret", SECRET, "--dc-ip", &ws, "--tier-order", "ws"]);
     let mut rng = Rng::new().unwrap();
-    let a = probe_once(&client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2), &mut rng);
+    let a = probe_once(
+        &client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2),
+        &mut rng,
+    );
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{:#?}", proxy.logs());
     assert_eq!(dc.handle().upgrades(), 1);
     let _ = Duration::ZERO;
@@ -25,8 +28,18 @@ fn res_pq_through_ws_tier() {
 fn res_pq_through_tcp_tier() {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let tcp = format!("2:{}", dc.handle().addr());
-    let proxy = Proxy::start(&["--secret", SECRET, "--tcp-dc-ip", &tcp, "--tier-order", "tcp"]);
+    let proxy = Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--tcp-dc-ip",
+        &tcp,
+        "--tier-order",
+        "tcp",
+    ]);
     let mut rng = Rng::new().unwrap();
-    let a = probe_once(&client_opts(proxy.addr(), SECRET, Tag::Abridged, -2), &mut rng);
+    let a = probe_once(
+        &client_opts(proxy.addr(), SECRET, Tag::Abridged, -2),
+        &mut rng,
+    );
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{:#?}", proxy.logs());
 }

@@ -91,7 +91,9 @@ impl Route {
     pub fn target_label(&self) -> String {
         match &self.target {
             Target::Ws { addr, hosts, .. } => format!("{}@{addr}", hosts[0]),
-            Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => format!("{}:{}", redact(&ep.host), ep.port),
+            Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => {
+                format!("{}:{}", redact(&ep.host), ep.port)
+            }
             Target::Tcp { addr } => addr.to_string(),
         }
     }
