@@ -117,7 +117,7 @@ apt_install() {
 apt_all_installed() {
     local p
     for p in "${APT_PACKAGES[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || return 1
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null || return 1
     done
 }
 
@@ -176,7 +176,7 @@ cmd_install() {
 
 # version_ge A B: true if dotted version A >= B.
 version_ge() {
-    [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]
+    [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | sed -n 1p)" = "$2" ]
 }
 
 # Sets PATH/RUSTC/CARGO and the cross flags for this process only. We do not use
@@ -202,7 +202,7 @@ setup_env() {
         ;;
     nightly)
         command -v rustup >/dev/null 2>&1 || die "CROSS_TOOLCHAIN=nightly needs rustup"
-        rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src' ||
+        rustup component list --toolchain nightly --installed 2>/dev/null | grep '^rust-src' >/dev/null ||
             die "rustup nightly lacks rust-src: rustup toolchain install nightly --component rust-src"
         RUSTC="$(rustup which --toolchain nightly rustc)"
         CARGO="$(rustup which --toolchain nightly cargo)"
@@ -224,9 +224,9 @@ print_env() {
     printf '  rustc:          %s (%s)\n' "$("$RUSTC" -V)" "$RUSTC"
     printf '  cargo:          %s (%s)\n' "$("$CARGO" -V)" "$CARGO"
     printf '  std source:     %s\n' "$("$RUSTC" --print sysroot)/lib/rustlib/src/rust"
-    printf '  cargo-zigbuild: %s\n' "$(cargo-zigbuild --version 2>&1 | head -n1)"
-    printf '  zig:            %s\n' "$(python3 -m ziglang version 2>&1 | head -n1)"
-    printf '  qemu:           %s\n' "$(qemu-mips-static --version 2>&1 | head -n1)"
+    printf '  cargo-zigbuild: %s\n' "$(cargo-zigbuild --version 2>&1 | sed -n 1p)"
+    printf '  zig:            %s\n' "$(python3 -m ziglang version 2>&1 | sed -n 1p)"
+    printf '  qemu:           %s\n' "$(qemu-mips-static --version 2>&1 | sed -n 1p)"
     printf '  RUSTFLAGS:      %s\n' "$RUSTFLAGS"
     printf '  target dir:     %s\n' "$CROSS_TARGET_DIR"
 }
@@ -308,17 +308,17 @@ cmd_smoke() {
         out="$("$q" "$b" --help 2>&1)" || die "$t: '--help' exited $? under $q: $out"
         [ -n "$out" ] || die "$t: '--help' printed nothing"
         printf '  --help: ok (%d lines; first: %s)\n' "$(printf '%s\n' "$out" | wc -l)" \
-            "$(printf '%s\n' "$out" | head -n1)"
+            "$(printf '%s\n' "$out" | sed -n 1p)"
 
         out="$("$q" "$b" genkey 2>&1)" || die "$t: 'genkey' exited $? under $q: $out"
-        printf '%s\n' "$out" | grep -q -E '[0-9a-fA-F]{32}' ||
+        printf '%s\n' "$out" | grep -E '[0-9a-fA-F]{32}' >/dev/null ||
             die "$t: 'genkey' printed no 32-hex-digit secret: $out"
         echo "  genkey: ok (printed a secret)"
 
         # argv[0] applet selection through a symlink, as installed on a router.
         ln -sf "$b" "$CROSS_TARGET_DIR/genkey"
         out="$("$q" "$CROSS_TARGET_DIR/genkey" 2>&1)" || die "$t: argv[0]=genkey exited $?: $out"
-        printf '%s\n' "$out" | grep -q -E '[0-9a-fA-F]{32}' ||
+        printf '%s\n' "$out" | grep -E '[0-9a-fA-F]{32}' >/dev/null ||
             die "$t: argv[0]=genkey printed no secret: $out"
         rm -f "$CROSS_TARGET_DIR/genkey"
         echo "  argv[0] genkey symlink: ok"
@@ -349,16 +349,30 @@ cmd_e2e() {
     done
 }
 
+# Unit tests that cannot pass under qemu-user (not on real MIPS), skipped by exact name in
+# test-mips. qemu 7.2 (Debian bookworm) hands getsockopt(SO_ERROR) the HOST errno unchanged: a
+# refused non-blocking connect reads 111 (x86 ECONNREFUSED), but MIPS's ECONNREFUSED is 146, so
+# std maps it to an uncategorized error. A blocking connect's errno IS translated (146). Checked
+# with a 20-line C program built by `zig cc -target mips-linux-musleabi`: see cross/README.md.
+# Override with CROSS_TEST_SKIP="name1 name2" (empty to skip nothing).
+QEMU_SO_ERROR_TESTS="applet::check::tests::a_dead_route_fails_within_the_probe_timeout"
+CROSS_TEST_SKIP="${CROSS_TEST_SKIP-$QEMU_SO_ERROR_TESTS}"
+
 cmd_test_mips() {
     setup_env
-    local t=mips-unknown-linux-musl t0=$SECONDS
+    local t=mips-unknown-linux-musl t0=$SECONDS n skip=()
+    for n in $CROSS_TEST_SKIP; do
+        skip+=(--skip "$n")
+        log "SKIPPED under qemu (qemu does not translate SO_ERROR errno values): $n"
+    done
+    [ ${#skip[@]} -eq 0 ] || skip=(-- --exact "${skip[@]}")
     command -v qemu-mips-static >/dev/null 2>&1 || die "qemu-mips-static not found; run: cross/build.sh install"
     export CARGO_TARGET_MIPS_UNKNOWN_LINUX_MUSL_RUNNER=qemu-mips-static
     log "unit tests (--lib) for $t under qemu-mips-static (big-endian, debug, -Zbuild-std)"
     # `cargo zigbuild test` is rejected by cargo-zigbuild's CLI; the binary's `test` works.
     # shellcheck disable=SC2086
     (cd "$REPO_ROOT" && cargo-zigbuild test $CROSS_LOCKED --target "$t" \
-        --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag test)" --lib)
+        --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag test)" --lib "${skip[@]}")
     log "test-mips done in $((SECONDS - t0)) s"
 }
 
