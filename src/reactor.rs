@@ -633,7 +633,7 @@ fn sweep_pools(probes: &mut Probes, last: &mut (u64, u64), ctx: &mut Ctx<'_>) {
     } else if dead > 1 && kept == 0 {
         // Also what an intermediary closing idle upgraded sockets looks like: not worth more
         // than a debug line; the refill below is the same either way.
-        debug!("every pooled upstream was dead ({dead}): refilling");
+        debug!("every pooled upstream was dead ({dead}): refilling the non-Worker pools");
     }
     for route in 0..ctx.routes.routes.len() {
         // Worker pools refill only when a session starts (each fill is a request against the

@@ -384,7 +384,8 @@ impl Conn {
                 .info
                 .connected_ms
                 .map_or(0, |t| t.saturating_sub(self.info.connect_rtt));
-            if dial_start < ctx.routes.routes[route].health.last_change() {
+            let changed = ctx.routes.routes[route].health.last_change();
+            if changed > 0 && dial_start <= changed {
                 return;
             }
             ctx.routes
