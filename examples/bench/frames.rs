@@ -46,7 +46,9 @@ pub fn run(o: &Opts) -> Result<BigFrames, String> {
         "big frames: control, {n} sessions × {CONTROL_PACKETS} × 64 KiB"
     ));
     let control = phase(&mut p, &dc, n, 0, (CONTROL_PACKETS, CONTROL_SIZE))?;
-    if !super::wait_for(Duration::from_secs(10), || dc.live_sessions() <= super::POOL_SLACK) {
+    if !super::wait_for(Duration::from_secs(10), || {
+        dc.live_sessions() <= super::POOL_SLACK
+    }) {
         return Err("big frames: control sessions did not close".into());
     }
     step(&format!(

@@ -81,7 +81,9 @@ pub fn run(o: &Opts, bin: &Path, tier: &str, label: &str) -> Result<Memory, Stri
     let (moved, large_streaming, stream_samples) =
         p.peak_rss_during(|| client::transfer_all(clients, STREAM, (0, 0)));
     moved.map_err(|e| format!("memory ({label}), streaming: {e}"))?;
-    if !wait_for(Duration::from_secs(10), || dc.live_sessions() <= super::POOL_SLACK) {
+    if !wait_for(Duration::from_secs(10), || {
+        dc.live_sessions() <= super::POOL_SLACK
+    }) {
         return Err("sessions did not close after the clients left".into());
     }
     let after_close = p.settled_rss_kib();
