@@ -67,6 +67,9 @@ pub enum Fault {
     /// Close once at least this many bytes went out (whole packets; the one that crosses it is
     /// sent complete, then the connection closes).
     CloseAfterSent(usize),
+    /// WS front: close (WS close + TLS close_notify) once nothing arrived for this long, like
+    /// an intermediary's idle timeout.
+    CloseWhenIdle(Duration),
 }
 
 /// Start-up settings of a [`FakeDc`].
@@ -691,6 +694,9 @@ fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fau
     };
     match fault {
         Fault::CloseAfterUpgrade => return close_tls(ws.get_mut()),
+        Fault::CloseWhenIdle(idle) => {
+            let _ = ws.get_ref().sock.set_read_timeout(Some(idle));
+        }
         _ => {
             let _ = ws.get_ref().sock.set_read_timeout(None);
         }
