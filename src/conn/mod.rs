@@ -332,11 +332,6 @@ impl Conn {
         }
     }
 
-    /// Remaining slot bookkeeping for the reactor.
-    pub fn slot(&self) -> usize {
-        self.slot
-    }
-
     fn arm(&mut self, at: u64, kind: TimerKind, ctx: &mut Ctx<'_>) {
         if let Some(t) = self.timer.take() {
             ctx.wheel.cancel(t);

@@ -75,34 +75,32 @@ impl Probe {
         now: u64,
     ) -> Result<Probe, Failure> {
         let dial = Dial::start(spec, registry, token, std::time::Duration::ZERO)?;
-        Ok(Probe {
-            route,
-            id,
-            started: now,
-            phase: Phase::Dialing(dial),
-            ws: matches!(spec.kind, DialKind::Ws { .. }),
-            dc,
-            nonce: [0; 16],
-            out: Vec::new(),
-            out_sent: 0,
-            raw_in: Vec::new(),
-            relay_dec: None,
-            decoder: Decoder::new(Tag::Intermediate),
-            upgraded: false,
-            fill: false,
-        })
+        let ws = matches!(spec.kind, DialKind::Ws { .. });
+        Ok(Probe::with_dial(route, id, dc, dial, now, ws, false))
     }
 
     /// Adopts a dial a client session gave up on (it lost a hedged race): it finishes in the
     /// background as a pool fill, so its outcome still teaches the route's health and a late
     /// success becomes a warm upstream. The caller re-tokens the socket.
     pub fn adopt(route: usize, id: u32, dc: DcId, dial: Dial, started: u64) -> Probe {
+        Probe::with_dial(route, id, dc, dial, started, true, true)
+    }
+
+    fn with_dial(
+        route: usize,
+        id: u32,
+        dc: DcId,
+        dial: Dial,
+        started: u64,
+        ws: bool,
+        fill: bool,
+    ) -> Probe {
         Probe {
             route,
             id,
             started,
             phase: Phase::Dialing(dial),
-            ws: true,
+            ws,
             dc,
             nonce: [0; 16],
             out: Vec::new(),
@@ -111,7 +109,7 @@ impl Probe {
             relay_dec: None,
             decoder: Decoder::new(Tag::Intermediate),
             upgraded: false,
-            fill: true,
+            fill,
         }
     }
 
