@@ -620,27 +620,39 @@ fn answer(
 
 type TlsStream = StreamOwned<ServerConnection, TcpStream>;
 
+/// Server-side TLS handshake with handshake-bounded timeouts; records the SNI. `None` (and a
+/// violation named `what`) if the handshake fails.
+fn accept_tls(
+    shared: &Shared,
+    sock: TcpStream,
+    cfg: Arc<ServerConfig>,
+    what: &str,
+) -> Option<TlsStream> {
+    let _ = sock.set_nodelay(true);
+    let _ = sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let _ = sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+    let conn = ServerConnection::new(cfg).ok()?;
+    let mut tls = StreamOwned::new(conn, sock);
+    while tls.conn.is_handshaking() {
+        if let Err(e) = tls.conn.complete_io(&mut tls.sock) {
+            shared.violation(format!("{what}: {e}"));
+            return None;
+        }
+    }
+    let sni = tls.conn.server_name().unwrap_or("").to_string();
+    shared.lock().snis.push(sni);
+    Some(tls)
+}
+
 // tungstenite's callback type fixes the large `ErrorResponse` error variant.
 #[allow(clippy::result_large_err)]
 fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fault, rng: Rng) {
     if matches!(fault, Fault::Refuse) {
         return;
     }
-    let _ = sock.set_nodelay(true);
-    let _ = sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let _ = sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
-    let Ok(conn) = ServerConnection::new(cfg) else {
+    let Some(tls) = accept_tls(shared, sock, cfg, "TLS handshake") else {
         return;
     };
-    let mut tls = StreamOwned::new(conn, sock);
-    while tls.conn.is_handshaking() {
-        if let Err(e) = tls.conn.complete_io(&mut tls.sock) {
-            shared.violation(format!("TLS handshake: {e}"));
-            return;
-        }
-    }
-    let sni = tls.conn.server_name().unwrap_or("").to_string();
-    shared.lock().snis.push(sni);
     let delay = shared.lock().delay;
     if !delay.is_zero() && !shared.pause(delay) {
         return;

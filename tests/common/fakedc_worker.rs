@@ -12,11 +12,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use rustls::ServerConfig;
 use tungstenite::protocol::{Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
-use super::{close_tls, query_param, Fault, Shared, TlsStream, HANDSHAKE_TIMEOUT, READ_CHUNK};
+use super::{close_tls, query_param, Fault, Shared, TlsStream, READ_CHUNK};
 
 /// Longest request head accepted.
 const MAX_HEAD: usize = 16 * 1024;
@@ -40,21 +40,9 @@ pub(super) fn serve(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fa
     if matches!(fault, Fault::Refuse) {
         return;
     }
-    let _ = sock.set_nodelay(true);
-    let _ = sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let _ = sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
-    let Ok(conn) = ServerConnection::new(cfg) else {
+    let Some(mut tls) = super::accept_tls(shared, sock, cfg, "worker TLS handshake") else {
         return;
     };
-    let mut tls = StreamOwned::new(conn, sock);
-    while tls.conn.is_handshaking() {
-        if let Err(e) = tls.conn.complete_io(&mut tls.sock) {
-            shared.violation(format!("worker TLS handshake: {e}"));
-            return;
-        }
-    }
-    let sni = tls.conn.server_name().unwrap_or("").to_string();
-    shared.lock().snis.push(sni);
     let Some((head, rest)) = read_head(&mut tls) else {
         return;
     };
