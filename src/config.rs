@@ -113,8 +113,15 @@ pub struct Config {
     /// Start the next route in parallel if the first is not ready by then (`--hedge-delay`,
     /// 250 ms; a route's own 2 × p95 once known).
     pub hedge_delay: Duration,
-    /// Minimum gap between handshakes to one address (`--handshake-pace`, 20 ms; 0 = off).
+    /// One handshake per address is earned every `handshake_pace` (`--handshake-pace`, 20 ms;
+    /// 0 = off); see `route::pace`.
     pub handshake_pace: Duration,
+    /// Handshakes an idle address may start at once (`--handshake-burst`, 8).
+    pub handshake_burst: u32,
+    /// Longest pacing ever delays a client's handshake (`--pace-max-wait`, 50 ms).
+    pub pace_max_wait: Duration,
+    /// Probe the production DCs' routes once at start (`--startup-probes`, on).
+    pub startup_probes: bool,
     /// Bound on a client's whole connect phase (`--connect-budget`, 3 s).
     pub connect_budget: Duration,
     /// Route health policy (`--cooldown-base`, `--cooldown-max`, `--flap-quarantine`,
@@ -189,6 +196,9 @@ impl Config {
             hedge_delay: Duration::from_millis(250),
             connect_budget: Duration::from_secs(3),
             handshake_pace: Duration::from_millis(20),
+            handshake_burst: 8,
+            pace_max_wait: Duration::from_millis(50),
+            startup_probes: true,
             health: crate::route::health::Policy::default(),
             probe_interval: Duration::from_secs(300),
             probe_timeout: Duration::from_secs(5),

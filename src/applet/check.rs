@@ -1,10 +1,11 @@
-//! The `check` applet (DESIGN.md §7): probe every configured route of the chosen DCs the way the
-//! background prober does — TCP → TLS → WS upgrade → relay init → `req_pq_multi` → `resPQ`, with
-//! [`route::probe::Probe`](crate::route::probe::Probe) itself — and print one table line per
-//! dial option, then one verdict line per DC.
+//! The `check` applet (docs/design.md §7): probe every configured route of the chosen DCs the way
+//! the background prober does — TCP → TLS → WS upgrade → relay init → `req_pq_multi` → `resPQ`,
+//! with the proxy's own [`Prober`] — and print one table line per dial option, then one verdict
+//! line per DC.
 //!
-//! Owns: its two flags (`--count`, `--dc`), its own `mio::Poll` loop (DNS first, then the probes
-//! of one round in parallel, each bounded by `--probe-timeout`), the table and the exit code. It
+//! Owns: its two flags (`--count`, `--dc`), its own `mio::Poll` (DNS first, then the probes of
+//! one round in parallel in a [`Prober`], each bounded by `--probe-timeout`), the table and the
+//! exit code. It
 //! takes `run`'s flags through [`cli::parse_run`] so one command line serves both. It must not
 //! listen, keep or log route health, spend the proxy's Worker budget, or touch any secret: a
 //! check needs none, so `TG_SECRET` is replaced by a placeholder and `--secret-file` /
@@ -15,7 +16,7 @@ use std::io;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll};
 use pico_args::Arguments;
 
 use crate::cli::{self, CliError};
@@ -25,15 +26,16 @@ use crate::mtproto::dc::DcId;
 use crate::net::dial::{DialKind, DialSpec};
 use crate::net::tls;
 use crate::rng::Rng;
-use crate::route::probe::{Probe, ProbeOutcome};
+use crate::route::probe::{Goal, ProbeOutcome};
+use crate::route::prober::{Finished, Prober};
 use crate::route::table::Table;
-use crate::token::DNS;
+use crate::token::{self, Role, DNS};
 
 /// Placeholder secret handed to `parse_run` (which requires one); never used on the wire.
 const PLACEHOLDER_SECRET: &str = "00000000000000000000000000000001";
 
 /// Gap between two probe starts of one round (ms): a burst of parallel handshakes to one
-/// address is what some DPI drops (DESIGN.md §4, "handshakes are paced").
+/// address is what some DPI drops (docs/design.md §4, "handshakes are paced").
 const PACE_MS: u64 = 10;
 
 /// Largest `--count`.
@@ -295,7 +297,7 @@ pub fn default_dcs(cfg: &Config) -> Vec<u16> {
 ///
 /// Errors: the resolver's UDP socket or the poll cannot be created.
 pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
-    let mut table = Table::new(cfg, 0);
+    let mut table = Table::new();
     let mut routes = Vec::new();
     for &n in dcs {
         for media in [false, true] {
@@ -437,32 +439,24 @@ pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()
     let mut poll = Poll::new()?;
     let clock = Instant::now();
     let timeout = cfg.probe_timeout.as_millis() as u64;
-    for round in 0..count {
-        run_round(
-            &mut poll,
-            &tls,
-            &mut rng,
-            &clock,
-            timeout,
-            round as u32,
-            rows,
-        )?;
+    for _ in 0..count {
+        run_round(&mut poll, &tls, &mut rng, &clock, timeout, rows)?;
     }
     Ok(())
 }
 
-/// One round: every row's probe, started [`PACE_MS`] apart, all running together.
+/// One round: every row's probe, started [`PACE_MS`] apart, all running together in the same
+/// [`Prober`] the proxy's background uses (row index = route id).
 fn run_round(
     poll: &mut Poll,
     tls: &std::sync::Arc<rustls::ClientConfig>,
     rng: &mut Rng,
     clock: &Instant,
     timeout: u64,
-    round: u32,
     rows: &mut [Row],
 ) -> io::Result<()> {
     let now_ms = || clock.elapsed().as_millis() as u64;
-    let mut live: Vec<Option<(Probe, u64)>> = (0..rows.len()).map(|_| None).collect();
+    let mut prober = Prober::new(rows.len());
     let mut queue: VecDeque<usize> = VecDeque::new();
     for (i, row) in rows.iter_mut().enumerate() {
         match (&row.spec, &row.unresolved) {
@@ -475,6 +469,7 @@ fn run_round(
         }
     }
     let mut events = Events::with_capacity(64);
+    let mut done: Vec<Finished> = Vec::new();
     let mut next_start = now_ms();
     loop {
         let now = now_ms();
@@ -483,34 +478,34 @@ fn run_round(
             let Some(spec) = rows[i].spec.clone() else {
                 continue;
             };
-            let id = round.wrapping_mul(rows.len() as u32).wrapping_add(i as u32);
-            match Probe::start(i, id, rows[i].dc, &spec, poll.registry(), Token(i), now) {
-                Ok(p) => live[i] = Some((p, now + timeout)),
-                Err(f) => rows[i].attempts.push(Attempt::Failed {
+            let started = prober.launch(
+                i,
+                rows[i].dc,
+                &spec,
+                Goal::ResPq,
+                now + timeout,
+                poll.registry(),
+                now,
+            );
+            if let Err(f) = started {
+                rows[i].attempts.push(Attempt::Failed {
                     class: f.to_string(),
                     ms: 0,
                     detail: "could not start".into(),
-                }),
+                });
             }
             next_start = now + PACE_MS;
         }
-        // Deadlines.
-        for (i, slot) in live.iter_mut().enumerate() {
-            if slot.as_ref().is_some_and(|(_, d)| *d <= now) {
-                if let Some((mut p, _)) = slot.take() {
-                    let outcome = p.timeout_failure();
-                    drop(p.take_upstream());
-                    record(
-                        &mut rows[i],
-                        outcome,
-                        now.saturating_sub(p.started),
-                        timeout,
-                    );
-                }
-            }
+        prober.expire(now, &mut done);
+        for f in done.drain(..) {
+            record(
+                &mut rows[f.route],
+                f.outcome,
+                now.saturating_sub(f.started),
+                timeout,
+            );
         }
-        let running = live.iter().flatten().map(|(_, d)| *d).min();
-        let wake = match (running, queue.is_empty()) {
+        let wake = match (prober.next_deadline(), queue.is_empty()) {
             (None, true) => return Ok(()),
             (Some(d), true) => d,
             (Some(d), false) => d.min(next_start),
@@ -526,20 +521,16 @@ fn run_round(
         }
         let now = now_ms();
         for ev in events.iter() {
-            let i = ev.token().0;
-            let Some((p, _)) = live.get_mut(i).and_then(Option::as_mut) else {
+            let Some((slot, generation, Role::Probe)) = token::decode(ev.token()) else {
                 continue;
             };
-            if let Some(outcome) = p.advance(tls, now, rng) {
-                if let Some((mut p, _)) = live[i].take() {
-                    drop(p.take_upstream());
-                    record(
-                        &mut rows[i],
-                        outcome,
-                        now.saturating_sub(p.started),
-                        timeout,
-                    );
-                }
+            if let Some(f) = prober.on_event(slot, generation, tls, now, rng) {
+                record(
+                    &mut rows[f.route],
+                    f.outcome,
+                    now.saturating_sub(f.started),
+                    timeout,
+                );
             }
         }
     }

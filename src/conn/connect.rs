@@ -1,19 +1,21 @@
-//! Connect phase: reach the session's DC over the best route, hedging across routes.
+//! Connect phase: run the ladder's plan for one client, hedging across routes.
 //!
-//! The route table orders usable routes (Up/Unknown first, Suspect next, Down ones left out:
-//! clients never pay for health checks). The first route is dialled; if it is not ready within
-//! the hedge delay (the route's 2 × p95 once known, else `--hedge-delay`) the next one starts in
-//! parallel. The first to finish wins; the other is cancelled (counted as cancelled, not as a
-//! failure). A failure starts the next route at once. `--connect-budget` bounds the whole phase:
-//! past it the client is closed so it reconnects instead of waiting. Client bytes that arrive
-//! meanwhile are decrypted into the session's upstream buffer.
+//! The ladder orders the candidates and may hand a warm pooled upstream of the best route. The
+//! first candidate is dialled; if it is not ready within the ladder's hedge delay the next one
+//! starts in parallel (always a different route). The first to finish wins; the other is
+//! cancelled and, for WebSocket routes, finishes in the background as a pool fill. A failure
+//! starts the next candidate at once. `--connect-budget` bounds the whole phase: past it the
+//! client is closed so it reconnects instead of waiting. Handshake starts wait for the ladder's
+//! pacing (a bounded delay). Client bytes that arrive meanwhile are decrypted into the session's
+//! upstream buffer. This module reports what happened ([`Observation`]); it decides nothing
+//! about health.
 
 use std::net::SocketAddr;
 
 use log::debug;
 
 use super::relay::Relay;
-use super::{Conn, Ctx, Phase, Ready, Step, TimerEv, TimerKind};
+use super::{Conn, Ctx, Phase, Ready, SessionTimer, Step, TimerEv};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
 use crate::error::{CloseReason, Failure};
@@ -21,19 +23,11 @@ use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::{Dial, DialSpec, DialStep, Upstream};
 use crate::net::io::{read_once, Io};
-use crate::route::health::State;
+use crate::route::ladder::{Candidate, Observation, Plan, RouteId};
 use crate::timer::TimerId;
 use crate::token::{self, Role};
 
-/// Lowest hedge delay derived from a route's RTT (ms).
-const HEDGE_FLOOR_MS: u64 = 50;
-
-/// One dial option: a route and one of its dial specs (a `ws` route has two host names).
-struct Candidate {
-    route: usize,
-    spec: DialSpec,
-}
-
+/// A dial in flight.
 struct Attempt {
     cand: usize,
     dial: Dial,
@@ -42,29 +36,53 @@ struct Attempt {
     started: u64,
 }
 
+/// One of the two attempt slots of a session.
+enum Slot {
+    /// Nothing running.
+    Free,
+    /// Candidate `cand` waits for its pacing slot (`timer` fires then).
+    Paced { cand: usize, timer: TimerId },
+    /// A dial in flight.
+    Dialing(Attempt),
+}
+
+impl Slot {
+    fn route(&self, cands: &[Candidate]) -> Option<RouteId> {
+        match self {
+            Slot::Free => None,
+            Slot::Paced { cand, .. } => Some(cands[*cand].route),
+            Slot::Dialing(a) => Some(cands[a.cand].route),
+        }
+    }
+}
+
+/// A warm upstream taken from the best route's pool, with when its dial began.
+struct Pooled {
+    route: RouteId,
+    up: Upstream,
+    dial_started: u64,
+}
+
 /// State of the connect phase.
 pub struct Connecting {
     accepted: Accepted,
     dc: DcId,
-    cands: Vec<Candidate>,
+    plan: Plan,
     /// Candidates already dialled or skipped.
     used: Vec<bool>,
-    attempts: [Option<Attempt>; 2],
+    slots: [Slot; 2],
     hedge_timer: Option<TimerId>,
     budget_timer: Option<TimerId>,
     /// Client plaintext (already decrypted) waiting for an upstream.
     up: RelayBuf,
     /// The client half-closed after sending a request: deliver it, then half-close upstream.
     client_eof: bool,
-    /// A warm upstream taken from the best route's pool (route index).
-    pooled: Option<(usize, Upstream)>,
-    /// A candidate waiting for its pacing slot: (candidate, attempt slot).
-    paced: Option<(usize, usize)>,
-    pace_timer: Option<TimerId>,
+    pooled: Option<Pooled>,
 }
 
 impl Connecting {
-    /// Starts the phase for a client whose init was accepted: plans routes, arms the budget.
+    /// Starts the phase for a client whose init was accepted: asks the ladder for a plan (and a
+    /// pooled upstream), arms the budget.
     pub fn new(
         accepted: Accepted,
         dc: DcId,
@@ -72,141 +90,103 @@ impl Connecting {
         id: u32,
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
-        let ids = ctx.routes.routes_for(dc, ctx.cfg, ctx.listen);
-        let (plan, _usable) = ctx.routes.plan(&ids, ctx.now);
-        // A warm upstream of the best route, if it is Up and has one, skips the connect.
-        let mut pooled = None;
-        if let Some(&best) = plan.first() {
-            let r = &mut ctx.routes.routes[best];
-            if matches!(
-                r.health.usable(ctx.now),
-                crate::route::health::Use::Preferred
-            ) && !r.pool.is_empty()
-            {
-                let (up, dropped) = r
-                    .pool
-                    .take(ctx.now, ctx.cfg.pool_max_age.as_millis() as u64);
-                if dropped > 0 {
-                    debug!("pool {}: dropped {dropped} stale upstream(s)", r.label());
-                }
-                pooled = up.map(|u| (best, u));
-            }
-        }
-        let mut cands = Vec::new();
-        for route in plan {
-            let specs = {
-                let dns = &mut *ctx.dns;
-                let now = ctx.now;
-                ctx.routes.routes[route]
-                    .specs_for(&mut |h| super::resolve_now(dns, h, now), ctx.listen)
-            };
-            for spec in specs {
-                cands.push(Candidate { route, spec });
-            }
-        }
-        let budget_at = ctx.now + ctx.cfg.connect_budget.as_millis() as u64;
+        let now = ctx.now;
+        let dns = &mut *ctx.dns;
+        let plan = ctx
+            .ladder
+            .plan(dc, now, &mut |h| crate::dns::cached(dns, h, now));
+        let pooled = plan.pooled.and_then(|route| {
+            let (up, dial_started) = ctx.ladder.take_pooled(route, now)?;
+            Some(Pooled {
+                route,
+                up,
+                dial_started,
+            })
+        });
+        let budget_at = now + ctx.cfg.connect_budget.as_millis() as u64;
         let budget_timer = ctx.wheel.insert(
             budget_at,
             TimerEv {
                 slot: slot as u32,
                 conn_id: id,
-                kind: TimerKind::Budget,
+                kind: SessionTimer::Budget,
             },
         );
         Connecting {
             accepted,
             dc,
-            used: vec![false; cands.len()],
-            cands,
-            attempts: [None, None],
+            used: vec![false; plan.cands.len()],
+            plan,
+            slots: [Slot::Free, Slot::Free],
             hedge_timer: None,
             budget_timer: Some(budget_timer),
             up: RelayBuf::new(ctx.cfg.buf_size),
             client_eof: false,
             pooled,
-            paced: None,
-            pace_timer: None,
         }
     }
 
     /// Remembers a readiness edge for attempt `i`.
     pub fn mark_ready(&mut self, i: u8, readable: bool, writable: bool) {
-        if let Some(a) = self.attempts[i as usize & 1].as_mut() {
+        if let Slot::Dialing(a) = &mut self.slots[i as usize & 1] {
             a.ready.read |= readable;
             a.ready.write |= writable;
         }
     }
 
-    /// Cancels every running attempt and timer (session closing or connected).
+    /// Cancels every running attempt and timer (session closing or connected). WebSocket
+    /// losers finish in the background as pool fills: the client does not wait for them, but
+    /// their outcome still teaches the ladder.
     pub fn cancel_all(&mut self, ctx: &mut Ctx<'_>) {
-        for slot in self.attempts.iter_mut() {
-            if let Some(a) = slot.take() {
-                ctx.wheel.cancel(a.timer);
-                let route = self.cands[a.cand].route;
-                let r = &ctx.routes.routes[route];
-                ctx.stats.attempts_cancelled[r.tier.index()] += 1;
-                // A WebSocket loser finishes in the background (pool fill): the client does not
-                // wait for it, but its outcome still teaches the route's health.
-                // A loser that has not even connected TCP after a hedge delay, while another
-                // route finished its whole handshake, is presumed down until its background
-                // finish proves otherwise (a late success brings the route straight back).
-                let hedge_ms = ctx.cfg.hedge_delay.as_millis() as u64;
-                if !a.dial.tcp_done() && ctx.now.saturating_sub(a.started) >= hedge_ms {
-                    if let Some(c) = ctx.routes.on_failure(
-                        route,
-                        ctx.now,
-                        Failure::Timeout,
-                        None,
-                        ctx.cfg,
-                        ctx.rng,
-                    ) {
-                        if let crate::route::health::State::Down { until } = c.to {
-                            ctx.probe_due.push((route, until));
-                        }
-                    }
+        for i in 0..2 {
+            match std::mem::replace(&mut self.slots[i], Slot::Free) {
+                Slot::Free => {}
+                Slot::Paced { timer, .. } => {
+                    ctx.wheel.cancel(timer);
                 }
-                let r = &ctx.routes.routes[route];
-                if r.tier != Tier::Tcp {
-                    let timeout = match r.tier {
-                        Tier::Ws => ctx.cfg.ws_connect_timeout,
-                        _ => ctx.cfg.cf_connect_timeout,
-                    };
-                    let deadline = a.started + timeout.as_millis() as u64;
-                    ctx.adopt.push((route, a.dial, a.started, deadline));
+                Slot::Dialing(a) => {
+                    ctx.wheel.cancel(a.timer);
+                    let route = self.plan.cands[a.cand].route;
+                    let tier = ctx.ladder.route(route).tier;
+                    ctx.stats.attempts_cancelled[tier.index()] += 1;
+                    ctx.ladder
+                        .observe(Observation::AttemptCancelled { route }, ctx.now);
+                    if tier != Tier::Tcp {
+                        let deadline = a.started + attempt_timeout(tier, ctx);
+                        ctx.prober.take_loser(
+                            ctx.ladder,
+                            ctx.registry,
+                            route,
+                            a.dial,
+                            (a.started, deadline),
+                        );
+                    }
                 }
             }
         }
-        self.paced = None;
-        for t in [
-            self.hedge_timer.take(),
-            self.budget_timer.take(),
-            self.pace_timer.take(),
-        ]
-        .into_iter()
-        .flatten()
+        for t in [self.hedge_timer.take(), self.budget_timer.take()]
+            .into_iter()
+            .flatten()
         {
             ctx.wheel.cancel(t);
         }
     }
 
-    /// The next candidate to dial: the first unused one whose route has no attempt running (a
-    /// hedge must go to a different route, not the same address under its other host name).
+    /// The next candidate to dial ([`Plan::next`]): never a route that already has an attempt.
     fn pick(&self) -> Option<usize> {
-        let busy = |route: usize| {
-            self.attempts
-                .iter()
-                .flatten()
-                .any(|a| self.cands[a.cand].route == route)
-                || self
-                    .paced
-                    .is_some_and(|(i, _)| self.cands[i].route == route)
-        };
-        (0..self.cands.len()).find(|&i| !self.used[i] && !busy(self.cands[i].route))
+        let busy = [
+            self.slots[0].route(&self.plan.cands),
+            self.slots[1].route(&self.plan.cands),
+        ];
+        self.plan.next(&self.used, &busy)
     }
 
-    /// Attempts in flight, counting one waiting for its pacing slot.
+    /// Attempts in flight or waiting for their pacing slot.
     fn running(&self) -> usize {
-        self.attempts.iter().filter(|a| a.is_some()).count() + usize::from(self.paced.is_some())
+        self.slots
+            .iter()
+            .filter(|s| !matches!(s, Slot::Free))
+            .count()
     }
 }
 
@@ -220,17 +200,18 @@ impl Conn {
             return Step::Wait;
         };
 
-        if let Some((route, mut up)) = c.pooled.take() {
+        if let Some(mut p) = c.pooled.take() {
             let token = token::encode(slot, id, Role::Up(0));
             let registered = ctx.registry.register(
-                up.sock(),
+                p.up.sock(),
                 token,
                 mio::Interest::READABLE | mio::Interest::WRITABLE,
             );
             if registered.is_ok() {
                 ctx.stats.pool_hits += 1;
-                let target = format!("{} (pooled)", ctx.routes.routes[route].target_label());
-                return self.start_relay(route, target, None, up, ctx);
+                let label = ctx.ladder.route(p.route).target_label();
+                let target = format!("{label} (pooled)");
+                return self.start_relay(p.route, target, Start::Pooled(p.dial_started), p.up, ctx);
             }
         }
 
@@ -243,7 +224,7 @@ impl Conn {
 
         let mut progressed = false;
         for i in 0..2 {
-            let Some(a) = c.attempts[i].as_mut() else {
+            let Slot::Dialing(a) = &mut c.slots[i] else {
                 continue;
             };
             if !a.ready.read && !a.ready.write {
@@ -251,18 +232,22 @@ impl Conn {
             }
             a.ready = Ready::default();
             progressed = true;
-            match a.dial.drive(ctx.tls) {
+            let step = a.dial.drive(ctx.tls);
+            if matches!(step, DialStep::Pending) {
+                continue;
+            }
+            let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) else {
+                unreachable!("slot {i} was Dialing just above");
+            };
+            ctx.wheel.cancel(a.timer);
+            match step {
                 DialStep::Pending => {}
                 DialStep::Failed {
                     failure,
                     retry_after,
                     detail,
                 } => {
-                    let a = c.attempts[i]
-                        .take()
-                        .expect("attempt present: checked above");
-                    ctx.wheel.cancel(a.timer);
-                    attempt_failed(c, a, failure, retry_after, &detail, &peer, ctx);
+                    attempt_failed(c, &a, failure, retry_after, &detail, &peer, ctx);
                     if c.running() == 0 {
                         if let Some(step) = start_next(c, slot, id, &peer, ctx) {
                             return step;
@@ -270,14 +255,10 @@ impl Conn {
                     }
                 }
                 DialStep::Ready(up) => {
-                    let a = c.attempts[i]
-                        .take()
-                        .expect("attempt present: checked above");
-                    ctx.wheel.cancel(a.timer);
-                    let route = c.cands[a.cand].route;
-                    let tier = ctx.routes.routes[route].tier;
-                    let target = target_label(&c.cands[a.cand].spec, tier);
-                    return self.start_relay(route, target, Some(a.started), up, ctx);
+                    let route = c.plan.cands[a.cand].route;
+                    let tier = ctx.ladder.route(route).tier;
+                    let target = target_label(&c.plan.cands[a.cand].spec, tier);
+                    return self.start_relay(route, target, Start::Dialled(a.started), up, ctx);
                 }
             }
         }
@@ -317,16 +298,17 @@ impl Conn {
         None
     }
 
-    /// Timers of the connect phase: attempt deadline, hedge start, connect budget.
-    pub(super) fn connect_timer(&mut self, kind: TimerKind, ctx: &mut Ctx<'_>) -> Step {
+    /// Timers of the connect phase: attempt deadline, hedge start, pacing slot, connect budget.
+    pub(super) fn connect_timer(&mut self, kind: SessionTimer, ctx: &mut Ctx<'_>) -> Step {
         let (slot, id, peer) = (self.slot, self.id, self.peer);
         let Phase::Connecting(c) = &mut self.phase else {
             return Step::Progress;
         };
         match kind {
-            TimerKind::Attempt(i) => {
-                if let Some(a) = c.attempts[i as usize & 1].take() {
-                    attempt_failed(c, a, Failure::Timeout, None, "deadline", &peer, ctx);
+            SessionTimer::Attempt(i) => {
+                let i = i as usize & 1;
+                if let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) {
+                    attempt_failed(c, &a, Failure::Timeout, None, "deadline", &peer, ctx);
                     if c.running() == 0 {
                         if let Some(step) = start_next(c, slot, id, &peer, ctx) {
                             return step;
@@ -335,7 +317,7 @@ impl Conn {
                 }
                 Step::Progress
             }
-            TimerKind::Hedge => {
+            SessionTimer::Hedge => {
                 c.hedge_timer = None;
                 if c.running() == 1 && c.pick().is_some() {
                     debug!("client {peer} {}: hedging to the next route", c.dc);
@@ -346,69 +328,51 @@ impl Conn {
                 }
                 Step::Progress
             }
-            TimerKind::Pace => {
-                c.pace_timer = None;
-                if let Some((idx, free)) = c.paced.take() {
-                    if let Err(f) = dial_candidate(c, idx, free, slot, id, ctx) {
-                        log::warn!(
-                            "client {peer} {}: {} could not start: {f}",
-                            c.dc,
-                            ctx.routes.routes[c.cands[idx].route].label()
-                        );
-                        if f == Failure::Local {
-                            return Step::Close(CloseReason::LocalResource);
-                        }
-                        if c.running() == 0 {
-                            if let Some(step) = start_next(c, slot, id, &peer, ctx) {
-                                return step;
-                            }
-                        }
+            SessionTimer::Pace(i) => {
+                let i = i as usize & 1;
+                if let Slot::Paced { cand, .. } = std::mem::replace(&mut c.slots[i], Slot::Free) {
+                    if let Some(step) = dial_or_next(c, cand, i, slot, id, &peer, ctx) {
+                        return step;
                     }
                 }
                 Step::Progress
             }
-            TimerKind::Budget => {
+            SessionTimer::Budget => {
                 c.budget_timer = None;
-                // Attempts that ran longer than a hedge delay and still had nothing are evidence
-                // against their route (else a black hole slower than the budget never goes Down);
-                // younger ones were only racing and count as cancelled.
-                let hedge_ms = ctx.cfg.hedge_delay.as_millis() as u64;
                 for i in 0..2 {
-                    if let Some(a) = c.attempts[i].take() {
-                        if ctx.now.saturating_sub(a.started) >= hedge_ms {
-                            ctx.wheel.cancel(a.timer);
-                            attempt_failed(
-                                c,
-                                a,
-                                Failure::Timeout,
-                                None,
-                                "connect budget spent",
-                                &peer,
-                                ctx,
-                            );
-                        } else {
-                            c.attempts[i] = Some(a);
-                        }
+                    if let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) {
+                        ctx.wheel.cancel(a.timer);
+                        let route = c.plan.cands[a.cand].route;
+                        let obs = Observation::AttemptCutByBudget {
+                            route,
+                            started: a.started,
+                        };
+                        ctx.ladder.observe(obs, ctx.now);
                     }
                 }
-                log::warn!(
-                    "client {peer} {}: no route ready within the connect budget ({}ms), closing so the client retries",
-                    c.dc,
-                    ctx.cfg.connect_budget.as_millis()
+                ctx.warn_client(
+                    peer,
+                    format_args!(
+                        "{}: no route ready within the connect budget ({}ms), closing so the client retries",
+                        c.dc,
+                        ctx.cfg.connect_budget.as_millis()
+                    ),
                 );
                 Step::Close(CloseReason::UpstreamUnreachable)
             }
-            _ => Step::Progress,
+            SessionTimer::Handshake
+            | SessionTimer::Ping
+            | SessionTimer::Idle
+            | SessionTimer::Linger => Step::Progress,
         }
     }
 
-    /// Switches to relaying over `up`. `started` is when its dial began; `None` for a pooled
-    /// upstream (no fresh RTT sample, and its health was already proven).
+    /// Switches to relaying over `up` of `route`.
     fn start_relay(
         &mut self,
-        route: usize,
+        route: RouteId,
         target: String,
-        started: Option<u64>,
+        start: Start,
         up: Upstream,
         ctx: &mut Ctx<'_>,
     ) -> Step {
@@ -417,29 +381,52 @@ impl Conn {
         };
         let mut c = *c;
         c.cancel_all(ctx);
-        let r = &mut ctx.routes.routes[route];
-        r.sessions += 1;
-        r.pool.touch(ctx.now);
-        let tier = r.tier;
-        ctx.pool_due.push(route);
-        if started.is_some() {
-            ctx.stats.attempts_ok[tier.index()] += 1;
-        }
+        ctx.ladder
+            .observe(Observation::SessionStarted { route }, ctx.now);
+        let tier = ctx.ladder.route(route).tier;
+        let (dial_started, rtt) = match start {
+            Start::Dialled(t) => {
+                ctx.stats.attempts_ok[tier.index()] += 1;
+                (t, Some(ctx.now.saturating_sub(t)))
+            }
+            Start::Pooled(t) => (t, None),
+        };
         self.info.tier = Some(tier);
         self.info.route = Some(route);
         self.info.target = target;
         self.info.connected_ms = Some(ctx.now);
-        self.info.connect_rtt = started.map_or(0, |t| ctx.now.saturating_sub(t));
-        self.info.route_reported = started.is_none();
+        self.info.dial_started = dial_started;
+        self.info.connect_rtt = rtt;
         debug!(
             "client {} {} connected via {} in {}ms",
-            self.peer, c.dc, self.info.target, self.info.connect_rtt
+            self.peer,
+            c.dc,
+            self.info.target,
+            rtt.unwrap_or(0)
         );
         let relay = Relay::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
         self.phase = Phase::Relay(Box::new(relay));
         self.arm_ping(tier, ctx);
         Step::Progress
     }
+}
+
+/// Where a session's upstream came from, with when its dial began (ms).
+enum Start {
+    /// Dialled for this client.
+    Dialled(u64),
+    /// Taken warm from the pool.
+    Pooled(u64),
+}
+
+/// Bound on one dial of a route of `tier`, ms.
+fn attempt_timeout(tier: Tier, ctx: &Ctx<'_>) -> u64 {
+    let d = match tier {
+        Tier::Ws => ctx.cfg.ws_connect_timeout,
+        Tier::Worker | Tier::CfProxy => ctx.cfg.cf_connect_timeout,
+        Tier::Tcp => ctx.cfg.tcp_connect_timeout,
+    };
+    d.as_millis() as u64
 }
 
 /// `kws2.web.telegram.org@149.154.167.220:443` or `149.154.167.50:443` (Worker/CF names are
@@ -458,8 +445,8 @@ fn target_label(spec: &DialSpec, tier: Tier) -> String {
     }
 }
 
-/// Starts the next candidate in a free attempt slot. `Some(step)` ends the connect step (no
-/// candidate left and nothing running).
+/// Starts the next candidate in a free attempt slot (or parks it until its pacing slot).
+/// `Some(step)` ends the connect step (nothing left to try and nothing running).
 fn start_next(
     c: &mut Connecting,
     slot: usize,
@@ -467,49 +454,67 @@ fn start_next(
     peer: &SocketAddr,
     ctx: &mut Ctx<'_>,
 ) -> Option<Step> {
-    if c.paced.is_some() {
-        return None; // one start is already waiting for its pacing slot
+    let free = c.slots.iter().position(|s| matches!(s, Slot::Free))?;
+    let Some(idx) = c.pick() else {
+        return nothing_left(c, peer, ctx);
+    };
+    c.used[idx] = true;
+    let at = ctx.ladder.pace(c.plan.cands[idx].spec.addr, ctx.now);
+    if at > ctx.now {
+        let ev = TimerEv {
+            slot: slot as u32,
+            conn_id: id,
+            kind: SessionTimer::Pace(free as u8),
+        };
+        let timer = ctx.wheel.insert(at, ev);
+        c.slots[free] = Slot::Paced { cand: idx, timer };
+        return None;
     }
-    let free = c.attempts.iter().position(|a| a.is_none())?;
-    while let Some(idx) = c.pick() {
-        c.used[idx] = true;
-        // Handshakes to one address are spaced by `--handshake-pace` (a DPI pattern drops
-        // bursts of parallel handshakes): wait for this one's slot if it is not now.
-        let pace = ctx.cfg.handshake_pace.as_millis() as u64;
-        let at = ctx.routes.pace_slot(c.cands[idx].spec.addr, ctx.now, pace);
-        if at > ctx.now {
-            c.paced = Some((idx, free));
-            let ev = TimerEv {
-                slot: slot as u32,
-                conn_id: id,
-                kind: TimerKind::Pace,
-            };
-            c.pace_timer = Some(ctx.wheel.insert(at, ev));
-            return None;
-        }
-        match dial_candidate(c, idx, free, slot, id, ctx) {
-            Ok(()) => return None,
-            Err(f) => {
-                let route = c.cands[idx].route;
-                log::warn!(
-                    "client {peer} {}: {} could not start: {f}",
-                    c.dc,
-                    ctx.routes.routes[route].label()
-                );
-                if f == Failure::Local {
-                    return Some(Step::Close(CloseReason::LocalResource));
-                }
+    dial_or_next(c, idx, free, slot, id, peer, ctx)
+}
+
+/// Dials candidate `idx` in attempt slot `free`; if it cannot start, moves on to the next.
+fn dial_or_next(
+    c: &mut Connecting,
+    idx: usize,
+    free: usize,
+    slot: usize,
+    id: u32,
+    peer: &SocketAddr,
+    ctx: &mut Ctx<'_>,
+) -> Option<Step> {
+    match dial_candidate(c, idx, free, slot, id, ctx) {
+        Ok(()) => None,
+        Err(f) => {
+            let label = ctx.ladder.route(c.plan.cands[idx].route).label();
+            ctx.warn_client(
+                *peer,
+                format_args!("{}: {label} could not start: {f}", c.dc),
+            );
+            if f == Failure::Local {
+                return Some(Step::Close(CloseReason::LocalResource));
             }
+            if c.running() == 0 {
+                return start_next(c, slot, id, peer, ctx);
+            }
+            None
         }
     }
-    if c.running() == 0 {
-        log::warn!(
-            "client {peer} {}: every route failed, closing so the client retries",
-            c.dc
-        );
-        return Some(Step::Close(CloseReason::UpstreamUnreachable));
+}
+
+/// Nothing left to dial: closes the session if nothing runs either.
+fn nothing_left(c: &Connecting, peer: &SocketAddr, ctx: &mut Ctx<'_>) -> Option<Step> {
+    if c.running() > 0 {
+        return None;
     }
-    None
+    ctx.warn_client(
+        *peer,
+        format_args!(
+            "{}: every route failed, closing so the client retries",
+            c.dc
+        ),
+    );
+    Some(Step::Close(CloseReason::UpstreamUnreachable))
 }
 
 /// Dials candidate `idx` in attempt slot `free`, arms its deadline and (if more candidates
@@ -522,30 +527,25 @@ fn dial_candidate(
     id: u32,
     ctx: &mut Ctx<'_>,
 ) -> Result<(), Failure> {
-    let route = c.cands[idx].route;
-    let tier = ctx.routes.routes[route].tier;
+    let route = c.plan.cands[idx].route;
+    let tier = ctx.ladder.route(route).tier;
     let token = token::encode(slot, id, Role::Up(free as u8));
     let dial = Dial::start(
-        &c.cands[idx].spec,
+        &c.plan.cands[idx].spec,
         ctx.registry,
         token,
         ctx.cfg.tcp_keepalive,
     )?;
-    let timeout = match tier {
-        Tier::Ws => ctx.cfg.ws_connect_timeout,
-        Tier::Worker | Tier::CfProxy => ctx.cfg.cf_connect_timeout,
-        Tier::Tcp => ctx.cfg.tcp_connect_timeout,
-    };
     let timer = ctx.wheel.insert(
-        ctx.now + timeout.as_millis() as u64,
+        ctx.now + attempt_timeout(tier, ctx),
         TimerEv {
             slot: slot as u32,
             conn_id: id,
-            kind: TimerKind::Attempt(free as u8),
+            kind: SessionTimer::Attempt(free as u8),
         },
     );
     ctx.stats.attempts[tier.index()] += 1;
-    c.attempts[free] = Some(Attempt {
+    c.slots[free] = Slot::Dialing(Attempt {
         cand: idx,
         dial,
         ready: Ready::default(),
@@ -553,34 +553,32 @@ fn dial_candidate(
         started: ctx.now,
     });
     if c.hedge_timer.is_none() && c.pick().is_some() {
-        let delay = ctx.routes.routes[route]
-            .health
-            .hedge_delay(ctx.cfg.hedge_delay.as_millis() as u64, HEDGE_FLOOR_MS);
+        let delay = ctx.ladder.hedge_delay(route);
         c.hedge_timer = Some(ctx.wheel.insert(
             ctx.now + delay,
             TimerEv {
                 slot: slot as u32,
                 conn_id: id,
-                kind: TimerKind::Hedge,
+                kind: SessionTimer::Hedge,
             },
         ));
     }
     Ok(())
 }
 
-/// Accounts a failed attempt: stats, route health (which may schedule a recovery probe), and
-/// skipping the route's other host name after a connect-level failure.
+/// Reports a failed attempt (stats, the ladder, one folded log line) and skips the route's
+/// other host name after a connect-level failure (same address, same outcome).
 fn attempt_failed(
     c: &mut Connecting,
-    a: Attempt,
+    a: &Attempt,
     f: Failure,
     retry_after: Option<u32>,
     detail: &str,
     peer: &SocketAddr,
     ctx: &mut Ctx<'_>,
 ) {
-    let route = c.cands[a.cand].route;
-    let tier = ctx.routes.routes[route].tier;
+    let route = c.plan.cands[a.cand].route;
+    let tier = ctx.ladder.route(route).tier;
     ctx.stats.attempts_failed[tier.index()] += 1;
     let ms = ctx.now.saturating_sub(a.started);
     if let Some(folded) = ctx.attempt_log.allow(ctx.now) {
@@ -588,7 +586,7 @@ fn attempt_failed(
             "client {peer} {}: {} {} failed after {ms}ms: {f} ({detail}){}",
             c.dc,
             tier.name(),
-            target_label(&c.cands[a.cand].spec, tier),
+            target_label(&c.plan.cands[a.cand].spec, tier),
             if folded > 0 {
                 format!(" ({folded} similar suppressed)")
             } else {
@@ -596,17 +594,14 @@ fn attempt_failed(
             }
         );
     }
-    if let Some(change) = ctx
-        .routes
-        .on_failure(route, ctx.now, f, retry_after, ctx.cfg, ctx.rng)
-    {
-        if let State::Down { until } = change.to {
-            ctx.probe_due.push((route, until));
-        }
-    }
+    let obs = Observation::AttemptFailed {
+        route,
+        failure: f,
+        retry_after,
+    };
+    ctx.ladder.observe(obs, ctx.now);
     if matches!(f, Failure::Timeout | Failure::Refused) || !a.dial.tcp_done() {
-        // Same address, same outcome: skip this route's other host name.
-        for (i, cand) in c.cands.iter().enumerate() {
+        for (i, cand) in c.plan.cands.iter().enumerate() {
             if cand.route == route {
                 c.used[i] = true;
             }

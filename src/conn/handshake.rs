@@ -8,7 +8,7 @@
 use log::{debug, warn};
 
 use super::connect::Connecting;
-use super::{Conn, Ctx, Phase, Step, TimerKind};
+use super::{Conn, Ctx, Phase, SessionTimer, Step};
 use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::{self, INIT_LEN};
@@ -124,7 +124,7 @@ impl Conn {
         if drain_ms == 0 {
             return Step::Close(reason);
         }
-        self.arm(ctx.now + drain_ms, TimerKind::Linger, ctx);
+        self.arm(ctx.now + drain_ms, SessionTimer::Linger, ctx);
         self.phase = Phase::Draining(reason);
         Step::Progress
     }

@@ -7,9 +7,11 @@
 //!           Draining ───────► closed
 //! ```
 //! `handshake` reads and checks the 64-byte init, `connect` runs upstream attempts down the
-//! tier order, `relay` moves bytes. This module owns the session struct, event dispatch and the
-//! close path. The reactor owns the slab, the poll and the clock; everything reaches a session
-//! through [`Ctx`]. Existing sessions never consult route state after they are connected.
+//! ladder's plan, `relay` moves bytes. This module owns the session struct, its timer kinds
+//! ([`SessionTimer`]), event dispatch and the close path. The reactor owns the slab, the poll and
+//! the clock; everything reaches a session through [`Ctx`]. Sessions report facts to the ladder
+//! ([`Observation`]) and decide nothing about route health; existing sessions never consult
+//! route state after they are connected.
 
 mod connect;
 mod handshake;
@@ -23,14 +25,14 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry};
 
 use crate::config::{Config, Tier};
-use crate::dns::{Lookup, Resolver};
-use crate::error::{CloseReason, Failure};
+use crate::dns::Resolver;
+use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
-use crate::net::dial::set_keepalive;
+use crate::net::dial::{set_keepalive, Upstream};
 use crate::rng::Rng;
-use crate::route::health::State;
-use crate::route::table::Table;
+use crate::route::ladder::{Ladder, Observation, SessionEnd};
+use crate::route::prober::Prober;
 use crate::stats::{human_bytes, Stats};
 use crate::timer::{TimerId, Wheel};
 use crate::token::{self, Role};
@@ -41,9 +43,10 @@ use relay::Relay;
 /// Rounds of read/process/write per wake-up before yielding to other sessions.
 pub const PUMP_ROUNDS: usize = 16;
 
-/// What a timer is for. Session timers carry slot and connection id; stale ones are dropped.
+/// What a session timer is for. Every session timer carries slot and connection id
+/// ([`TimerEv`]); stale ones are dropped by the reactor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimerKind {
+pub enum SessionTimer {
     /// The client's init deadline.
     Handshake,
     /// Upstream attempt `i`'s deadline.
@@ -52,37 +55,25 @@ pub enum TimerKind {
     Hedge,
     /// The whole connect phase's deadline.
     Budget,
-    /// A paced handshake may start now.
-    Pace,
+    /// Attempt slot `i`'s paced handshake may start now.
+    Pace(u8),
     /// Send a WS ping toward a Cloudflare tier.
     Ping,
-    /// A route's probe is due (global; `conn_id` = route index).
-    ProbeDue,
-    /// A running probe's deadline (`slot` = probe slab index, `conn_id` = probe id).
-    ProbeDeadline,
-    /// The resolver's retry/refresh deadline (global).
-    Dns,
-    /// Pool upkeep: age-out, liveness, refill, network-change flush (global).
-    PoolSweep,
     /// Idle check (lazily re-armed).
     Idle,
     /// End of a bad client's drain, or of the post-close linger.
     Linger,
-    /// Periodic stats line (global).
-    Stats,
-    /// Resume accepting after descriptor exhaustion (global).
-    AcceptResume,
 }
 
-/// A timer entry.
+/// A timer entry of the wheel: which session armed it and what for.
 #[derive(Clone, Copy, Debug)]
 pub struct TimerEv {
-    /// Slab slot (`u32::MAX` for global timers).
+    /// Slab slot.
     pub slot: u32,
     /// Connection id of the session that armed it.
     pub conn_id: u32,
     /// What it is for.
-    pub kind: TimerKind,
+    pub kind: SessionTimer,
 }
 
 /// Borrows of reactor-owned state a session may use while handling one event.
@@ -95,7 +86,7 @@ pub struct Ctx<'a> {
     pub keys: &'a [[u8; 16]],
     /// For registering upstream sockets.
     pub registry: &'a Registry,
-    /// Timer wheel.
+    /// Session timers.
     pub wheel: &'a mut Wheel<TimerEv>,
     /// Randomness for relay inits and WS masks.
     pub rng: &'a mut Rng,
@@ -107,27 +98,29 @@ pub struct Ctx<'a> {
     pub bad_log: &'a mut RateLimited,
     /// Our own listen address (never dialled).
     pub listen: SocketAddr,
-    /// Routes and their health.
-    pub routes: &'a mut Table,
+    /// Every route decision; sessions report what they saw to it.
+    pub ladder: &'a mut Ladder<Upstream>,
+    /// Background jobs (a hedge loser is handed over to finish there).
+    pub prober: &'a mut Prober,
     /// Non-blocking resolver (cache lookups only on a client's path).
     pub dns: &'a mut Resolver,
-    /// Routes whose recovery probe should be scheduled at the given time (ms).
-    pub probe_due: &'a mut Vec<(usize, u64)>,
-    /// Routes whose warm pool should be topped up.
-    pub pool_due: &'a mut Vec<usize>,
-    /// Losing attempts of hedged races, handed to the background: (route, dial, started ms,
-    /// deadline ms).
-    pub adopt: &'a mut Vec<(usize, crate::net::dial::Dial, u64, u64)>,
     /// Folds repeated attempt-failure lines.
     pub attempt_log: &'a mut RateLimited,
+    /// Folds every other per-client warning (could not start, budget, every route failed).
+    pub client_log: &'a mut RateLimited,
 }
 
-/// Resolves `host` from the cache without waiting: `None` while a query runs or after a
-/// negative answer (the route is skipped for this client).
-pub fn resolve_now(dns: &mut Resolver, host: &str, now: u64) -> Option<std::net::IpAddr> {
-    match dns.lookup(host, now) {
-        Lookup::Ready(ip) => Some(ip),
-        Lookup::Pending | Lookup::Failed(_) => None,
+impl Ctx<'_> {
+    /// Logs a per-client warning `client PEER MSG` at most once per fold interval; the ones
+    /// folded in between are counted in the next line.
+    pub fn warn_client(&mut self, peer: SocketAddr, msg: std::fmt::Arguments<'_>) {
+        if let Some(folded) = self.client_log.allow(self.now) {
+            if folded > 0 {
+                log::warn!("client {peer} {msg} ({folded} similar suppressed)");
+            } else {
+                log::warn!("client {peer} {msg}");
+            }
+        }
     }
 }
 
@@ -182,8 +175,12 @@ struct SessionInfo {
     dc: Option<DcId>,
     tier: Option<Tier>,
     route: Option<usize>,
-    route_reported: bool,
-    connect_rtt: u64,
+    /// The first downstream byte was reported to the ladder.
+    first_byte_reported: bool,
+    /// When the upstream's dial began (for a pooled upstream, its fill's), ms.
+    dial_started: u64,
+    /// Connect RTT of a dialled upstream; `None` for a pooled one.
+    connect_rtt: Option<u64>,
     target: String,
     connected_ms: Option<u64>,
     first_down_ms: Option<u64>,
@@ -215,7 +212,7 @@ impl Conn {
             TimerEv {
                 slot: slot as u32,
                 conn_id: id,
-                kind: TimerKind::Handshake,
+                kind: SessionTimer::Handshake,
             },
         );
         Ok(Conn {
@@ -280,16 +277,16 @@ impl Conn {
     }
 
     /// Handles a timer addressed to this session (already checked for staleness).
-    pub fn on_timer(&mut self, kind: TimerKind, ctx: &mut Ctx<'_>) -> Status {
+    pub fn on_timer(&mut self, kind: SessionTimer, ctx: &mut Ctx<'_>) -> Status {
         let step = match kind {
-            TimerKind::Handshake => {
+            SessionTimer::Handshake => {
                 self.timer = None;
                 match self.phase {
                     Phase::Handshake(ref h) => Step::Close(h.timeout_reason()),
                     _ => Step::Progress,
                 }
             }
-            TimerKind::Linger => {
+            SessionTimer::Linger => {
                 self.timer = None;
                 match self.phase {
                     Phase::Draining(reason) => Step::Close(reason),
@@ -297,10 +294,11 @@ impl Conn {
                     _ => Step::Progress,
                 }
             }
-            TimerKind::Attempt(_) | TimerKind::Hedge | TimerKind::Budget | TimerKind::Pace => {
-                self.connect_timer(kind, ctx)
-            }
-            TimerKind::Ping => {
+            SessionTimer::Attempt(_)
+            | SessionTimer::Hedge
+            | SessionTimer::Budget
+            | SessionTimer::Pace(_) => self.connect_timer(kind, ctx),
+            SessionTimer::Ping => {
                 self.ping_timer = None;
                 if let Phase::Relay(r) = &mut self.phase {
                     r.queue_ping(ctx.now);
@@ -311,7 +309,7 @@ impl Conn {
                 }
                 Step::Progress
             }
-            TimerKind::Idle => {
+            SessionTimer::Idle => {
                 self.idle_timer = None;
                 let idle_ms = ctx.cfg.idle_timeout.as_millis() as u64;
                 if ctx.now.saturating_sub(self.last_activity) >= idle_ms {
@@ -321,7 +319,6 @@ impl Conn {
                     Step::Progress
                 }
             }
-            _ => Step::Progress,
         };
         match step {
             Step::Close(reason) => {
@@ -332,7 +329,7 @@ impl Conn {
         }
     }
 
-    fn arm(&mut self, at: u64, kind: TimerKind, ctx: &mut Ctx<'_>) {
+    fn arm(&mut self, at: u64, kind: SessionTimer, ctx: &mut Ctx<'_>) {
         if let Some(t) = self.timer.take() {
             ctx.wheel.cancel(t);
         }
@@ -343,7 +340,7 @@ impl Conn {
         if let Some(t) = self.idle_timer.take() {
             ctx.wheel.cancel(t);
         }
-        self.idle_timer = Some(ctx.wheel.insert(at, self.timer_ev(TimerKind::Idle)));
+        self.idle_timer = Some(ctx.wheel.insert(at, self.timer_ev(SessionTimer::Idle)));
     }
 
     /// Arms the WS keepalive ping for Cloudflare tiers (`--cf-ping-interval`) or Telegram's
@@ -360,40 +357,26 @@ impl Conn {
         if let Some(t) = self.ping_timer.take() {
             ctx.wheel.cancel(t);
         }
-        let ev = self.timer_ev(TimerKind::Ping);
+        let ev = self.timer_ev(SessionTimer::Ping);
         self.ping_timer = Some(ctx.wheel.insert(ctx.now + every.as_millis() as u64, ev));
     }
 
-    /// Tells the route table what this session learned about its route: the first downstream
-    /// byte proves the whole path (a Worker's 101 alone does not).
-    fn report_route(&mut self, ctx: &mut Ctx<'_>) {
-        if self.info.route_reported {
+    /// Tells the ladder the first downstream byte arrived (once): the whole path works.
+    fn report_first_byte(&mut self, ctx: &mut Ctx<'_>) {
+        if self.info.first_byte_reported || self.info.first_down_ms.is_none() {
             return;
         }
         let Some(route) = self.info.route else { return };
-        if self.info.first_down_ms.is_some() {
-            self.info.route_reported = true;
-            // A session whose dial began before the route's last state change says nothing
-            // about the new state (it must not undo a fresh Down or a quarantine).
-            let dial_start = self
-                .info
-                .connected_ms
-                .map_or(0, |t| t.saturating_sub(self.info.connect_rtt));
-            let changed = ctx.routes.routes[route].health.last_change();
-            if changed > 0 && dial_start <= changed {
-                return;
-            }
-            ctx.routes
-                .on_success(route, ctx.now, self.info.connect_rtt, "session");
-            // Proven Up and hot: its warm pool may fill now.
-            ctx.pool_due.push(route);
-            // Keep an eye on it when real traffic stops: a sparse liveness probe.
-            let at = ctx.now + ctx.cfg.probe_interval.as_millis() as u64;
-            ctx.probe_due.push((route, at));
-        }
+        self.info.first_byte_reported = true;
+        let obs = Observation::FirstByte {
+            route,
+            dial_started: self.info.dial_started,
+            rtt_ms: self.info.connect_rtt,
+        };
+        ctx.ladder.observe(obs, ctx.now);
     }
 
-    fn timer_ev(&self, kind: TimerKind) -> TimerEv {
+    fn timer_ev(&self, kind: SessionTimer) -> TimerEv {
         TimerEv {
             slot: self.slot as u32,
             conn_id: self.id,
@@ -416,40 +399,18 @@ impl Conn {
         if let Some(t) = self.ping_timer.take() {
             ctx.wheel.cancel(t);
         }
-        // A client that asked and got nothing, whoever hung up, casts doubt on the route (a
-        // Worker answers 101 before it reaches Telegram): have the prober look at it now.
-        if let (Some(route), false) = (self.info.route, self.info.route_reported) {
-            if self.info.bytes_up > 0 && self.info.bytes_down == 0 {
-                ctx.probe_due.push((route, ctx.now));
-            }
-        }
-        // An upstream that hung up before sending a single byte failed this route.
-        if let (Some(route), false) = (self.info.route, self.info.route_reported) {
-            // Only a prompt hang-up on a client that asked something counts: an idle client cut
-            // by the front, or one whose garbage made the DC close, says nothing about the route.
-            let prompt = self.info.connected_ms.is_some_and(|t| {
-                ctx.now.saturating_sub(t) <= ctx.cfg.probe_timeout.as_millis() as u64
-            });
-            if matches!(
-                reason,
-                CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
-            ) && self.info.bytes_down == 0
-                && self.info.bytes_up > 0
-                && prompt
-            {
-                if let Some(c) = ctx.routes.on_failure(
-                    route,
-                    ctx.now,
-                    Failure::ClosedEarly,
-                    None,
-                    ctx.cfg,
-                    ctx.rng,
-                ) {
-                    if let State::Down { until } = c.to {
-                        ctx.probe_due.push((route, until));
-                    }
-                }
-            }
+        if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
+            let end = SessionEnd {
+                connected_at,
+                bytes_up: self.info.bytes_up,
+                bytes_down: self.info.bytes_down,
+                by_upstream: matches!(
+                    reason,
+                    CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
+                ),
+            };
+            ctx.ladder
+                .observe(Observation::SessionEnded { route, end }, ctx.now);
         }
         let old = std::mem::replace(&mut self.phase, Phase::Closed);
         match old {

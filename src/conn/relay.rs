@@ -13,7 +13,7 @@
 
 use mio::net::TcpStream;
 
-use super::{Conn, Ctx, Phase, Ready, SessionInfo, Step, TimerKind};
+use super::{Conn, Ctx, Phase, Ready, SessionInfo, SessionTimer, Step};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
 use crate::error::CloseReason;
@@ -592,11 +592,11 @@ impl Conn {
         if wants_linger && self.timer.is_none() {
             self.arm(
                 ctx.now + ctx.cfg.close_linger.as_millis() as u64,
-                TimerKind::Linger,
+                SessionTimer::Linger,
                 ctx,
             );
         }
-        self.report_route(ctx);
+        self.report_first_byte(ctx);
         step
     }
 }

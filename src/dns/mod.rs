@@ -39,6 +39,16 @@ use mio::net::UdpSocket;
 
 use self::cache::{Core, Send};
 pub use self::conf::{canonical_name, normalize_host};
+
+/// Resolves `host` from the cache without waiting: `None` while a query runs or after a
+/// negative answer (the caller skips whatever needed it for now; a query is started if none
+/// runs).
+pub fn cached(dns: &mut Resolver, host: &str, now: u64) -> Option<std::net::IpAddr> {
+    match dns.lookup(host, now) {
+        Lookup::Ready(ip) => Some(ip),
+        Lookup::Pending | Lookup::Failed(_) => None,
+    }
+}
 use crate::rng::Rng;
 
 /// Datagrams read per [`Resolver::on_readable`] call before yielding; the rest are read by the

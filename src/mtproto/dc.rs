@@ -43,6 +43,15 @@ pub fn default_ws_front() -> Ipv4Addr {
 pub const DEFAULT_WS_DCS: [u16; 2] = [2, 4];
 
 impl DcId {
+    /// The production, non-media DC `dc`.
+    pub const fn plain(dc: u16) -> DcId {
+        DcId {
+            dc,
+            media: false,
+            test: false,
+        }
+    }
+
     /// Decodes the signed DC index from the init (§1.4): negative = media; |idx| ≥ 10000 = test,
     /// DC = |idx| − 10000. Computed in i32, so `i16::MIN` is safe (test media DC 22768).
     pub fn from_index(idx: i16) -> Result<DcId, DcError> {

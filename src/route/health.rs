@@ -223,7 +223,15 @@ impl Health {
     /// (so a flapping route still reaches quarantine). The RTT sample is always recorded.
     /// Returns `Some` only if the state changed.
     pub fn on_success(&mut self, now: u64, rtt_ms: u64) -> Option<Change> {
-        self.push_rtt(rtt_ms);
+        self.on_proof(now, Some(rtt_ms))
+    }
+
+    /// [`Health::on_success`] where the proof may carry no RTT sample (a session on a pooled
+    /// upstream did not dial, so its connect time says nothing about the route's RTT).
+    pub fn on_proof(&mut self, now: u64, rtt_ms: Option<u64>) -> Option<Change> {
+        if let Some(rtt) = rtt_ms {
+            self.push_rtt(rtt);
+        }
         self.level = 0;
         self.redirect = false;
         if self.state == State::Up {

@@ -1,12 +1,18 @@
-//! Routes: one concrete way to reach one DC, (tier, endpoint, DC, media) — DESIGN.md §4.
+//! Routes: one concrete way to reach one DC, (tier, endpoint, DC, media) — docs/design.md §4.
 //!
-//! Owns the sans-IO route logic: per-route health and cooldowns (`health`) and per-tier request
-//! budgets (`budget`). Nothing under `route` opens sockets or reads a clock: time is a `u64` ms
-//! parameter on the caller's monotonic clock and randomness is the caller's `Rng`. Planning,
-//! probing and pools (the lead's later modules) build on these; the reactor and `conn` drive them.
+//! Sans-IO policy: `table` (what the routes are), `health` (one route's state and cooldown
+//! math), `budget` (a Worker's daily request budget), `pace` (handshake pacing per address),
+//! `pool` (warm upstreams and the demand that sizes them) and `ladder` (every decision: plans,
+//! observations, the probe schedule, pool policy). Time is a `u64` ms parameter on the caller's
+//! monotonic clock. The I/O around it: `probe` (one probe's state machine over a socket) and
+//! `prober` (the thin shell that runs the ladder's background work); `conn` and the reactor
+//! drive them.
 
 pub mod budget;
 pub mod health;
+pub mod ladder;
+pub mod pace;
 pub mod pool;
 pub mod probe;
+pub mod prober;
 pub mod table;

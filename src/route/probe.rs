@@ -1,10 +1,11 @@
 //! One background probe: the full path a Telegram client would use, without a client.
 //!
 //! TCP → (TLS → WS upgrade) → fresh relay init → `req_pq_multi` → `resPQ` with our nonce
-//! (DESIGN.md §4: a Worker answers 101 before it reaches Telegram, so only `resPQ` proves a
-//! route). The reactor owns scheduling, deadlines and the probe slab; this module is the state
-//! machine for one probe and never blocks. Probe traffic is tiny (one init, one 44-byte packet,
-//! one reply), so it is kept in small heap buffers bounded by [`MAX_REPLY`].
+//! (docs/design.md §4: a Worker answers 101 before it reaches Telegram, so only `resPQ` proves
+//! a route). A pool fill is the same dial stopped after the upgrade ([`Goal::Upgrade`]). The
+//! ladder decides when, `route::prober` owns the slab and the deadlines; this module is the
+//! state machine for one probe and never blocks. Probe traffic is tiny (one init, one 44-byte
+//! packet, one reply), so it is kept in small heap buffers bounded by [`MAX_REPLY`].
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -41,6 +42,24 @@ enum Phase {
     Done,
 }
 
+/// How far a probe goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Goal {
+    /// The whole path, to `resPQ` ([`ProbeOutcome::Ok`]).
+    ResPq,
+    /// Stop after the dial (TLS + upgrade) and hand the upstream over ([`ProbeOutcome::Filled`]).
+    Upgrade,
+}
+
+/// How the probe's packets travel once dialled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    /// One binary WS message per packet.
+    Ws,
+    /// The raw obfuscated2 stream.
+    Raw,
+}
+
 /// A probe in flight.
 pub struct Probe {
     /// Route being probed (index in the route table).
@@ -50,7 +69,8 @@ pub struct Probe {
     /// Start time (ms).
     pub started: u64,
     phase: Phase,
-    ws: bool,
+    goal: Goal,
+    framing: Framing,
     dc: DcId,
     nonce: [u8; 16],
     out: Vec<u8>,
@@ -58,32 +78,37 @@ pub struct Probe {
     raw_in: Vec<u8>,
     relay_dec: Option<Cipher>,
     decoder: Decoder,
-    upgraded: bool,
-    /// A pool fill: stop after the dial (TLS + upgrade) and hand the upstream over.
-    pub fill: bool,
 }
 
 impl Probe {
-    /// Starts dialling `spec` for route `route`.
+    /// Starts dialling `spec` for route `route`, going as far as `goal`.
+    ///
+    /// Errors: the socket could not be created or registered (`Failure::Local`, or the connect
+    /// error's class).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         route: usize,
         id: u32,
         dc: DcId,
         spec: &DialSpec,
+        goal: Goal,
         registry: &Registry,
         token: Token,
         now: u64,
     ) -> Result<Probe, Failure> {
         let dial = Dial::start(spec, registry, token, std::time::Duration::ZERO)?;
-        let ws = matches!(spec.kind, DialKind::Ws { .. });
-        Ok(Probe::with_dial(route, id, dc, dial, now, ws, false))
+        let framing = match spec.kind {
+            DialKind::Ws { .. } => Framing::Ws,
+            DialKind::Tcp => Framing::Raw,
+        };
+        Ok(Probe::with_dial(route, id, dc, dial, now, goal, framing))
     }
 
-    /// Adopts a dial a client session gave up on (it lost a hedged race): it finishes in the
+    /// Adopts a WS dial a client session gave up on (it lost a hedged race): it finishes in the
     /// background as a pool fill, so its outcome still teaches the route's health and a late
     /// success becomes a warm upstream. The caller re-tokens the socket.
     pub fn adopt(route: usize, id: u32, dc: DcId, dial: Dial, started: u64) -> Probe {
-        Probe::with_dial(route, id, dc, dial, started, true, true)
+        Probe::with_dial(route, id, dc, dial, started, Goal::Upgrade, Framing::Ws)
     }
 
     fn with_dial(
@@ -92,15 +117,16 @@ impl Probe {
         dc: DcId,
         dial: Dial,
         started: u64,
-        ws: bool,
-        fill: bool,
+        goal: Goal,
+        framing: Framing,
     ) -> Probe {
         Probe {
             route,
             id,
             started,
             phase: Phase::Dialing(dial),
-            ws,
+            goal,
+            framing,
             dc,
             nonce: [0; 16],
             out: Vec::new(),
@@ -108,9 +134,12 @@ impl Probe {
             raw_in: Vec::new(),
             relay_dec: None,
             decoder: Decoder::new(Tag::Intermediate),
-            upgraded: false,
-            fill,
         }
+    }
+
+    /// How far this probe goes.
+    pub fn goal(&self) -> Goal {
+        self.goal
     }
 
     /// Takes the upstream out (to drop it and close the socket).
@@ -124,7 +153,7 @@ impl Probe {
     /// Failure to report when the probe's deadline fires: after a successful upgrade a silent
     /// upstream is "upgraded-but-silent", a hard failure.
     pub fn timeout_failure(&self) -> ProbeOutcome {
-        let detail = if self.upgraded {
+        let detail = if matches!(self.phase, Phase::Exchanging(_)) {
             "upgraded but silent"
         } else {
             "deadline"
@@ -152,8 +181,7 @@ impl Probe {
                         return Some(ProbeOutcome::Failed(failure, retry_after, detail));
                     }
                     DialStep::Ready(up) => {
-                        self.upgraded = true;
-                        if self.fill {
+                        if self.goal == Goal::Upgrade {
                             self.phase = Phase::Done;
                             return Some(ProbeOutcome::Filled(
                                 up,
@@ -208,7 +236,7 @@ impl Probe {
         let msg = packet::req_pq_multi(&self.nonce, packet::msg_id(unix_ms));
         let mut pkt = framing::encode(Tag::Intermediate, &msg, rng);
         enc.apply(&mut pkt);
-        if self.ws {
+        if self.framing == Framing::Ws {
             push_frame(&mut self.out, &init.init, rng);
             push_frame(&mut self.out, &pkt, rng);
         } else {
@@ -222,7 +250,7 @@ impl Probe {
         let Some(dec) = self.relay_dec.as_mut() else {
             return Ok(false);
         };
-        if self.ws {
+        if self.framing == Framing::Ws {
             // Strip complete frames; keep a partial one for later.
             loop {
                 let (h, hl) = match parse_header(&self.raw_in) {

@@ -1,25 +1,19 @@
-//! The route table: every concrete way to reach a DC, its health, its probe schedule.
+//! The route table: every concrete way to reach a DC and what each one is.
 //!
 //! A route is (tier, endpoint, DC) where the DC id carries media and test flags
 //! ([`DcId`] is the one normalisation: test offset removed, sign → media, DC 203 kept as 203;
-//! only `kws` host names map 203 → 2). Routes are created the first time a DC is asked for, so
-//! only DCs in use are probed. The table is pure bookkeeping: it never opens sockets. The
-//! connect engine asks it for an ordered plan and reports outcomes; the prober asks it which
-//! routes are due.
+//! only `kws` host names map 203 → 2). Owns: route creation on first use of a DC (so only DCs in
+//! use are probed), targets, dial specs, labels and redaction, the self-loop check. Must not
+//! touch: health decisions, schedules, pools, sockets — those are `route::ladder`'s (policy) and
+//! `route::prober`'s (I/O). The tier facts it encodes are in docs/protocol.md §3–§4.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-use log::{info, warn};
-
 use crate::config::{CfEndpoint, Config, Tier};
-use crate::error::Failure;
 use crate::mtproto::dc::DcId;
 use crate::net::dial::{DialKind, DialSpec};
-use crate::rng::Rng;
-use crate::route::budget::Budget;
-use crate::route::health::{Change, Health, State, Use};
-use crate::timer::TimerId;
+use crate::route::health::Health;
 
 /// `Origin` sent on upgrades to Telegram's web front (what Telegram Web sends).
 pub const WEB_ORIGIN: &str = "https://web.telegram.org";
@@ -69,14 +63,8 @@ pub struct Route {
     pub health: Health,
     /// Last time a real session or probe proved the route (ms).
     pub last_ok: u64,
-    /// Pending probe timer, if scheduled, and when it fires (ms).
-    pub probe_timer: Option<(TimerId, u64)>,
-    /// A probe is running now.
-    pub probing: bool,
     /// Sessions that started on this route (stats).
     pub sessions: u64,
-    /// Warm upstreams (TLS + upgrade done).
-    pub pool: crate::route::pool::Pool,
 }
 
 impl Route {
@@ -183,30 +171,19 @@ pub fn redact(host: &str) -> String {
     format!("{first}…{}", labels[labels.len() - 2..].join("."))
 }
 
-/// All routes.
+/// All routes, created on first use of a DC.
 pub struct Table {
     /// Routes by index (stable for the process lifetime).
     pub routes: Vec<Route>,
     by_dc: BTreeMap<DcId, Vec<usize>>,
-    /// Request budget per Worker endpoint (index as in `cfg.worker_domains`).
-    pub worker_budgets: Vec<Budget>,
-    /// Next free handshake slot per destination address (pacing).
-    pace: BTreeMap<SocketAddr, u64>,
 }
 
 impl Table {
-    /// An empty table with one budget per configured Worker.
-    pub fn new(cfg: &Config, now: u64) -> Table {
-        let burst = (cfg.worker_budget / 50).clamp(1, 100);
+    /// An empty table.
+    pub fn new() -> Table {
         Table {
             routes: Vec::new(),
             by_dc: BTreeMap::new(),
-            worker_budgets: cfg
-                .worker_domains
-                .iter()
-                .map(|_| Budget::new(cfg.worker_budget, burst, now))
-                .collect(),
-            pace: BTreeMap::new(),
         }
     }
 
@@ -231,10 +208,7 @@ impl Table {
                     target,
                     health: Health::new(),
                     last_ok: 0,
-                    probe_timer: None,
-                    probing: false,
                     sessions: 0,
-                    pool: Default::default(),
                 });
             }
         }
@@ -250,100 +224,15 @@ impl Table {
         }
     }
 
-    /// Reserves a handshake start toward `addr` at least `pace_ms` after the previous one and
-    /// returns its time (≥ `now`). `pace_ms` 0 disables pacing. The map is pruned of past slots
-    /// so it stays small.
-    pub fn pace_slot(&mut self, addr: SocketAddr, now: u64, pace_ms: u64) -> u64 {
-        if pace_ms == 0 {
-            return now;
-        }
-        if self.pace.len() > 64 {
-            self.pace.retain(|_, next| *next > now);
-        }
-        let next = self.pace.entry(addr).or_insert(now);
-        let at = (*next).max(now);
-        *next = at + pace_ms;
-        at
-    }
-
     /// Every DC that has routes so far.
     pub fn dcs(&self) -> Vec<DcId> {
         self.by_dc.keys().copied().collect()
     }
+}
 
-    /// Orders `ids` for a client: usable routes (Up, Unknown, then Suspect) in tier order;
-    /// routes in cooldown or waiting for a recovery probe are left out — clients never pay for
-    /// health checks. If nothing is usable, every route is returned in tier order as a last
-    /// resort (the connect budget still bounds the wait).
-    pub fn plan(&self, ids: &[usize], now: u64) -> (Vec<usize>, bool) {
-        let mut good: Vec<(u8, usize, usize)> = Vec::new();
-        for (pos, &id) in ids.iter().enumerate() {
-            let rank = match self.routes[id].health.usable(now) {
-                Use::Preferred | Use::Untested => 0,
-                Use::Degraded => 1,
-                Use::Cooling { .. } | Use::Expired => continue,
-            };
-            good.push((rank, pos, id));
-        }
-        if good.is_empty() {
-            return (ids.to_vec(), false);
-        }
-        good.sort();
-        (good.into_iter().map(|(_, _, id)| id).collect(), true)
-    }
-
-    /// Records a success (real session's first byte, or a probe's resPQ). Logs a state change.
-    pub fn on_success(&mut self, id: usize, now: u64, rtt_ms: u64, via: &str) -> Option<Change> {
-        let r = &mut self.routes[id];
-        r.last_ok = now;
-        let change = r.health.on_success(now, rtt_ms);
-        if let Some(c) = change {
-            let from = match c.from {
-                State::Unknown => "unknown",
-                State::Up => "up",
-                State::Suspect => "suspect",
-                State::Down { .. } => "down",
-            };
-            info!("route {} {from} → up ({via}, {rtt_ms}ms)", r.label());
-        }
-        change
-    }
-
-    /// Records a failure. Returns the change (Down: the caller schedules a recovery probe at
-    /// `until`). Logs state changes once; repeated failures during a cooldown are silent.
-    pub fn on_failure(
-        &mut self,
-        id: usize,
-        now: u64,
-        f: Failure,
-        retry_after: Option<u32>,
-        cfg: &Config,
-        rng: &mut Rng,
-    ) -> Option<Change> {
-        let r = &mut self.routes[id];
-        let change = r.health.on_failure(now, f, retry_after, &cfg.health, rng);
-        if let Some(c) = change {
-            match c.to {
-                State::Down { .. } => warn!(
-                    "route {} down for {:.1}s: {}{}{}",
-                    r.label(),
-                    c.cooldown_ms as f64 / 1000.0,
-                    f,
-                    if r.health.is_redirect() {
-                        " (no WS front for this DC; re-probed when the TTL ends)"
-                    } else {
-                        ""
-                    },
-                    if c.quarantined {
-                        " (flapping: quarantined)"
-                    } else {
-                        ""
-                    }
-                ),
-                _ => info!("route {} suspect: {f}", r.label()),
-            }
-        }
-        change
+impl Default for Table {
+    fn default() -> Table {
+        Table::new()
     }
 }
 
@@ -397,7 +286,7 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
     }
 }
 
-/// The Worker URL path (PROTOCOL.md §4.2): `dst` is the DC's table address (with `:port` only
+/// The Worker URL path (docs/protocol.md §4.2): `dst` is the DC's table address (with `:port` only
 /// when a test moved it off 443), `dc` the DC number, `media` 0/1.
 pub fn worker_path(dst: SocketAddr, dc: DcId) -> String {
     let dst = if dst.port() == 443 {
@@ -432,7 +321,7 @@ mod tests {
             host: "w.example.workers.dev".into(),
             port: 443,
         }];
-        let mut t = Table::new(&cfg, 0);
+        let mut t = Table::new();
         let ids = t.routes_for(dc2(), &cfg, "127.0.0.1:1443".parse().unwrap());
         let tiers: Vec<Tier> = ids.iter().map(|&i| t.routes[i].tier).collect();
         assert_eq!(tiers, vec![Tier::Ws, Tier::Worker, Tier::Tcp]);
@@ -450,52 +339,10 @@ mod tests {
     }
 
     #[test]
-    fn down_routes_are_left_out_of_client_plans() {
-        let cfg = Config::with_secrets(Vec::new());
-        let mut t = Table::new(&cfg, 0);
-        let ids = t.routes_for(dc2(), &cfg, "127.0.0.1:1443".parse().unwrap());
-        let mut rng = Rng::from_seed([7; 48]);
-        let c = t
-            .on_failure(ids[0], 1000, Failure::Timeout, None, &cfg, &mut rng)
-            .unwrap();
-        assert!(matches!(c.to, State::Down { .. }));
-        let (plan, usable) = t.plan(&ids, 1001);
-        assert!(usable);
-        assert_eq!(plan, vec![ids[1]]);
-        // Even after the cooldown ends, only a probe may bring it back.
-        let (plan, _) = t.plan(&ids, 10_000_000);
-        assert_eq!(plan, vec![ids[1]]);
-        t.on_success(ids[0], 10_000_001, 40, "probe");
-        assert_eq!(t.plan(&ids, 10_000_002).0, ids);
-    }
-
-    #[test]
-    fn handshakes_to_one_address_are_paced() {
-        let cfg = Config::with_secrets(Vec::new());
-        let mut t = Table::new(&cfg, 0);
-        let a: SocketAddr = "10.0.0.1:443".parse().unwrap();
-        let b: SocketAddr = "10.0.0.2:443".parse().unwrap();
-        assert_eq!(t.pace_slot(a, 100, 20), 100);
-        assert_eq!(t.pace_slot(a, 100, 20), 120);
-        assert_eq!(t.pace_slot(a, 105, 20), 140);
-        assert_eq!(
-            t.pace_slot(b, 105, 20),
-            105,
-            "other addresses are independent"
-        );
-        assert_eq!(
-            t.pace_slot(a, 500, 20),
-            500,
-            "an idle address starts at once"
-        );
-        assert_eq!(t.pace_slot(a, 500, 0), 500, "0 disables pacing");
-    }
-
-    #[test]
     fn self_address_is_never_a_route() {
         let mut cfg = Config::with_secrets(Vec::new());
         cfg.ws_addrs.insert(2, "127.0.0.1:1443".parse().unwrap());
-        let mut t = Table::new(&cfg, 0);
+        let mut t = Table::new();
         let ids = t.routes_for(dc2(), &cfg, "0.0.0.0:1443".parse().unwrap());
         assert!(ids.iter().all(|&i| t.routes[i].tier != Tier::Ws));
     }

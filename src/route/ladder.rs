@@ -1,0 +1,871 @@
+//! The ladder: every rule that decides which route a client gets and what background work runs.
+//!
+//! Sans-IO, in the style of `dns`: facts in, decisions out, time as a parameter (`now`, u64 ms on
+//! the caller's monotonic clock), randomness owned (seeded by the caller). Owns: the route table,
+//! per-route health and its logging, the Worker request budgets, handshake pacing, the probe
+//! schedule, pool policy and the pools' entries (generic over [`Pooled`]). Must not touch:
+//! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
+//! reports what sessions saw. The rules are docs/design.md §4; each one is a unit test in
+//! `ladder_tests.rs`.
+//!
+//! Interface:
+//! * [`Ladder::plan`] orders a client's candidates; [`Ladder::take_pooled`] hands a warm upstream
+//!   of the best route; [`Ladder::pace`] says when a client's handshake may start.
+//! * [`Ladder::observe`] takes what a session or the prober saw ([`Observation`]).
+//! * [`Ladder::next_work`] hands out background work ([`Work`]) that is due;
+//!   [`Ladder::next_deadline`] says when to ask again.
+
+use std::net::{IpAddr, SocketAddr};
+
+use log::{debug, info, warn};
+
+use crate::config::{Config, Tier};
+use crate::error::Failure;
+use crate::mtproto::dc::DcId;
+use crate::net::dial::DialSpec;
+use crate::rng::Rng;
+use crate::route::budget::Budget;
+use crate::route::health::{Change, State, Use};
+use crate::route::pace::{PacePolicy, Pacer};
+use crate::route::pool::{Pool, Pooled, Swept};
+use crate::route::table::{Route, Table};
+
+/// Index of a route in the table (stable for the process lifetime).
+pub type RouteId = usize;
+
+/// Background jobs (probes and pool fills) in flight at once, at most.
+pub const MAX_BACKGROUND: usize = 16;
+
+/// Retry delay when background work cannot start yet (DNS pending, job slots full), ms.
+pub const RETRY_MS: u64 = 1_000;
+
+/// Lowest hedge delay derived from a route's RTT (ms).
+pub const HEDGE_FLOOR_MS: u64 = 50;
+
+/// DCs whose routes are probed once at start (`--startup-probes`): the production DCs.
+pub const STARTUP_DCS: [u16; 5] = [1, 2, 3, 4, 5];
+
+/// When a route's next probe runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sched {
+    /// Nothing scheduled (a route no client has used and no failure has touched).
+    Idle,
+    /// A probe is due at this time (ms).
+    Due(u64),
+    /// A probe is running; its result schedules the next one.
+    Running,
+}
+
+/// How a route's pool is refilled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refill {
+    /// Kept at its target while hot.
+    Continuous,
+    /// Only as many fills as sessions started since the last fill (a Worker: every fill is a
+    /// request against its daily quota).
+    OnSessionStart(u32),
+}
+
+/// What the ladder keeps per route beside the table entry.
+struct Slot<U> {
+    sched: Sched,
+    pool: Pool<U>,
+    refill: Refill,
+    /// A fill was deferred; do not try again before this time (ms).
+    fill_retry_at: u64,
+}
+
+/// One dial option for a client: a route and one of its dial specs.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// The route.
+    pub route: RouteId,
+    /// How to dial it.
+    pub spec: DialSpec,
+}
+
+/// A client's plan.
+#[derive(Debug)]
+pub struct Plan {
+    /// Candidates in the order to try.
+    pub cands: Vec<Candidate>,
+    /// The best route is Up and holds warm upstreams: try [`Ladder::take_pooled`] first.
+    pub pooled: Option<RouteId>,
+    /// False when nothing was usable and every route is listed as a last resort.
+    pub usable: bool,
+}
+
+impl Plan {
+    /// The next candidate to dial: the first one not `used` whose route is not in `busy` (a
+    /// hedge must go to a different route, not the same address under its other host name).
+    pub fn next(&self, used: &[bool], busy: &[Option<RouteId>]) -> Option<usize> {
+        (0..self.cands.len()).find(|&i| {
+            !used.get(i).copied().unwrap_or(true) && !busy.contains(&Some(self.cands[i].route))
+        })
+    }
+}
+
+/// Background work that is due. The ladder has already paced it and spent its budget.
+#[derive(Clone, Debug)]
+pub enum Work {
+    /// Probe `route` over `spec` to `resPQ`, giving up at `deadline` (ms).
+    Probe {
+        /// The route.
+        route: RouteId,
+        /// How to dial it.
+        spec: DialSpec,
+        /// Give up at this time (ms).
+        deadline: u64,
+    },
+    /// Dial `route` over `spec` to the upgrade and report the upstream with
+    /// [`Ladder::fill_ready`] (or [`Observation::FillFailed`]).
+    Fill {
+        /// The route.
+        route: RouteId,
+        /// How to dial it.
+        spec: DialSpec,
+        /// Give up at this time (ms).
+        deadline: u64,
+    },
+    /// Pool upkeep is due: check the clocks for a suspend and call [`Ladder::sweep_pools`].
+    Sweep,
+}
+
+/// How a session ended, as far as its route is concerned.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionEnd {
+    /// When the session started relaying (ms).
+    pub connected_at: u64,
+    /// Client → Telegram payload bytes.
+    pub bytes_up: u64,
+    /// Telegram → client payload bytes.
+    pub bytes_down: u64,
+    /// The upstream ended it (EOF, reset, WS close); false when the client or we did.
+    pub by_upstream: bool,
+}
+
+/// A fact the ladder learns from.
+#[derive(Clone, Debug)]
+pub enum Observation {
+    /// A client's dial of `route` failed.
+    AttemptFailed {
+        /// The route.
+        route: RouteId,
+        /// Failure class.
+        failure: Failure,
+        /// `Retry-After`, seconds, if the response had one.
+        retry_after: Option<u32>,
+    },
+    /// A client's dial was abandoned: another route won the race, or the client left. Counted
+    /// as cancelled, never as a failure (a WS loser finishes as an adopted fill and teaches its
+    /// outcome then).
+    AttemptCancelled {
+        /// The route.
+        route: RouteId,
+    },
+    /// The connect budget ran out while a dial of `route` begun at `started` was still running.
+    /// One that ran longer than the hedge delay is evidence (a black hole slower than the
+    /// budget must still go Down); a younger one was only racing and counts as cancelled.
+    AttemptCutByBudget {
+        /// The route.
+        route: RouteId,
+        /// When the dial began (ms).
+        started: u64,
+    },
+    /// A session started relaying over `route` (a fresh dial or a pooled upstream).
+    SessionStarted {
+        /// The route.
+        route: RouteId,
+    },
+    /// A session on `route` got its first downstream byte: the whole path works.
+    FirstByte {
+        /// The route.
+        route: RouteId,
+        /// When the upstream's dial began (for a pooled one, the fill's), ms.
+        dial_started: u64,
+        /// Connect RTT sample (none for a pooled upstream).
+        rtt_ms: Option<u64>,
+    },
+    /// A session on `route` ended.
+    SessionEnded {
+        /// The route.
+        route: RouteId,
+        /// What its end looked like.
+        end: SessionEnd,
+    },
+    /// A probe of `route` finished: `Ok(rtt)` with `resPQ`, or the failure.
+    ProbeDone {
+        /// The route.
+        route: RouteId,
+        /// `Ok(ms)` or `Err((failure, retry_after))`.
+        result: Result<u64, (Failure, Option<u32>)>,
+    },
+    /// A pool fill (or an adopted hedge loser) of `route` failed.
+    FillFailed {
+        /// The route.
+        route: RouteId,
+        /// Failure class.
+        failure: Failure,
+        /// `Retry-After`, seconds.
+        retry_after: Option<u32>,
+    },
+    /// Work handed out could not start (no socket, DNS gone, job slots full).
+    NotStarted {
+        /// The route.
+        route: RouteId,
+        /// It was a probe (else a fill).
+        probe: bool,
+    },
+}
+
+/// Counters the stats line shows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    /// Probes and fills put off because a Worker's request budget was spent.
+    pub deferred: u64,
+    /// Client attempts counted as cancelled.
+    pub cancelled: u64,
+    /// Pool fills handed out.
+    pub fills: u64,
+}
+
+/// The ladder. See the module docs.
+pub struct Ladder<U> {
+    cfg: Config,
+    table: Table,
+    slots: Vec<Slot<U>>,
+    budgets: Vec<Budget>,
+    pacer: Pacer,
+    rng: Rng,
+    in_flight: usize,
+    sweep_at: Option<u64>,
+    /// What the stats line shows.
+    pub counters: Counters,
+}
+
+impl<U: Pooled> Ladder<U> {
+    /// A ladder for `cfg` starting at `now`. With `cfg.startup_probes`, the routes of the
+    /// production DCs are created and their probes are due at once (paced and budgeted like any
+    /// background work), so the first client already finds a proven route.
+    pub fn new(cfg: &Config, rng: Rng, now: u64) -> Ladder<U> {
+        let burst = (cfg.worker_budget / 50).clamp(1, 100);
+        let mut l = Ladder {
+            cfg: cfg.clone(),
+            table: Table::new(),
+            slots: Vec::new(),
+            budgets: cfg
+                .worker_domains
+                .iter()
+                .map(|_| Budget::new(cfg.worker_budget, burst, now))
+                .collect(),
+            pacer: Pacer::new(PacePolicy {
+                pace_ms: ms(cfg.handshake_pace),
+                burst: cfg.handshake_burst,
+                max_wait_ms: ms(cfg.pace_max_wait),
+            }),
+            rng,
+            in_flight: 0,
+            sweep_at: (cfg.pool_size > 0).then(|| now + sweep_every(cfg)),
+            counters: Counters::default(),
+        };
+        if cfg.startup_probes {
+            for dc in STARTUP_DCS {
+                for r in l.routes_for(DcId::plain(dc)) {
+                    l.due(r, now);
+                }
+            }
+        }
+        l
+    }
+
+    /// The route `id` (label, tier, health) for logs and stats.
+    pub fn route(&self, id: RouteId) -> &Route {
+        &self.table.routes[id]
+    }
+
+    /// Every route, by id.
+    pub fn routes(&self) -> &[Route] {
+        &self.table.routes
+    }
+
+    /// The probe schedule of `id`.
+    pub fn sched(&self, id: RouteId) -> Sched {
+        self.slots[id].sched
+    }
+
+    /// Warm entries and fills in flight of `id`'s pool.
+    pub fn pool_len(&self, id: RouteId) -> (usize, usize) {
+        let p = &self.slots[id].pool;
+        (p.len(), p.filling())
+    }
+
+    /// Background jobs handed out and not reported yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Requests left today in each Worker's budget.
+    pub fn budgets_left(&self, now: u64) -> Vec<u32> {
+        self.budgets.iter().map(|b| b.available(now)).collect()
+    }
+
+    /// Route ids of `dc` in tier order, created on first use.
+    pub fn routes_for(&mut self, dc: DcId) -> Vec<RouteId> {
+        let ids = self.table.routes_for(dc, &self.cfg, self.cfg.listen);
+        while self.slots.len() < self.table.routes.len() {
+            let tier = self.table.routes[self.slots.len()].tier;
+            self.slots.push(Slot {
+                sched: Sched::Idle,
+                pool: Pool::default(),
+                refill: if tier == Tier::Worker {
+                    Refill::OnSessionStart(0)
+                } else {
+                    Refill::Continuous
+                },
+                fill_retry_at: 0,
+            });
+        }
+        ids
+    }
+
+    /// A client's plan for `dc` at `now`: usable routes — Up first, then Unknown, then
+    /// Suspect, tier order within each — with their dial specs (`resolve` maps a host name to a
+    /// cached address; an unresolved route is skipped, never waited on). Routes in cooldown, or
+    /// whose cooldown ended and wait for their recovery probe, are left out: clients never pay
+    /// for health checks. If nothing is usable every route is listed (the connect budget still
+    /// bounds the wait).
+    pub fn plan(
+        &mut self,
+        dc: DcId,
+        now: u64,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+    ) -> Plan {
+        let ids = self.routes_for(dc);
+        let mut ranked: Vec<(u8, usize, RouteId)> = Vec::new();
+        for (pos, &id) in ids.iter().enumerate() {
+            let rank = match self.table.routes[id].health.usable(now) {
+                Use::Preferred => 0,
+                Use::Untested => 1,
+                Use::Degraded => 2,
+                Use::Cooling { .. } | Use::Expired => continue,
+            };
+            ranked.push((rank, pos, id));
+        }
+        ranked.sort_unstable();
+        let usable = !ranked.is_empty();
+        let order: Vec<RouteId> = if usable {
+            ranked.into_iter().map(|(_, _, id)| id).collect()
+        } else {
+            ids
+        };
+        let pooled = order.first().copied().filter(|&best| {
+            self.table.routes[best].health.usable(now) == Use::Preferred
+                && !self.slots[best].pool.is_empty()
+        });
+        let listen = self.cfg.listen;
+        let mut cands = Vec::new();
+        for route in order {
+            for spec in self.table.routes[route].specs_for(resolve, listen) {
+                cands.push(Candidate { route, spec });
+            }
+        }
+        Plan {
+            cands,
+            pooled,
+            usable,
+        }
+    }
+
+    /// Takes a warm upstream of `route` (newest first; stale or dead entries are closed on the
+    /// way) and when its dial began. `None` when the route is not Up or holds nothing alive.
+    pub fn take_pooled(&mut self, route: RouteId, now: u64) -> Option<(U, u64)> {
+        if self.table.routes[route].health.usable(now) != Use::Preferred {
+            return None;
+        }
+        let (got, dropped) = self.slots[route].pool.take(now, ms(self.cfg.pool_max_age));
+        if dropped > 0 {
+            debug!(
+                "pool {}: dropped {dropped} stale upstream(s)",
+                self.table.routes[route].label()
+            );
+        }
+        got
+    }
+
+    /// When a client's handshake toward `addr` may start (≥ `now`, at most `--pace-max-wait`
+    /// later): see `route::pace`.
+    pub fn pace(&mut self, addr: SocketAddr, now: u64) -> u64 {
+        self.pacer.client(addr, now)
+    }
+
+    /// The delay before a client hedges from `route` to the next one: 2 × the route's p95 once
+    /// known (clamped), else `--hedge-delay`.
+    pub fn hedge_delay(&self, route: RouteId) -> u64 {
+        self.table.routes[route]
+            .health
+            .hedge_delay(ms(self.cfg.hedge_delay), HEDGE_FLOOR_MS)
+    }
+
+    /// Learns from `obs` at `now`. Returns the route's state change, if any (already logged).
+    pub fn observe(&mut self, obs: Observation, now: u64) -> Option<Change> {
+        match obs {
+            Observation::AttemptFailed {
+                route,
+                failure,
+                retry_after,
+            } => self.fail(route, failure, retry_after, now),
+            Observation::AttemptCancelled { .. } => {
+                self.counters.cancelled += 1;
+                None
+            }
+            Observation::AttemptCutByBudget { route, started } => {
+                if now.saturating_sub(started) >= ms(self.cfg.hedge_delay) {
+                    self.fail(route, Failure::Timeout, None, now)
+                } else {
+                    self.counters.cancelled += 1;
+                    None
+                }
+            }
+            Observation::SessionStarted { route } => {
+                self.table.routes[route].sessions += 1;
+                let window = ms(self.cfg.pool_max_age);
+                let slot = &mut self.slots[route];
+                slot.pool.note_start(now, window);
+                if let Refill::OnSessionStart(n) = &mut slot.refill {
+                    *n = n.saturating_add(1).min(self.cfg.pool_size as u32);
+                }
+                None
+            }
+            Observation::FirstByte {
+                route,
+                dial_started,
+                rtt_ms,
+            } => {
+                // A session whose dial began before the route's last state change says nothing
+                // about the new state: it must not undo a fresh Down or a quarantine.
+                let changed = self.table.routes[route].health.last_change();
+                if changed > 0 && dial_started <= changed {
+                    return None;
+                }
+                let change = self.succeed(route, rtt_ms, "session", now);
+                // Keep an eye on it once real traffic stops: a sparse liveness probe.
+                if self.slots[route].sched == Sched::Idle {
+                    self.due(route, now + ms(self.cfg.probe_interval));
+                }
+                change
+            }
+            Observation::SessionEnded { route, end } => self.session_ended(route, end, now),
+            Observation::ProbeDone { route, result } => self.probe_done(route, result, now),
+            Observation::FillFailed {
+                route,
+                failure,
+                retry_after,
+            } => {
+                self.job_ended();
+                self.slots[route].pool.fill_ended();
+                self.fail(route, failure, retry_after, now)
+            }
+            Observation::NotStarted { route, probe } => {
+                self.job_ended();
+                if probe {
+                    self.slots[route].sched = Sched::Idle;
+                    self.due(route, now + RETRY_MS);
+                } else {
+                    self.slots[route].pool.fill_ended();
+                    self.slots[route].fill_retry_at = now + RETRY_MS;
+                }
+                None
+            }
+        }
+    }
+
+    /// A fill (or an adopted hedge loser) of `route` reached the upgrade at `now`; its dial
+    /// began at `dial_started`. The entry is kept if the route is still Up and wants it, else
+    /// closed. Reaching the upgrade proves nothing about `resPQ` (a Worker answers 101 before
+    /// it reaches Telegram), so health is not touched.
+    pub fn fill_ready(&mut self, route: RouteId, mut up: U, dial_started: u64, now: u64) {
+        self.job_ended();
+        let cap = self.pool_cap(route);
+        let window = ms(self.cfg.pool_max_age);
+        let up_now = self.table.routes[route].health.usable(now) == Use::Preferred;
+        let slot = &mut self.slots[route];
+        slot.pool.fill_ended();
+        let target = slot.pool.target(now, window, cap);
+        if up_now && slot.pool.len() < target {
+            debug!(
+                "pool {}: warm upstream ready in {}ms",
+                self.table.routes[route].label(),
+                now.saturating_sub(dial_started)
+            );
+            slot.pool.put(up, dial_started, now);
+        } else {
+            up.close();
+        }
+    }
+
+    /// Takes over a client's losing dial of `route` as a fill; false when the job slots are
+    /// full (the caller drops it).
+    pub fn adopt(&mut self, route: RouteId) -> bool {
+        if self.in_flight >= MAX_BACKGROUND {
+            return false;
+        }
+        self.in_flight += 1;
+        self.slots[route].pool.fill_started();
+        true
+    }
+
+    /// Pool upkeep at `now` (after [`Work::Sweep`]): everything is flushed after a suspend
+    /// (`slept`); otherwise entries are aged out, liveness-checked and trimmed to demand, and
+    /// the pools of routes that are no longer Up are emptied.
+    pub fn sweep_pools(&mut self, now: u64, slept: bool) -> Swept {
+        let max_age = ms(self.cfg.pool_max_age);
+        let mut total = Swept::default();
+        for id in 0..self.slots.len() {
+            let cap = self.pool_cap(id);
+            let up = self.table.routes[id].health.usable(now) == Use::Preferred;
+            let pool = &mut self.slots[id].pool;
+            if slept || !up {
+                total.aged += pool.flush();
+                continue;
+            }
+            let target = pool.target(now, max_age, cap);
+            let s = pool.sweep(now, max_age, target);
+            total.kept += s.kept;
+            total.dead += s.dead;
+            total.aged += s.aged;
+        }
+        if slept {
+            info!("suspend detected (boot clock jumped): warm pools flushed");
+        } else if total.dead > 1 && total.kept == 0 {
+            debug!("every pooled upstream was dead ({}): refilling", total.dead);
+        }
+        total
+    }
+
+    /// The earliest time (ms) at which [`Ladder::next_work`] may have something new.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let mut next = self.sweep_at;
+        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
+        for s in &self.slots {
+            if let Sched::Due(at) = s.sched {
+                consider(at);
+            }
+            if s.fill_retry_at > 0 {
+                consider(s.fill_retry_at);
+            }
+        }
+        next
+    }
+
+    /// The next piece of background work due at `now`, if any; call until `None`. `resolve`
+    /// maps a host name to a cached address (`None` = not known yet: retried later).
+    pub fn next_work(
+        &mut self,
+        now: u64,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+    ) -> Option<Work> {
+        if self.sweep_at.is_some_and(|t| t <= now) {
+            self.sweep_at = Some(now + sweep_every(&self.cfg));
+            return Some(Work::Sweep);
+        }
+        for id in 0..self.slots.len() {
+            if let Sched::Due(at) = self.slots[id].sched {
+                if at <= now {
+                    if let Some(w) = self.probe_due(id, now, resolve) {
+                        return Some(w);
+                    }
+                }
+            }
+        }
+        for id in 0..self.slots.len() {
+            if let Some(w) = self.fill_due(id, now, resolve) {
+                return Some(w);
+            }
+        }
+        None
+    }
+}
+
+/// The private rules behind [`Ladder::observe`] and [`Ladder::next_work`].
+impl<U: Pooled> Ladder<U> {
+    /// A failure of `route`: the budget backs off on 429, health applies its table, and a Down
+    /// route gets its recovery probe at the end of the cooldown. Logs a state change once.
+    fn fail(
+        &mut self,
+        route: RouteId,
+        f: Failure,
+        retry_after: Option<u32>,
+        now: u64,
+    ) -> Option<Change> {
+        if f == Failure::Http(429) {
+            if let Some(w) = self.table.worker_index(route, &self.cfg) {
+                self.budgets[w].on_throttled(now, retry_after);
+            }
+        }
+        let r = &mut self.table.routes[route];
+        let change = r
+            .health
+            .on_failure(now, f, retry_after, &self.cfg.health, &mut self.rng)?;
+        match change.to {
+            State::Down { until } => {
+                warn!(
+                    "route {} down for {:.1}s: {f}{}{}",
+                    r.label(),
+                    change.cooldown_ms as f64 / 1000.0,
+                    if r.health.is_redirect() {
+                        " (no WS front for this DC; re-probed when the TTL ends)"
+                    } else {
+                        ""
+                    },
+                    if change.quarantined {
+                        " (flapping: quarantined)"
+                    } else {
+                        ""
+                    }
+                );
+                self.due_at_most(route, until);
+            }
+            _ => info!("route {} suspect: {f}", r.label()),
+        }
+        Some(change)
+    }
+
+    /// A proof of `route` (probe `resPQ` or a session's first downstream byte).
+    fn succeed(
+        &mut self,
+        route: RouteId,
+        rtt_ms: Option<u64>,
+        via: &str,
+        now: u64,
+    ) -> Option<Change> {
+        let r = &mut self.table.routes[route];
+        r.last_ok = now;
+        let change = r.health.on_proof(now, rtt_ms)?;
+        let from = match change.from {
+            State::Unknown => "unknown",
+            State::Up => "up",
+            State::Suspect => "suspect",
+            State::Down { .. } => "down",
+        };
+        let rtt = rtt_ms.map_or(String::new(), |ms| format!(", {ms}ms"));
+        info!("route {} {from} → up ({via}{rtt})", r.label());
+        Some(change)
+    }
+
+    fn session_ended(&mut self, route: RouteId, end: SessionEnd, now: u64) -> Option<Change> {
+        let asked_got_nothing = end.bytes_up > 0 && end.bytes_down == 0;
+        if !asked_got_nothing {
+            return None;
+        }
+        // A client that asked and got nothing, whoever hung up, casts doubt on the route (a
+        // Worker answers 101 before it reaches Telegram): the prober looks at it now.
+        self.due_at_most(route, now);
+        // Only a prompt upstream hang-up counts against the route: an idle client cut by the
+        // front, or one whose garbage made the DC close, says nothing about it.
+        let prompt = now.saturating_sub(end.connected_at) <= ms(self.cfg.probe_timeout);
+        if end.by_upstream && prompt {
+            return self.fail(route, Failure::ClosedEarly, None, now);
+        }
+        None
+    }
+
+    fn probe_done(
+        &mut self,
+        route: RouteId,
+        result: Result<u64, (Failure, Option<u32>)>,
+        now: u64,
+    ) -> Option<Change> {
+        self.job_ended();
+        self.slots[route].sched = Sched::Idle;
+        let interval = ms(self.cfg.probe_interval);
+        match result {
+            Ok(rtt) => {
+                let change = self.succeed(route, Some(rtt), "probe", now);
+                let at = now + self.rng.jitter(interval, 20);
+                self.due(route, at);
+                change
+            }
+            Err((f, retry_after)) => {
+                let change = self.fail(route, f, retry_after, now);
+                let at = match self.table.routes[route].health.usable(now) {
+                    Use::Cooling { until } => until,
+                    // Still usable after a soft failure (Suspect): look again soon.
+                    _ => now + self.cfg.health.base_ms.min(interval),
+                };
+                self.due_at_most(route, at);
+                change
+            }
+        }
+    }
+
+    fn job_ended(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// Schedules a probe of `route` at `at`, replacing any schedule (not a running probe).
+    fn due(&mut self, route: RouteId, at: u64) {
+        let s = &mut self.slots[route].sched;
+        if *s != Sched::Running {
+            *s = Sched::Due(at);
+        }
+    }
+
+    /// Schedules a probe of `route` at `at` unless one is due earlier or running.
+    fn due_at_most(&mut self, route: RouteId, at: u64) {
+        match self.slots[route].sched {
+            Sched::Running => {}
+            Sched::Due(t) if t <= at => {}
+            _ => self.slots[route].sched = Sched::Due(at),
+        }
+    }
+
+    /// Pool cap of `route`: `--pool-size`, at most 1 toward a Worker (its quota), none for raw
+    /// TCP (nothing to save).
+    fn pool_cap(&self, route: RouteId) -> usize {
+        match self.table.routes[route].tier {
+            Tier::Tcp => 0,
+            Tier::Worker => self.cfg.pool_size.min(1),
+            _ => self.cfg.pool_size,
+        }
+    }
+
+    /// A due probe of `route`: rescheduled if it is not needed yet, else handed out.
+    fn probe_due(
+        &mut self,
+        route: RouteId,
+        now: u64,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+    ) -> Option<Work> {
+        let interval = ms(self.cfg.probe_interval);
+        let r = &self.table.routes[route];
+        match r.health.usable(now) {
+            Use::Cooling { until } => {
+                self.slots[route].sched = Sched::Due(until);
+                return None;
+            }
+            Use::Preferred | Use::Degraded if now.saturating_sub(r.last_ok) < interval => {
+                // Real traffic proved it recently: look again one interval after that.
+                let at = r.last_ok + self.rng.jitter(interval, 20);
+                self.slots[route].sched = Sched::Due(at.max(now + 1));
+                return None;
+            }
+            _ => {}
+        }
+        match self.background_spec(route, now, resolve) {
+            Ok(spec) => {
+                self.slots[route].sched = Sched::Running;
+                debug!("probe {} started", self.table.routes[route].label());
+                Some(Work::Probe {
+                    route,
+                    spec,
+                    deadline: now + ms(self.cfg.probe_timeout),
+                })
+            }
+            Err(retry_at) => {
+                self.slots[route].sched = Sched::Due(retry_at);
+                None
+            }
+        }
+    }
+
+    /// A fill of `route` if its pool wants one now.
+    fn fill_due(
+        &mut self,
+        route: RouteId,
+        now: u64,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+    ) -> Option<Work> {
+        if self.slots[route].fill_retry_at > now {
+            return None;
+        }
+        self.slots[route].fill_retry_at = 0;
+        if self.table.routes[route].health.usable(now) != Use::Preferred {
+            return None;
+        }
+        let cap = self.pool_cap(route);
+        let window = ms(self.cfg.pool_max_age);
+        let slot = &mut self.slots[route];
+        let target = slot.pool.target(now, window, cap);
+        let mut wanted = slot.pool.wanted(target);
+        if let Refill::OnSessionStart(n) = slot.refill {
+            wanted = wanted.min(n as usize);
+        }
+        if wanted == 0 {
+            return None;
+        }
+        match self.background_spec(route, now, resolve) {
+            Ok(spec) => {
+                let slot = &mut self.slots[route];
+                slot.pool.fill_started();
+                if let Refill::OnSessionStart(n) = &mut slot.refill {
+                    *n = n.saturating_sub(1);
+                }
+                self.counters.fills += 1;
+                let timeout = match self.table.routes[route].tier {
+                    Tier::Ws => self.cfg.ws_connect_timeout,
+                    Tier::Tcp => self.cfg.tcp_connect_timeout,
+                    Tier::Worker | Tier::CfProxy => self.cfg.cf_connect_timeout,
+                };
+                Some(Work::Fill {
+                    route,
+                    spec,
+                    deadline: now + ms(timeout),
+                })
+            }
+            Err(retry_at) => {
+                self.slots[route].fill_retry_at = retry_at;
+                None
+            }
+        }
+    }
+
+    /// The spec for a background job on `route`, with a job slot, a pacing slot and (toward a
+    /// Worker) a request taken; `Err(retry_at)` when one of them is not available.
+    fn background_spec(
+        &mut self,
+        route: RouteId,
+        now: u64,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+    ) -> Result<DialSpec, u64> {
+        if self.in_flight >= MAX_BACKGROUND {
+            return Err(now + RETRY_MS);
+        }
+        let worker = self.table.worker_index(route, &self.cfg);
+        if let Some(w) = worker {
+            if self.budgets[w].available(now) == 0 {
+                self.counters.deferred += 1;
+                let at = self.budgets[w]
+                    .next_available(now)
+                    .unwrap_or(now + ms(self.cfg.probe_interval));
+                return Err(at.max(now + RETRY_MS));
+            }
+        }
+        let specs = self.table.routes[route].specs_for(resolve, self.cfg.listen);
+        let Some(spec) = specs.into_iter().next() else {
+            return Err(now + RETRY_MS);
+        };
+        self.pacer.background(spec.addr, now)?;
+        if let Some(w) = worker {
+            if !self.budgets[w].try_spend(now) {
+                self.counters.deferred += 1;
+                return Err(now + RETRY_MS);
+            }
+        }
+        self.in_flight += 1;
+        Ok(spec)
+    }
+}
+
+/// Pool upkeep interval: half the pool's max age, at least 1 s.
+fn sweep_every(cfg: &Config) -> u64 {
+    (ms(cfg.pool_max_age) / 2).max(1_000)
+}
+
+/// A duration in whole ms.
+fn ms(d: std::time::Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+#[cfg(test)]
+#[path = "ladder_tests.rs"]
+mod tests;

@@ -1,0 +1,345 @@
+//! The prober: the thin I/O shell that runs the ladder's background work.
+//!
+//! Owns: the slab of running probes and pool fills (each a [`Probe`] with its deadline), their
+//! tokens (`Role::Probe`, slot + id generation, so stale events are dropped), the suspend check
+//! of the pool sweep, and feeding every outcome back to the ladder. Decides nothing: what runs,
+//! when, and what an outcome means are `route::ladder`'s. The reactor drives it the way it drives
+//! the resolver (events, [`Prober::next_deadline`], [`Prober::expire`]); the `check` applet runs
+//! its own rounds over the same [`Prober`].
+
+use std::sync::Arc;
+
+use log::debug;
+use mio::Registry;
+use slab::Slab;
+
+use crate::dns::Resolver;
+use crate::error::Failure;
+use crate::mtproto::dc::DcId;
+use crate::net::dial::{Dial, DialSpec, Upstream};
+use crate::rng::Rng;
+use crate::route::ladder::{Ladder, Observation, RouteId, Work};
+use crate::route::pool::{suspended, uptime_ms, Pooled};
+use crate::route::probe::{Goal, Probe, ProbeOutcome};
+use crate::stats::Stats;
+use crate::token::{self, Role};
+
+impl Pooled for Upstream {
+    fn idle_and_alive(&mut self) -> bool {
+        Upstream::idle_and_alive(self)
+    }
+
+    fn close(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// One running job.
+struct Job {
+    probe: Probe,
+    deadline: u64,
+}
+
+/// A job that ended: its route, how far it was meant to go, when it began, what came of it.
+pub struct Finished {
+    /// Route (or, in `check`, row) index.
+    pub route: RouteId,
+    /// Probe to `resPQ`, or fill to the upgrade.
+    pub goal: Goal,
+    /// When its dial began (ms).
+    pub started: u64,
+    /// The outcome (a deadline is reported as its timeout failure).
+    pub outcome: ProbeOutcome,
+}
+
+/// Running probes and fills.
+pub struct Prober {
+    slab: Slab<Job>,
+    next_id: u32,
+}
+
+impl Prober {
+    /// An empty prober with room for `capacity` jobs before its slab grows.
+    pub fn new(capacity: usize) -> Prober {
+        Prober {
+            slab: Slab::with_capacity(capacity),
+            next_id: 0,
+        }
+    }
+
+    /// Jobs running.
+    pub fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    /// True when nothing runs.
+    pub fn is_empty(&self) -> bool {
+        self.slab.is_empty()
+    }
+
+    fn next_id(&mut self) -> u32 {
+        self.next_id = self.next_id.wrapping_add(1);
+        self.next_id
+    }
+
+    /// Starts dialling `spec` for `route` toward `goal`, giving up at `deadline` (ms).
+    ///
+    /// Errors: the socket could not be created or registered.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &mut self,
+        route: RouteId,
+        dc: DcId,
+        spec: &DialSpec,
+        goal: Goal,
+        deadline: u64,
+        registry: &Registry,
+        now: u64,
+    ) -> Result<(), Failure> {
+        let id = self.next_id();
+        let entry = self.slab.vacant_entry();
+        let token = token::encode(entry.key(), id, Role::Probe);
+        let probe = Probe::start(route, id, dc, spec, goal, registry, token, now)?;
+        entry.insert(Job { probe, deadline });
+        Ok(())
+    }
+
+    /// Takes over a client's losing WS dial of `route` (begun at `started`) as a fill that
+    /// gives up at `deadline`.
+    ///
+    /// Errors: re-registering its socket failed (the dial is dropped).
+    pub fn adopt(
+        &mut self,
+        route: RouteId,
+        dc: DcId,
+        mut dial: Dial,
+        started: u64,
+        deadline: u64,
+        registry: &Registry,
+    ) -> std::io::Result<()> {
+        let id = self.next_id();
+        let entry = self.slab.vacant_entry();
+        dial.retoken(registry, token::encode(entry.key(), id, Role::Probe))?;
+        let probe = Probe::adopt(route, id, dc, dial, started);
+        entry.insert(Job { probe, deadline });
+        Ok(())
+    }
+
+    /// Takes over a client's losing WS dial of `route` (begun at `started`) as a background
+    /// fill that gives up at `deadline`, so its outcome still teaches the ladder; dropped when
+    /// the ladder's job slots are full.
+    pub fn take_loser(
+        &mut self,
+        ladder: &mut Ladder<Upstream>,
+        registry: &Registry,
+        route: RouteId,
+        dial: Dial,
+        (started, deadline): (u64, u64),
+    ) {
+        if !ladder.adopt(route) {
+            return;
+        }
+        let dc = ladder.route(route).dc;
+        if self
+            .adopt(route, dc, dial, started, deadline, registry)
+            .is_err()
+        {
+            let obs = Observation::NotStarted {
+                route,
+                probe: false,
+            };
+            ladder.observe(obs, started);
+        }
+    }
+
+    /// A readiness event for job `slot` whose token carried `generation`: advances it and
+    /// returns it if it ended. Stale events (slot reused) are dropped.
+    pub fn on_event(
+        &mut self,
+        slot: usize,
+        generation: u8,
+        tls: &Arc<rustls::ClientConfig>,
+        now: u64,
+        rng: &mut Rng,
+    ) -> Option<Finished> {
+        let job = self.slab.get_mut(slot)?;
+        if token::generation(job.probe.id) != generation {
+            return None;
+        }
+        let outcome = job.probe.advance(tls, now, rng)?;
+        Some(self.remove(slot, outcome))
+    }
+
+    /// Ends every job whose deadline is at or before `now`, appending them to `out`.
+    pub fn expire(&mut self, now: u64, out: &mut Vec<Finished>) {
+        let due: Vec<usize> = self
+            .slab
+            .iter()
+            .filter(|(_, j)| j.deadline <= now)
+            .map(|(k, _)| k)
+            .collect();
+        for slot in due {
+            let outcome = self.slab[slot].probe.timeout_failure();
+            out.push(self.remove(slot, outcome));
+        }
+    }
+
+    /// The earliest job deadline (ms).
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.slab.iter().map(|(_, j)| j.deadline).min()
+    }
+
+    fn remove(&mut self, slot: usize, outcome: ProbeOutcome) -> Finished {
+        let mut job = self.slab.remove(slot);
+        drop(job.probe.take_upstream());
+        Finished {
+            route: job.probe.route,
+            goal: job.probe.goal(),
+            started: job.probe.started,
+            outcome,
+        }
+    }
+}
+
+/// The boot-time and monotonic clocks at the last sweep, for suspend detection.
+pub struct SuspendWatch {
+    uptime: u64,
+    mono: u64,
+}
+
+impl SuspendWatch {
+    /// Starts watching at monotonic time `now` (ms).
+    pub fn new(now: u64) -> SuspendWatch {
+        SuspendWatch {
+            uptime: uptime_ms().unwrap_or(0),
+            mono: now,
+        }
+    }
+
+    /// True if the machine slept since the last call (the boot clock jumped past the
+    /// monotonic one).
+    pub fn slept(&mut self, now: u64) -> bool {
+        let uptime = uptime_ms().unwrap_or(self.uptime);
+        let slept = suspended(self.uptime, uptime, self.mono, now);
+        (self.uptime, self.mono) = (uptime, now);
+        slept
+    }
+}
+
+/// What the background shell needs from the reactor for one round.
+pub struct Shell<'a> {
+    /// Running jobs.
+    pub prober: &'a mut Prober,
+    /// For registering job sockets.
+    pub registry: &'a Registry,
+    /// Resolver (cache lookups only).
+    pub dns: &'a mut Resolver,
+    /// Counters.
+    pub stats: &'a mut Stats,
+    /// Suspend detection for the sweep.
+    pub watch: &'a mut SuspendWatch,
+}
+
+impl Shell<'_> {
+    /// Runs every piece of work the ladder has due at `now`.
+    pub fn run_due(&mut self, ladder: &mut Ladder<Upstream>, now: u64) {
+        loop {
+            let dns = &mut *self.dns;
+            let work = ladder.next_work(now, &mut |h| crate::dns::cached(dns, h, now));
+            let Some(work) = work else { return };
+            let (route, spec, deadline, goal) = match work {
+                Work::Sweep => {
+                    let slept = self.watch.slept(now);
+                    ladder.sweep_pools(now, slept);
+                    continue;
+                }
+                Work::Probe {
+                    route,
+                    spec,
+                    deadline,
+                } => (route, spec, deadline, Goal::ResPq),
+                Work::Fill {
+                    route,
+                    spec,
+                    deadline,
+                } => (route, spec, deadline, Goal::Upgrade),
+            };
+            let dc = ladder.route(route).dc;
+            match goal {
+                Goal::ResPq => self.stats.probes[0] += 1,
+                Goal::Upgrade => self.stats.pool_fills += 1,
+            }
+            let launched = self
+                .prober
+                .launch(route, dc, &spec, goal, deadline, self.registry, now);
+            if let Err(f) = launched {
+                debug!("{} could not start: {f}", ladder.route(route).label());
+                let probe = goal == Goal::ResPq;
+                if probe {
+                    self.stats.probes[2] += 1;
+                }
+                ladder.observe(Observation::NotStarted { route, probe }, now);
+            }
+        }
+    }
+
+    /// Feeds a finished job back to the ladder at `now`.
+    pub fn finish(&mut self, ladder: &mut Ladder<Upstream>, f: Finished, now: u64) {
+        let route = f.route;
+        match (f.goal, f.outcome) {
+            (Goal::ResPq, ProbeOutcome::Ok(rtt)) => {
+                self.stats.probes[1] += 1;
+                ladder.observe(
+                    Observation::ProbeDone {
+                        route,
+                        result: Ok(rtt),
+                    },
+                    now,
+                );
+            }
+            (Goal::ResPq, ProbeOutcome::Failed(fl, retry_after, detail)) => {
+                self.stats.probes[2] += 1;
+                debug!(
+                    "probe {} failed after {}ms: {fl} ({detail})",
+                    ladder.route(route).label(),
+                    now.saturating_sub(f.started)
+                );
+                ladder.observe(
+                    Observation::ProbeDone {
+                        route,
+                        result: Err((fl, retry_after)),
+                    },
+                    now,
+                );
+            }
+            (_, ProbeOutcome::Filled(mut up, _)) => {
+                let _ = self.registry.deregister(up.sock());
+                ladder.fill_ready(route, up, f.started, now);
+            }
+            (Goal::Upgrade, ProbeOutcome::Failed(failure, retry_after, detail)) => {
+                debug!(
+                    "pool {}: fill failed: {failure} ({detail})",
+                    ladder.route(route).label()
+                );
+                ladder.observe(
+                    Observation::FillFailed {
+                        route,
+                        failure,
+                        retry_after,
+                    },
+                    now,
+                );
+            }
+            // A fill never reaches resPQ.
+            (Goal::Upgrade, ProbeOutcome::Ok(_)) => {
+                ladder.observe(
+                    Observation::NotStarted {
+                        route,
+                        probe: false,
+                    },
+                    now,
+                );
+            }
+        }
+    }
+}
