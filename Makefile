@@ -57,7 +57,7 @@ size:
 	@b=target/release/$(BIN); \
 	printf '%s: %s bytes (x86_64 host target, stripped by the release profile)\n' \
 		"$$b" "$$(stat -c %s "$$b")"; \
-	echo "The static musl size (DESIGN.md §8 budget: 1,572,864 B) comes from:" \
+	echo "The static musl size (its budget: docs/design.md §8) comes from:" \
 		"cross/build.sh build x86_64-unknown-linux-musl"
 
 cross-install:

@@ -3,7 +3,7 @@
 # (examples/bench_pit.rs), then replays the field investigation's A/B (seed 000_*) on loopback
 # against the real proxy: a black-holed direct tier with cooldowns expiring every ~20 s, probed
 # once per second like the Telegram app does, at --ws-connect-timeout 4 and 1; a flapping direct
-# tier; a healthy baseline; and the Worker request count while idle (DESIGN.md §8). About 2.5
+# tier; a healthy baseline; and the Worker request count while idle (docs/design.md §8). About 2.5
 # minutes plus the build. Writes a Markdown report to target/bench/ (also printed) and the
 # proxies' logs to target/bench/pit/. Touches nothing outside target/; numbers that go into
 # BENCHMARKS.md are copied there by hand, with their interpretation.

@@ -1,9 +1,9 @@
 #!/bin/sh
 # bench/run.sh — what `make bench` runs: builds the release binary and the bench driver
-# (examples/bench.rs), raises the open-file limit for 500 relaying sessions, runs every DESIGN.md
-# §8 resource measurement once against the fake Telegram DC on loopback, and writes a Markdown
-# report to target/bench/ (also printed). Touches nothing outside target/; results that go into
-# BENCHMARKS.md are copied there by hand, with their interpretation.
+# (examples/bench.rs), raises the open-file limit for 500 relaying sessions, runs every
+# docs/design.md §8 resource measurement once against the fake Telegram DC on loopback, and
+# writes a Markdown report to target/bench/ (also printed). Touches nothing outside target/;
+# results that go into BENCHMARKS.md are copied there by hand, with their interpretation.
 #
 # Extra arguments go to the driver, e.g. `bench/run.sh --large 200 --gib 0.5` for a quick run.
 set -eu

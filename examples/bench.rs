@@ -1,4 +1,4 @@
-//! `make bench` driver (run by `bench/run.sh`): measures the DESIGN.md §8 resource numbers of
+//! `make bench` driver (run by `bench/run.sh`): measures the docs/design.md §8 resource numbers of
 //! the real `tg-ws-proxy` binary against the fake Telegram DC, on loopback, in one run, and
 //! prints a Markdown report (also written to `--out`).
 //!

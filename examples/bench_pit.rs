@@ -1,6 +1,7 @@
-//! `make bench-pit` driver (run by `bench/pit.sh`): the field investigation's A/B (seed `000_*`)
-//! on loopback, against the REAL `tg-ws-proxy` binary, for the DESIGN.md §8 rows "the pit" and
-//! "flapping", plus the Worker request count behind the "requests/day" row.
+//! `make bench-pit` driver (run by `bench/pit.sh`): the field investigation's A/B
+//! (docs/design.md §1) on loopback, against the REAL `tg-ws-proxy` binary, for the
+//! docs/design.md §8 rows "the pit" and "flapping", plus the Worker request count behind the
+//! "requests/day" row.
 //!
 //! Every scenario gets its own proxy process and fake peers: a fake TCP DC, a Cloudflare Worker
 //! look-alike tunnelling to it (`FakeDc::start_worker`, the healthy fallback), and a direct `ws`
@@ -50,12 +51,13 @@ const SECRET: &str = "0123456789abcdef0123456789abcdef";
 /// The Worker's name (the test certificate covers `*.workers.dev`); a hosts file maps it to
 /// 127.0.0.1.
 const WORKER_NAME: &str = "pit.workers.dev";
-/// Bound on one probe attempt: long enough to see the whole pit, as the seed's probe did.
+/// Bound on one probe attempt: long enough to see the whole pit, as the field investigation's
+/// probe did.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Compressed probe interval of the budget run, scaled back to the 300 s default.
 const BUDGET_PROBE_INTERVAL_S: u64 = 20;
 const DEFAULT_PROBE_INTERVAL_S: u64 = 300;
-/// §8 targets.
+/// docs/design.md §8 targets.
 const PIT_MARGIN_MS: u64 = 300;
 const FLAP_P99_MS: u64 = 500;
 const WORKER_PER_DAY: f64 = 5000.0;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::mtproto::obfs2::Secret;
 
-/// One upstream tier of the ladder (DESIGN.md §4).
+/// One upstream tier of the ladder (docs/design.md §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Tier {
     /// Telegram's own WebSocket front (`kwsN.web.telegram.org` at the `--dc-ip` address).
@@ -77,12 +77,12 @@ pub struct Config {
     /// Accepted client secrets (`--secret a,b`, `--secret-file`, `TG_SECRET`), at least one.
     pub secrets: Vec<Secret>,
     /// WS-tier target per DC number (`--dc-ip DC:IP[:PORT]`, port default 443).
-    /// Default: DC 2 and 4 → 149.154.167.220:443 (PROTOCOL.md §3.4).
+    /// Default: DC 2 and 4 → 149.154.167.220:443 (docs/protocol.md §3.4).
     pub ws_addrs: BTreeMap<u16, SocketAddr>,
     /// TCP-tier target overrides per DC number (`--tcp-dc-ip DC:IP[:PORT]`); DCs not listed use
     /// the built-in table (`mtproto::dc`) on port 443.
     pub tcp_addrs: BTreeMap<u16, SocketAddr>,
-    /// Ordered tiers to try (`--tier-order`, default `ws,tcp`).
+    /// Ordered tiers to try (`--tier-order`, default `ws,worker,cfproxy,tcp`).
     pub tier_order: Vec<Tier>,
     /// Bound on TCP connect + TLS + WS upgrade for one `ws` attempt (`--ws-connect-timeout`, 10 s).
     pub ws_connect_timeout: Duration,

@@ -1,7 +1,9 @@
-//! Why things ended: [`CloseReason`] for sessions and [`Failure`] for upstream attempts.
+//! Why things ended: [`CloseReason`] (and the [`Side`] that ended it) for sessions, and
+//! [`Failure`] for upstream attempts and probes.
 //!
-//! One `Copy` vocabulary shared by the session close line, the stats counters and (later) the
-//! route health logic. Nothing here does I/O.
+//! One `Copy` vocabulary shared by the session close line, the stats counters, the dialler
+//! (`net::dial` classifies I/O errors into a `Failure`) and route health (`route::health` decides
+//! what each class means for a route). Nothing here does I/O.
 
 use std::fmt;
 

@@ -1,12 +1,16 @@
 //! tg-ws-proxy: an MTProto proxy for home routers.
 //!
 //! Telegram clients on the LAN connect with obfuscated2; the proxy carries their traffic to a
-//! Telegram DC over WebSocket/TLS (`ws` tier) or raw obfuscated2 TCP (`tcp` tier). One
+//! Telegram DC down a ladder of tiers: Telegram's WebSocket front (`ws`), a Cloudflare Worker
+//! (`worker`), a Cloudflare-proxied domain (`cfproxy`) or raw obfuscated2 TCP (`tcp`). One
 //! single-threaded mio reactor drives fixed slab-allocated connection state machines; see
-//! `reactor` for the loop and `conn` for the per-session state machine.
+//! `reactor` for the loop, `conn` for the per-session state machine and `route` for the ladder.
+//! Why it is built this way: docs/design.md; the wire facts it relies on: docs/protocol.md.
 //!
-//! Layering (lower never imports higher): `timer, buf, rng, error, mtproto, net` → `conn` →
-//! `reactor` → `applet, cli` → `main`.
+//! Layering (lower never imports higher): `timer, buf, rng, token, error, logging, stats,
+//! mtproto, net, dns` → `route` → `conn` → `reactor` → `applet, cli` → `main`. `config` stands
+//! beside the order: `stats`, `route` and everything above read it, and it holds
+//! `route::health::Policy`.
 
 pub mod applet;
 pub mod buf;

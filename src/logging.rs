@@ -2,8 +2,8 @@
 //!
 //! Owns where log lines go (stderr, or `--log-file` with a size cap and ONE rotation to
 //! `PATH.1`) and their one-line format. It must not decide *what* is logged or at which level:
-//! callers do (session close lines and the stats line live in `stats`). Nothing here reads the
-//! monotonic clock the reactor owns; [`RateLimited`] takes time as a parameter.
+//! callers do (the session close line lives in `conn`, the stats line in `stats`). Nothing here
+//! reads the monotonic clock the reactor owns; [`RateLimited`] takes time as a parameter.
 //!
 //! Timestamps are UTC wall time (`2026-11-30T12:34:56.789Z`). Routers boot with a wrong clock
 //! that NTP corrects minutes later, so the first lines after boot may carry a 1970 or build-date

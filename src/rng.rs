@@ -1,7 +1,8 @@
 //! The process CSPRNG: an AES-256-CTR keystream keyed once from the OS (`getrandom`).
 //!
-//! Owns random bytes for inits, secrets, WebSocket masks, padding and jitter. It reads no clock
-//! and does no I/O after construction; callers own one instance (the reactor's) and pass
+//! Owns random bytes for inits, secrets, WebSocket masks, padding, DNS query ids and jitter. It
+//! reads no clock and does no I/O after construction. Each owner keeps its own instance (the
+//! reactor, the resolver, each applet, `cli` when it creates a secret file) and passes
 //! `&mut Rng` down. It must not be used for anything that needs reseeding guarantees beyond one
 //! process lifetime.
 

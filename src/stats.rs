@@ -1,7 +1,9 @@
-//! Counters, the periodic stats line and the per-session close line.
+//! Counters and the periodic stats line.
 //!
 //! Plain `u64` counters owned by the reactor thread (no atomics: MIPS32 has no 64-bit ones).
-//! Formatting only; nothing here does I/O except reading `/proc/self/statm` for RSS.
+//! Closes are counted here per reason ([`Stats::record_close`]); the per-session close line
+//! itself is written by `conn` when a session ends. Formatting only; nothing here does I/O
+//! except reading `/proc/self/smaps_rollup` (or `/proc/self/statm`) for RSS.
 
 use crate::error::CloseReason;
 

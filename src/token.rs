@@ -1,9 +1,10 @@
 //! mio `Token` ⇄ (slot, generation, role).
 //!
-//! Every socket event carries the slab slot, the low bits of the session's connection id and
-//! the socket's role, so an event for a freed-and-reused slot is recognised as stale.
-//! Layout (fits a 32-bit `usize`): bits 0–1 role, bits 2–23 slot, bits 24–31 generation.
-//! The two highest values are the listener and the DNS socket.
+//! Every socket event carries a slot, the low bits of its owner's id and the socket's role, so
+//! an event for a freed-and-reused slot is recognised as stale. For the client and upstream
+//! roles the slot is the session's and the id its connection id; for [`Role::Probe`] both
+//! belong to the reactor's probe slab. Layout (fits a 32-bit `usize`): bits 0–1 role, bits 2–23
+//! slot, bits 24–31 generation. The two highest values are the listener and the DNS socket.
 
 use mio::Token;
 

@@ -1,4 +1,4 @@
-//! Black-box tests of `tg-ws-proxy check` (DESIGN.md §7) against the fake peers on loopback:
+//! Black-box tests of `tg-ws-proxy check` (docs/design.md §7) against the fake peers on loopback:
 //! every route answering, the `ws` tier black-holed with `tcp` alive, everything dead, a Worker
 //! look-alike tunnelling to a fake TCP DC, and the flag errors. Only `--dc 2` is checked, so a
 //! run is six probes at most (ws × 2 host names, tcp; non-media and media).

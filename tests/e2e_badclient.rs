@@ -1,7 +1,7 @@
 //! Black-box: bad clients (wrong secret, garbage, HTTP, TLS ClientHello, slow-drip handshake) get
 //! no bytes, are closed within the bounded drain / handshake deadline, are logged with a distinct
 //! reason, never dial upstream, and do not disturb a session already relaying or a new client
-//! (DESIGN.md §6).
+//! (docs/design.md §6).
 //!
 //! Owns only this file; the rig lives in tests/common (not edited here). Real sockets on
 //! 127.0.0.1, no fixed sleeps (the drip writer paces its bytes; nothing waits for correctness).
@@ -287,7 +287,7 @@ fn slow_drip_handshake_is_closed_at_the_deadline() {
 #[test]
 fn oversized_packet_header_closes_the_session() {
     // Past the init, a declared length above the protocol maximum (16 MiB) ends the session
-    // (DESIGN.md §5); nothing of it reaches the DC and other sessions carry on.
+    // (docs/design.md §5); nothing of it reaches the DC and other sessions carry on.
     let mut bed = Bed::new(&[]);
     let opts = client_opts(bed.proxy.addr(), SECRET, Tag::Intermediate, 2);
     let mut c = MtClient::connect_with(&opts, &mut bed.rng).expect("connect");

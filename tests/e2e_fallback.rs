@@ -2,7 +2,7 @@
 //! answers an HTTP error, or presents an untrusted certificate — the client still gets its
 //! `resPQ` and the proxy log names the failure class. Also: every tier failing closes the client
 //! without bytes, and a running ws session is unaffected when the front starts refusing new
-//! connections (DESIGN.md §4 rule 4).
+//! connections (docs/design.md §4 rule 4).
 //!
 //! Owns only this file; the rig lives in tests/common (not edited here). Real sockets on
 //! 127.0.0.1, no fixed sleeps.

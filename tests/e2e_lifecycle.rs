@@ -2,7 +2,8 @@
 //! once and recovers, an upstream close reaches the client promptly after what was sent, a client
 //! close frees the DC session promptly, a half-closed client still gets its reply, hundreds of
 //! mixed or abandoned sessions leak no descriptors, a burst larger than one accept batch is
-//! served, and the idle reaper closes idle sessions but spares active ones (DESIGN.md §3, §5, §6).
+//! served, and the idle reaper closes idle sessions but spares active ones (docs/design.md §3,
+//! §5, §6).
 //!
 //! Owns only this file; the rig lives in tests/common (not edited here). Real sockets on
 //! 127.0.0.1, no fixed sleeps (the ping loop paces its packets; nothing waits for correctness).
@@ -465,9 +466,9 @@ fn abandoned_connects_to_a_black_hole_leak_no_descriptors() {
 }
 
 /// The client sends `req_pq_multi` and half-closes at once: the reply still arrives, then EOF
-/// ("an upstream close closes the client promptly (after flushing what was received), and vice
-/// versa", DESIGN.md §5). `relay_first`: one echo before, so the half-close meets the relay
-/// phase; otherwise it meets the connect phase (init, request and FIN arrive together).
+/// (docs/design.md §5: an upstream close closes the client promptly, after flushing what was
+/// received, and the other way round). `relay_first`: one echo before, so the half-close meets
+/// the relay phase; otherwise it meets the connect phase (init, request and FIN arrive together).
 fn half_closed_client_still_gets_its_reply(proxy: &Proxy, dc: &FakeDc, relay_first: bool) {
     let mut rng = os_rng();
     let mut c = connect(proxy, &mut rng);

@@ -33,7 +33,7 @@ const COALESCED: [usize; 3] = [4, 600, 64];
 /// Size of the packet whose header is split across two writes.
 const SPLIT: usize = 1000;
 
-/// Size of the packet sent with the quick-ack flag (PROTOCOL.md §3.5) in its length header.
+/// Size of the packet sent with the quick-ack flag (docs/protocol.md §3.5) in its length header.
 const QUICK_ACK: usize = 40;
 
 fn os_rng() -> Rng {
@@ -164,7 +164,7 @@ fn assert_ws_session(dc: &FakeDc, proxy: &Proxy, k: usize, tag: Tag, idx: i16, p
         "subprotocol; {}",
         ctx()
     );
-    // The relay init drops the test offset and keeps the media sign (PROTOCOL.md §3.1).
+    // The relay init drops the test offset and keeps the media sign (docs/protocol.md §3.1).
     let relay_idx = if idx < 0 { -2 } else { 2 };
     assert_eq!(dc.init_dcs()[k], (tag, relay_idx), "relay init; {}", ctx());
 }

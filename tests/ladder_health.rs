@@ -1,4 +1,4 @@
-//! Black-box ladder health tests (DESIGN.md §4): clients never pay for health checks, dead
+//! Black-box ladder health tests (docs/design.md §4): clients never pay for health checks, dead
 //! routes are left out until the background prober brings them back, cooldowns grow, hedged
 //! losers count as cancelled, Retry-After and redirect TTLs hold a route down, running sessions
 //! ignore state changes, a silent Worker is found by the probe, and Worker probes stay within

@@ -1,8 +1,8 @@
 //! Black-box ladder tests, one per tier and per ordering rule: the Worker tier end to end
-//! through the Worker look-alike (PROTOCOL.md §4.2: `/apiws?dst=…&dc=…&media=…`, no
+//! through the Worker look-alike (docs/protocol.md §4.2: `/apiws?dst=…&dc=…&media=…`, no
 //! subprotocol, plain byte stream), the cfproxy tier (§4.3: `kwsN.<domain>`, subprotocol
 //! `binary`, one transport packet per WS message), fallback order under `--tier-order` and
-//! `--cf-priority`, and WS pings toward Cloudflare tiers only (DESIGN.md §5).
+//! `--cf-priority`, and WS pings toward Cloudflare tiers only (docs/design.md §5).
 //!
 //! Owns only this file; the rig is tests/common. Loopback only: host names reach 127.0.0.1
 //! through a test hosts file and an empty resolv.conf. No fixed sleeps.

@@ -1,4 +1,4 @@
-//! Reviewer's regression tests for engine defects (DESIGN.md §4, §6). Each test is named after
+//! Reviewer's regression tests for engine defects (docs/design.md §4, §6). Each test is named after
 //! the defect it pins and is expected to FAIL until the defect is fixed.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only; every wait polls a condition
@@ -53,7 +53,7 @@ fn review_hedge_goes_to_the_same_dead_address_under_the_second_kws_name() {
 }
 
 /// Same pit with a budget shorter than the ws connect timeout (the default shape: 3 s < 10 s).
-/// After clients ran into the black-holed route it must be learned Down (DESIGN.md §4: dead
+/// After clients ran into the black-holed route it must be learned Down (docs/design.md §4: dead
 /// routes are learned, then left to the prober).
 ///
 /// Defect: attempts still running at the budget are only *cancelled* (`cancel_all`), never
@@ -89,7 +89,7 @@ fn review_attempts_cut_by_the_connect_budget_never_mark_the_route_down() {
     );
 }
 
-/// DESIGN.md §6: "Refuse to connect to our own listen address (port scan self-loop)".
+/// docs/design.md §6: never dial our own listen address (a port scan would loop into itself).
 /// A Worker (or cfproxy) name that resolves to our own listen address is dialled anyway:
 /// `is_self` is applied only to literal `ws`/`tcp` targets, never to DNS-resolved ones.
 #[test]
@@ -136,8 +136,8 @@ fn review_worker_name_resolving_to_our_listen_address_is_dialled() {
 /// A LAN client that opens a session, sends only its init and then idles (Telegram apps keep
 /// spare connections) is cut by the upstream's idle timeout with zero bytes down. That is not
 /// the route's fault, yet `Conn::close` books it as `ClosedEarly` on the route: two such idle
-/// clients put a healthy route Down (DESIGN.md §6: bad or idle client input must have no effect
-/// on any other session).
+/// clients put a healthy route Down (docs/design.md §6: bad or idle client input must have no
+/// effect on any other session).
 #[test]
 fn review_idle_client_cut_by_the_upstream_puts_a_healthy_route_down() {
     use std::io::{Read, Write};

@@ -224,7 +224,7 @@ fn tls_ws_fake_dc_flags_batched_messages_and_sends_bulk_as_single_messages() {
     let dc = FakeDc::start_tls_ws(DcConfig::default());
     let mut s = WsSession::open(&dc, Tag::Intermediate, 2);
     let (a, b) = (b"AAAA".to_vec(), b"BBBBBBBB".to_vec());
-    s.send_packets(&[&a, &b]); // two packets in one message: a violation of §3.5
+    s.send_packets(&[&a, &b]); // two packets in one message: a violation of docs/protocol.md §3.5
     assert_eq!(s.recv().0, a);
     assert_eq!(s.recv().0, b);
     assert!(wait_until(WAIT, || dc.messages().len() == 1));

@@ -1,4 +1,4 @@
-//! Throughput and CPU scenario (DESIGN.md §8 "CPU per GiB relayed ≤ 1.3 × the crypto alone"):
+//! Throughput and CPU scenario (docs/design.md §8 "CPU per GiB relayed ≤ 1.3 × the crypto alone"):
 //! a few sessions move ≥ `--gib` GiB through the proxy on the ws tier (TLS + WebSocket toward
 //! the fake DC) and on the tcp tier (raw obfuscated2), and the proxy's CPU time over the
 //! transfer is compared with the bare obfuscated2 crypto for the same byte count, measured in

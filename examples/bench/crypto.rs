@@ -1,4 +1,4 @@
-//! In-process cost baselines for the CPU target (DESIGN.md §8): the AES-256-CTR work the proxy
+//! In-process cost baselines for the CPU target (docs/design.md §8): the AES-256-CTR work the proxy
 //! cannot avoid (two obfuscated2 passes per relayed byte: the client-side cipher and the
 //! relay-side cipher, over a 16 KiB buffer like the relay's), and, for the ws tier, the TLS
 //! record work (one AEAD pass per relayed byte) measured on an in-memory rustls pair with the

@@ -1,4 +1,4 @@
-//! Big-WS-message scenario (DESIGN.md §8 "RSS while 100 sessions each receive 1 MiB WS frames:
+//! Big-WS-message scenario (docs/design.md §8 "RSS while 100 sessions each receive 1 MiB WS frames:
 //! flat"): with one proxy process, first `--bulk-sessions` sessions each pull packets of 64 KiB
 //! (control), then a fresh set of as many sessions each pull `--bulk-packets` packets of 1 MiB —
 //! one WS message each on the ws tier. RSS is sampled every 5 ms during both transfers. If the

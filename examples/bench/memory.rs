@@ -1,8 +1,8 @@
-//! Memory scenario (DESIGN.md §8 "idle RSS ≤ 2 MiB", "RSS per concurrent relaying session at
-//! 500 sessions ≤ 64 KiB"): a fresh proxy and fake DC per tier; idle RSS (with a per-mapping
-//! breakdown), then `--small` and `--large` sessions that completed a resPQ round trip and keep
-//! echoing small packets, then the same sessions after each moved enough to grow every buffer
-//! it has, then after all closed. Bench code; results go into the report only.
+//! Memory scenario (the docs/design.md §8 rows on idle RSS and RSS per session): a fresh proxy
+//! and fake DC per tier; idle RSS (with a per-mapping breakdown), then `--small` and `--large`
+//! sessions that completed a resPQ round trip and keep echoing small packets, then the same
+//! sessions after each moved enough to grow every buffer it has, then after all closed. Bench
+//! code; results go into the report only.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! TCP forwarders for `make bench-pit`, on 127.0.0.1 in front of a fake peer.
 //!
-//! * [`Flapper::start`]: the flapping direct tier (DESIGN.md §8 "flapping" row). Each accepted
+//! * [`Flapper::start`]: the flapping direct tier (docs/design.md §8 "flapping" row). Each accepted
 //!   connection is, with probability one half (a fixed-seed xorshift, so runs are comparable),
 //!   either forwarded byte-for-byte or held: read and discarded, never answered, until the peer
 //!   gives up. A held connection looks to the proxy like a black-holed front after the SYN: its

@@ -1,7 +1,9 @@
-//! The `genkey` applet: print one fresh random secret (PROTOCOL.md §1.5) on stdout.
+//! The `genkey` applet: print one fresh random secret (docs/protocol.md §1.5) on stdout.
 //!
-//! Owns the choice of secret form from `--dd` / `--ee DOMAIN`; randomness comes from
-//! `rng::Rng`, the text forms from `mtproto::obfs2::Secret`. Writes no files.
+//! Owns the choice of secret form from `--dd` / `--ee DOMAIN` and writing that form around the
+//! key ([`secret_text`]), which is then checked by parsing it back with
+//! `mtproto::obfs2::Secret::parse`; the key comes from `Secret::generate` over `rng::Rng`.
+//! Writes no files.
 
 use pico_args::Arguments;
 

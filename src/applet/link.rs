@@ -1,9 +1,10 @@
 //! The `link` applet: print the `tg://proxy` and `https://t.me/proxy` links for every
-//! configured secret (PROTOCOL.md §1.6).
+//! configured secret (docs/protocol.md §1.6).
 //!
 //! Owns choosing the link's server host, including LAN IPv4 detection from
 //! `/proc/net/fib_trie` (no packet is sent, no socket opened). Accepts every `run` flag so the
-//! same command line (or environment) works for both; it must not start the proxy.
+//! same command line (or environment) works for both; it must not start the proxy. Flags go
+//! through `cli::parse_run`, so a missing `--secret-file` is created here just as `run` would.
 
 use std::net::Ipv4Addr;
 

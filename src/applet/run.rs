@@ -1,7 +1,8 @@
 //! The `run` applet: parse flags, start logging, log the configuration, hand over to the reactor.
 //!
-//! Owns startup order and the mapping of outcomes to exit codes (0 clean stop, 1 runtime
-//! failure such as a failed bind, 2 bad usage). It must not open sockets itself (the reactor
+//! Owns startup order, the `run --help` text ([`HELP`]), the startup summary lines and the
+//! mapping of outcomes to exit codes (0 clean stop, 1 runtime failure such as a failed bind,
+//! 2 bad usage). It must not open sockets itself (the reactor
 //! does, and logs `listening on ADDR`), and it must never log a secret unmasked.
 
 use std::io::ErrorKind;

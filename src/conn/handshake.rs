@@ -1,9 +1,11 @@
 //! Inbound handshake: read exactly the 64-byte obfuscated2 init, check it against every
-//! secret (PROTOCOL.md §1.1–1.3), and either start connecting or drain a bad client.
+//! secret (docs/protocol.md §1.1–1.3), and either start connecting or drain a bad client.
 //!
 //! Bad input (wrong secret, HTTP, TLS to a plain port, garbage) gets one rate-limited log line
-//! with a distinct reason, then a short bounded drain (`--bad-client-drain`) and a close. Only
-//! this session is affected. Nothing here dials upstream; `connect` does.
+//! with a distinct reason, then a short bounded drain (`--bad-client-drain`) and a close; an
+//! init whose DC index names no DC (§1.4) is closed as `no-route` at once. Only this session is
+//! affected. On success it hands over to `connect::Connecting` and arms the idle timer; nothing
+//! here dials upstream.
 
 use log::{debug, warn};
 
@@ -17,7 +19,7 @@ use crate::net::io::{read_once, Io};
 /// Bytes discarded per drain read.
 const DRAIN_CHUNK: usize = 4096;
 
-/// Prefixes a Telegram client never sends as the start of an init (PROTOCOL.md §3.1), so they
+/// Prefixes a Telegram client never sends as the start of an init (docs/protocol.md §3.1), so they
 /// can be rejected before 64 bytes arrive.
 const HTTP_PREFIXES: [&[u8; 4]; 4] = [b"GET ", b"POST", b"HEAD", b"OPTI"];
 

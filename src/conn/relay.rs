@@ -1,5 +1,5 @@
 //! Relay phase: two fixed buffers, obfuscated2 re-encryption in place, WebSocket frames
-//! streamed (DESIGN.md §5, PROTOCOL.md §3.2, §3.5, §7.3).
+//! streamed (docs/design.md §5; docs/protocol.md §3.2, §3.5, §7.3).
 //!
 //! ```text
 //! client ─read─► up buf: client-decrypt ─► [split packets] ─► relay-encrypt ─► mask ─► upstream
@@ -8,8 +8,10 @@
 //! Toward Telegram's front every MTProto transport packet becomes one binary WS message whose
 //! header carries the packet length; the payload streams through the buffer as it arrives, so a
 //! packet or frame of any size costs no extra memory. Backpressure is by interest: a full buffer
-//! stops reads from its source. Route health is never consulted here: a running session is not
-//! affected by later route state.
+//! stops reads from its source. Also owns the upstream's control frames (pong for ping, the
+//! keepalive ping the session asks for, close) and the ends: half-close toward the upstream
+//! after client EOF, and flushing the surviving side under the linger timer. Route health is
+//! never consulted here: a running session is not affected by later route state.
 
 use mio::net::TcpStream;
 
@@ -93,7 +95,7 @@ pub struct Relay {
 
 impl Relay {
     /// Builds the relay for a connected upstream and queues the fresh relay init
-    /// (PROTOCOL.md §3.1) as the first bytes (its own WS message on WS tiers).
+    /// (docs/protocol.md §3.1) as the first bytes (its own WS message on WS tiers).
     pub fn new(
         accepted: Accepted,
         dc: DcId,

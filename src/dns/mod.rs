@@ -1,4 +1,4 @@
-//! Non-blocking DNS inside the reactor (DESIGN §6): `/etc/hosts`, `/etc/resolv.conf`, A
+//! Non-blocking DNS inside the reactor (docs/design.md §6): `/etc/hosts`, `/etc/resolv.conf`, A
 //! queries over one UDP socket, a positive and negative cache refreshed in the background.
 //!
 //! Owns the resolver's one `mio::net::UdpSocket` and its I/O shell; it must not create a
@@ -7,19 +7,21 @@
 //! [`Resolver::on_tick`]. Decisions live in `cache` (sans-IO), the wire format in `wire`, text
 //! parsing in `conf`.
 //!
-//! Integration sketch for the reactor:
+//! How the reactor drives it today:
 //! ```text
-//! let mut dns = Resolver::new(ResolverConfig::default())?;
-//! registry.register(dns.socket(), DNS_TOKEN, Interest::READABLE)?;
-//! for d in cfg.worker_domains { dns.watch(d) }          // resolved and refreshed forever
+//! let mut dns = Resolver::new(ResolverConfig { hosts_path, resolv_path, .. })?;
+//! registry.register(dns.socket(), token::DNS, Interest::READABLE)?;
+//! for name in worker domains, kwsN.<cf-domain> for N in 1..5, 203 { dns.watch(name); lookup }
 //! loop {
 //!     timeout = min(wheel.next_deadline(), dns.next_deadline()) - now
 //!     poll(timeout); now = clock()
-//!     if event.token() == DNS_TOKEN { woken = dns.on_readable(now) }
-//!     if dns.next_deadline() <= now { woken += dns.on_tick(now) }
-//!     for name in woken { resume sessions waiting on name; they call dns.lookup(name, now) }
+//!     if event.token() == token::DNS { dns.on_readable(now) }
+//!     if dns.next_deadline() <= now { dns.on_tick(now) }
 //! }
 //! ```
+//! Nobody waits on a name: sessions and probes call [`Resolver::lookup`] when they build dial
+//! specs; a session skips a route whose name is not resolved yet and a probe is retried later.
+//! So the names that `on_readable` / `on_tick` return are not used by the reactor.
 //!
 //! Limits (documented, not bugs): A records only (IPv6-only upstreams go unresolved); no
 //! search list; no TCP fallback — a truncated (TC) answer counts as a failed try; nameservers

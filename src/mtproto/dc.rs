@@ -1,5 +1,5 @@
 //! DC identity from the init's DC index, and the per-DC facts that follow from it: `kws` host
-//! names and WebSocket path (PROTOCOL.md §3.3), the built-in IP tables (§3.4), the relay index
+//! names and WebSocket path (docs/protocol.md §3.3), the built-in IP tables (§3.4), the relay index
 //! (§3.1) and log labels. Media and test flags follow §1.4; the 203→2 remap applies to host
 //! names only (§7.5).
 //!

@@ -1,5 +1,5 @@
 //! MTProto transport packet boundaries on the decrypted (plaintext) client stream
-//! (PROTOCOL.md §3.5): abridged, intermediate and padded intermediate length headers.
+//! (docs/protocol.md §3.5): abridged, intermediate and padded intermediate length headers.
 //!
 //! Sans-IO and allocation-free on the relay path ([`next_packet`] only looks at a header).
 //! It does not decrypt (`obfs2`), send WebSocket frames (`net::wsframe`), or decide which routes

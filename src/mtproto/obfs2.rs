@@ -1,9 +1,10 @@
 //! obfuscated2 (obfs2): the 64-byte init, key/IV derivation and the AES-256-CTR stream ciphers,
-//! for both sides — accepting a client's init (PROTOCOL.md §1.1–1.3) and initiating a relay init
-//! toward Telegram (§3.1–3.2) — plus secret parsing and masking (§1.5).
+//! for both sides — accepting a client's init (docs/protocol.md §1.1–1.3) and initiating a relay
+//! init toward Telegram (§3.1–3.2) — plus secret parsing, masking and link forms (§1.5, §1.6).
 //!
 //! Sans-IO: bytes in, ciphers and outcomes out. It does not frame packets (`framing`), pick DCs
-//! (`dc`), or touch sockets; fake-TLS lives elsewhere. Key material never appears in `Debug`.
+//! (`dc`), or touch sockets. Fake-TLS (§2) is not implemented anywhere yet: an `ee` secret is
+//! parsed here for its key and domain only. Key material never appears in `Debug`.
 
 use std::fmt;
 

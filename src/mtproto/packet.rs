@@ -1,5 +1,5 @@
 //! The unencrypted MTProto messages the probe and the fake DC need: `req_pq_multi` and `resPQ`.
-//! Layout (DOC mtproto auth_key): auth_key_id = 0 (8 bytes), message_id (u64 LE),
+//! Layout (docs/protocol.md §3.6): auth_key_id = 0 (8 bytes), message_id (u64 LE),
 //! message_data_length (u32 LE), then the TL-serialised data (little-endian ints).
 //!
 //! These are transport payloads: framing (`framing`) and obfs2 are applied by the caller.
@@ -204,7 +204,7 @@ pub fn parse_res_pq(msg: &[u8], nonce: &[u8; 16]) -> Result<ResPq, BadReply> {
     })
 }
 
-/// MTProto message id for Unix time `unix_ms` (DOC): seconds × 2^32 plus the sub-second part
+/// MTProto message id for Unix time `unix_ms` (§3.6): seconds × 2^32 plus the sub-second part
 /// as a 32-bit fraction, rounded down to a multiple of 4 (client messages). Callers that send
 /// several messages within one millisecond must make ids strictly increasing themselves.
 pub fn msg_id(unix_ms: u64) -> u64 {

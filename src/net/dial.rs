@@ -1,9 +1,12 @@
 //! Dialling an upstream: non-blocking TCP connect, then (for WebSocket routes) TLS and the
 //! upgrade, as one resumable state machine.
 //!
-//! Used by client sessions (`conn::connect`) and by the background prober (`route::probe`)
-//! alike, so both see the same failure classes. The caller owns the deadline (timer wheel) and
-//! the token; this module only registers the socket it creates and advances on readiness.
+//! Used by client sessions (`conn::connect`) and by probes and pool fills (`route::probe`, also
+//! run by the `check` applet) alike, so all see the same failure classes. Also owns
+//! [`Upstream`], the connected socket (raw TCP or upgraded TLS) the relay and the pool hold, and
+//! TCP keepalive ([`set_keepalive`]). The caller owns the deadline (timer wheel) and the token;
+//! this module only registers the socket it creates (or moves it to another token) and advances
+//! on readiness.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

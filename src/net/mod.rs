@@ -1,5 +1,6 @@
 //! Socket-facing code. `io` triages `WouldBlock`, `tcp` opens non-blocking connects, `tls` is the
-//! only rustls user, `ws` the only tungstenite user, `wsframe` the sans-IO RFC 6455 frame codec.
+//! only rustls user, `ws` the only tungstenite user, `wsframe` the sans-IO RFC 6455 frame codec,
+//! and `dial` chains TCP → TLS → upgrade into one resumable dial that yields an `Upstream`.
 
 pub mod dial;
 pub mod io;

@@ -1,7 +1,8 @@
-//! Non-blocking TCP connects and socket options.
+//! Non-blocking TCP connects, with `TCP_NODELAY` set.
 //!
 //! A connect is started with [`start`]; completion is observed on the first writable edge with
-//! [`check_connected`]. Deadlines live in the reactor's timer wheel, not here.
+//! [`check_connected`]. Deadlines live in the caller's timer wheel, not here; TCP keepalive is
+//! set by `net::dial::set_keepalive`.
 
 use std::io;
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
 //! A loopback address where TCP connects hang (SYN dropped) instead of being refused: the
-//! "black-holed DC" of DESIGN.md §8, without touching firewall rules.
+//! "black-holed DC" of docs/design.md §8, without touching firewall rules.
 //!
 //! How: a socket2 listener with backlog 0 that never accepts, plus filler connections that fill
 //! its accept queue; Linux then drops further SYNs (listen overflow), so a client's connect

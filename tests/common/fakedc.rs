@@ -1,7 +1,7 @@
 //! A fake Telegram DC for black-box tests and `examples/demo.rs`: a TLS + WebSocket front like
 //! `kwsN.web.telegram.org/apiws` ([`FakeDc::start_tls_ws`]), a raw obfuscated2 DC port
 //! ([`FakeDc::start_tcp`]), or a Cloudflare Worker look-alike that tunnels to a TCP `dst`
-//! ([`FakeDc::start_worker`], PROTOCOL.md §4.2), on 127.0.0.1 with an ephemeral port.
+//! ([`FakeDc::start_worker`], docs/protocol.md §4.2), on 127.0.0.1 with an ephemeral port.
 //!
 //! Blocking and thread-per-connection (test code). It reads the relay init with
 //! `obfs2::accept_raw`, decodes transport packets with `framing`, answers `req_pq_multi` with a
@@ -335,7 +335,7 @@ impl FakeDc {
         FakeDc::start(cfg, Kind::Tcp)
     }
 
-    /// Cloudflare Worker look-alike (PROTOCOL.md §4.2): TLS with tests/data/server.pem (valid
+    /// Cloudflare Worker look-alike (docs/protocol.md §4.2): TLS with tests/data/server.pem (valid
     /// for `*.workers.dev` and 127.0.0.1), then one HTTP request: no `Upgrade: websocket` →
     /// 426, path other than `/apiws` → 404, missing/unparsable `dst` → 400; else faults apply,
     /// then 101 **without** a subprotocol, TCP connect to `dst` (`IP` → `IP:443`, or

@@ -1,7 +1,7 @@
 //! The Cloudflare Worker look-alike behind [`FakeDc::start_worker`](super::FakeDc::start_worker):
 //! TLS, one hand-parsed HTTP request (so non-upgrades get the Worker's 426), a 101 without a
 //! subprotocol, then a byte pipe between WS messages and a TCP connection to `dst`
-//! (PROTOCOL.md §4.2). It does not decode MTProto: it only counts what it saw in the shared
+//! (docs/protocol.md §4.2). It does not decode MTProto: it only counts what it saw in the shared
 //! [`State`](super::State). The pipe polls the WS side every millisecond, so bytes toward the
 //! client wait at most ~1 ms. Part of fakedc.rs (loaded from it by `#[path]`); same rules: only
 //! std, rustls, tungstenite and socket2, test code, loopback only.
