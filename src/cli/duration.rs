@@ -9,6 +9,11 @@ use std::time::Duration;
 /// Longest duration any flag accepts.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
+/// The grammar in words, for every applet's `--help` (two lines, no trailing newline).
+pub const DURATION_HELP: &str = "\
+Durations (D): a decimal number of seconds, or with a unit ms, s, m or h: 10, 0.5, .25, 250ms,
+2s, 1.5m, 1h; at most 9 decimals and 24h; no sign, exponent or inner spaces.";
+
 /// Duration syntax shared by every applet: a decimal number with an optional unit `ms`, `s`
 /// (default), `m` or `h`: `10`, `0.5`, `250ms`, `2s`, `1.5m`. At most [`MAX_DURATION`] and 9
 /// decimals; exact (no float rounding). No sign, no exponent, no inner spaces.
