@@ -170,14 +170,10 @@ pub const DEFAULT_LOG_MAX_KB: u64 = 1024;
 impl Config {
     /// A config with every default and the given secrets: the shape `cli` starts from.
     pub fn with_secrets(secrets: Vec<Secret>) -> Config {
-        let front: SocketAddr = "149.154.167.220:443".parse().expect("literal address");
-        let mut ws_addrs = BTreeMap::new();
-        ws_addrs.insert(2, front);
-        ws_addrs.insert(4, front);
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
             secrets,
-            ws_addrs,
+            ws_addrs: default_ws_addrs(),
             tcp_addrs: BTreeMap::new(),
             tier_order: Tier::ALL.to_vec(),
             ws_connect_timeout: Duration::from_secs(10),
@@ -217,6 +213,12 @@ impl Config {
             link_ip: None,
         }
     }
+}
+
+/// The default WS fronts (`--dc-ip`): DC 2 and DC 4 → 149.154.167.220:443.
+pub fn default_ws_addrs() -> BTreeMap<u16, SocketAddr> {
+    let front = SocketAddr::from(([149, 154, 167, 220], 443));
+    BTreeMap::from([(2, front), (4, front)])
 }
 
 /// Soft `RLIMIT_NOFILE` read from `/proc/self/limits` (no libc needed); `None` if unknown or

@@ -93,12 +93,12 @@ fn dispatch(argv0: &OsString, mut rest: Vec<OsString>) -> i32 {
 /// `help [APPLET]`: the overview, or that applet's text.
 fn help(applet: Option<&str>) -> i32 {
     let text = match applet {
-        None => OVERVIEW,
-        Some("run") => run::HELP,
-        Some("probe") => probe::HELP,
-        Some("link") => link::HELP,
-        Some("genkey") => genkey::HELP,
-        Some("check") => check::HELP,
+        None => OVERVIEW.to_string(),
+        Some("run") => run::help(),
+        Some("probe") => probe::HELP.to_string(),
+        Some("link") => link::HELP.to_string(),
+        Some("genkey") => genkey::HELP.to_string(),
+        Some("check") => check::HELP.to_string(),
         Some(other) => {
             eprintln!(
                 "tg-ws-proxy: no help for '{other}' (known: {})",

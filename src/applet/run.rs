@@ -14,119 +14,35 @@ use crate::cli;
 use crate::config::Config;
 use crate::logging;
 
-/// `tg-ws-proxy run --help`. Lists every flag `cli::parse_run` accepts, with its environment
-/// variable and default (a unit test in `cli` checks the names stay in sync).
-pub const HELP: &str = "\
+/// `tg-ws-proxy run --help` before the option list.
+const HELP_HEAD: &str = "\
 tg-ws-proxy run: serve Telegram clients (the default applet)
 
 Usage: tg-ws-proxy [run] [FLAGS]
 
 Every flag can also be set by the environment variable in brackets; a flag wins over its
 variable and an empty variable counts as unset. Defaults in parentheses.
-Durations: 10, 0.5, 250ms, 2s, 1m, 1h (seconds without a unit; at most 24h).
+";
 
-Listening and secrets:
-  -H, --host IP                 listen address, IPv4 or IPv6 [TG_HOST] (127.0.0.1)
-  -p, --port N                  listen port, 0 = any free port [TG_PORT] (1443)
-  -s, --secret S[,S...]         client secret: 32 hex, dd + 32 hex, or ee + 32 hex + hex(domain);
-                                repeatable [TG_SECRET] (none; `ps` shows the command line, so
-                                prefer TG_SECRET or --secret-file)
-      --secret-file PATH        secrets, one per line or comma-separated, # comments; if PATH is
-                                missing it is created with a fresh secret, mode 0600
-                                [TG_SECRET_FILE] (none)
-  At least one secret is required (`tg-ws-proxy genkey` makes one).
-
-Upstream:
-      --dc-ip DC:IP[:PORT]      WebSocket front for a DC, IPv6 in brackets, port 443 if omitted;
-                                repeatable, comma list; replaces the defaults [TG_DC_IP]
-                                (2:149.154.167.220, 4:149.154.167.220)
-      --tcp-dc-ip DC:IP[:PORT]  raw TCP target for a DC, same forms [TG_TCP_DC_IP]
-                                (built-in DC table, port 443)
-      --cf-worker-domain HOST   Cloudflare Worker (a pasted URL is fine), repeatable, comma
-                                list; alias --cfproxy-worker-domain [TG_CF_WORKER_DOMAIN] (none)
-      --cf-domain DOMAIN        Cloudflare-proxied domain with kwsN records, repeatable
-                                [TG_CF_DOMAIN] (none)
-      --tier-order LIST         tiers to try, in order: ws, worker, cfproxy, tcp
-                                [TG_TIER_ORDER] (ws,worker,cfproxy,tcp)
-      --cf-priority             Cloudflare tiers first: worker,cfproxy,ws,tcp
-                                [TG_CF_PRIORITY=1] (off)
-      --ws-connect-timeout D    bound on TCP + TLS + upgrade of one ws attempt
-                                [TG_WS_CONNECT_TIMEOUT] (10s)
-      --cf-connect-timeout D    the same for worker and cfproxy attempts
-                                [TG_CF_CONNECT_TIMEOUT] (10s)
-      --tcp-connect-timeout D   bound on one tcp tier connect; alias --tcp-fallback-timeout
-                                [TG_TCP_CONNECT_TIMEOUT or TG_TCP_FALLBACK_TIMEOUT] (10s)
-      --ca-file PATH            extra trusted CA certificates, PEM; must be readable
-                                [TG_CA_FILE] (none: bundled web PKI roots only)
-      --danger-accept-invalid-certs
-                                do not verify upstream TLS certificates (testing only)
-                                [TG_SKIP_TLS_VERIFY=1] (off)
-
-Ladder (route health is learned in the background; clients never wait on a dead route):
-      --hedge-delay D           start the next route in parallel if the first is not ready by
-                                then; a route's 2 x p95 once known [TG_HEDGE_DELAY] (250ms)
-      --connect-budget D        bound on a client's whole connect phase; past it the client is
-                                closed so it reconnects [TG_CONNECT_BUDGET] (3s)
-      --handshake-pace D        minimum gap between handshakes to one address, 0 = off
-                                [TG_HANDSHAKE_PACE] (20ms)
-      --cooldown-base D         first cooldown of a failed route, doubled per failure, +-20%
-                                jitter; alias --ip-fail-cooldown [TG_COOLDOWN_BASE or
-                                TG_IP_FAIL_COOLDOWN] (10s)
-      --cooldown-max D          cooldown cap [TG_COOLDOWN_MAX] (600s)
-      --flap-quarantine D       minimum cooldown of a route that went down 3 times in 10 min
-                                [TG_FLAP_QUARANTINE] (1800s)
-      --redirect-ttl D          how long a 30x from a WS front keeps its route down; alias
-                                --ws-redirect-cooldown [TG_REDIRECT_TTL or
-                                TG_WS_REDIRECT_COOLDOWN] (3600s)
-      --probe-interval D        liveness probe of an Up route with no recent traffic
-                                [TG_PROBE_INTERVAL] (300s)
-      --probe-timeout D         bound on one background probe [TG_PROBE_TIMEOUT] (5s)
-      --worker-budget N         probe + pool requests per day per Worker, 1-100000
-                                [TG_WORKER_BUDGET] (5000)
-      --pool-size N             warm upstreams (TLS + upgrade done) kept per hot route, 0-16;
-                                Workers at most 1, none for tcp [TG_POOL_SIZE] (2)
-      --pool-max-age D          drop a warm upstream after D, before the front's idle close
-                                [TG_POOL_MAX_AGE] (50s)
-      --ws-ping-interval D      WS ping toward Telegram's front, 0 = never
-                                [TG_WS_PING_INTERVAL] (0)
-      --cf-ping-interval D      WS ping toward Worker/cfproxy, 0 = never
-                                [TG_CF_PING_INTERVAL] (30s)
-      --tcp-keepalive D         TCP keepalive idle time on every socket, 0 = off
-                                [TG_TCP_KEEPALIVE] (60s)
-      --hosts-file PATH         hosts file for the resolver [TG_HOSTS_FILE] (/etc/hosts)
-      --resolv-conf PATH        nameservers for the resolver [TG_RESOLV_CONF] (/etc/resolv.conf)
-
-Clients and resources:
-      --handshake-timeout D     deadline for a client's 64-byte init [TG_HANDSHAKE_TIMEOUT] (10s)
-      --idle-timeout D          close a session with no payload either way for D
-                                [TG_IDLE_TIMEOUT] (600s)
-      --bad-client-drain D      read and discard a rejected client for D, 0 = close at once
-                                [TG_BAD_CLIENT_DRAIN] (2s)
-      --close-linger D          after one side closes, keep flushing the other for at most D
-                                [TG_CLOSE_LINGER] (2s)
-      --max-connections N       concurrent client sessions, 1-65536 [TG_MAX_CONNECTIONS]
-                                ((open-files limit - 32) / 3, at least 4; 512 if unknown)
-      --buf-kb N                relay buffer size in KiB, two per session, 4-1024
-                                [TG_BUF_KB] (16)
-
-Logging:
-  -v, --verbose                 debug lines; twice for trace [TG_VERBOSE=1] (off)
-  -q, --quiet                   warnings and errors only [TG_QUIET=1] (off)
-      --log-file PATH           append to PATH instead of stderr [TG_LOG_FILE] (stderr)
-      --log-max-kb N            past N KiB, PATH is renamed to PATH.1 (one rotation), 1-4194304
-                                [TG_LOG_MAX_KB] (1024)
-      --stats-interval D        period of the stats line, 0 = never [TG_STATS_INTERVAL] (300s)
-      --link-ip HOST            host name or IP put in `tg-ws-proxy link` output
-                                [TG_LINK_IP] (detected)
-  -h, --help                    this text
-
+/// `tg-ws-proxy run --help` after the option list.
+const HELP_TAIL: &str = "\
 Exit status: 1 runtime failure (e.g. cannot listen), 2 bad usage; SIGTERM/SIGINT end it at once.
 ";
 
-/// Runs the proxy until a fatal error (SIGTERM/SIGINT end the process). Returns the process exit code (see [`HELP`]).
+/// `tg-ws-proxy run --help`: usage, the duration grammar, every flag `cli::parse_run` accepts
+/// with its variables and default (rendered from the option table), exit status.
+pub fn help() -> String {
+    format!(
+        "{HELP_HEAD}{}\n\n{}\n{HELP_TAIL}",
+        cli::DURATION_HELP,
+        cli::run_options_help()
+    )
+}
+
+/// Runs the proxy until a fatal error (SIGTERM/SIGINT end the process). Returns the process exit code (see [`help`]).
 pub fn main(mut args: Arguments) -> i32 {
     if args.contains(["-h", "--help"]) {
-        print!("{HELP}");
+        print!("{}", help());
         return 0;
     }
     let parsed = match cli::parse_run(args, "run", &cli::process_env) {

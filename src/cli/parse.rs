@@ -1,0 +1,590 @@
+//! The driver: turns a command line and the `TG_*` environment into a validated [`Config`] by
+//! walking the option table (`table::RUN_OPTIONS`) — take every flag's occurrences out of the
+//! arguments, fall back to its variable, hand the value to the entry's writer — and then
+//! settles the rules that join several flags ([`Draft::finish`]).
+//!
+//! Owns precedence (a flag beats its variable; the first set variable of an entry is used),
+//! the order of checks (leftover arguments first, then values in table order, the secret file
+//! last) and the error's flag/variable naming. It knows no flag by value grammar: that lives
+//! in the table's writers.
+
+use std::path::PathBuf;
+
+use log::{Level, LevelFilter};
+use pico_args::Arguments;
+
+use super::secret_file::load_or_create_secret_file;
+use super::table::{Kind, Opt, RUN_OPTIONS};
+use super::values::parse_bool;
+use super::{pico_error, reject_leftovers, CliError, Env};
+use crate::config::{self, Config, Tier};
+
+/// The outcome of parsing `run`'s flags.
+#[derive(Clone, Debug)]
+pub struct RunArgs {
+    /// The validated configuration.
+    pub config: Config,
+    /// `--host`/`TG_HOST` was given (else `config.listen` holds the default 127.0.0.1).
+    pub host_given: bool,
+    /// Things worth logging once the logger is up (secret file created, loose permissions).
+    /// Never contains a secret.
+    pub notes: Vec<Note>,
+}
+
+/// A line for the log once it is up: level and text (never a secret).
+pub type Note = (Level, String);
+
+/// Where an option's value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The command line (short, long or alias).
+    Flag,
+    /// This environment variable.
+    Env(&'static str),
+}
+
+impl Source {
+    /// The variable, for [`CliError::env`].
+    fn env(self) -> Option<&'static str> {
+        match self {
+            Source::Flag => None,
+            Source::Env(name) => Some(name),
+        }
+    }
+}
+
+/// The configuration under construction while the table's writers run, plus the few values
+/// that are settled only once every flag is in ([`Draft::finish`]).
+pub(crate) struct Draft {
+    /// Starts as [`Config::with_secrets`] with no secrets and no WS fronts: `--dc-ip` items
+    /// replace the default fronts, which `finish` restores when none was given.
+    pub config: Config,
+    /// `--secret-file`: read (or created) in `finish`, after every other check passed.
+    pub secret_file: Option<PathBuf>,
+    /// `--cf-priority`: Cloudflare tiers first, unless `--tier-order` was given.
+    pub cf_priority: bool,
+    /// `-v` count (flag occurrences, or 1/0 from `TG_VERBOSE`).
+    pub verbose: u32,
+    /// `-q` count (flag occurrences, or 1/0 from `TG_QUIET`).
+    pub quiet: u32,
+    /// Long name and source of every option that got a value, in table order.
+    given: Vec<(&'static str, Source)>,
+}
+
+/// Command-line occurrences of one option, taken out of the arguments before any is judged.
+#[derive(Default)]
+pub(super) struct Taken {
+    /// Values, for kinds that take one: short and long in argument order, then each alias's.
+    pub values: Vec<String>,
+    /// Occurrences, for switches.
+    pub count: u32,
+}
+
+/// Parses every `run` flag (and its env fallback) from `args` into a validated [`Config`].
+/// An argument left over fails first (`unknown flag`, naming `applet` in the hint), before any
+/// value is judged; then values are judged in table order and the first bad one is reported.
+/// May create the `--secret-file` (see `RunArgs::notes`); that happens last, after every other
+/// check passed.
+pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs, CliError> {
+    let mut taken: Vec<Taken> = RUN_OPTIONS.iter().map(|_| Taken::default()).collect();
+    // Valued options first, switches last: a switch search must not eat a flag's value.
+    for (o, t) in RUN_OPTIONS.iter().zip(&mut taken) {
+        if o.kind.takes_value() {
+            t.values = take_values(&mut args, o)?;
+        }
+    }
+    for (o, t) in RUN_OPTIONS.iter().zip(&mut taken) {
+        if !o.kind.takes_value() {
+            t.count = take_count(&mut args, o);
+        }
+    }
+    reject_leftovers(args, applet)?;
+    let mut draft = Draft::new();
+    for (o, t) in RUN_OPTIONS.iter().zip(taken) {
+        draft.apply(o, t, env)?;
+    }
+    draft.finish()
+}
+
+/// All command-line values of `o`: short and long in argument order, then each alias's.
+fn take_values(args: &mut Arguments, o: &Opt) -> Result<Vec<String>, CliError> {
+    let mut out: Vec<String> = match o.short {
+        Some(s) => args.values_from_str([s, o.long]),
+        None => args.values_from_str(o.long),
+    }
+    .map_err(pico_error)?;
+    for &alias in o.aliases {
+        out.extend(
+            args.values_from_str::<_, String>(alias)
+                .map_err(pico_error)?,
+        );
+    }
+    Ok(out)
+}
+
+/// The items of one comma-list occurrence: trimmed, blanks skipped.
+fn list_items(text: &str) -> Vec<&str> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .collect()
+}
+
+/// How often the switch `o` (any of its spellings) is on the command line.
+fn take_count(args: &mut Arguments, o: &Opt) -> u32 {
+    let mut n = 0;
+    while match o.short {
+        Some(s) => args.contains([s, o.long]),
+        None => args.contains(o.long),
+    } {
+        n += 1;
+    }
+    for &alias in o.aliases {
+        while args.contains(alias) {
+            n += 1;
+        }
+    }
+    n
+}
+
+impl Draft {
+    /// The defaults, before any option is applied.
+    pub(super) fn new() -> Draft {
+        let mut config = Config::with_secrets(Vec::new());
+        config.ws_addrs.clear();
+        Draft {
+            config,
+            secret_file: None,
+            cf_priority: false,
+            verbose: 0,
+            quiet: 0,
+            given: Vec::new(),
+        }
+    }
+
+    /// Where the option named `long` got its value, `None` if it got none.
+    pub(crate) fn source(&self, long: &str) -> Option<Source> {
+        debug_assert!(
+            RUN_OPTIONS.iter().any(|o| o.long == long),
+            "{long} not in the table"
+        );
+        self.given.iter().find(|(l, _)| *l == long).map(|&(_, s)| s)
+    }
+
+    /// Runs `o`'s writer on its command-line values, else on its first set variable.
+    pub(super) fn apply(&mut self, o: &Opt, taken: Taken, env: Env) -> Result<(), CliError> {
+        let from_env = || {
+            o.env
+                .iter()
+                .find_map(|&name| env(name).map(|text| (text, Source::Env(name))))
+        };
+        let (texts, source) = if !taken.values.is_empty() {
+            (taken.values, Source::Flag)
+        } else if taken.count > 0 {
+            (Vec::new(), Source::Flag)
+        } else {
+            match from_env() {
+                Some((text, source)) => (vec![text], source),
+                None => return Ok(()),
+            }
+        };
+        self.given.push((o.long, source));
+        let err = |msg: String| CliError::new(o.long, source.env(), msg);
+        match o.kind {
+            Kind::Value(write) => {
+                // Only the last occurrence counts (`texts` is never empty here).
+                let text = texts.last().map_or("", |t| t.trim());
+                write(self, text).map_err(err)
+            }
+            Kind::Path(write) => {
+                let text = texts.last().cloned().unwrap_or_default();
+                write(self, PathBuf::from(text)).map_err(err)
+            }
+            Kind::List(write) => {
+                let lists: Vec<Vec<&str>> = texts.iter().map(|t| list_items(t)).collect();
+                if lists.iter().any(Vec::is_empty) {
+                    return Err(err("empty value".into()));
+                }
+                lists
+                    .into_iter()
+                    .flatten()
+                    .try_for_each(|item| write(self, item))
+                    .map_err(err)
+            }
+            Kind::Switch(write) => {
+                let on = match source {
+                    Source::Flag => true,
+                    Source::Env(_) => parse_bool(&texts[0]).map_err(err)?,
+                };
+                write(self, on);
+                Ok(())
+            }
+            Kind::Count(write) => {
+                let n = match source {
+                    Source::Flag => taken.count,
+                    Source::Env(_) => u32::from(parse_bool(&texts[0]).map_err(err)?),
+                };
+                write(self, n);
+                Ok(())
+            }
+        }
+    }
+
+    /// The rules that join several flags: default WS fronts when `--dc-ip` gave none,
+    /// `--cf-priority` unless `--tier-order` was given, `--cooldown-max` at least the base,
+    /// `-v` against `-q`.
+    pub(super) fn settle(&mut self) -> Result<(), CliError> {
+        let tier_order_given = self.source("--tier-order").is_some();
+        let verbose_flag = self.source("--verbose") == Some(Source::Flag);
+        let quiet_flag = self.source("--quiet") == Some(Source::Flag);
+        let c = &mut self.config;
+        if c.ws_addrs.is_empty() {
+            c.ws_addrs = config::default_ws_addrs();
+        }
+        if self.cf_priority && !tier_order_given {
+            // Compatibility with the Rust port: Cloudflare tiers before the direct one.
+            c.tier_order = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
+        }
+        c.health.max_ms = c.health.max_ms.max(c.health.base_ms);
+        c.log_level = log_level((self.verbose, verbose_flag), (self.quiet, quiet_flag))?;
+        Ok(())
+    }
+
+    /// [`Draft::settle`], then the secrets: the secret file is read (or created) only now,
+    /// once every other value passed; at least one secret is required; duplicates are dropped.
+    fn finish(mut self) -> Result<RunArgs, CliError> {
+        self.settle()?;
+        let secret_file_env = self.source("--secret-file").and_then(Source::env);
+        let host_given = self.source("--host").is_some();
+        let c = &mut self.config;
+        let mut notes = Vec::new();
+        if let Some(path) = &self.secret_file {
+            let (file_secrets, note) = load_or_create_secret_file(path)
+                .map_err(|m| CliError::new("--secret-file", secret_file_env, m))?;
+            c.secrets.extend(file_secrets);
+            notes.extend(note);
+        }
+        if c.secrets.is_empty() {
+            return Err(CliError::flag(
+                "--secret",
+                "no secret configured: set TG_SECRET, pass --secret-file PATH (created with a \
+                 fresh secret if missing), or make one with `tg-ws-proxy genkey`",
+            ));
+        }
+        let mut i = 0;
+        while i < c.secrets.len() {
+            if c.secrets[..i].contains(&c.secrets[i]) {
+                c.secrets.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(RunArgs {
+            config: self.config,
+            host_given,
+            notes,
+        })
+    }
+}
+
+/// `-v`/`-q` (counts, from_flag) → level. Command-line switches override the environment; the
+/// two together from the same source are an error.
+fn log_level(verbose: (u32, bool), quiet: (u32, bool)) -> Result<LevelFilter, CliError> {
+    let ((v, v_flag), (q, q_flag)) = (verbose, quiet);
+    let (v, q) = match (v_flag, q_flag) {
+        (true, false) => (v, 0),
+        (false, true) => (0, q),
+        _ => (v, q),
+    };
+    if v > 0 && q > 0 {
+        let env = (!v_flag).then_some("TG_QUIET");
+        return Err(CliError::new(
+            "--quiet",
+            env,
+            "cannot be combined with --verbose",
+        ));
+    }
+    Ok(match (v, q) {
+        (0, 0) => LevelFilter::Info,
+        (0, _) => LevelFilter::Warn,
+        (1, _) => LevelFilter::Debug,
+        _ => LevelFilter::Trace,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+
+    const KEY: &str = "0123456789abcdef0123456789abcdef";
+    type Pairs = &'static [(&'static str, &'static str)];
+    const S: Pairs = &[("TG_SECRET", KEY)];
+
+    fn env_of(pairs: Pairs) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    /// Parses a whitespace-separated command line (`{KEY}`-free strings use `KEY` via format!).
+    fn parse(cmd: &str, env: Pairs) -> Result<RunArgs, CliError> {
+        parse_argv(&cmd.split_whitespace().collect::<Vec<_>>(), env)
+    }
+
+    fn parse_argv(v: &[&str], env: Pairs) -> Result<RunArgs, CliError> {
+        let args = Arguments::from_vec(v.iter().map(|s| s.into()).collect());
+        parse_run(args, "run", &env_of(env))
+    }
+
+    fn err_line(cmd: &str, env: Pairs) -> String {
+        parse(cmd, env).expect_err(cmd).to_string()
+    }
+
+    #[test]
+    fn defaults_with_env_secret() {
+        let r = parse("", S).unwrap();
+        let c = &r.config;
+        assert_eq!(c.listen, "127.0.0.1:1443".parse().unwrap());
+        assert!(!r.host_given);
+        assert_eq!(c.secrets.len(), 1);
+        assert_eq!(c.tier_order, Tier::ALL.to_vec());
+        assert_eq!(c.ws_addrs.len(), 2);
+        assert_eq!(c.log_level, LevelFilter::Info);
+        assert_eq!(c.log_max_bytes, 1024 * 1024);
+        assert!(!c.accept_invalid_certs);
+        assert!(r.notes.is_empty());
+    }
+
+    #[test]
+    fn flag_wins_over_env() {
+        let env: Pairs = &[
+            ("TG_SECRET", "ffffffffffffffffffffffffffffffff"),
+            ("TG_PORT", "1000"),
+            ("TG_HOST", "0.0.0.0"),
+            ("TG_DC_IP", "1:10.0.0.1"),
+            ("TG_IDLE_TIMEOUT", "5"),
+            ("TG_QUIET", "yes"),
+        ];
+        let r = parse(
+            &format!("-p 2000 --host ::1 --secret {KEY} --dc-ip 2:10.0.0.2 -v"),
+            env,
+        );
+        let c = r.unwrap().config;
+        assert_eq!(c.listen, "[::1]:2000".parse().unwrap());
+        assert_eq!(c.secrets.len(), 1);
+        assert_eq!(c.secrets[0].key_hex(), KEY);
+        assert_eq!(c.ws_addrs.keys().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(
+            c.idle_timeout,
+            Duration::from_secs(5),
+            "env used when no flag"
+        );
+        assert_eq!(c.log_level, LevelFilter::Debug, "-v flag beats TG_QUIET");
+        let r = parse("", env).unwrap(); // env alone applies
+        assert_eq!(r.config.listen, "0.0.0.0:1000".parse().unwrap());
+        assert!(r.host_given);
+        assert_eq!(r.config.ws_addrs[&1], "10.0.0.1:443".parse().unwrap());
+        assert_eq!(r.config.log_level, LevelFilter::Warn);
+        let both: Pairs = &[("TG_SECRET", KEY), ("TG_VERBOSE", "1")];
+        assert_eq!(
+            parse("-q", both).unwrap().config.log_level,
+            LevelFilter::Warn
+        );
+    }
+
+    #[test]
+    fn repeated_and_listed_values() {
+        let cmd = format!(
+            "-s {KEY} --secret dd{KEY},{KEY} --dc-ip 2:10.0.0.2,4:10.0.0.4:444 --dc-ip 2:10.0.0.9 \
+             --port 1 --port 0 --tcp-fallback-timeout 1.5"
+        );
+        let c = parse(&cmd, &[]).unwrap().config;
+        assert_eq!(c.secrets.len(), 2, "duplicate plain secret folded, dd kept");
+        assert_eq!(
+            c.ws_addrs[&2],
+            "10.0.0.9:443".parse().unwrap(),
+            "last DC entry wins"
+        );
+        assert_eq!(c.ws_addrs[&4], "10.0.0.4:444".parse().unwrap());
+        assert_eq!(c.listen.port(), 0, "last --port wins");
+        assert_eq!(c.tcp_connect_timeout, Duration::from_millis(1500));
+        let r = parse("", &[("TG_SECRET", KEY), ("TG_TCP_FALLBACK_TIMEOUT", "3")]).unwrap();
+        assert_eq!(r.config.tcp_connect_timeout, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn every_setting_parses() {
+        let cmd = "--tcp-dc-ip 2:10.1.1.1 --tier-order tcp --ws-connect-timeout 3 \
+                   --tcp-connect-timeout 4 --handshake-timeout 250ms --idle-timeout 1m \
+                   --bad-client-drain 0 --stats-interval 0 --max-connections 7 --buf-kb 4 \
+                   --danger-accept-invalid-certs --log-file /tmp/x.log --log-max-kb 2 \
+                   --link-ip router.lan -v -v";
+        let c = parse(cmd, S).unwrap().config;
+        assert_eq!(c.tcp_addrs[&2], "10.1.1.1:443".parse().unwrap());
+        assert_eq!(c.tier_order, vec![Tier::Tcp]);
+        assert_eq!(c.ws_connect_timeout, Duration::from_secs(3));
+        assert_eq!(c.tcp_connect_timeout, Duration::from_secs(4));
+        assert_eq!(c.handshake_timeout, Duration::from_millis(250));
+        assert_eq!(c.idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.bad_client_drain, Duration::ZERO);
+        assert_eq!(c.stats_interval, Duration::ZERO);
+        assert_eq!(c.max_connections, 7);
+        assert_eq!(c.buf_size, 4096);
+        assert!(c.accept_invalid_certs);
+        assert_eq!(c.log_file.as_deref(), Some(Path::new("/tmp/x.log")));
+        assert_eq!(c.log_max_bytes, 2048);
+        assert_eq!(c.link_ip.as_deref(), Some("router.lan"));
+        assert_eq!(c.log_level, LevelFilter::Trace);
+    }
+
+    #[test]
+    fn errors_name_the_flag_and_the_env_var() {
+        assert_eq!(
+            err_line("--port x", S),
+            "--port: not a port number (0-65535)"
+        );
+        let e = err_line("", &[("TG_SECRET", KEY), ("TG_PORT", "70000")]);
+        assert_eq!(e, "--port (TG_PORT): not a port number (0-65535)");
+        let cases: &[(&str, Pairs, &str)] = &[
+            ("--port", S, "--port: missing value"),
+            ("--bogus", S, "unknown flag '--bogus'"),
+            ("--bogus", &[], "unknown flag '--bogus'"), // before the secret check
+            ("--port x --bogus", S, "unknown flag"),    // before value checks
+            ("stray", S, "unexpected argument 'stray'"),
+            (
+                "--idle-timeout 0",
+                S,
+                "--idle-timeout: must be greater than 0",
+            ),
+            (
+                "",
+                &[("TG_SECRET", KEY), ("TG_HANDSHAKE_TIMEOUT", "x")],
+                "--handshake-timeout (TG_HANDSHAKE_TIMEOUT): ",
+            ),
+            ("--max-connections 0", S, "--max-connections: "),
+            ("--buf-kb 2048", S, "--buf-kb: "),
+            ("--tier-order ws,quic", S, "--tier-order: unknown tier"),
+            ("--host localhost", S, "--host: "),
+            ("--ca-file /nonexistent/ca.pem", S, "--ca-file: cannot read"),
+            ("-v -q", S, "--quiet: cannot be combined"),
+            (
+                "",
+                &[("TG_SECRET", KEY), ("TG_VERBOSE", "1"), ("TG_QUIET", "1")],
+                "--quiet (TG_QUIET): ",
+            ),
+            (
+                "",
+                &[("TG_SECRET", KEY), ("TG_SKIP_TLS_VERIFY", "maybe")],
+                "--danger-accept-invalid-certs (TG_SKIP_TLS_VERIFY): ",
+            ),
+            ("--link-ip bad_name!", S, "--link-ip: "),
+            (
+                "",
+                &[("TG_SECRET", "0123456789abcdefXYZ")],
+                "--secret (TG_SECRET): invalid secret",
+            ),
+            ("", &[], "--secret: no secret configured"),
+        ];
+        for (cmd, env, prefix) in cases {
+            let e = err_line(cmd, env);
+            assert!(
+                e.starts_with(prefix),
+                "{cmd:?}: {e:?} lacks prefix {prefix:?}"
+            );
+        }
+        let e = parse_argv(&["--dc-ip", ""], S).unwrap_err().to_string();
+        assert_eq!(e, "--dc-ip: empty value");
+        assert!(!err_line(KEY, S).contains(KEY));
+        assert!(!err_line("", &[("TG_SECRET", "0123456789abcdefXYZ")]).contains("0123456789"));
+        let e = err_line("", &[]);
+        assert!(
+            e.contains("tg-ws-proxy genkey") && e.contains("--secret-file"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn joined_rules_cf_priority_cooldown_max_and_switch_order() {
+        let order = |cmd: &str, env: Pairs| parse(cmd, env).unwrap().config.tier_order;
+        let cf_first = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
+        assert_eq!(order("--cf-priority", S), cf_first);
+        assert_eq!(order("--cf-priority --tier-order tcp", S), vec![Tier::Tcp]);
+        let env: Pairs = &[("TG_SECRET", KEY), ("TG_CF_PRIORITY", "1")];
+        assert_eq!(order("", env), cf_first);
+        assert_eq!(order("--tier-order ws", env), vec![Tier::Ws]);
+        let c = parse("--cooldown-base 20 --cooldown-max 5", S)
+            .unwrap()
+            .config;
+        assert_eq!((c.health.base_ms, c.health.max_ms), (20_000, 20_000));
+        // A value that looks like a switch belongs to its flag.
+        let c = parse("--log-file -q", S).unwrap().config;
+        assert_eq!(c.log_file.as_deref(), Some(Path::new("-q")));
+        assert_eq!(c.log_level, LevelFilter::Info);
+        // Paths are taken verbatim, other values trimmed.
+        let env: Pairs = &[
+            ("TG_SECRET", KEY),
+            ("TG_HOSTS_FILE", " h "),
+            ("TG_PORT", " 7 "),
+        ];
+        let c = parse("", env).unwrap().config;
+        assert_eq!(
+            (c.hosts_file.as_path(), c.listen.port()),
+            (Path::new(" h "), 7)
+        );
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tgwp-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn secret_file_is_created_once_then_reused() {
+        let dir = temp_dir("create");
+        let path = dir.join("secret");
+        let cmd = format!("--secret-file {}", path.display());
+        let first = parse(&cmd, &[]).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(first.notes.len(), 1);
+        assert!(first.notes[0].1.contains(&path.display().to_string()));
+        let key = first.config.secrets[0].key_hex();
+        assert!(
+            !first.notes[0].1.contains(&key),
+            "note must not show the secret"
+        );
+        let second = parse(&cmd, &[]).unwrap();
+        assert_eq!(second.config.secrets[0].key_hex(), key);
+        assert!(second.notes.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn secret_file_errors() {
+        let dir = temp_dir("errors");
+        let e = err_line(&format!("--secret-file {}/no/dir/s", dir.display()), &[]);
+        assert!(e.starts_with("--secret-file: cannot create"), "{e}");
+        let path = dir.join("s");
+        let cmd = format!("--secret-file {}", path.display());
+        std::fs::write(&path, format!("# keys\n{KEY}\nnot-hex\n")).unwrap();
+        assert!(err_line(&cmd, &[]).contains("line 3: invalid secret"));
+        std::fs::write(&path, "# nothing\n\n").unwrap();
+        assert!(err_line(&cmd, &[]).contains("contains no secret"));
+        let text = format!("{KEY} # main\ndd{KEY}, ee{KEY}6578616d706c652e636f6d\n");
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let r = parse(&cmd, &[]).unwrap();
+        assert_eq!(r.config.secrets.len(), 3);
+        assert_eq!(r.notes[0].0, Level::Warn);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,531 @@
+//! The one table of `run` flags ([`RUN_OPTIONS`]): each flag is declared here once — long name,
+//! short name, old aliases, `TG_*` variables, the default as users see it, help text, and its
+//! kind with the writer that stores the value in the configuration under construction.
+//!
+//! `parse` drives pico-args and the environment from this table, `help` renders the option
+//! part of `run --help` from it, and the tests below hold it to `Config`'s real defaults.
+//! Rules that join several flags (`--cf-priority` yielding to `--tier-order`, `-v` against
+//! `-q`, `--cooldown-max` at least the base, the secret file read last) live in `parse`
+//! (`Draft::settle`, `Draft::finish`); value grammars live in `values` and `duration`;
+//! range checks live in the writers here. Adding a flag: one entry here, the `Config` field its
+//! writer sets, one README row.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::duration::parse_duration;
+use super::parse::Draft;
+use super::values::{
+    check_readable_file, parse_cf_endpoint, parse_dc_addr, parse_in_range, parse_ip,
+    parse_link_host, parse_tier_order,
+};
+use crate::mtproto::obfs2::Secret;
+
+/// Upper bound of `--max-connections` (the slab is allocated once at this size).
+pub const MAX_CONNECTIONS_LIMIT: usize = 65_536;
+
+/// A writer: stores one (trimmed) value or list item in the draft, or says what is wrong with
+/// it (a message without the flag's name; the driver adds flag and variable).
+pub(crate) type Write = fn(&mut Draft, &str) -> Result<(), String>;
+
+/// How a flag takes its value, and how its environment variable is read.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// One value, trimmed: the last command-line occurrence wins, else the first set variable.
+    Value(Write),
+    /// One file path, taken verbatim (not trimmed); otherwise like `Value`.
+    Path(fn(&mut Draft, PathBuf) -> Result<(), String>),
+    /// Repeatable comma list: the writer sees every item (trimmed, blanks skipped) of every
+    /// command-line occurrence in order, else of the first set variable. An occurrence with no
+    /// item is an error (`empty value`).
+    List(Write),
+    /// On or off; the variable is a boolean (`1`/`true`/`yes`/`on`, `0`/`false`/`no`/`off`).
+    Switch(fn(&mut Draft, bool)),
+    /// Counted per occurrence (`-v -v` is 2); the variable is a boolean, counted 1 or 0.
+    Count(fn(&mut Draft, u32)),
+}
+
+impl Kind {
+    /// True for the kinds that take a value after the flag.
+    pub(crate) fn takes_value(self) -> bool {
+        matches!(self, Kind::Value(_) | Kind::Path(_) | Kind::List(_))
+    }
+}
+
+/// The `run --help` section a flag is listed in; sections print in [`Group::ALL`] order, flags
+/// in table order within their section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Group {
+    Listen,
+    Upstream,
+    Ladder,
+    Clients,
+    Logging,
+}
+
+impl Group {
+    /// Every section, in help order.
+    pub(crate) const ALL: [Group; 5] = [
+        Group::Listen,
+        Group::Upstream,
+        Group::Ladder,
+        Group::Clients,
+        Group::Logging,
+    ];
+
+    /// The section's heading line.
+    pub(crate) fn heading(self) -> &'static str {
+        match self {
+            Group::Listen => "Listening and secrets:",
+            Group::Upstream => "Upstream:",
+            Group::Ladder => {
+                "Ladder (route health is learned in the background; clients never wait on a dead \
+                 route):"
+            }
+            Group::Clients => "Clients and resources:",
+            Group::Logging => "Logging:",
+        }
+    }
+
+    /// A line printed after the section's flags, if any.
+    pub(crate) fn note(self) -> Option<&'static str> {
+        match self {
+            Group::Listen => {
+                Some("At least one secret is required (`tg-ws-proxy genkey` makes one).")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One `run` flag, declared once.
+pub(crate) struct Opt {
+    /// Canonical long name (`--port`); errors name it.
+    pub long: &'static str,
+    /// Short form (`-p`), if any.
+    pub short: Option<&'static str>,
+    /// Older long spellings still accepted on the command line; their values count after the
+    /// long name's (so with both given, the alias's last value wins).
+    pub aliases: &'static [&'static str],
+    /// Environment variables, canonical first (later ones are compatibility spellings); the
+    /// first one set is used when the flag is absent.
+    pub env: &'static [&'static str],
+    /// The value's placeholder in help (`N`, `D`, `PATH`); empty for switches.
+    pub meta: &'static str,
+    /// The default exactly as `--help` and README show it: a value the writer accepts and that
+    /// leaves the default config unchanged, or words (`none`, `off`, `detected`, …; the
+    /// tests keep the list).
+    pub default: &'static str,
+    /// The help section.
+    pub group: Group,
+    /// What the flag does, for `--help` (which adds aliases, variables and the default).
+    pub help: &'static str,
+    /// How the value is taken and where it is stored.
+    pub kind: Kind,
+}
+
+/// Any duration, 0 included.
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s)
+}
+
+/// A duration above 0.
+fn positive(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err("must be greater than 0".into()),
+        d => Ok(d),
+    }
+}
+
+/// A duration above 0, in whole milliseconds (the route health policy's unit).
+fn positive_ms(s: &str) -> Result<u64, String> {
+    // At most MAX_DURATION (24 h), so the milliseconds fit in u64.
+    positive(s).map(|d| d.as_millis() as u64)
+}
+
+use Group::{Clients, Ladder, Listen, Logging, Upstream};
+use Kind::{Count, List, Path, Switch, Value};
+
+/// Every `run` flag (also taken by `link` and `check`), in `--help` order within each section.
+#[rustfmt::skip]
+pub(crate) static RUN_OPTIONS: &[Opt] = &[
+    // Listening and secrets.
+    Opt {
+        long: "--host", short: Some("-H"), aliases: &[], env: &["TG_HOST"],
+        meta: "IP", default: "127.0.0.1", group: Listen,
+        help: "listen address, IPv4 or IPv6",
+        kind: Value(|d, s| parse_ip(s).map(|ip| d.config.listen.set_ip(ip))),
+    },
+    Opt {
+        long: "--port", short: Some("-p"), aliases: &[], env: &["TG_PORT"],
+        meta: "N", default: "1443", group: Listen,
+        help: "listen port, 0 = any free port",
+        kind: Value(|d, s| match s.parse::<u16>() {
+            Ok(port) => { d.config.listen.set_port(port); Ok(()) }
+            Err(_) => Err("not a port number (0-65535)".into()),
+        }),
+    },
+    Opt {
+        long: "--secret", short: Some("-s"), aliases: &[], env: &["TG_SECRET"],
+        meta: "S[,S...]", default: "none", group: Listen,
+        help: "client secret: 32 hex, dd + 32 hex, or ee + 32 hex + hex(domain); repeatable, \
+               comma list; `ps` shows the command line, so prefer TG_SECRET or --secret-file",
+        kind: List(|d, s| match Secret::parse(s) {
+            Ok(secret) => { d.config.secrets.push(secret); Ok(()) }
+            Err(e) => Err(format!("invalid secret: {e}")),
+        }),
+    },
+    Opt {
+        long: "--secret-file", short: None, aliases: &[], env: &["TG_SECRET_FILE"],
+        meta: "PATH", default: "none", group: Listen,
+        help: "secrets, one per line or comma-separated, # comments; if PATH is missing it is \
+               created with a fresh secret, mode 0600",
+        kind: Path(|d, p| { d.secret_file = Some(p); Ok(()) }),
+    },
+    // Upstream.
+    Opt {
+        long: "--dc-ip", short: None, aliases: &[], env: &["TG_DC_IP"],
+        meta: "DC:IP[:PORT]", default: "2:149.154.167.220, 4:149.154.167.220", group: Upstream,
+        help: "WebSocket front for a DC, IPv6 in brackets, port 443 if omitted; repeatable, \
+               comma list; replaces the defaults",
+        kind: List(|d, s| parse_dc_addr(s).map(|(dc, a)| { d.config.ws_addrs.insert(dc, a); })),
+    },
+    Opt {
+        long: "--tcp-dc-ip", short: None, aliases: &[], env: &["TG_TCP_DC_IP"],
+        meta: "DC:IP[:PORT]", default: "built-in DC table, port 443", group: Upstream,
+        help: "raw TCP target for a DC, same forms; repeatable, comma list",
+        kind: List(|d, s| parse_dc_addr(s).map(|(dc, a)| { d.config.tcp_addrs.insert(dc, a); })),
+    },
+    Opt {
+        long: "--cf-worker-domain", short: None, aliases: &["--cfproxy-worker-domain"],
+        env: &["TG_CF_WORKER_DOMAIN"], meta: "HOST", default: "none", group: Upstream,
+        help: "Cloudflare Worker (a pasted URL is fine); repeatable, comma list",
+        kind: List(|d, s| parse_cf_endpoint(s).map(|e| d.config.worker_domains.push(e))),
+    },
+    Opt {
+        long: "--cf-domain", short: None, aliases: &[], env: &["TG_CF_DOMAIN"],
+        meta: "DOMAIN", default: "none", group: Upstream,
+        help: "Cloudflare-proxied domain with kwsN records; repeatable, comma list",
+        kind: List(|d, s| parse_cf_endpoint(s).map(|e| d.config.cf_domains.push(e))),
+    },
+    Opt {
+        long: "--tier-order", short: None, aliases: &[], env: &["TG_TIER_ORDER"],
+        meta: "LIST", default: "ws,worker,cfproxy,tcp", group: Upstream,
+        help: "tiers to try, in order: ws, worker, cfproxy, tcp (unconfigured tiers are skipped)",
+        kind: Value(|d, s| parse_tier_order(s).map(|t| d.config.tier_order = t)),
+    },
+    Opt {
+        long: "--cf-priority", short: None, aliases: &[], env: &["TG_CF_PRIORITY"],
+        meta: "", default: "off", group: Upstream,
+        help: "Cloudflare tiers first: worker,cfproxy,ws,tcp (an explicit --tier-order wins)",
+        kind: Switch(|d, on| d.cf_priority = on),
+    },
+    Opt {
+        long: "--ws-connect-timeout", short: None, aliases: &[], env: &["TG_WS_CONNECT_TIMEOUT"],
+        meta: "D", default: "10s", group: Upstream,
+        help: "bound on TCP + TLS + upgrade of one ws attempt",
+        kind: Value(|d, s| positive(s).map(|v| d.config.ws_connect_timeout = v)),
+    },
+    Opt {
+        long: "--cf-connect-timeout", short: None, aliases: &[], env: &["TG_CF_CONNECT_TIMEOUT"],
+        meta: "D", default: "10s", group: Upstream,
+        help: "the same for worker and cfproxy attempts",
+        kind: Value(|d, s| positive(s).map(|v| d.config.cf_connect_timeout = v)),
+    },
+    Opt {
+        long: "--tcp-connect-timeout", short: None, aliases: &["--tcp-fallback-timeout"],
+        env: &["TG_TCP_CONNECT_TIMEOUT", "TG_TCP_FALLBACK_TIMEOUT"],
+        meta: "D", default: "10s", group: Upstream,
+        help: "bound on one tcp tier connect",
+        kind: Value(|d, s| positive(s).map(|v| d.config.tcp_connect_timeout = v)),
+    },
+    Opt {
+        long: "--ca-file", short: None, aliases: &[], env: &["TG_CA_FILE"],
+        meta: "PATH", default: "none", group: Upstream,
+        help: "extra trusted CA certificates (PEM) next to the bundled web PKI roots; must be \
+               readable",
+        kind: Path(|d, p| check_readable_file(&p).map(|()| d.config.ca_file = Some(p))),
+    },
+    Opt {
+        long: "--danger-accept-invalid-certs", short: None, aliases: &[],
+        env: &["TG_SKIP_TLS_VERIFY"], meta: "", default: "off", group: Upstream,
+        help: "do not verify upstream TLS certificates (testing only)",
+        kind: Switch(|d, on| d.config.accept_invalid_certs = on),
+    },
+    // Ladder.
+    Opt {
+        long: "--hedge-delay", short: None, aliases: &[], env: &["TG_HEDGE_DELAY"],
+        meta: "D", default: "250ms", group: Ladder,
+        help: "start the next route in parallel if the first is not ready by then; a route's \
+               2 x p95 once known",
+        kind: Value(|d, s| positive(s).map(|v| d.config.hedge_delay = v)),
+    },
+    Opt {
+        long: "--connect-budget", short: None, aliases: &[], env: &["TG_CONNECT_BUDGET"],
+        meta: "D", default: "3s", group: Ladder,
+        help: "bound on a client's whole connect phase; past it the client is closed so it \
+               reconnects",
+        kind: Value(|d, s| positive(s).map(|v| d.config.connect_budget = v)),
+    },
+    Opt {
+        long: "--handshake-pace", short: None, aliases: &[], env: &["TG_HANDSHAKE_PACE"],
+        meta: "D", default: "20ms", group: Ladder,
+        help: "minimum gap between handshakes to one address, 0 = off",
+        kind: Value(|d, s| duration(s).map(|v| d.config.handshake_pace = v)),
+    },
+    Opt {
+        long: "--cooldown-base", short: None, aliases: &["--ip-fail-cooldown"],
+        env: &["TG_COOLDOWN_BASE", "TG_IP_FAIL_COOLDOWN"], meta: "D", default: "10s",
+        group: Ladder,
+        help: "first cooldown of a failed route, doubled per failure, +-20% jitter",
+        kind: Value(|d, s| positive_ms(s).map(|v| d.config.health.base_ms = v)),
+    },
+    Opt {
+        long: "--cooldown-max", short: None, aliases: &[], env: &["TG_COOLDOWN_MAX"],
+        meta: "D", default: "600s", group: Ladder,
+        help: "cooldown cap (at least --cooldown-base)",
+        kind: Value(|d, s| positive_ms(s).map(|v| d.config.health.max_ms = v)),
+    },
+    Opt {
+        long: "--flap-quarantine", short: None, aliases: &[], env: &["TG_FLAP_QUARANTINE"],
+        meta: "D", default: "1800s", group: Ladder,
+        help: "minimum cooldown of a route that went down 3 times in 10 min",
+        kind: Value(|d, s| positive_ms(s).map(|v| d.config.health.quarantine_ms = v)),
+    },
+    Opt {
+        long: "--redirect-ttl", short: None, aliases: &["--ws-redirect-cooldown"],
+        env: &["TG_REDIRECT_TTL", "TG_WS_REDIRECT_COOLDOWN"], meta: "D", default: "3600s",
+        group: Ladder,
+        help: "how long a 30x from a WS front keeps its route down",
+        kind: Value(|d, s| positive_ms(s).map(|v| d.config.health.redirect_ttl_ms = v)),
+    },
+    Opt {
+        long: "--probe-interval", short: None, aliases: &[], env: &["TG_PROBE_INTERVAL"],
+        meta: "D", default: "300s", group: Ladder,
+        help: "liveness probe of an Up route with no recent traffic",
+        kind: Value(|d, s| positive(s).map(|v| d.config.probe_interval = v)),
+    },
+    Opt {
+        long: "--probe-timeout", short: None, aliases: &[], env: &["TG_PROBE_TIMEOUT"],
+        meta: "D", default: "5s", group: Ladder,
+        help: "bound on one background probe",
+        kind: Value(|d, s| positive(s).map(|v| d.config.probe_timeout = v)),
+    },
+    Opt {
+        long: "--worker-budget", short: None, aliases: &[], env: &["TG_WORKER_BUDGET"],
+        meta: "N", default: "5000", group: Ladder,
+        help: "probe + pool requests per day per Worker, 1-100000",
+        kind: Value(|d, s| {
+            parse_in_range(s, 1, 100_000).map(|n| d.config.worker_budget = n as u32)
+        }),
+    },
+    Opt {
+        long: "--pool-size", short: None, aliases: &[], env: &["TG_POOL_SIZE"],
+        meta: "N", default: "2", group: Ladder,
+        help: "warm upstreams (TLS + upgrade done) kept per hot route, 0-16; Workers at most 1, \
+               none for tcp",
+        kind: Value(|d, s| parse_in_range(s, 0, 16).map(|n| d.config.pool_size = n as usize)),
+    },
+    Opt {
+        long: "--pool-max-age", short: None, aliases: &[], env: &["TG_POOL_MAX_AGE"],
+        meta: "D", default: "50s", group: Ladder,
+        help: "drop a warm upstream after D, before the front's idle close",
+        kind: Value(|d, s| positive(s).map(|v| d.config.pool_max_age = v)),
+    },
+    Opt {
+        long: "--ws-ping-interval", short: None, aliases: &[], env: &["TG_WS_PING_INTERVAL"],
+        meta: "D", default: "0", group: Ladder,
+        help: "WS ping toward Telegram's front, 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.ws_ping_interval = v)),
+    },
+    Opt {
+        long: "--cf-ping-interval", short: None, aliases: &[], env: &["TG_CF_PING_INTERVAL"],
+        meta: "D", default: "30s", group: Ladder,
+        help: "WS ping toward Worker/cfproxy, 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.cf_ping_interval = v)),
+    },
+    Opt {
+        long: "--tcp-keepalive", short: None, aliases: &[], env: &["TG_TCP_KEEPALIVE"],
+        meta: "D", default: "60s", group: Ladder,
+        help: "TCP keepalive idle time on every socket, 0 = off",
+        kind: Value(|d, s| duration(s).map(|v| d.config.tcp_keepalive = v)),
+    },
+    Opt {
+        long: "--hosts-file", short: None, aliases: &[], env: &["TG_HOSTS_FILE"],
+        meta: "PATH", default: "/etc/hosts", group: Ladder,
+        help: "hosts file for the resolver",
+        kind: Path(|d, p| { d.config.hosts_file = p; Ok(()) }),
+    },
+    Opt {
+        long: "--resolv-conf", short: None, aliases: &[], env: &["TG_RESOLV_CONF"],
+        meta: "PATH", default: "/etc/resolv.conf", group: Ladder,
+        help: "nameservers for the resolver",
+        kind: Path(|d, p| { d.config.resolv_conf = p; Ok(()) }),
+    },
+    // Clients and resources.
+    Opt {
+        long: "--handshake-timeout", short: None, aliases: &[], env: &["TG_HANDSHAKE_TIMEOUT"],
+        meta: "D", default: "10s", group: Clients,
+        help: "deadline for a client's 64-byte init",
+        kind: Value(|d, s| positive(s).map(|v| d.config.handshake_timeout = v)),
+    },
+    Opt {
+        long: "--idle-timeout", short: None, aliases: &[], env: &["TG_IDLE_TIMEOUT"],
+        meta: "D", default: "600s", group: Clients,
+        help: "close a session with no payload either way for D",
+        kind: Value(|d, s| positive(s).map(|v| d.config.idle_timeout = v)),
+    },
+    Opt {
+        long: "--bad-client-drain", short: None, aliases: &[], env: &["TG_BAD_CLIENT_DRAIN"],
+        meta: "D", default: "2s", group: Clients,
+        help: "read and discard a rejected client for D, 0 = close at once",
+        kind: Value(|d, s| duration(s).map(|v| d.config.bad_client_drain = v)),
+    },
+    Opt {
+        long: "--close-linger", short: None, aliases: &[], env: &["TG_CLOSE_LINGER"],
+        meta: "D", default: "2s", group: Clients,
+        help: "after one side closes, keep flushing the other for at most D",
+        kind: Value(|d, s| duration(s).map(|v| d.config.close_linger = v)),
+    },
+    Opt {
+        long: "--max-connections", short: None, aliases: &[], env: &["TG_MAX_CONNECTIONS"],
+        meta: "N", default: "from the open-files limit", group: Clients,
+        help: "concurrent client sessions, 1-65536; the default fits the open-files limit (3 \
+               per session, 32 spare), at least 4, or 512 when the limit is unknown",
+        kind: Value(|d, s| {
+            parse_in_range(s, 1, MAX_CONNECTIONS_LIMIT as u64)
+                .map(|n| d.config.max_connections = n as usize)
+        }),
+    },
+    Opt {
+        long: "--buf-kb", short: None, aliases: &[], env: &["TG_BUF_KB"],
+        meta: "N", default: "16", group: Clients,
+        help: "relay buffer size in KiB, two per session, 4-1024",
+        kind: Value(|d, s| {
+            parse_in_range(s, 4, 1024).map(|n| d.config.buf_size = n as usize * 1024)
+        }),
+    },
+    // Logging.
+    Opt {
+        long: "--verbose", short: Some("-v"), aliases: &[], env: &["TG_VERBOSE"],
+        meta: "", default: "off", group: Logging,
+        help: "debug lines; twice for trace",
+        kind: Count(|d, n| d.verbose = n),
+    },
+    Opt {
+        long: "--quiet", short: Some("-q"), aliases: &[], env: &["TG_QUIET"],
+        meta: "", default: "off", group: Logging,
+        help: "warnings and errors only",
+        kind: Count(|d, n| d.quiet = n),
+    },
+    Opt {
+        long: "--log-file", short: None, aliases: &[], env: &["TG_LOG_FILE"],
+        meta: "PATH", default: "stderr", group: Logging,
+        help: "append to PATH instead of stderr",
+        kind: Path(|d, p| { d.config.log_file = Some(p); Ok(()) }),
+    },
+    Opt {
+        long: "--log-max-kb", short: None, aliases: &[], env: &["TG_LOG_MAX_KB"],
+        meta: "N", default: "1024", group: Logging,
+        help: "past N KiB, PATH is renamed to PATH.1 (one rotation), 1-4194304",
+        kind: Value(|d, s| {
+            parse_in_range(s, 1, 4 * 1024 * 1024).map(|n| d.config.log_max_bytes = n * 1024)
+        }),
+    },
+    Opt {
+        long: "--stats-interval", short: None, aliases: &[], env: &["TG_STATS_INTERVAL"],
+        meta: "D", default: "300s", group: Logging,
+        help: "period of the stats line, 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.stats_interval = v)),
+    },
+    Opt {
+        long: "--link-ip", short: None, aliases: &[], env: &["TG_LINK_IP"],
+        meta: "HOST", default: "detected", group: Logging,
+        help: "host name or IP put in `tg-ws-proxy link` output",
+        kind: Value(|d, s| parse_link_host(s).map(|h| d.config.link_ip = Some(h))),
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse::{Source, Taken};
+    use super::*;
+
+    /// Defaults shown as words rather than as a value the flag would accept.
+    const DESCRIBED_DEFAULTS: [&str; 6] = [
+        "none",
+        "off",
+        "stderr",
+        "detected",
+        "built-in DC table, port 443",
+        "from the open-files limit",
+    ];
+
+    /// Everything a writer can change, as text.
+    fn snapshot(d: &Draft) -> String {
+        let extras = (&d.secret_file, d.cf_priority, d.verbose, d.quiet);
+        format!("{:?} {extras:?}", d.config)
+    }
+
+    #[test]
+    fn names_are_unique_and_well_formed() {
+        let mut seen = Vec::new();
+        for o in RUN_OPTIONS {
+            assert!(o.long.starts_with("--") && o.long.len() > 3, "{}", o.long);
+            if let Some(s) = o.short {
+                assert!(s.len() == 2 && s.starts_with('-'), "{s}");
+            }
+            for a in o.aliases {
+                assert!(a.starts_with("--"), "{a}");
+            }
+            assert!(!o.env.is_empty(), "{} has no variable", o.long);
+            for e in o.env {
+                assert!(e.starts_with("TG_"), "{e}");
+            }
+            let names = [o.long]
+                .into_iter()
+                .chain(o.short)
+                .chain(o.aliases.iter().copied());
+            for name in names.chain(o.env.iter().copied()) {
+                assert!(!seen.contains(&name), "{name} declared twice");
+                seen.push(name);
+            }
+            assert_eq!(o.meta.is_empty(), !o.kind.takes_value(), "{}: meta", o.long);
+            assert!(!o.help.is_empty() && !o.default.is_empty(), "{}", o.long);
+        }
+    }
+
+    /// Feeding an option its shown default through the real driver leaves the configuration
+    /// as it was; a default in words must be one of the known ones (switches: `off`, fed as
+    /// their variable set to 0).
+    #[test]
+    fn shown_defaults_are_the_real_defaults() {
+        let mut untouched = Draft::new();
+        untouched.settle().unwrap();
+        let want = snapshot(&untouched);
+        for o in RUN_OPTIONS {
+            let mut d = Draft::new();
+            let (taken, env): (Taken, Option<&str>) = if !o.kind.takes_value() {
+                assert_eq!(o.default, "off", "{}: a switch's default is off", o.long);
+                (Taken::default(), Some("0"))
+            } else if DESCRIBED_DEFAULTS.contains(&o.default) {
+                continue;
+            } else {
+                let values = vec![o.default.to_string()];
+                (Taken { values, count: 0 }, None)
+            };
+            let lookup = |_: &str| env.map(str::to_string);
+            d.apply(o, taken, &lookup)
+                .unwrap_or_else(|e| panic!("{}: default {:?}: {e}", o.long, o.default));
+            assert!(env.is_none() || d.source(o.long).is_some_and(|s| s != Source::Flag));
+            d.settle().unwrap();
+            assert_eq!(
+                snapshot(&d),
+                want,
+                "{}: default {:?} is not the real one",
+                o.long,
+                o.default
+            );
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Value grammars of the `run` flags other than durations: booleans, IP addresses, `DC:IP[:PORT]`,
+//! Cloudflare endpoints, tier lists, link hosts, bounded whole numbers, readable files.
+//!
+//! Each parser takes the value's text and returns the value or a message without the flag's
+//! name (the caller adds it, see [`CliError`](super::CliError)). The only I/O is
+//! [`check_readable_file`] opening a file to see that it can be read.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use crate::config::{CfEndpoint, Tier};
+
+/// `1`, `true`, `yes`, `on` → true; `0`, `false`, `no`, `off` → false (any case).
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!(
+            "'{s}' is not a boolean (use 1/true/yes or 0/false/no)"
+        )),
+    }
+}
+
+/// An IP address, IPv6 optionally in brackets (`[::]`).
+pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
+    let inner = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(s);
+    inner
+        .parse()
+        .map_err(|_| format!("'{s}' is not an IP address"))
+}
+
+/// `DC:IP[:PORT]` with an IPv4 address or a bracketed IPv6 one (`2:[2001:db8::1]:443`); DC is
+/// 1..=32767 (fits the init's i16), PORT 1..=65535, default 443.
+pub fn parse_dc_addr(s: &str) -> Result<(u16, SocketAddr), String> {
+    let shape = "expected DC:IP[:PORT] (IPv6 in brackets)";
+    let (dc, rest) = s.split_once(':').ok_or_else(|| format!("'{s}': {shape}"))?;
+    let dc: u16 = match dc.trim().parse() {
+        Ok(n) if (1..=32_767).contains(&n) => n,
+        _ => return Err(format!("'{s}': DC must be a number 1-32767")),
+    };
+    let (ip, port): (IpAddr, Option<&str>) = if let Some(r) = rest.strip_prefix('[') {
+        let (ip, after) = r
+            .split_once(']')
+            .ok_or_else(|| format!("'{s}': missing ']'"))?;
+        let ip = ip
+            .parse::<std::net::Ipv6Addr>()
+            .map_err(|_| format!("'{s}': bad IPv6 address"))?;
+        let port = match after {
+            "" => None,
+            a => Some(
+                a.strip_prefix(':')
+                    .ok_or_else(|| format!("'{s}': {shape}"))?,
+            ),
+        };
+        (IpAddr::V6(ip), port)
+    } else {
+        if rest.matches(':').count() > 1 {
+            return Err(format!(
+                "'{s}': IPv6 addresses need brackets: DC:[IPv6]:PORT"
+            ));
+        }
+        let (ip, port) = match rest.split_once(':') {
+            Some((ip, p)) => (ip, Some(p)),
+            None => (rest, None),
+        };
+        let ip = ip
+            .parse::<std::net::Ipv4Addr>()
+            .map_err(|_| format!("'{s}': bad IPv4 address"))?;
+        (IpAddr::V4(ip), port)
+    };
+    let port = match port {
+        None => 443,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 => n,
+            _ => return Err(format!("'{s}': port must be 1-65535")),
+        },
+    };
+    Ok((dc, SocketAddr::new(ip, port)))
+}
+
+/// A Worker or Cloudflare domain: a host name, IP literal or pasted URL
+/// (`https://x.workers.dev/apiws` → `x.workers.dev`), with an optional `:PORT` (443 default;
+/// other ports are a test seam).
+pub fn parse_cf_endpoint(s: &str) -> Result<CfEndpoint, String> {
+    let t = s.trim();
+    let after_scheme = t.split_once("://").map_or(t, |(_, r)| r);
+    let authority = after_scheme.split(['/', '?', '#']).next().unwrap_or("");
+    let port = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
+            if h.contains(':') && !h.starts_with('[') {
+                443 // a bare IPv6 literal: no port
+            } else {
+                p.parse::<u16>().map_err(|_| format!("bad port in {t:?}"))?
+            }
+        }
+        _ => 443,
+    };
+    if port == 0 {
+        return Err(format!("bad port in {t:?}"));
+    }
+    let host = crate::dns::normalize_host(t)?;
+    Ok(CfEndpoint { host, port })
+}
+
+/// `ws,tcp`: known tier names, each at most once, at least one.
+pub fn parse_tier_order(s: &str) -> Result<Vec<Tier>, String> {
+    let mut tiers = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let tier = Tier::parse(name)
+            .ok_or_else(|| format!("unknown tier '{name}' (known: ws, worker, cfproxy, tcp)"))?;
+        if tiers.contains(&tier) {
+            return Err(format!("tier '{name}' listed twice"));
+        }
+        tiers.push(tier);
+    }
+    if tiers.is_empty() {
+        return Err("must name at least one tier (ws, worker, cfproxy, tcp)".into());
+    }
+    Ok(tiers)
+}
+
+/// A host for links: an IP address or a DNS name (letters, digits, `-`, dots; ≤ 253 chars).
+pub fn parse_link_host(s: &str) -> Result<String, String> {
+    if let Ok(ip) = parse_ip(s) {
+        return Ok(ip.to_string());
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    let name = s.strip_suffix('.').unwrap_or(s);
+    if name.len() <= 253 && name.split('.').all(label_ok) {
+        Ok(name.to_string())
+    } else {
+        Err(format!("'{s}' is neither an IP address nor a host name"))
+    }
+}
+
+/// A whole number `min..=max` (decimal, no sign).
+pub(super) fn parse_in_range(s: &str, min: u64, max: u64) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' must be a whole number {min}-{max}")),
+    }
+}
+
+/// Opens `path` to check it is a readable regular file; the message names the path.
+pub(super) fn check_readable_file(path: &Path) -> Result<(), String> {
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    match f.metadata() {
+        Ok(m) if m.is_file() => Ok(()),
+        _ => Err(format!("{} is not a regular file", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dc_addr_forms() {
+        let ok = |s: &str, dc, a: &str| assert_eq!(parse_dc_addr(s), Ok((dc, a.parse().unwrap())));
+        ok("2:149.154.167.220", 2, "149.154.167.220:443");
+        ok("4:127.0.0.1:8443", 4, "127.0.0.1:8443");
+        ok("203:[2001:db8::1]", 203, "[2001:db8::1]:443");
+        ok("5:[::1]:9", 5, "[::1]:9");
+        let bad = "2 0:1.2.3.4 40000:1.2.3.4 x:1.2.3.4 2:1.2.3 2:1.2.3.4:0 2:1.2.3.4:70000 \
+                   2:2001:db8::1 2:[1.2.3.4] 2:[::1 2:[::1]443 2:host.example 2:";
+        for b in bad.split_whitespace() {
+            assert!(parse_dc_addr(b).is_err(), "{b:?} accepted");
+        }
+        assert!(parse_dc_addr("2:2001:db8::1")
+            .unwrap_err()
+            .contains("brackets"));
+    }
+
+    #[test]
+    fn tier_orders() {
+        assert_eq!(parse_tier_order("tcp, ws"), Ok(vec![Tier::Tcp, Tier::Ws]));
+        assert_eq!(parse_tier_order("tcp"), Ok(vec![Tier::Tcp]));
+        assert!(parse_tier_order("ws,ws").unwrap_err().contains("twice"));
+        assert!(parse_tier_order("ws,cloud")
+            .unwrap_err()
+            .contains("unknown tier 'cloud'"));
+        assert_eq!(
+            parse_tier_order("worker,cfproxy,ws"),
+            Ok(vec![Tier::Worker, Tier::CfProxy, Tier::Ws])
+        );
+        assert!(parse_tier_order(" , ").is_err());
+    }
+
+    #[test]
+    fn cf_endpoints_accept_urls_and_ports() {
+        let e = parse_cf_endpoint("https://My.Workers.Dev/apiws").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("my.workers.dev", 443));
+        let e = parse_cf_endpoint("127.0.0.1:8443").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 8443));
+        let e = parse_cf_endpoint("wss://x.example.com:444/").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("x.example.com", 444));
+        assert!(parse_cf_endpoint("bad host").is_err());
+        assert!(parse_cf_endpoint("x.example.com:0").is_err());
+    }
+
+    #[test]
+    fn bools_and_link_hosts() {
+        for t in ["1", "TRUE", "yes", "on"] {
+            assert_eq!(parse_bool(t), Ok(true));
+        }
+        for f in ["0", "false", "No", "off"] {
+            assert_eq!(parse_bool(f), Ok(false));
+        }
+        assert!(parse_bool("2").is_err());
+        assert_eq!(parse_link_host("[::1]"), Ok("::1".to_string()));
+        assert_eq!(
+            parse_link_host("proxy.example.org."),
+            Ok("proxy.example.org".into())
+        );
+        for bad in ["", "-a.b", "a..b", "a_b", "a b", &"x".repeat(64)] {
+            assert!(parse_link_host(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}
