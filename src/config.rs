@@ -133,7 +133,8 @@ pub struct Config {
     pub probe_timeout: Duration,
     /// Probe + pool requests per day allowed toward each Worker (`--worker-budget`, 5000).
     pub worker_budget: u32,
-    /// Warm upstreams kept per hot route (`--pool-size`, 2; Workers at most 1; 0 disables).
+    /// Most warm upstreams per hot route, sized by demand (`--pool-size`, 4; Workers at most 1;
+    /// 0 disables).
     pub pool_size: usize,
     /// Pooled upstreams are dropped after this age (`--pool-max-age`, 50 s: Telegram's front
     /// closes idle WebSockets after about 60 s).
@@ -199,7 +200,7 @@ impl Config {
             probe_interval: Duration::from_secs(300),
             probe_timeout: Duration::from_secs(5),
             worker_budget: crate::route::budget::DEFAULT_WORKER_PER_DAY,
-            pool_size: 2,
+            pool_size: 4,
             pool_max_age: Duration::from_secs(50),
             ws_ping_interval: Duration::ZERO,
             cf_ping_interval: Duration::from_secs(30),

@@ -56,9 +56,14 @@ fn review_hedge_goes_to_the_same_dead_address_under_the_second_kws_name() {
 /// After clients ran into the black-holed route it must be learned Down (docs/design.md §4: dead
 /// routes are learned, then left to the prober).
 ///
-/// Defect: attempts still running at the budget are only *cancelled* (`cancel_all`), never
-/// reported to route health, so a route whose connect timeout exceeds the budget never goes
-/// Down and no recovery probe is ever scheduled; every client keeps paying.
+/// Defect: attempts still running at the budget were only *cancelled* (`cancel_all`), never
+/// reported to route health, so a route whose connect timeout exceeds the budget never went
+/// Down and no recovery probe was ever scheduled; every client kept paying.
+///
+/// Now: the losing ws dial is counted cancelled, finishes in the background as a pool fill and
+/// is reported when its own deadline passes (here `--ws-connect-timeout 2`), which puts the
+/// route Down; meanwhile the next client is not made to pay, because the proven tcp route is
+/// planned before the untried ws one.
 #[test]
 fn review_attempts_cut_by_the_connect_budget_never_mark_the_route_down() {
     let hole = BlackHole::new();
@@ -76,12 +81,20 @@ fn review_attempts_cut_by_the_connect_budget_never_mark_the_route_down() {
         &tcp,
         "--connect-budget",
         "1",
+        "--ws-connect-timeout",
+        "2",
         "-v",
     ]);
     for _ in 0..2 {
         let _ = probe(&p);
     }
-    let down = p.wait_line(&["route ws:DC2", "down for"], Duration::from_secs(3));
+    assert_eq!(
+        p.count_log("hedging to the next route"),
+        1,
+        "only the first client paid the hedge\n{}",
+        p.dump()
+    );
+    let down = p.wait_line(&["route ws:DC2", "down for"], Duration::from_secs(5));
     assert!(
         down.is_some(),
         "ws route never learned down after two clients hit it\n{}",

@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::duration::parse_duration;
 use super::parse::Draft;
 use super::values::{
-    check_readable_file, parse_cf_endpoint, parse_dc_addr, parse_in_range, parse_ip,
+    check_readable_file, parse_bool, parse_cf_endpoint, parse_dc_addr, parse_in_range, parse_ip,
     parse_link_host, parse_tier_order,
 };
 use crate::mtproto::obfs2::Secret;
@@ -270,8 +270,31 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--handshake-pace", short: None, aliases: &[], env: &["TG_HANDSHAKE_PACE"],
         meta: "D", default: "20ms", group: Ladder,
-        help: "minimum gap between handshakes to one address, 0 = off",
+        help: "one handshake per address is earned every D (a burst of --handshake-burst \
+               starts at once), 0 = off",
         kind: Value(|d, s| duration(s).map(|v| d.config.handshake_pace = v)),
+    },
+    Opt {
+        long: "--handshake-burst", short: None, aliases: &[], env: &["TG_HANDSHAKE_BURST"],
+        meta: "N", default: "8", group: Ladder,
+        help: "handshakes an idle address may start at once, 1-1000; background work leaves \
+               half of them to clients",
+        kind: Value(|d, s| {
+            parse_in_range(s, 1, 1_000).map(|n| d.config.handshake_burst = n as u32)
+        }),
+    },
+    Opt {
+        long: "--pace-max-wait", short: None, aliases: &[], env: &["TG_PACE_MAX_WAIT"],
+        meta: "D", default: "50ms", group: Ladder,
+        help: "longest pacing ever delays a client's handshake",
+        kind: Value(|d, s| duration(s).map(|v| d.config.pace_max_wait = v)),
+    },
+    Opt {
+        long: "--startup-probes", short: None, aliases: &[], env: &["TG_STARTUP_PROBES"],
+        meta: "on|off", default: "on", group: Ladder,
+        help: "probe the routes of DCs 1-5 once at start (paced, within the budgets), so the \
+               first client finds a proven route",
+        kind: Value(|d, s| parse_bool(s).map(|v| d.config.startup_probes = v)),
     },
     Opt {
         long: "--cooldown-base", short: None, aliases: &["--ip-fail-cooldown"],
@@ -321,9 +344,10 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     },
     Opt {
         long: "--pool-size", short: None, aliases: &[], env: &["TG_POOL_SIZE"],
-        meta: "N", default: "2", group: Ladder,
-        help: "warm upstreams (TLS + upgrade done) kept per hot route, 0-16; Workers at most 1, \
-               none for tcp",
+        meta: "N", default: "4", group: Ladder,
+        help: "most warm upstreams (TLS + upgrade done) per hot route, 0-16: as many as sessions \
+               started there in the last --pool-max-age, at least 1; Workers at most 1, none \
+               for tcp",
         kind: Value(|d, s| parse_in_range(s, 0, 16).map(|n| d.config.pool_size = n as usize)),
     },
     Opt {

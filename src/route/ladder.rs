@@ -463,6 +463,7 @@ impl<U: Pooled> Ladder<U> {
             } => {
                 self.job_ended();
                 self.slots[route].pool.fill_ended();
+                self.throttle(route, failure, retry_after, now);
                 self.fail(route, failure, retry_after, now)
             }
             Observation::NotStarted { route, probe } => {
@@ -588,8 +589,19 @@ impl<U: Pooled> Ladder<U> {
 
 /// The private rules behind [`Ladder::observe`] and [`Ladder::next_work`].
 impl<U: Pooled> Ladder<U> {
-    /// A failure of `route`: the budget backs off on 429, health applies its table, and a Down
-    /// route gets its recovery probe at the end of the cooldown. Logs a state change once.
+    /// A background request (probe or fill) of `route` got a 429: that Worker's request budget
+    /// backs off (a client's 429 is the health rule's alone: the budget governs background
+    /// requests).
+    fn throttle(&mut self, route: RouteId, f: Failure, retry_after: Option<u32>, now: u64) {
+        if f == Failure::Http(429) {
+            if let Some(w) = self.table.worker_index(route, &self.cfg) {
+                self.budgets[w].on_throttled(now, retry_after);
+            }
+        }
+    }
+
+    /// A failure of `route`: health applies its table, and a Down route gets its recovery probe
+    /// at the end of the cooldown. Logs a state change once.
     fn fail(
         &mut self,
         route: RouteId,
@@ -597,11 +609,6 @@ impl<U: Pooled> Ladder<U> {
         retry_after: Option<u32>,
         now: u64,
     ) -> Option<Change> {
-        if f == Failure::Http(429) {
-            if let Some(w) = self.table.worker_index(route, &self.cfg) {
-                self.budgets[w].on_throttled(now, retry_after);
-            }
-        }
         let r = &mut self.table.routes[route];
         let change = r
             .health
@@ -686,6 +693,7 @@ impl<U: Pooled> Ladder<U> {
                 change
             }
             Err((f, retry_after)) => {
+                self.throttle(route, f, retry_after, now);
                 let change = self.fail(route, f, retry_after, now);
                 let at = match self.table.routes[route].health.usable(now) {
                     Use::Cooling { until } => until,

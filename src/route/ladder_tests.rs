@@ -296,10 +296,24 @@ fn http_429_backs_off_the_worker_budget_and_honours_retry_after() {
     // Without Retry-After: the budget's own backoff and the health cooldown.
     let mut l = ladder(&c);
     let (_, worker, _) = ids(&mut l);
-    let ch = fail(&mut l, worker, Failure::Http(429), 1_000).unwrap();
+    let fill = Observation::FillFailed {
+        route: worker,
+        failure: Failure::Http(429),
+        retry_after: None,
+    };
+    let ch = l.observe(fill, 1_000).unwrap();
     assert!(matches!(ch.to, State::Down { .. }));
     assert_eq!(l.budgets_left(1_001), vec![0]);
     assert!(l.budgets_left(1_000 + 3_600_000)[0] > 0, "it ends");
+    // A client's 429 is health's alone: the background budget is not blocked by it, so the
+    // recovery probe can come when Retry-After says.
+    let mut l = ladder(&c);
+    let (_, worker, _) = ids(&mut l);
+    let State::Down { until } = fail(&mut l, worker, Failure::Http(429), 1_000).unwrap().to else {
+        panic!()
+    };
+    assert!(l.budgets_left(1_001)[0] > 0);
+    assert_eq!(probes_of(&drain(&mut l, until)), vec![worker]);
 }
 
 #[test]

@@ -138,7 +138,8 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Spawns `tg-ws-proxy run --host 127.0.0.1 --port 0 --pool-size 0 --ca-file tests/data/ca.pem <args>`
+    /// Spawns `tg-ws-proxy run --host 127.0.0.1 --port 0 --pool-size 0 --startup-probes off
+    /// --ca-file tests/data/ca.pem <args>`
     /// with every inherited `TG_*` variable removed, and waits up to 10 s for the
     /// `listening on ADDR` line. Panics (with the logs) if it does not come.
     pub fn start(args: &[&str]) -> Proxy {
@@ -166,6 +167,10 @@ impl Proxy {
             "0",
             "--pool-size",
             "0",
+            // No startup probes unless a test asks (`--startup-probes on` later wins): they
+            // would add probes to the fake peers that most tests count exactly.
+            "--startup-probes",
+            "off",
             // Every upstream defaults to a closed loopback port, so nothing a test forgot to
             // point at a fake peer can reach the real DC table (a test's own `--dc-ip 2:…` or
             // `--tcp-dc-ip 2:…` later on the line replaces the entry for its DC).
