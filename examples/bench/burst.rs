@@ -377,10 +377,10 @@ pub fn runs(o: &Opts) -> Result<Vec<Run>, String> {
     if let Some(have) = procfs::nofile() {
         if have < need {
             return Err(format!(
-                "burst: open-file soft limit {have} is below the {need} this needs (the proxy's default \
-                 --max-connections is (limit − 32) / 3; this process holds each client and the fake \
-                 front's 2 descriptors per upstream): run it through bench/run.sh, which raises it, \
-                 or `ulimit -n {need}` first"
+                "burst: open-file soft limit {have} is below the {need} this needs (the proxy's \
+                 default --max-connections is (limit − 32) / 3; this process holds each client \
+                 and the fake front's 2 descriptors per upstream): `ulimit -n {need}` or more \
+                 (bench/run.sh raises the soft limit to 4096 when the hard limit allows)"
             ));
         }
     }
