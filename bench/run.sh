@@ -3,7 +3,7 @@
 # (examples/bench.rs), raises the open-file limit for 500 relaying sessions and 1,000 arriving
 # ones, runs every DESIGN.md §8 resource measurement and the issue 6 burst once against the fake
 # Telegram DC on loopback, and writes a Markdown report to target/bench/ (also printed) and the
-# burst runs' proxy logs to target/bench/burst/. Touches nothing outside target/; results that go
+# burst runs' proxy logs to target/bench/burst/<stamp>/. Touches nothing outside target/; results that go
 # into BENCHMARKS.md are copied there by hand, with their interpretation.
 #
 # Extra arguments go to the driver, e.g. `bench/run.sh --large 200 --gib 0.5` for a quick run,
@@ -36,8 +36,8 @@ report="target/bench/report-$stamp.md"
 body="target/bench/.body-$stamp.md"
 
 BENCH_CLK_TCK=$(getconf CLK_TCK) target/release/examples/bench \
-    --proxy target/release/tg-ws-proxy --ca tests/data/ca.pem --burst-logs target/bench/burst \
-    --out "$body" "$@" >/dev/null
+    --proxy target/release/tg-ws-proxy --ca tests/data/ca.pem \
+    --burst-logs "target/bench/burst/$stamp" --out "$body" "$@" >/dev/null
 
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain 2>/dev/null | wc -l | tr -d ' ')
