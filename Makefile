@@ -19,13 +19,14 @@ CROSS_CI_TARGETS := mips-unknown-linux-musl mipsel-unknown-linux-musl
 CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 	aarch64-unknown-linux-musl x86_64-unknown-linux-musl
 
-.PHONY: help test demo bench bench-pit size cross-install cross-test cross-all cross-tiny
+.PHONY: help test demo bench bench-burst bench-pit size cross-install cross-test cross-all cross-tiny
 
 help:
 	@echo "tg-ws-proxy make targets:"
 	@echo "  make test           cargo test --all-targets $(LOCKED)  (what CI runs on the host)"
 	@echo "  make demo           release build, then examples/demo.rs: fake DC + real proxy + probes"
 	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
+	@echo "  make bench-burst    only the burst of new sessions, with its --handshake-pace 0 reference (\$$BENCH_ARGS appended)"
 	@echo "  make bench-pit      run bench/pit.sh: the pit / flapping / Worker-requests A/B (report in target/bench/)"
 	@echo "  make size           x86_64 stripped release binary size in bytes"
 	@echo "  make cross-install  install the cross toolchain (Debian rustc-web, zig, qemu; root)"
@@ -48,6 +49,9 @@ bench:
 		echo "make bench: bench/run.sh does not exist yet (benchmarks are not written)" >&2; \
 		exit 1; \
 	fi
+
+bench-burst:
+	sh bench/run.sh --only burst --burst-ref $(BENCH_ARGS)
 
 bench-pit:
 	bash bench/pit.sh

@@ -11,7 +11,11 @@
 //!   5 ms (`bench/frames.rs`);
 //! * cpu — ≥ `--gib` GiB relayed on the ws tier and on the tcp tier, proxy CPU from
 //!   `/proc/PID/stat`, compared with the bare crypto measured in this process (`bench/cpu.rs`);
-//! * size — the release binary, and musl cross builds if `make cross-test` left any.
+//! * size — the release binary, and musl cross builds if `make cross-test` left any;
+//! * burst — `--burst` (default 500@100,1000@200): N new sessions arriving at R per second for
+//!   DC 2 over the ws tier, through a proxy at default flags, against a fake front that answers
+//!   each upgrade at once or `--burst-front-ms` later (default 0,50); served / closed and setup
+//!   median, p99, max (`bench/burst.rs`); `--burst-ref` adds a `--handshake-pace 0` run of each.
 //!
 //! Bench code: it never edits the proxy, binds only 127.0.0.0/8, and every loop is bounded
 //! (socket timeouts, deadlines). Setup failures end the run with a message, not a panic.
@@ -19,6 +23,8 @@
 #[path = "../tests/common/fakedc.rs"]
 mod fakedc;
 
+#[path = "bench/burst.rs"]
+mod burst;
 #[path = "bench/client.rs"]
 mod client;
 #[path = "bench/cpu.rs"]
@@ -63,7 +69,15 @@ struct Opts {
     gib: f64,
     streams: usize,
     reps: usize,
-    /// Scenarios to run (`--only memory,frames,cpu,size`); empty = all.
+    /// Bursts to run (`--burst 500@100,1000@200`).
+    bursts: Vec<burst::Spec>,
+    /// Fake-front upgrade delays to run every burst against (`--burst-front-ms 0,50`), ms.
+    burst_front_ms: Vec<u64>,
+    /// Also run each burst with `--handshake-pace 0` (`--burst-ref`).
+    burst_ref: bool,
+    /// Where the burst runs' proxy logs go (`--burst-logs DIR`); none = not written.
+    burst_logs: Option<PathBuf>,
+    /// Scenarios to run (`--only memory,frames,cpu,size,burst`); empty = all.
     only: Vec<String>,
 }
 
@@ -99,6 +113,26 @@ fn parse_opts() -> Result<Opts, String> {
         gib: a.opt_value_from_str("--gib").map_err(e)?.unwrap_or(1.0),
         streams: a.opt_value_from_str("--streams").map_err(e)?.unwrap_or(4),
         reps: a.opt_value_from_str("--reps").map_err(e)?.unwrap_or(2),
+        bursts: a
+            .opt_value_from_str::<_, String>("--burst")
+            .map_err(e)?
+            .unwrap_or_else(|| "500@100,1000@200".into())
+            .split(',')
+            .map(burst::Spec::parse)
+            .collect::<Result<_, _>>()?,
+        burst_front_ms: a
+            .opt_value_from_str::<_, String>("--burst-front-ms")
+            .map_err(e)?
+            .unwrap_or_else(|| "0,50".into())
+            .split(',')
+            .map(|v| {
+                v.trim()
+                    .parse()
+                    .map_err(|_| format!("--burst-front-ms: bad number {v:?}"))
+            })
+            .collect::<Result<_, _>>()?,
+        burst_ref: a.contains("--burst-ref"),
+        burst_logs: a.opt_value_from_str("--burst-logs").map_err(e)?,
         only: a
             .opt_value_from_str::<_, String>("--only")
             .map_err(e)?
@@ -262,6 +296,10 @@ fn run(o: &Opts) -> Result<String, String> {
     }
     if o.only("size") {
         sizes(&mut r, o);
+    }
+    if o.only("burst") {
+        let runs = burst::runs(o)?;
+        burst::report(&mut r, &runs);
     }
     let _ = writeln!(
         r,

@@ -131,3 +131,11 @@ pub fn rss_by_mapping(pid: u32) -> Vec<(String, u64)> {
     sums.sort_by_key(|e| std::cmp::Reverse(e.1));
     sums
 }
+
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`), e.g. `"1.77 0.90 0.41"`.
+pub fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|t| t.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".to_string())
+}

@@ -1,6 +1,7 @@
 //! The proxy under measurement: the real `tg-ws-proxy` binary started as a separate process
 //! (`run --host 127.0.0.1 --port 0 --ca-file … --stats-interval 0 <args>`, secret through
-//! `TG_SECRET`), its stderr/stdout drained by reader threads so it never blocks on a pipe,
+//! `TG_SECRET`), its stderr/stdout drained by reader threads so it never blocks on a pipe (every
+//! line kept, up to [`MAX_LINES`], for scenarios that explain outcomes from the proxy's own log),
 //! and killed (SIGKILL) and reaped on drop. Loopback only. Owns nothing else.
 
 use std::collections::VecDeque;
@@ -20,12 +21,16 @@ use super::procfs;
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Log lines kept for diagnostics.
 const KEEP_LINES: usize = 40;
+/// Bound on the full log kept in memory (one session line each is ~200 bytes).
+pub const MAX_LINES: usize = 100_000;
 
 /// A running proxy child process.
 pub struct ProxyProc {
     child: Child,
     addr: SocketAddr,
     tail: Arc<Mutex<VecDeque<String>>>,
+    /// Every line in arrival order, the first [`MAX_LINES`] of them.
+    lines: Arc<Mutex<Vec<String>>>,
     readers: Vec<JoinHandle<()>>,
 }
 
@@ -64,18 +69,20 @@ impl ProxyProc {
             .spawn()
             .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
         let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let lines = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
-            readers.push(drain(out, tail.clone(), tx.clone()));
+            readers.push(drain(out, tail.clone(), lines.clone(), tx.clone()));
         }
         if let Some(err) = child.stderr.take() {
-            readers.push(drain(err, tail.clone(), tx));
+            readers.push(drain(err, tail.clone(), lines.clone(), tx));
         }
         let mut p = ProxyProc {
             child,
             addr: ([0, 0, 0, 0], 0).into(),
             tail,
+            lines,
             readers,
         };
         match rx.recv_timeout(START_TIMEOUT) {
@@ -162,6 +169,11 @@ impl ProxyProc {
         t.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 
+    /// Every log line so far (up to [`MAX_LINES`]), in arrival order.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// SIGKILL and reap (idempotent).
     pub fn stop(&mut self) {
         let _ = self.child.kill();
@@ -181,6 +193,7 @@ impl Drop for ProxyProc {
 fn drain(
     r: impl Read + Send + 'static,
     tail: Arc<Mutex<VecDeque<String>>>,
+    lines: Arc<Mutex<Vec<String>>>,
     tx: mpsc::Sender<SocketAddr>,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
@@ -188,6 +201,12 @@ fn drain(
             let Ok(line) = line else { break };
             if let Some(addr) = listening_addr(&line) {
                 let _ = tx.send(addr);
+            }
+            {
+                let mut all = lines.lock().unwrap_or_else(|e| e.into_inner());
+                if all.len() < MAX_LINES {
+                    all.push(line.clone());
+                }
             }
             let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
             if t.len() == KEEP_LINES {
