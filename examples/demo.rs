@@ -139,6 +139,12 @@ fn main() -> ExitCode {
         "0".into(),
         "--secret".into(),
         key.clone(),
+        // Every DC on a closed loopback port first (later entries win per DC): the proxy probes
+        // DCs 1-5 at start, and nothing may leave 127.0.0.1.
+        "--dc-ip".into(),
+        LOOPBACK_DEAD_DCS.into(),
+        "--tcp-dc-ip".into(),
+        LOOPBACK_DEAD_DCS.into(),
         "--dc-ip".into(),
         ws_ip(2),
         "--dc-ip".into(),
@@ -278,3 +284,7 @@ fn main() -> ExitCode {
     );
     ExitCode::from(u8::try_from(probe_code).unwrap_or(1))
 }
+
+/// Every DC mapped to the discard port on loopback, where nothing listens.
+const LOOPBACK_DEAD_DCS: &str =
+    "1:127.0.0.1:9,2:127.0.0.1:9,3:127.0.0.1:9,4:127.0.0.1:9,5:127.0.0.1:9,203:127.0.0.1:9";

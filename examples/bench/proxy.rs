@@ -57,6 +57,13 @@ impl ProxyProc {
             "0",
             "--stats-interval",
             "0",
+            // Every DC on a closed loopback port unless the bench points it at a fake peer (a
+            // later `--dc-ip 2:…` wins for its DC): startup probes and any DC a driver did not
+            // name must never leave loopback.
+            "--dc-ip",
+            LOOPBACK_DEAD_DCS,
+            "--tcp-dc-ip",
+            LOOPBACK_DEAD_DCS,
         ])
         .arg("--ca-file")
         .arg(ca)
@@ -225,3 +232,7 @@ fn listening_addr(line: &str) -> Option<SocketAddr> {
         .parse()
         .ok()
 }
+
+/// Every DC mapped to the discard port on loopback, where nothing listens.
+pub const LOOPBACK_DEAD_DCS: &str =
+    "1:127.0.0.1:9,2:127.0.0.1:9,3:127.0.0.1:9,4:127.0.0.1:9,5:127.0.0.1:9,203:127.0.0.1:9";

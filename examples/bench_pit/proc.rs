@@ -49,7 +49,15 @@ impl Proxy {
                 cmd.env_remove(k);
             }
         }
+        // Every DC on a closed loopback port unless the bench points it at a fake peer (a later
+        // `--dc-ip 2:…` wins for its DC): startup probes must never leave loopback.
         cmd.args(["run", "--host", "127.0.0.1", "--port", "0"])
+            .args([
+                "--dc-ip",
+                LOOPBACK_DEAD_DCS,
+                "--tcp-dc-ip",
+                LOOPBACK_DEAD_DCS,
+            ])
             .args(args)
             .env("TG_SECRET", secret)
             .stdin(Stdio::null())
@@ -164,3 +172,7 @@ fn listening_addr(line: &str) -> Option<SocketAddr> {
         .parse()
         .ok()
 }
+
+/// Every DC mapped to the discard port on loopback, where nothing listens.
+const LOOPBACK_DEAD_DCS: &str =
+    "1:127.0.0.1:9,2:127.0.0.1:9,3:127.0.0.1:9,4:127.0.0.1:9,5:127.0.0.1:9,203:127.0.0.1:9";
