@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::CfEndpoint;
+use crate::route::health::State;
 use crate::route::pool::tests::Fake;
 
 const DC2: DcId = DcId::plain(2);

@@ -1,0 +1,162 @@
+//! The ladder's vocabulary: what a client's plan is ([`Plan`]), what sessions and the prober
+//! report ([`Observation`], [`SessionEnd`]), what background work it hands out ([`Work`]) and
+//! the counters it keeps. Data only; the rules are in `mod.rs` and `rules.rs`.
+
+use crate::error::Failure;
+use crate::net::dial::DialSpec;
+
+use super::RouteId;
+
+/// One dial option for a client: a route and one of its dial specs.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// The route.
+    pub route: RouteId,
+    /// How to dial it.
+    pub spec: DialSpec,
+}
+
+/// A client's plan.
+#[derive(Debug)]
+pub struct Plan {
+    /// Candidates in the order to try.
+    pub cands: Vec<Candidate>,
+    /// The best route is Up and holds warm upstreams: try [`Ladder::take_pooled`] first.
+    pub pooled: Option<RouteId>,
+    /// False when nothing was usable and every route is listed as a last resort.
+    pub usable: bool,
+}
+
+impl Plan {
+    /// The next candidate to dial: the first one not `used` whose route is not in `busy` (a
+    /// hedge must go to a different route, not the same address under its other host name).
+    pub fn next(&self, used: &[bool], busy: &[Option<RouteId>]) -> Option<usize> {
+        (0..self.cands.len()).find(|&i| {
+            !used.get(i).copied().unwrap_or(true) && !busy.contains(&Some(self.cands[i].route))
+        })
+    }
+}
+
+/// Background work that is due. The ladder has already paced it and spent its budget.
+#[derive(Clone, Debug)]
+pub enum Work {
+    /// Probe `route` over `spec` to `resPQ`, giving up at `deadline` (ms).
+    Probe {
+        /// The route.
+        route: RouteId,
+        /// How to dial it.
+        spec: DialSpec,
+        /// Give up at this time (ms).
+        deadline: u64,
+    },
+    /// Dial `route` over `spec` to the upgrade and report the upstream with
+    /// [`Ladder::fill_ready`] (or [`Observation::FillFailed`]).
+    Fill {
+        /// The route.
+        route: RouteId,
+        /// How to dial it.
+        spec: DialSpec,
+        /// Give up at this time (ms).
+        deadline: u64,
+    },
+    /// Pool upkeep is due: check the clocks for a suspend and call [`Ladder::sweep_pools`].
+    Sweep,
+}
+
+/// How a session ended, as far as its route is concerned.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionEnd {
+    /// When the session started relaying (ms).
+    pub connected_at: u64,
+    /// Client → Telegram payload bytes.
+    pub bytes_up: u64,
+    /// Telegram → client payload bytes.
+    pub bytes_down: u64,
+    /// The upstream ended it (EOF, reset, WS close); false when the client or we did.
+    pub by_upstream: bool,
+}
+
+/// A fact the ladder learns from.
+#[derive(Clone, Debug)]
+pub enum Observation {
+    /// A client's dial of `route` failed.
+    AttemptFailed {
+        /// The route.
+        route: RouteId,
+        /// Failure class.
+        failure: Failure,
+        /// `Retry-After`, seconds, if the response had one.
+        retry_after: Option<u32>,
+    },
+    /// A client's dial was abandoned: another route won the race, or the client left. Counted
+    /// as cancelled, never as a failure (a WS loser finishes as an adopted fill and teaches its
+    /// outcome then).
+    AttemptCancelled {
+        /// The route.
+        route: RouteId,
+    },
+    /// The connect budget ran out while a dial of `route` begun at `started` was still running.
+    /// One that ran longer than the hedge delay is evidence (a black hole slower than the
+    /// budget must still go Down); a younger one was only racing and counts as cancelled.
+    AttemptCutByBudget {
+        /// The route.
+        route: RouteId,
+        /// When the dial began (ms).
+        started: u64,
+    },
+    /// A session started relaying over `route` (a fresh dial or a pooled upstream).
+    SessionStarted {
+        /// The route.
+        route: RouteId,
+    },
+    /// A session on `route` got its first downstream byte: the whole path works.
+    FirstByte {
+        /// The route.
+        route: RouteId,
+        /// When the upstream's dial began (for a pooled one, the fill's), ms.
+        dial_started: u64,
+        /// Connect RTT sample (none for a pooled upstream).
+        rtt_ms: Option<u64>,
+    },
+    /// A session on `route` ended.
+    SessionEnded {
+        /// The route.
+        route: RouteId,
+        /// What its end looked like.
+        end: SessionEnd,
+    },
+    /// A probe of `route` finished: `Ok(rtt)` with `resPQ`, or the failure.
+    ProbeDone {
+        /// The route.
+        route: RouteId,
+        /// `Ok(ms)` or `Err((failure, retry_after))`.
+        result: Result<u64, (Failure, Option<u32>)>,
+    },
+    /// A pool fill (or an adopted hedge loser) of `route` failed.
+    FillFailed {
+        /// The route.
+        route: RouteId,
+        /// Failure class.
+        failure: Failure,
+        /// `Retry-After`, seconds.
+        retry_after: Option<u32>,
+    },
+    /// Work handed out could not start (no socket, DNS gone, job slots full).
+    NotStarted {
+        /// The route.
+        route: RouteId,
+        /// It was a probe (else a fill).
+        probe: bool,
+    },
+}
+
+/// Counters the stats line shows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    /// Probes and fills put off because a Worker's request budget was spent.
+    pub deferred: u64,
+    /// Client attempts counted as cancelled.
+    pub cancelled: u64,
+    /// Pool fills handed out.
+    pub fills: u64,
+}

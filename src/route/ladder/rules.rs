@@ -1,0 +1,303 @@
+//! The ladder's private rules: what a failure, a proof, a session's end and a probe's result
+//! do to a route and its schedule, and how background work gets its job slot, pacing slot and
+//! budget. Reached only through `Ladder::observe` and `Ladder::next_work` (`mod.rs`).
+
+use std::net::IpAddr;
+
+use log::{debug, info, warn};
+
+use super::facts::SessionEnd;
+use super::{ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, RETRY_MS};
+use crate::config::Tier;
+use crate::error::Failure;
+use crate::net::dial::DialSpec;
+use crate::route::health::{Change, State, Use};
+use crate::route::pool::Pooled;
+
+/// The private rules behind [`Ladder::observe`] and [`Ladder::next_work`].
+impl<U: Pooled> Ladder<U> {
+    /// A background request (probe or fill) of `route` got a 429: that Worker's request budget
+    /// backs off (a client's 429 is the health rule's alone: the budget governs background
+    /// requests).
+    pub(super) fn throttle(
+        &mut self,
+        route: RouteId,
+        f: Failure,
+        retry_after: Option<u32>,
+        now: u64,
+    ) {
+        if f == Failure::Http(429) {
+            if let Some(w) = self.table.worker_index(route, &self.cfg) {
+                self.budgets[w].on_throttled(now, retry_after);
+            }
+        }
+    }
+
+    /// A failure of `route`: health applies its table, and a Down route gets its recovery probe
+    /// at the end of the cooldown. Logs a state change once.
+    pub(super) fn fail(
+        &mut self,
+        route: RouteId,
+        f: Failure,
+        retry_after: Option<u32>,
+        now: u64,
+    ) -> Option<Change> {
+        let r = &mut self.table.routes[route];
+        let change = r
+            .health
+            .on_failure(now, f, retry_after, &self.cfg.health, &mut self.rng)?;
+        match change.to {
+            State::Down { until } => {
+                warn!(
+                    "route {} down for {:.1}s: {f}{}{}",
+                    r.label(),
+                    change.cooldown_ms as f64 / 1000.0,
+                    if r.health.is_redirect() {
+                        " (no WS front for this DC; re-probed when the TTL ends)"
+                    } else {
+                        ""
+                    },
+                    if change.quarantined {
+                        " (flapping: quarantined)"
+                    } else {
+                        ""
+                    }
+                );
+                self.due_at_most(route, until);
+            }
+            _ => info!("route {} suspect: {f}", r.label()),
+        }
+        Some(change)
+    }
+
+    /// A proof of `route` (probe `resPQ` or a session's first downstream byte).
+    pub(super) fn succeed(
+        &mut self,
+        route: RouteId,
+        rtt_ms: Option<u64>,
+        via: &str,
+        now: u64,
+    ) -> Option<Change> {
+        let r = &mut self.table.routes[route];
+        r.last_ok = now;
+        let change = r.health.on_proof(now, rtt_ms)?;
+        let from = match change.from {
+            State::Unknown => "unknown",
+            State::Up => "up",
+            State::Suspect => "suspect",
+            State::Down { .. } => "down",
+        };
+        let rtt = rtt_ms.map_or(String::new(), |ms| format!(", {ms}ms"));
+        info!("route {} {from} → up ({via}{rtt})", r.label());
+        Some(change)
+    }
+
+    pub(super) fn session_ended(
+        &mut self,
+        route: RouteId,
+        end: SessionEnd,
+        now: u64,
+    ) -> Option<Change> {
+        let asked_got_nothing = end.bytes_up > 0 && end.bytes_down == 0;
+        if !asked_got_nothing {
+            return None;
+        }
+        // A client that asked and got nothing, whoever hung up, casts doubt on the route (a
+        // Worker answers 101 before it reaches Telegram): the prober looks at it now.
+        self.due_at_most(route, now);
+        // Only a prompt upstream hang-up counts against the route: an idle client cut by the
+        // front, or one whose garbage made the DC close, says nothing about it.
+        let prompt = now.saturating_sub(end.connected_at) <= ms(self.cfg.probe_timeout);
+        if end.by_upstream && prompt {
+            return self.fail(route, Failure::ClosedEarly, None, now);
+        }
+        None
+    }
+
+    pub(super) fn probe_done(
+        &mut self,
+        route: RouteId,
+        result: Result<u64, (Failure, Option<u32>)>,
+        now: u64,
+    ) -> Option<Change> {
+        self.job_ended();
+        self.slots[route].sched = Sched::Idle;
+        let interval = ms(self.cfg.probe_interval);
+        match result {
+            Ok(rtt) => {
+                let change = self.succeed(route, Some(rtt), "probe", now);
+                let at = now + self.rng.jitter(interval, 20);
+                self.due(route, at);
+                change
+            }
+            Err((f, retry_after)) => {
+                self.throttle(route, f, retry_after, now);
+                let change = self.fail(route, f, retry_after, now);
+                let at = match self.table.routes[route].health.usable(now) {
+                    Use::Cooling { until } => until,
+                    // Still usable after a soft failure (Suspect): look again soon.
+                    _ => now + self.cfg.health.base_ms.min(interval),
+                };
+                self.due_at_most(route, at);
+                change
+            }
+        }
+    }
+
+    pub(super) fn job_ended(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// Schedules a probe of `route` at `at`, replacing any schedule (not a running probe).
+    pub(super) fn due(&mut self, route: RouteId, at: u64) {
+        let s = &mut self.slots[route].sched;
+        if *s != Sched::Running {
+            *s = Sched::Due(at);
+        }
+    }
+
+    /// Schedules a probe of `route` at `at` unless one is due earlier or running.
+    pub(super) fn due_at_most(&mut self, route: RouteId, at: u64) {
+        match self.slots[route].sched {
+            Sched::Running => {}
+            Sched::Due(t) if t <= at => {}
+            _ => self.slots[route].sched = Sched::Due(at),
+        }
+    }
+
+    /// Pool cap of `route`: `--pool-size`, at most 1 toward a Worker (its quota), none for raw
+    /// TCP (nothing to save).
+    pub(super) fn pool_cap(&self, route: RouteId) -> usize {
+        match self.table.routes[route].tier {
+            Tier::Tcp => 0,
+            Tier::Worker => self.cfg.pool_size.min(1),
+            _ => self.cfg.pool_size,
+        }
+    }
+
+    /// A due probe of `route`: rescheduled if it is not needed yet, else handed out.
+    pub(super) fn probe_due(
+        &mut self,
+        route: RouteId,
+        now: u64,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+    ) -> Option<Work> {
+        let interval = ms(self.cfg.probe_interval);
+        let r = &self.table.routes[route];
+        match r.health.usable(now) {
+            Use::Cooling { until } => {
+                self.slots[route].sched = Sched::Due(until);
+                return None;
+            }
+            Use::Preferred | Use::Degraded if now.saturating_sub(r.last_ok) < interval => {
+                // Real traffic proved it recently: look again one interval after that.
+                let at = r.last_ok + self.rng.jitter(interval, 20);
+                self.slots[route].sched = Sched::Due(at.max(now + 1));
+                return None;
+            }
+            _ => {}
+        }
+        match self.background_spec(route, now, resolve) {
+            Ok(spec) => {
+                self.slots[route].sched = Sched::Running;
+                debug!("probe {} started", self.table.routes[route].label());
+                Some(Work::Probe {
+                    route,
+                    spec,
+                    deadline: now + ms(self.cfg.probe_timeout),
+                })
+            }
+            Err(retry_at) => {
+                self.slots[route].sched = Sched::Due(retry_at);
+                None
+            }
+        }
+    }
+
+    /// A fill of `route` if its pool wants one now.
+    pub(super) fn fill_due(
+        &mut self,
+        route: RouteId,
+        now: u64,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+    ) -> Option<Work> {
+        if self.slots[route].fill_retry_at > now {
+            return None;
+        }
+        self.slots[route].fill_retry_at = 0;
+        if self.table.routes[route].health.usable(now) != Use::Preferred {
+            return None;
+        }
+        let cap = self.pool_cap(route);
+        let window = ms(self.cfg.pool_max_age);
+        let slot = &mut self.slots[route];
+        let target = slot.pool.target(now, window, cap);
+        let mut wanted = slot.pool.wanted(target);
+        if let Refill::OnSessionStart(n) = slot.refill {
+            wanted = wanted.min(n as usize);
+        }
+        if wanted == 0 {
+            return None;
+        }
+        match self.background_spec(route, now, resolve) {
+            Ok(spec) => {
+                let slot = &mut self.slots[route];
+                slot.pool.fill_started();
+                if let Refill::OnSessionStart(n) = &mut slot.refill {
+                    *n = n.saturating_sub(1);
+                }
+                self.counters.fills += 1;
+                let timeout = match self.table.routes[route].tier {
+                    Tier::Ws => self.cfg.ws_connect_timeout,
+                    Tier::Tcp => self.cfg.tcp_connect_timeout,
+                    Tier::Worker | Tier::CfProxy => self.cfg.cf_connect_timeout,
+                };
+                Some(Work::Fill {
+                    route,
+                    spec,
+                    deadline: now + ms(timeout),
+                })
+            }
+            Err(retry_at) => {
+                self.slots[route].fill_retry_at = retry_at;
+                None
+            }
+        }
+    }
+
+    /// The spec for a background job on `route`, with a job slot, a pacing slot and (toward a
+    /// Worker) a request taken; `Err(retry_at)` when one of them is not available.
+    pub(super) fn background_spec(
+        &mut self,
+        route: RouteId,
+        now: u64,
+        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
+    ) -> Result<DialSpec, u64> {
+        if self.in_flight >= MAX_BACKGROUND {
+            return Err(now + RETRY_MS);
+        }
+        let worker = self.table.worker_index(route, &self.cfg);
+        if let Some(w) = worker {
+            if self.budgets[w].available(now) == 0 {
+                self.counters.deferred += 1;
+                let at = self.budgets[w]
+                    .next_available(now)
+                    .unwrap_or(now + ms(self.cfg.probe_interval));
+                return Err(at.max(now + RETRY_MS));
+            }
+        }
+        let specs = self.table.routes[route].specs_for(resolve, self.cfg.listen);
+        let Some(spec) = specs.into_iter().next() else {
+            return Err(now + RETRY_MS);
+        };
+        self.pacer.background(spec.addr, now)?;
+        if let Some(w) = worker {
+            if !self.budgets[w].try_spend(now) {
+                self.counters.deferred += 1;
+                return Err(now + RETRY_MS);
+            }
+        }
+        self.in_flight += 1;
+        Ok(spec)
+    }
+}
