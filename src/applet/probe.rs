@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::cli::{self, parse_duration};
 use crate::mtproto::framing::{self, Decoder};
 use crate::mtproto::obfs2::{self, Cipher, Secret, SecretKind, Tag};
 use crate::mtproto::packet;
@@ -380,47 +381,6 @@ impl fmt::Display for Summary {
     }
 }
 
-/// Parses a duration flag: `"3"` and `"0.5"` (seconds), `"250ms"`, `"2s"`, `"1.5m"`. Exact
-/// decimal (up to 9 fractional digits, no float rounding); at most 10^9 s. Errors: a message
-/// without the flag name.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("expected a duration like 3, 0.5, 250ms, 2s; got '{s}'");
-    let t = s.trim();
-    let (num, nanos_per_unit): (&str, u128) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1_000_000)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1_000_000_000)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60_000_000_000)
-    } else {
-        (t, 1_000_000_000)
-    };
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
-    if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) || frac.len() > 9 {
-        return Err(bad());
-    }
-    if int.len() > 12 {
-        return Err(bad());
-    }
-    let whole: u128 = if int.is_empty() {
-        0
-    } else {
-        int.parse().map_err(|_| bad())?
-    };
-    let mut frac_units: u128 = 0;
-    for (i, b) in frac.bytes().enumerate() {
-        frac_units += u128::from(b - b'0') * 10u128.pow(8 - i as u32);
-    }
-    // frac_units is in 1e-9 of a unit.
-    let total_nanos = whole * nanos_per_unit + frac_units * nanos_per_unit / 1_000_000_000;
-    if total_nanos > 1_000_000_000 * 1_000_000_000 {
-        return Err(bad());
-    }
-    let secs = (total_nanos / 1_000_000_000) as u64;
-    Ok(Duration::new(secs, (total_nanos % 1_000_000_000) as u32))
-}
-
 fn fmt_duration(d: Duration) -> String {
     if d.subsec_millis() == 0 && d.as_secs() > 0 {
         format!("{}s", d.as_secs())
@@ -429,8 +389,8 @@ fn fmt_duration(d: Duration) -> String {
     }
 }
 
-/// `tg-ws-proxy probe --help`.
-pub const HELP: &str = "\
+/// `tg-ws-proxy probe --help` before the duration grammar.
+const HELP_HEAD: &str = "\
 tg-ws-proxy probe: check a proxy the way the Telegram app does
 (obfuscated2 init, req_pq_multi -> resPQ), timed and repeatable.
 
@@ -445,14 +405,22 @@ USAGE: tg-ws-proxy probe [--server] HOST:PORT [--secret HEX] [OPTIONS]
   --tag T              abridged | intermediate | padded
                        (default: padded for dd secrets, else intermediate)
   --count N            attempts (default 1)
-  --interval DUR       between attempt starts, per worker (default 1s)
-  --timeout DUR        bound on one whole attempt (default 3s)
+  --interval D         between attempt starts, per worker (default 1s)
+  --timeout D          bound on one whole attempt (default 3s)
   --parallel N         attempts running at a time (default 1)
   -q, --quiet          print only the summary
   -h, --help           this text
+";
 
-DUR: 3, 0.5, 250ms, 2s. Exit status: 0 if every attempt got a resPQ, 1 otherwise,
-2 on bad flags.";
+/// `tg-ws-proxy probe --help` after the duration grammar.
+const HELP_TAIL: &str = "\
+Exit status: 0 if every attempt got a resPQ, 1 otherwise, 2 on bad flags.
+";
+
+/// `tg-ws-proxy probe --help`: flags, the shared duration grammar, exit status.
+pub fn help() -> String {
+    format!("{HELP_HEAD}\n{}\n\n{HELP_TAIL}", cli::DURATION_HELP)
+}
 
 /// Parsed `probe` flags.
 #[derive(Debug)]
@@ -600,7 +568,7 @@ pub fn main(args: pico_args::Arguments) -> i32 {
     let opts = match parse_args(args, std::env::var("TG_SECRET").ok()) {
         Ok(Some(o)) => o,
         Ok(None) => {
-            println!("{HELP}");
+            print!("{}", help());
             return 0;
         }
         Err(e) => {
@@ -766,31 +734,6 @@ mod tests {
         );
         assert_eq!(Summary::from(&[]).median_ms, 0);
         assert_eq!(Summary::from(&[attempt(Outcome::Ok, 7)]).p99_ms, 7);
-    }
-
-    #[test]
-    fn durations() {
-        let ms = Duration::from_millis;
-        assert_eq!(parse_duration("3"), Ok(ms(3000)));
-        assert_eq!(parse_duration("0.5"), Ok(ms(500)));
-        assert_eq!(parse_duration(".25"), Ok(ms(250)));
-        assert_eq!(parse_duration("250ms"), Ok(ms(250)));
-        assert_eq!(parse_duration("2s"), Ok(ms(2000)));
-        assert_eq!(parse_duration("1.5m"), Ok(ms(90_000)));
-        assert_eq!(parse_duration("0.0015s"), Ok(Duration::from_micros(1500)));
-        for bad in [
-            "",
-            "s",
-            "-1",
-            "1e3",
-            "1.2.3",
-            "abc",
-            "5h",
-            "1.0000000001",
-            "9999999999999",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
-        }
     }
 
     #[test]
