@@ -70,6 +70,9 @@ pub struct CfEndpoint {
 }
 
 /// Everything `run` needs, validated. Durations are wall-clock spans on the monotonic clock.
+/// Each field names the flag that sets it; flag names, ranges and the defaults users see are
+/// declared in `cli`'s option table, whose tests check those defaults against
+/// [`Config::with_secrets`].
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Listen address (`--host`, `--port`); default `127.0.0.1:1443`. Port 0 picks a free port.
@@ -77,12 +80,12 @@ pub struct Config {
     /// Accepted client secrets (`--secret a,b`, `--secret-file`, `TG_SECRET`), at least one.
     pub secrets: Vec<Secret>,
     /// WS-tier target per DC number (`--dc-ip DC:IP[:PORT]`, port default 443).
-    /// Default: DC 2 and 4 → 149.154.167.220:443 (docs/protocol.md §3.4).
+    /// Default: [`default_ws_addrs`] (docs/protocol.md §3.4).
     pub ws_addrs: BTreeMap<u16, SocketAddr>,
     /// TCP-tier target overrides per DC number (`--tcp-dc-ip DC:IP[:PORT]`); DCs not listed use
     /// the built-in table (`mtproto::dc`) on port 443.
     pub tcp_addrs: BTreeMap<u16, SocketAddr>,
-    /// Ordered tiers to try (`--tier-order`, default `ws,worker,cfproxy,tcp`).
+    /// Ordered tiers to try (`--tier-order`, default every tier: `ws,worker,cfproxy,tcp`).
     pub tier_order: Vec<Tier>,
     /// Bound on TCP connect + TLS + WS upgrade for one `ws` attempt (`--ws-connect-timeout`, 10 s).
     pub ws_connect_timeout: Duration,

@@ -95,7 +95,7 @@ fn help(applet: Option<&str>) -> i32 {
     let text = match applet {
         None => OVERVIEW.to_string(),
         Some("run") => run::help(),
-        Some("probe") => probe::HELP.to_string(),
+        Some("probe") => probe::help(),
         Some("link") => link::HELP.to_string(),
         Some("genkey") => genkey::HELP.to_string(),
         Some("check") => check::HELP.to_string(),

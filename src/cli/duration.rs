@@ -15,8 +15,10 @@ Durations (D): a decimal number of seconds, or with a unit ms, s, m or h: 10, 0.
 2s, 1.5m, 1h; at most 9 decimals and 24h; no sign, exponent or inner spaces.";
 
 /// Duration syntax shared by every applet: a decimal number with an optional unit `ms`, `s`
-/// (default), `m` or `h`: `10`, `0.5`, `250ms`, `2s`, `1.5m`. At most [`MAX_DURATION`] and 9
-/// decimals; exact (no float rounding). No sign, no exponent, no inner spaces.
+/// (default), `m` or `h`: `10`, `0.5`, `.25`, `250ms`, `2s`, `1.5m`, `1h`. At most
+/// [`MAX_DURATION`] and 9 decimals; exact (no float rounding); surrounding whitespace is
+/// ignored. Rejected: a sign, an exponent, inner spaces, a trailing dot (`1.`), other units.
+/// Errors: a message quoting the text, without the flag's name.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let bad = || format!("'{s}' is not a duration (examples: 10, 0.5, 250ms, 2s, 1m)");
@@ -63,6 +65,33 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `probe` once had a grammar of its own (no `h`, a trailing dot allowed, up to 10^9 s);
+    /// every form both grammars accepted still parses to the same value.
+    #[test]
+    fn forms_probe_used_to_accept() {
+        let ms = |n| Ok(Duration::from_millis(n));
+        assert_eq!(parse_duration("3"), ms(3000));
+        assert_eq!(parse_duration("0.5"), ms(500));
+        assert_eq!(parse_duration(".25"), ms(250));
+        assert_eq!(parse_duration("250ms"), ms(250));
+        assert_eq!(parse_duration("2s"), ms(2000));
+        assert_eq!(parse_duration("1.5m"), ms(90_000));
+        assert_eq!(parse_duration("0.0015s"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_duration("5h"), ms(5 * 3_600_000));
+        for bad in [
+            "",
+            "s",
+            "-1",
+            "1e3",
+            "1.2.3",
+            "abc",
+            "1.0000000001",
+            "9999999999999",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 
     #[test]
     fn durations() {

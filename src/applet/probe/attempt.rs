@@ -1,0 +1,295 @@
+//! One timed probe attempt ([`probe_once`]: connect, init, `req_pq_multi`, wait for `resPQ`,
+//! check our nonce) and the totals over many ([`Summary`]: outcome counts, nearest-rank
+//! percentiles).
+//!
+//! Owns the outcome vocabulary of the `probe` applet and of the tests that use it; message
+//! bytes come from `mtproto::packet`, the transport from [`MtClient`]. Blocking, on the
+//! caller's thread.
+
+use std::fmt;
+use std::io;
+use std::net::TcpStream;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::client::{ClientOptions, MtClient};
+use crate::mtproto::packet;
+use crate::rng::Rng;
+
+/// How one probe attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A `resPQ` echoing our nonce arrived in time.
+    Ok,
+    /// Connected, but no complete reply before the deadline.
+    Timeout,
+    /// The proxy closed or reset the connection before replying.
+    ClosedEarly,
+    /// A reply arrived but is not a valid `resPQ` for our nonce (or its framing is broken).
+    BadReply,
+    /// TCP connect refused, unreachable or timed out.
+    ConnectFailed,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Outcome::Ok => "OK",
+            Outcome::Timeout => "TIMEOUT",
+            Outcome::ClosedEarly => "CLOSED",
+            Outcome::BadReply => "BAD_REPLY",
+            Outcome::ConnectFailed => "CONNECT_FAILED",
+        })
+    }
+}
+
+/// One timed probe attempt.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Monotonic milliseconds from the start of the connect to the outcome.
+    pub ms: u64,
+    /// Bytes written (init + `req_pq_multi` packet when all went out).
+    pub bytes_up: usize,
+    /// Bytes read from the socket.
+    pub bytes_down: usize,
+    /// Empty on success; otherwise why (human-readable).
+    pub detail: String,
+}
+
+/// One probe, as the Telegram app judges a proxy: connect, init, `req_pq_multi` with a random nonce, wait for `resPQ`,
+/// check the nonce with `packet::parse_res_pq`. `opts.timeout` bounds the whole attempt.
+pub fn probe_once(opts: &ClientOptions, rng: &mut Rng) -> Attempt {
+    let start = Instant::now();
+    let deadline = start + opts.timeout;
+    let done = |outcome, up, down, detail: String| Attempt {
+        outcome,
+        ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        bytes_up: up,
+        bytes_down: down,
+        detail,
+    };
+    let stream = match TcpStream::connect_timeout(&opts.addr, opts.timeout) {
+        Ok(s) => s,
+        Err(e) => return done(Outcome::ConnectFailed, 0, 0, format!("connect: {e}")),
+    };
+    let mut opts_left = opts.clone();
+    opts_left.timeout = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    let mut client = match MtClient::handshake(stream, &opts_left, rng) {
+        Ok(c) => c,
+        Err(e) => return done(io_outcome(&e), 0, 0, format!("sending init: {e}")),
+    };
+    let mut nonce = [0u8; 16];
+    rng.fill(&mut nonce);
+    let msg_id = packet::msg_id(unix_ms());
+    let sent = client.send_packet(&packet::req_pq_multi(&nonce, msg_id));
+    let (up, down) = (client.bytes_up(), client.bytes_down());
+    if let Err(e) = sent {
+        return done(
+            io_outcome(&e),
+            up,
+            down,
+            format!("sending req_pq_multi: {e}"),
+        );
+    }
+    let reply = client.recv_packet_until(deadline);
+    let (up, down) = (client.bytes_up(), client.bytes_down());
+    match reply {
+        Ok(p) => match packet::parse_res_pq(&p, &nonce) {
+            Ok(_) => done(Outcome::Ok, up, down, String::new()),
+            Err(e) => done(Outcome::BadReply, up, down, format!("reply: {e}")),
+        },
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+            let d = format!("no resPQ within {}", fmt_duration(opts.timeout));
+            done(Outcome::Timeout, up, down, d)
+        }
+        Err(e) => done(io_outcome(&e), up, down, format!("waiting for resPQ: {e}")),
+    }
+}
+
+fn io_outcome(e: &io::Error) -> Outcome {
+    match e.kind() {
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Outcome::Timeout,
+        io::ErrorKind::InvalidData => Outcome::BadReply,
+        _ => Outcome::ClosedEarly,
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Latency and outcome totals over a run of attempts. Percentiles are nearest-rank over the
+/// `ms` of **all** attempts (a failure costs the user its waiting time too); 0 when empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Attempts summarised.
+    pub count: usize,
+    /// Attempts per [`Outcome`]: `Ok`, `Timeout`, `ClosedEarly`, `BadReply`, `ConnectFailed`.
+    pub ok: usize,
+    /// See [`Summary::ok`].
+    pub timeout: usize,
+    /// See [`Summary::ok`].
+    pub closed_early: usize,
+    /// See [`Summary::ok`].
+    pub bad_reply: usize,
+    /// See [`Summary::ok`].
+    pub connect_failed: usize,
+    /// Median attempt time, ms.
+    pub median_ms: u64,
+    /// 90th percentile attempt time, ms.
+    pub p90_ms: u64,
+    /// 99th percentile attempt time, ms.
+    pub p99_ms: u64,
+    /// Longest attempt, ms.
+    pub max_ms: u64,
+    /// Attempts with `ms > 1000`.
+    pub over_1s: usize,
+    /// Attempts with `ms > 3000`.
+    pub over_3s: usize,
+}
+
+impl Summary {
+    /// Totals over `attempts` (any order).
+    pub fn from(attempts: &[Attempt]) -> Summary {
+        let mut ms: Vec<u64> = attempts.iter().map(|a| a.ms).collect();
+        ms.sort_unstable();
+        let count_of = |o| attempts.iter().filter(|a| a.outcome == o).count();
+        Summary {
+            count: attempts.len(),
+            ok: count_of(Outcome::Ok),
+            timeout: count_of(Outcome::Timeout),
+            closed_early: count_of(Outcome::ClosedEarly),
+            bad_reply: count_of(Outcome::BadReply),
+            connect_failed: count_of(Outcome::ConnectFailed),
+            median_ms: percentile(&ms, 50),
+            p90_ms: percentile(&ms, 90),
+            p99_ms: percentile(&ms, 99),
+            max_ms: ms.last().copied().unwrap_or(0),
+            over_1s: ms.iter().filter(|&&m| m > 1000).count(),
+            over_3s: ms.iter().filter(|&&m| m > 3000).count(),
+        }
+    }
+}
+
+/// Nearest-rank percentile of an ascending slice: element `ceil(p/100 · n) − 1`.
+fn percentile(sorted: &[u64], p: usize) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} attempts: {} OK", self.count, self.ok)?;
+        let fails = [
+            (self.timeout, Outcome::Timeout),
+            (self.closed_early, Outcome::ClosedEarly),
+            (self.bad_reply, Outcome::BadReply),
+            (self.connect_failed, Outcome::ConnectFailed),
+        ];
+        for (n, o) in fails.iter().filter(|(n, _)| *n > 0) {
+            write!(f, ", {n} {o}")?;
+        }
+        write!(
+            f,
+            " | ms: median {} p90 {} p99 {} max {} | over 1s: {}, over 3s: {}",
+            self.median_ms, self.p90_ms, self.p99_ms, self.max_ms, self.over_1s, self.over_3s
+        )
+    }
+}
+
+/// `3s` for a whole number of seconds, else milliseconds (`250ms`, `1500ms`).
+pub(super) fn fmt_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mtproto::obfs2::Tag;
+
+    fn attempt(outcome: Outcome, ms: u64) -> Attempt {
+        Attempt {
+            outcome,
+            ms,
+            bytes_up: 0,
+            bytes_down: 0,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn summary_percentiles_nearest_rank() {
+        let v: Vec<Attempt> = (1..=100).map(|i| attempt(Outcome::Ok, i * 10)).collect();
+        let s = Summary::from(&v);
+        assert_eq!((s.count, s.ok), (100, 100));
+        assert_eq!(
+            (s.median_ms, s.p90_ms, s.p99_ms, s.max_ms),
+            (500, 900, 990, 1000)
+        );
+        assert_eq!((s.over_1s, s.over_3s), (0, 0));
+    }
+
+    #[test]
+    fn summary_counts_failures_and_slow_attempts() {
+        let v = [
+            attempt(Outcome::Ok, 5),
+            attempt(Outcome::Timeout, 3001),
+            attempt(Outcome::ClosedEarly, 1001),
+            attempt(Outcome::ConnectFailed, 0),
+            attempt(Outcome::BadReply, 1000),
+        ];
+        let s = Summary::from(&v);
+        assert_eq!(
+            (
+                s.ok,
+                s.timeout,
+                s.closed_early,
+                s.bad_reply,
+                s.connect_failed
+            ),
+            (1, 1, 1, 1, 1)
+        );
+        assert_eq!(
+            (s.median_ms, s.max_ms, s.over_1s, s.over_3s),
+            (1000, 3001, 2, 1)
+        );
+        let text = s.to_string();
+        assert!(
+            text.contains("1 TIMEOUT") && text.contains("1 CONNECT_FAILED"),
+            "{text}"
+        );
+        assert_eq!(Summary::from(&[]).median_ms, 0);
+        assert_eq!(Summary::from(&[attempt(Outcome::Ok, 7)]).p99_ms, 7);
+    }
+
+    #[test]
+    fn connect_refused_is_connect_failed() {
+        // Bind then drop: the port is (almost certainly) closed right after.
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let opts = ClientOptions {
+            addr,
+            secret: None,
+            tag: Tag::Intermediate,
+            dc: 2,
+            timeout: Duration::from_secs(2),
+        };
+        let a = probe_once(&opts, &mut Rng::from_seed([7; 48]));
+        assert_eq!(a.outcome, Outcome::ConnectFailed, "{a:?}");
+        assert_eq!(a.bytes_up, 0);
+    }
+}
