@@ -172,6 +172,16 @@ pub const DEFAULT_PORT: u16 = 1443;
 pub const DEFAULT_LOG_MAX_KB: u64 = 1024;
 
 impl Config {
+    /// Bound on one dial (TCP + TLS + upgrade) of a route of `tier`: `--ws-connect-timeout`,
+    /// `--cf-connect-timeout` (worker, cfproxy) or `--tcp-connect-timeout`.
+    pub fn attempt_timeout(&self, tier: Tier) -> Duration {
+        match tier {
+            Tier::Ws => self.ws_connect_timeout,
+            Tier::Worker | Tier::CfProxy => self.cf_connect_timeout,
+            Tier::Tcp => self.tcp_connect_timeout,
+        }
+    }
+
     /// A config with every default and the given secrets: the shape `cli` starts from.
     pub fn with_secrets(secrets: Vec<Secret>) -> Config {
         Config {

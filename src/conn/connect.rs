@@ -21,9 +21,10 @@ use crate::config::Tier;
 use crate::error::{CloseReason, Failure};
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
-use crate::net::dial::{Dial, DialSpec, DialStep, Upstream};
+use crate::net::dial::{Dial, DialStep, Upstream};
 use crate::net::io::{read_once, Io};
 use crate::route::ladder::{Candidate, Observation, Plan, RouteId};
+use crate::route::table::spec_label;
 use crate::timer::TimerId;
 use crate::token::{self, Role};
 
@@ -257,7 +258,7 @@ impl Conn {
                 DialStep::Ready(up) => {
                     let route = c.plan.cands[a.cand].route;
                     let tier = ctx.ladder.route(route).tier;
-                    let target = target_label(&c.plan.cands[a.cand].spec, tier);
+                    let target = spec_label(&c.plan.cands[a.cand].spec, tier);
                     return self.start_relay(route, target, Start::Dialled(a.started), up, ctx);
                 }
             }
@@ -421,28 +422,7 @@ enum Start {
 
 /// Bound on one dial of a route of `tier`, ms.
 fn attempt_timeout(tier: Tier, ctx: &Ctx<'_>) -> u64 {
-    let d = match tier {
-        Tier::Ws => ctx.cfg.ws_connect_timeout,
-        Tier::Worker | Tier::CfProxy => ctx.cfg.cf_connect_timeout,
-        Tier::Tcp => ctx.cfg.tcp_connect_timeout,
-    };
-    d.as_millis() as u64
-}
-
-/// `kws2.web.telegram.org@149.154.167.220:443` or `149.154.167.50:443` (Worker/CF names are
-/// redacted).
-fn target_label(spec: &DialSpec, tier: Tier) -> String {
-    match &spec.kind {
-        crate::net::dial::DialKind::Tcp => spec.addr.to_string(),
-        crate::net::dial::DialKind::Ws { host, .. } => {
-            let host = if tier.is_cloudflare() {
-                crate::route::table::redact(host)
-            } else {
-                host.clone()
-            };
-            format!("{host}@{}", spec.addr)
-        }
-    }
+    ctx.cfg.attempt_timeout(tier).as_millis() as u64
 }
 
 /// Starts the next candidate in a free attempt slot (or parks it until its pacing slot).
@@ -586,7 +566,7 @@ fn attempt_failed(
             "client {peer} {}: {} {} failed after {ms}ms: {f} ({detail}){}",
             c.dc,
             tier.name(),
-            target_label(&c.plan.cands[a.cand].spec, tier),
+            spec_label(&c.plan.cands[a.cand].spec, tier),
             if folded > 0 {
                 format!(" ({folded} similar suppressed)")
             } else {

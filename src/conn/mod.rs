@@ -455,6 +455,37 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// One relay step: moves bytes both ways, arms the linger when one side ended, reports
+    /// the first downstream byte.
+    fn step_relay(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Relay(r) = &mut self.phase else {
+            return Step::Wait;
+        };
+        let before = self.info.bytes_up + self.info.bytes_down;
+        let step = r.step(
+            &mut self.client,
+            &mut self.client_ready,
+            &mut self.info,
+            ctx.now,
+            ctx.rng,
+        );
+        let wants_linger = r.linger;
+        if self.info.bytes_up + self.info.bytes_down != before {
+            self.last_activity = ctx.now;
+        }
+        if wants_linger && self.timer.is_none() {
+            self.arm(
+                ctx.now + ctx.cfg.close_linger.as_millis() as u64,
+                SessionTimer::Linger,
+                ctx,
+            );
+        }
+        self.report_first_byte(ctx);
+        step
+    }
+}
+
 /// Outcome of one state-machine step.
 enum Step {
     /// Blocked on I/O or a timer.

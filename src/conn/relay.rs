@@ -15,7 +15,7 @@
 
 use mio::net::TcpStream;
 
-use super::{Conn, Ctx, Phase, Ready, SessionInfo, SessionTimer, Step};
+use super::{Ctx, Ready, SessionInfo, Step};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
 use crate::error::CloseReason;
@@ -90,7 +90,7 @@ pub struct Relay {
     /// Half-close toward upstream was sent (after client EOF).
     up_shut: bool,
     /// Linger timer wanted (one side ended; flushing the other).
-    linger: bool,
+    pub(super) linger: bool,
 }
 
 impl Relay {
@@ -456,7 +456,7 @@ impl Relay {
     }
 
     /// One round of the relay: read both sides, pump both directions, handle ends.
-    fn step(
+    pub(super) fn step(
         &mut self,
         client: &mut TcpStream,
         client_ready: &mut Ready,
@@ -572,33 +572,4 @@ fn close_payload(code: u16) -> [u8; MAX_CONTROL] {
     let mut p = [0u8; MAX_CONTROL];
     p[..2].copy_from_slice(&code.to_be_bytes());
     p
-}
-
-impl Conn {
-    pub(super) fn step_relay(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        let Phase::Relay(r) = &mut self.phase else {
-            return Step::Wait;
-        };
-        let before = self.info.bytes_up + self.info.bytes_down;
-        let step = r.step(
-            &mut self.client,
-            &mut self.client_ready,
-            &mut self.info,
-            ctx.now,
-            ctx.rng,
-        );
-        let wants_linger = r.linger;
-        if self.info.bytes_up + self.info.bytes_down != before {
-            self.last_activity = ctx.now;
-        }
-        if wants_linger && self.timer.is_none() {
-            self.arm(
-                ctx.now + ctx.cfg.close_linger.as_millis() as u64,
-                SessionTimer::Linger,
-                ctx,
-            );
-        }
-        self.report_first_byte(ctx);
-        step
-    }
 }

@@ -1,7 +1,7 @@
 //! Per-tier request budget: a token bucket for background requests (probes, pool refills).
 //!
-//! DESIGN.md §4 (background prober, pools): a Cloudflare Worker allows ~100k requests/day per
-//! account (PROTOCOL.md §4.2), so background traffic to one Worker is held to a small daily share
+//! docs/design.md §4 (background prober, pools): a Cloudflare Worker allows ~100k requests/day per
+//! account (docs/protocol.md §4.2), so background traffic to one Worker is held to a small daily share
 //! ([`DEFAULT_WORKER_PER_DAY`]) and stops on a 429. Owns: the bucket arithmetic and the 429
 //! backoff. Must not touch: sockets, clocks, route health (a 429 on a real session is also a
 //! `route::health` failure, recorded there by the caller). Time is a parameter (`now`, u64 ms on

@@ -1,16 +1,17 @@
 //! Health of ONE route (tier, endpoint, DC, media): state machine, cooldown math, RTT samples.
 //!
-//! Implements DESIGN.md §4 rules 2, 3 and 5 and replaces the fixed, unjittered cooldowns of
-//! PROTOCOL.md §5.1 / §6.3. Owns: the `State` of one route, exponential jittered cooldowns,
-//! `Retry-After` and redirect TTLs, flap quarantine, the RTT ring and the hedge delay derived
-//! from it. Must not touch: sockets, clocks, logs, or any other route — every `Health` is an
-//! independent value, so success on one route can never clear another (rule 2). Time is a
+//! Implements docs/design.md §4 rules 2, 3 and 5 and replaces the fixed, unjittered cooldowns
+//! of docs/protocol.md §5.1 / §6.3. Owns: the `State` of one route, exponential jittered
+//! cooldowns, `Retry-After` and redirect TTLs, flap quarantine, the RTT ring and the hedge delay
+//! derived from it. Must not touch: sockets, clocks, logs, or any other route — every `Health`
+//! is an independent value, so success on one route can never clear another (rule 2). Time is a
 //! parameter (`now`, u64 ms on the caller's monotonic clock); randomness is the caller's `Rng`.
+//! The arithmetic only: what counts as a failure or a proof is `route::ladder`'s.
 //!
-//! Rule 1 ("clients never pay for health checks", seed `000_*`) is expressed by [`Use::Expired`]:
-//! a `Down` route whose cooldown ran out is not handed back to clients; planning (`route::plan`)
-//! must skip it and the prober (`route::probe`) re-tests it. Only a probe success or a real
-//! session's success ([`Health::on_success`]) brings it back to `Up`.
+//! Rule 1 ("clients never pay for health checks", the field investigation in docs/design.md §1)
+//! is expressed by [`Use::Expired`]: a `Down` route whose cooldown ran out is not handed back to
+//! clients; the ladder's plan skips it and its probe schedule re-tests it. Only a probe success
+//! or a real session's first downstream byte ([`Health::on_proof`]) brings it back to `Up`.
 //!
 //! Failure classes (see [`classify`]) and transitions made by [`Health::on_failure`]:
 //!
@@ -52,7 +53,7 @@ pub struct Policy {
     /// Minimum cooldown (before jitter) of a quarantined route. Default 1800 s.
     pub quarantine_ms: u64,
     /// Cooldown (before jitter) after a 301/302/303/307/308: "no WS front for this DC" is a
-    /// routing fact, re-probed when it expires (DESIGN.md §4 rule 5). Default 3600 s.
+    /// routing fact, re-probed when it expires (docs/design.md §4 rule 5). Default 3600 s.
     pub redirect_ttl_ms: u64,
     /// Longest `Retry-After` honoured on a 429/503; longer values are cut to this. Default 3600 s.
     pub max_retry_after_ms: u64,
@@ -73,7 +74,7 @@ impl Default for Policy {
     }
 }
 
-/// Health state of one route (DESIGN.md §4: `Unknown → Up ↔ Suspect → Down{until, level}`).
+/// Health state of one route (docs/design.md §4: `Unknown → Up ↔ Suspect → Down{until, level}`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     /// Never tried since start.
@@ -342,7 +343,7 @@ impl Health {
         Some(u64::from(self.sorted_rtt()[(n - 1) / 2]))
     }
 
-    /// Delay before hedging a connect on this route with the next one (DESIGN.md §4 connect
+    /// Delay before hedging a connect on this route with the next one (docs/design.md §4 connect
     /// engine): `2 × p95` clamped to `[floor_ms, 4 × default_ms]` once p95 is known (the floor
     /// wins if the two conflict), otherwise `default_ms`.
     pub fn hedge_delay(&self, default_ms: u64, floor_ms: u64) -> u64 {

@@ -157,6 +157,22 @@ impl Route {
     }
 }
 
+/// `kws2.web.telegram.org@149.154.167.220:443` or `149.154.167.50:443` (Worker/CF names are
+/// redacted).
+pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
+    match &spec.kind {
+        DialKind::Tcp => spec.addr.to_string(),
+        DialKind::Ws { host, .. } => {
+            let host = if tier.is_cloudflare() {
+                redact(host)
+            } else {
+                host.clone()
+            };
+            format!("{host}@{}", spec.addr)
+        }
+    }
+}
+
 /// Shortens a private host name for logs: `myproxy.example.workers.dev` → `my…workers.dev`.
 pub fn redact(host: &str) -> String {
     if host.parse::<IpAddr>().is_ok() {

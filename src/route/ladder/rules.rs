@@ -247,11 +247,7 @@ impl<U: Pooled> Ladder<U> {
                     *n = n.saturating_sub(1);
                 }
                 self.counters.fills += 1;
-                let timeout = match self.table.routes[route].tier {
-                    Tier::Ws => self.cfg.ws_connect_timeout,
-                    Tier::Tcp => self.cfg.tcp_connect_timeout,
-                    Tier::Worker | Tier::CfProxy => self.cfg.cf_connect_timeout,
-                };
+                let timeout = self.cfg.attempt_timeout(self.table.routes[route].tier);
                 Some(Work::Fill {
                     route,
                     spec,

@@ -5,9 +5,8 @@
 //!
 //! Owns: its two flags (`--count`, `--dc`), its own `mio::Poll` (DNS first, then the probes of
 //! one round in parallel in a [`Prober`], each bounded by `--probe-timeout`), the table and the
-//! exit code. It
-//! takes `run`'s flags through [`cli::parse_run`] so one command line serves both. It must not
-//! listen, keep or log route health, spend the proxy's Worker budget, or touch any secret: a
+//! exit code; `report` formats the results. It takes `run`'s flags through [`cli::parse_run`]
+//! so one command line serves both. It must not listen, keep or log route health, spend the proxy's Worker budget, or touch any secret: a
 //! check needs none, so `TG_SECRET` is replaced by a placeholder and `--secret-file` /
 //! `TG_SECRET_FILE` are ignored (no file is read or created).
 
@@ -23,13 +22,16 @@ use crate::cli::{self, CliError};
 use crate::config::{Config, Tier};
 use crate::dns::{Lookup, Resolver, ResolverConfig};
 use crate::mtproto::dc::DcId;
-use crate::net::dial::{DialKind, DialSpec};
+use crate::net::dial::DialKind;
 use crate::net::tls;
 use crate::rng::Rng;
 use crate::route::probe::{Goal, ProbeOutcome};
 use crate::route::prober::{Finished, Prober};
 use crate::route::table::Table;
 use crate::token::{self, Role, DNS};
+
+mod report;
+pub use report::{median, render, verdicts, Attempt, Row, Verdict};
 
 /// Placeholder secret handed to `parse_run` (which requires one); never used on the wire.
 const PLACEHOLDER_SECRET: &str = "00000000000000000000000000000001";
@@ -84,107 +86,6 @@ pub struct CheckArgs {
     pub count: usize,
     /// DC numbers to check, ascending, no duplicates.
     pub dcs: Vec<u16>,
-}
-
-/// One round's result for one dial option.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Attempt {
-    /// `resPQ` arrived after this many ms.
-    Ok(u64),
-    /// Failed after `ms`: failure class (`timeout`, `http-302`, `dns`…) and a detail.
-    Failed {
-        /// Failure class as logged by the proxy.
-        class: String,
-        /// Time from the probe's start to the failure (ms).
-        ms: u64,
-        /// Human detail.
-        detail: String,
-    },
-}
-
-/// One dial option of one route (a `ws` route has two: one per `kws` name).
-#[derive(Clone, Debug)]
-pub struct Row {
-    /// DC with its media flag.
-    pub dc: DcId,
-    /// Tier of the route.
-    pub tier: Tier,
-    /// `ws:DC2 kws2.web.telegram.org@149.154.167.220:443`, `tcp:DC2 149.154.167.51:443`, …
-    /// (Worker and CF names redacted as in the logs).
-    pub label: String,
-    /// What to dial; `None` when the route's host name did not resolve.
-    pub spec: Option<DialSpec>,
-    /// Why the host name did not resolve (with `spec == None`).
-    pub unresolved: Option<String>,
-    /// One entry per round.
-    pub attempts: Vec<Attempt>,
-}
-
-impl Row {
-    /// Rounds that got a `resPQ`.
-    pub fn ok_count(&self) -> usize {
-        self.attempts
-            .iter()
-            .filter(|a| matches!(a, Attempt::Ok(_)))
-            .count()
-    }
-
-    /// More than half of the rounds got a `resPQ`.
-    pub fn works(&self) -> bool {
-        !self.attempts.is_empty() && self.ok_count() * 2 > self.attempts.len()
-    }
-
-    /// `OK`, `FLAKY k/N`, or the first failure's class.
-    pub fn result(&self) -> String {
-        let ok = self.ok_count();
-        let n = self.attempts.len();
-        if n > 0 && ok == n {
-            return "OK".to_string();
-        }
-        if ok > 0 {
-            return format!("FLAKY {ok}/{n}");
-        }
-        self.first_failure()
-            .map_or_else(|| "-".to_string(), |(class, _)| class.to_string())
-    }
-
-    /// Median latency (ms) of the OK rounds, or of every round when none was OK.
-    pub fn median_ms(&self) -> Option<u64> {
-        let mut ms: Vec<u64> = self
-            .attempts
-            .iter()
-            .filter_map(|a| match a {
-                Attempt::Ok(ms) => Some(*ms),
-                Attempt::Failed { .. } => None,
-            })
-            .collect();
-        if ms.is_empty() {
-            ms = self
-                .attempts
-                .iter()
-                .map(|a| match a {
-                    Attempt::Ok(ms) | Attempt::Failed { ms, .. } => *ms,
-                })
-                .collect();
-        }
-        median(&mut ms)
-    }
-
-    fn first_failure(&self) -> Option<(&str, &str)> {
-        self.attempts.iter().find_map(|a| match a {
-            Attempt::Failed { class, detail, .. } => Some((class.as_str(), detail.as_str())),
-            Attempt::Ok(_) => None,
-        })
-    }
-}
-
-/// Lower median (`None` when empty); sorts `v`.
-pub fn median(v: &mut [u64]) -> Option<u64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable();
-    Some(v[(v.len() - 1) / 2])
 }
 
 /// Runs the applet; returns the exit code (see [`HELP`]).
@@ -563,99 +464,6 @@ fn record(row: &mut Row, outcome: ProbeOutcome, elapsed: u64, timeout: u64) {
         },
     };
     row.attempts.push(a);
-}
-
-/// The table: a header, then one aligned line per row.
-pub fn render(rows: &[Row]) -> String {
-    let mut lines: Vec<[String; 5]> = vec![[
-        "DC".into(),
-        "route".into(),
-        "result".into(),
-        "ms".into(),
-        "detail".into(),
-    ]];
-    for r in rows {
-        let detail = match (r.first_failure(), r.ok_count() > 0) {
-            (Some((class, d)), true) => format!("{class}: {d}"),
-            (Some((_, d)), false) => d.to_string(),
-            (None, _) => String::new(),
-        };
-        lines.push([
-            r.dc.label(),
-            r.label.clone(),
-            r.result(),
-            r.median_ms().map_or_else(|| "-".into(), |m| m.to_string()),
-            detail,
-        ]);
-    }
-    let mut width = [0usize; 4];
-    for l in &lines {
-        for (w, cell) in width.iter_mut().zip(l.iter()) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for l in &lines {
-        let mut line = String::new();
-        for (k, cell) in l.iter().enumerate() {
-            if k == 3 {
-                // Latency right-aligned.
-                line.push_str(&format!("{:>w$}  ", cell, w = width[3]));
-            } else if k < 4 {
-                line.push_str(&format!("{:<w$}  ", cell, w = width[k]));
-            } else {
-                line.push_str(cell);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-/// Verdict for one DC (with its media flag).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verdict {
-    /// The DC.
-    pub dc: DcId,
-    /// At least one route works.
-    pub ok: bool,
-    /// `DC2   ok via ws, tcp` / `DC2m  FAILED: no working route` / `DC7 FAILED: no route …`.
-    pub line: String,
-}
-
-/// One verdict per DC in `dcs` × {non-media, media}.
-pub fn verdicts(rows: &[Row], dcs: &[u16]) -> Vec<Verdict> {
-    let mut out = Vec::new();
-    for &n in dcs {
-        for media in [false, true] {
-            let dc = DcId {
-                dc: n,
-                media,
-                test: false,
-            };
-            let mine: Vec<&Row> = rows.iter().filter(|r| r.dc == dc).collect();
-            let mut tiers: Vec<&str> = mine
-                .iter()
-                .filter(|r| r.works())
-                .map(|r| r.tier.name())
-                .collect();
-            tiers.dedup();
-            let (ok, text) = if mine.is_empty() {
-                (false, "FAILED: no route configured (no --dc-ip / --tcp-dc-ip, not in the built-in table)".to_string())
-            } else if tiers.is_empty() {
-                (false, "FAILED: no working route".to_string())
-            } else {
-                (true, format!("ok via {}", tiers.join(", ")))
-            };
-            out.push(Verdict {
-                dc,
-                ok,
-                line: format!("{:<5} {text}", dc.label()),
-            });
-        }
-    }
-    out
 }
 
 #[cfg(test)]
