@@ -90,6 +90,18 @@ struct Shared {
 }
 
 impl Shared {
+    /// The background shell over this state, and the ladder it serves.
+    fn shell<'a>(&'a mut self, registry: &'a Registry) -> (Shell<'a>, &'a mut Ladder<Upstream>) {
+        let shell = Shell {
+            prober: &mut self.prober,
+            registry,
+            dns: &mut self.dns,
+            stats: &mut self.stats,
+            watch: &mut self.watch,
+        };
+        (shell, &mut self.ladder)
+    }
+
     fn ctx<'a>(&'a mut self, registry: &'a Registry, now: u64) -> Ctx<'a> {
         Ctx {
             now,
@@ -227,16 +239,8 @@ impl Reactor {
             }
             self.expire();
             self.resume_again();
-            let registry = self.poll.registry();
-            let s = &mut self.s;
-            let mut shell = Shell {
-                prober: &mut s.prober,
-                registry,
-                dns: &mut s.dns,
-                stats: &mut s.stats,
-                watch: &mut s.watch,
-            };
-            shell.run_due(&mut s.ladder, self.now);
+            let (mut shell, ladder) = self.s.shell(self.poll.registry());
+            shell.run_due(ladder, self.now);
         }
     }
 
@@ -306,17 +310,9 @@ impl Reactor {
 
     /// Hands finished background jobs to the ladder.
     fn finish_jobs(&mut self) {
-        let registry = self.poll.registry();
-        let s = &mut self.s;
-        let mut shell = Shell {
-            prober: &mut s.prober,
-            registry,
-            dns: &mut s.dns,
-            stats: &mut s.stats,
-            watch: &mut s.watch,
-        };
+        let (mut shell, ladder) = self.s.shell(self.poll.registry());
         for f in self.finished.drain(..) {
-            shell.finish(&mut s.ladder, f, self.now);
+            shell.finish(ladder, f, self.now);
         }
     }
 
