@@ -1,6 +1,6 @@
 //! Self-tests of the black-box rig (tests/common) that need no proxy binary: the fake DC in both
-//! modes, its faults and records, the black hole, and the probe client against them. If these
-//! fail, proxy test failures mean nothing.
+//! modes, its faults (the outage switch included) and records, the black hole, and the probe
+//! client against them. If these fail, proxy test failures mean nothing.
 
 mod common;
 
@@ -373,6 +373,50 @@ fn tcp_faults_refuse_silent_close_after() {
         c.recv_packet().unwrap_err().kind(),
         io::ErrorKind::UnexpectedEof
     );
+}
+
+#[test]
+fn outage_switch_cuts_sessions_upgraded_before_it_right_after_their_init() {
+    // WS front: upgraded while healthy (like a warm pooled upstream), then the outage.
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let (mut ws, _) = ws_client(dc.addr(), "kws2.web.telegram.org", "/apiws", true).unwrap();
+    dc.set_outage(true);
+    let mut r = rng(9);
+    let init = obfs2::initiate(Tag::Intermediate, 2, None, &mut r);
+    ws.send(Message::binary(init.init.to_vec())).unwrap();
+    loop {
+        match ws.read() {
+            Err(_) => break,
+            Ok(Message::Close(_)) => continue,
+            Ok(m) => panic!("a DC in outage sent {m:?}"),
+        }
+    }
+    assert_eq!((dc.upgrades(), dc.inits(), dc.outage_closes()), (1, 1, 1));
+    assert_eq!(dc.bytes_out(), 0);
+    dc.set_outage(false);
+    WsSession::open(&dc, Tag::Intermediate, 2);
+    assert!(wait_until(WAIT, || dc.inits() == 2));
+    assert_eq!(dc.outage_closes(), 1);
+
+    // Raw TCP DC: connected before the outage, init after it.
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let opts = raw_opts(dc.addr(), Tag::Intermediate, 2);
+    let sock = TcpStream::connect_timeout(&dc.addr(), WAIT).unwrap();
+    assert!(wait_until(WAIT, || dc.connections() == 1));
+    dc.set_outage(true);
+    let mut c = MtClient::handshake(sock, &opts, &mut r).unwrap();
+    let _ = c.send_packet(b"ECHO");
+    let e = c.recv_packet().unwrap_err();
+    assert!(
+        matches!(
+            e.kind(),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+        ),
+        "{e:?}"
+    );
+    assert_eq!((dc.outage_closes(), dc.bytes_out()), (1, 0));
+    dc.set_outage(false);
+    assert_eq!(probe_once(&opts, &mut r).outcome, Outcome::Ok);
 }
 
 #[test]

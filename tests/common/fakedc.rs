@@ -7,8 +7,10 @@
 //! `obfs2::accept_raw`, decodes transport packets with `framing`, answers `req_pq_multi` with a
 //! `resPQ`, serves `BULK` requests, echoes anything else, and records what it saw (SNI, Host,
 //! path, subprotocol, per-message framing) so tests can assert the proxy's wire behaviour.
-//! Faults are settable at runtime. It must stay self-contained (only std, rustls, tungstenite,
-//! socket2 and the `tg_ws_proxy` lib): the demo includes this file by path.
+//! Faults are settable at runtime: [`DcHandle::set_fault`] for connections accepted from then on,
+//! [`DcHandle::set_outage`] for every session, already-upgraded ones included. It must stay
+//! self-contained (only std, rustls, tungstenite, socket2 and the `tg_ws_proxy` lib): the demo
+//! includes this file by path.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -139,6 +141,8 @@ pub const QUIT: &[u8; 4] = b"QUIT";
 struct State {
     fault: Option<Fault>,
     delay: Duration,
+    outage: bool,
+    outage_closes: usize,
     stopping: bool,
     connections: usize,
     upgrades: usize,
@@ -179,6 +183,15 @@ impl Shared {
         self.lock().violations.push(what);
     }
 
+    /// True (and counted) if the outage switch closes a session whose init just arrived.
+    fn outage_hit(&self) -> bool {
+        let mut s = self.lock();
+        if s.outage {
+            s.outage_closes += 1;
+        }
+        s.outage
+    }
+
     /// Sleeps `d` unless stopping; returns false if stopping.
     fn pause(&self, d: Duration) -> bool {
         let g = self.lock();
@@ -210,6 +223,18 @@ impl DcHandle {
     }
     pub fn set_delay(&self, delay: Duration) {
         self.shared.lock().delay = delay;
+    }
+    /// Total outage switch. While on, every session is closed as soon as its relay init
+    /// arrives, with nothing sent back (WS front: WS close + TLS close_notify; TCP DC: FIN) —
+    /// unlike [`DcHandle::set_fault`] this also hits sessions accepted and upgraded before the
+    /// switch, such as the proxy's warm pooled upstreams. The upgrade itself still succeeds.
+    /// The Worker look-alike only pipes bytes and ignores it.
+    pub fn set_outage(&self, on: bool) {
+        self.shared.lock().outage = on;
+    }
+    /// Sessions closed by [`DcHandle::set_outage`] right after their relay init.
+    pub fn outage_closes(&self) -> usize {
+        self.shared.lock().outage_closes
     }
     /// TCP connections accepted.
     pub fn connections(&self) -> usize {
@@ -765,6 +790,9 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
                 let Some(s) = Session::new(&init, shared, rng) else {
                     return;
                 };
+                if shared.outage_hit() {
+                    return;
+                }
                 data.drain(..INIT_LEN);
                 let s = session.insert(s);
                 if data.is_empty() {
@@ -852,7 +880,8 @@ fn serve_tcp(shared: &Shared, mut sock: TcpStream, fault: Fault, rng: Rng) {
     let Some(mut s) = Session::new(&init, shared, rng) else {
         return;
     };
-    if matches!(fault, Fault::CloseAfterUpgrade)
+    if shared.outage_hit()
+        || matches!(fault, Fault::CloseAfterUpgrade)
         || matches!(fault, Fault::CloseAfterBytes(n) if n <= INIT_LEN)
     {
         let _ = sock.shutdown(Shutdown::Both);

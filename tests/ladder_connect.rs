@@ -1,0 +1,504 @@
+//! Black-box regression tests of the rewritten connect path (docs/design.md §4, "Connect
+//! engine"), one per failure it must never show again: token-bucket pacing never closes a burst
+//! of clients and leaves nothing behind after one (`route::pace`), startup probes spare the first
+//! client the hedge over a dead first tier, a total outage behind a warm pool moves sessions to
+//! the next tier, and a pool fill never proves a route (`route::ladder`, `route::pool`).
+//!
+//! Owns only this file; the rig is tests/common (the outage switch is
+//! [`DcHandle::set_outage`](common::fakedc::DcHandle::set_outage)). Loopback only; every wait
+//! polls a condition against a deadline; time is compressed through the proxy's own flags.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use common::blackhole::BlackHole;
+use common::fakedc::{DcConfig, FakeDc, Fault};
+use common::{client_opts, os_rng, stats_field, wait_until, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, Attempt, ClientOptions, MtClient, Outcome};
+use tg_ws_proxy::mtproto::obfs2::Tag;
+use tg_ws_proxy::mtproto::packet;
+
+/// Bound on waits for a condition that should hold almost at once.
+const WAIT: Duration = Duration::from_secs(5);
+/// The warning of a client closed because no upstream was ready in time.
+const BUDGET_CLOSE: &str = "no route ready within the connect budget";
+/// The close-line reason of a client the proxy gave up on (budget or every route failed).
+const UNREACHABLE: &str = "reason=upstream-unreachable";
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+/// A proxy for `--secret SECRET` and `args` (after the rig's own; a later flag wins).
+fn proxy(args: &[String]) -> Proxy {
+    let mut all = vec![s("--secret"), s(SECRET)];
+    all.extend(args.iter().cloned());
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    Proxy::start(&refs)
+}
+
+fn opts(p: &Proxy, timeout: Duration) -> ClientOptions {
+    ClientOptions {
+        timeout,
+        ..client_opts(p.addr(), SECRET, Tag::Intermediate, 2)
+    }
+}
+
+fn probe(p: &Proxy) -> Attempt {
+    probe_once(&opts(p, WAIT), &mut os_rng())
+}
+
+fn assert_ok(a: &Attempt, p: &Proxy) {
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\nproxy log:\n{}", p.dump());
+}
+
+/// `active` sessions in a stats line (`active=3/100` → 3).
+fn active(line: &str) -> Option<u64> {
+    stats_field(line, "active").and_then(|v| v.first().copied())
+}
+
+/// Waits for a stats line (`--stats-interval`) whose active-session count satisfies `f`.
+fn wait_active(p: &Proxy, timeout: Duration, f: impl Fn(u64) -> bool) -> bool {
+    wait_until(timeout, || {
+        p.next_stats(Duration::from_secs(1))
+            .and_then(|l| active(&l))
+            .is_some_and(&f)
+    })
+}
+
+/// Runs `n` probes at once (threads released together), each bounded by `timeout`.
+fn probe_burst(p: &Proxy, n: usize, timeout: Duration) -> Vec<Attempt> {
+    let o = opts(p, timeout);
+    let gate = Arc::new(Barrier::new(n));
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            let (o, gate) = (o.clone(), gate.clone());
+            std::thread::spawn(move || {
+                gate.wait();
+                probe_once(&o, &mut os_rng())
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("client thread panicked"))
+        .collect()
+}
+
+/// Attempts that did not end with `resPQ`, for assertion messages.
+fn failures(attempts: &[Attempt]) -> Vec<&Attempt> {
+    attempts
+        .iter()
+        .filter(|a| a.outcome != Outcome::Ok)
+        .collect()
+}
+
+// ---- pacing ----------------------------------------------------------------------------------
+
+/// Before the rewrite every handshake toward one address was queued `--handshake-pace` (20 ms)
+/// after the previous one: 80 clients at once needed 1.6 s of pacing alone, so the later ones
+/// ran into a 1 s connect budget and were closed. Now a burst starts at once and no client waits
+/// more than `--pace-max-wait`. Default pacing flags; the front takes 200 ms per upgrade.
+#[test]
+fn pacing_never_closes_a_burst_of_clients() {
+    const CLIENTS: usize = 80;
+    let dc = FakeDc::start_tls_ws(DcConfig {
+        delay: Duration::from_millis(200),
+        ..DcConfig::default()
+    });
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{}", dc.addr()),
+        s("--tier-order"),
+        s("ws"),
+        s("--connect-budget"),
+        s("1"),
+    ]);
+    let attempts = probe_burst(&p, CLIENTS, WAIT);
+    let bad = failures(&attempts);
+    assert!(
+        bad.is_empty(),
+        "{} of {CLIENTS} clients got no resPQ: {bad:?}\nproxy log:\n{}",
+        bad.len(),
+        p.dump()
+    );
+    assert_eq!(p.count_log(BUDGET_CLOSE), 0, "{}", p.dump());
+    assert_eq!(p.count_log(UNREACHABLE), 0, "{}", p.dump());
+    // No pool: every client had a handshake of its own.
+    assert_eq!(dc.upgrades(), CLIENTS, "{}", p.dump());
+    let slowest = attempts.iter().map(|a| a.ms).max().unwrap_or(0);
+    eprintln!("pacing: {CLIENTS} clients at once, the slowest served in {slowest} ms");
+}
+
+/// Issue 10, item 4: pace slots reserved by clients that went away before their handshake were
+/// never given back, so after a burst of a few hundred such clients the next ones were still
+/// queued seconds behind them (400 × 20 ms = 8 s) and closed by the connect budget. The burst's
+/// clients send the init and `req_pq_multi` while the front holds its upgrades, then reset the
+/// connection; once the proxy has closed them all, new clients must be served within the budget
+/// (the default 3 s).
+#[test]
+fn pace_slots_leak_after_a_burst() {
+    const BURST: usize = 400;
+    const AFTER: usize = 8;
+    const BUDGET_MS: u64 = 3_000;
+    let dc = FakeDc::start_tls_ws(DcConfig {
+        // Longer than the burst lasts: no burst client gets an upstream before it leaves.
+        delay: Duration::from_secs(3),
+        ..DcConfig::default()
+    });
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{}", dc.addr()),
+        s("--tier-order"),
+        s("ws"),
+        s("--stats-interval"),
+        s("0.2"),
+    ]);
+    let o = opts(&p, WAIT);
+    let mut rng = os_rng();
+    let req = packet::req_pq_multi(&[7; 16], packet::msg_id(1));
+    let burst: Vec<MtClient> = (0..BURST)
+        .map(|i| {
+            let mut c = MtClient::connect_with(&o, &mut rng)
+                .unwrap_or_else(|e| panic!("burst client {i}: {e}\n{}", p.dump()));
+            c.send_packet(&req)
+                .unwrap_or_else(|e| panic!("burst client {i}: {e}\n{}", p.dump()));
+            c
+        })
+        .collect();
+    // Every burst client reached the proxy (with a request pending, each one goes on to its
+    // connect phase and asks for a pace slot even if it has left by then) …
+    let accepted = |l: String| stats_field(&l, "accepted").is_some_and(|v| v[0] >= BURST as u64);
+    assert!(
+        wait_until(Duration::from_secs(10), || p
+            .next_stats(Duration::from_secs(1))
+            .is_some_and(accepted)),
+        "the burst never reached the proxy\n{}",
+        p.dump()
+    );
+    // … then all of them reset before any upstream is ready.
+    for c in burst {
+        let _ = socket2::SockRef::from(c.stream()).set_linger(Some(Duration::ZERO));
+    }
+    assert!(
+        wait_active(&p, Duration::from_secs(10), |n| n == 0),
+        "the burst's sessions were not closed\n{}",
+        p.dump()
+    );
+    // They all left on their own (none was closed by the budget).
+    let stats = p.next_stats(WAIT).expect("a stats line");
+    assert_eq!(
+        stats_field(&stats, "client-reset"),
+        Some(vec![BURST as u64]),
+        "{stats}"
+    );
+
+    // With the burst gone (well inside the 8 s its slots would once have held), new clients
+    // start at once.
+    dc.set_delay(Duration::ZERO);
+    let attempts = probe_burst(&p, AFTER, WAIT);
+    let bad = failures(&attempts);
+    assert!(
+        bad.is_empty(),
+        "{} of {AFTER} clients after the burst got no resPQ: {bad:?}\nproxy log:\n{}",
+        bad.len(),
+        p.dump()
+    );
+    let slowest = attempts.iter().map(|a| a.ms).max().unwrap_or(0);
+    assert!(
+        slowest < BUDGET_MS,
+        "slowest client after the burst took {slowest} ms\n{}",
+        p.dump()
+    );
+    assert_eq!(p.count_log(BUDGET_CLOSE), 0, "{}", p.dump());
+    assert_eq!(p.count_log(UNREACHABLE), 0, "{}", p.dump());
+    eprintln!("burst: {BURST} clients left; after them the slowest of {AFTER} took {slowest} ms");
+}
+
+// ---- startup probes --------------------------------------------------------------------------
+
+/// Every `N=IP:PORT` of the `upstream:` line's ws and tcp maps.
+fn upstream_addrs(line: &str) -> Vec<SocketAddr> {
+    let rest = &line[line.find("upstream: ").expect("an upstream line")..];
+    let maps = &rest[..rest.find("; ca-file").expect("the ca-file field")];
+    maps.split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .map(|(_, a)| {
+            a.trim_end_matches(';')
+                .parse()
+                .unwrap_or_else(|e| panic!("{a:?} in {line:?}: {e}"))
+        })
+        .collect()
+}
+
+/// The dialled address of a `probe ROUTE started` line (`ws:DC1 kws1…@127.0.0.1:9` or
+/// `tcp:DC1 127.0.0.1:9`).
+fn probe_addr(line: &str) -> SocketAddr {
+    let head = &line[..line.rfind(" started").expect("a probe started line")];
+    let target = head.rsplit(' ').next().unwrap_or("");
+    let addr = target.rsplit('@').next().unwrap_or(target);
+    addr.parse()
+        .unwrap_or_else(|e| panic!("{addr:?} in {line:?}: {e}"))
+}
+
+/// Before startup probes the first client after a start dialled the first tier blind: with the
+/// ws front black-holed it waited out the hedge delay before the tcp tier was tried. Now the
+/// startup probe has proven tcp by then, the client goes there first and never hedges. The
+/// probes of DCs 1-5 only ever reach 127.0.0.1 (the rig maps every DC to a closed loopback port).
+#[test]
+fn cold_start_first_client_does_not_pay_the_hedge_on_a_dead_first_tier() {
+    let hole = BlackHole::new();
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let p = proxy(&[
+        s("-v"),
+        s("--startup-probes"),
+        s("on"),
+        s("--dc-ip"),
+        format!("2:{}", hole.addr()),
+        s("--tcp-dc-ip"),
+        format!("2:{}", tcp.addr()),
+    ]);
+    let line = p
+        .wait_line(&["route tcp:DC2 ", "→ up (probe"], Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("the startup probe never proved tcp:DC2\n{}", p.dump()));
+    assert!(line.contains(&tcp.addr().to_string()), "{line}");
+
+    assert_ok(&probe(&p), &p);
+    let session = p
+        .wait_line(&["session ", " DC2 via "], WAIT)
+        .unwrap_or_else(|| panic!("no session line\n{}", p.dump()));
+    assert!(
+        session.contains(&format!("via tcp {}", tcp.addr())),
+        "{session}\n{}",
+        p.dump()
+    );
+    assert_eq!(tcp.inits(), 2, "the probe and the client, nothing else");
+    assert_eq!(p.count_log("hedging to the next route"), 0, "{}", p.dump());
+
+    // Nothing the startup probes dialled left the loopback.
+    let upstream = p
+        .wait_line(&["upstream: "], WAIT)
+        .expect("the upstream line");
+    let mapped = upstream_addrs(&upstream);
+    assert!(mapped.len() >= 12, "{upstream}");
+    assert!(mapped.iter().all(|a| a.ip().is_loopback()), "{upstream}");
+    // Every route of DCs 1-5 is probed once (paced: the ones toward the shared closed port
+    // start one by one).
+    let routes: Vec<String> = (1..=5)
+        .flat_map(|dc| [format!("probe ws:DC{dc} "), format!("probe tcp:DC{dc} ")])
+        .collect();
+    assert!(
+        wait_until(WAIT, || routes.iter().all(|r| p.count_log(r) > 0)),
+        "not every startup probe ran\n{}",
+        p.dump()
+    );
+    let probes = p.lines_with(&["] probe ", " started"]);
+    for l in &probes {
+        assert!(probe_addr(l).ip().is_loopback(), "{l}");
+    }
+}
+
+// ---- pools -----------------------------------------------------------------------------------
+
+/// Issue 10, item 1: a session on a pooled upstream that the front closed right after the relay
+/// init, with nothing sent down, taught the ladder nothing, and refills kept the route Up: in the
+/// field 60 of 60 sessions failed on pooled upstreams while a healthy tier waited. Now the first
+/// such session casts the ws route out and the next ones go to the tcp tier (the second session
+/// is served; three are allowed).
+#[test]
+fn total_outage_through_a_warm_pool_moves_sessions_to_the_next_tier() {
+    const MAX_LOST: usize = 3;
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let p = proxy(&[
+        s("-v"),
+        s("--dc-ip"),
+        format!("2:{}", ws.addr()),
+        s("--tcp-dc-ip"),
+        format!("2:{}", tcp.addr()),
+        s("--tier-order"),
+        s("ws,tcp"),
+        s("--pool-size"),
+        s("2"),
+        s("--stats-interval"),
+        s("0.2"),
+    ]);
+    // Two sessions make the route Up and hot; the pool fills to two warm upstreams, the only
+    // sessions the front holds once the clients are gone.
+    for _ in 0..2 {
+        assert_ok(&probe(&p), &p);
+    }
+    assert!(
+        wait_until(WAIT, || ws.live_sessions() == 2
+            && p.count_log("warm upstream ready") >= 2),
+        "pool never warmed: {} live at the front\n{}",
+        ws.live_sessions(),
+        p.dump()
+    );
+    assert!(wait_active(&p, WAIT, |n| n == 0), "{}", p.dump());
+    assert_eq!(tcp.inits(), 0, "tcp used while ws was healthy");
+
+    ws.set_outage(true);
+    let pooled_before = p.count_log("(pooled)");
+    let mut outcomes = Vec::new();
+    let mut served_by_tcp = None;
+    for i in 0..MAX_LOST {
+        let a = probe(&p);
+        outcomes.push(a.outcome);
+        if a.outcome == Outcome::Ok {
+            served_by_tcp = Some(i);
+            break;
+        }
+    }
+    let Some(first) = served_by_tcp else {
+        panic!(
+            "{MAX_LOST} sessions after the outage all failed: {outcomes:?}\n{}",
+            p.dump()
+        );
+    };
+    assert!(
+        p.count_log("(pooled)") > pooled_before,
+        "no session after the outage used a pooled upstream\n{}",
+        p.dump()
+    );
+    assert!(ws.outage_closes() >= 1, "the front never cut a session");
+    assert!(
+        tcp.inits() >= 1,
+        "served, but not by the tcp tier\n{}",
+        p.dump()
+    );
+    // The ws route is out: the sessions that follow are all served, by tcp.
+    let tcp_before = tcp.inits();
+    for _ in 0..3 {
+        assert_ok(&probe(&p), &p);
+    }
+    assert_eq!(tcp.inits(), tcp_before + 3, "{}", p.dump());
+    let ws_out = p
+        .lines_with(&["route ws:DC2 "])
+        .into_iter()
+        .any(|l| l.contains(" suspect: ") || l.contains(" down for "));
+    assert!(ws_out, "ws route never logged suspect/down\n{}", p.dump());
+    eprintln!("outage: first served by tcp at session {}", first + 1);
+}
+
+/// `→ up` lines that no probe or session earned.
+fn unearned_ups(p: &Proxy) -> Vec<String> {
+    p.lines_with(&["→ up"])
+        .into_iter()
+        .filter(|l| !l.contains("(probe") && !l.contains("(session"))
+        .collect()
+}
+
+fn assert_unearned_none(p: &Proxy) {
+    let unearned = unearned_ups(p);
+    assert!(
+        unearned.is_empty(),
+        "a route went up without a probe or a session:\n{}\n\nproxy log:\n{}",
+        unearned.join("\n"),
+        p.dump()
+    );
+}
+
+/// Waits until `cond`, or until the proxy logged an unearned `→ up` (the failure, shown below).
+fn wait_or_up(p: &Proxy, timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    wait_until(timeout, || cond() || !unearned_ups(p).is_empty())
+}
+
+/// Before the rewrite a background dial that reached the upgrade counted as a success of its
+/// route: a front that upgrades but never answers `resPQ` was logged `→ up (background dial)`
+/// and kept in the plans. A fill (a demand refill, or a client's dial finished in the
+/// background) proves nothing; only probes and sessions may log a route `→ up`.
+#[test]
+fn a_pool_refill_does_not_prove_a_route() {
+    let dc = FakeDc::start_tls_ws(DcConfig {
+        fault: Fault::SilentAfterUpgrade,
+        delay: Duration::from_millis(300),
+    });
+    let p = proxy(&[
+        s("-v"),
+        s("--dc-ip"),
+        format!("2:{}", dc.addr()),
+        s("--tier-order"),
+        s("ws"),
+        s("--pool-size"),
+        s("1"),
+        s("--connect-budget"),
+        s("1"),
+        s("--stats-interval"),
+        s("0.2"),
+    ]);
+
+    // 1. A client's dial finished in the background: the client sends its init and leaves
+    // while the front holds the upgrade; the proxy keeps the dial as a fill, which reaches the
+    // upgrade of a front that will never answer.
+    let c = MtClient::connect_with(&opts(&p, WAIT), &mut os_rng()).expect("connect");
+    assert!(wait_until(WAIT, || dc.connections() == 1), "{}", p.dump());
+    drop(c);
+    assert!(wait_or_up(&p, WAIT, || dc.upgrades() == 1), "{}", p.dump());
+    // The proxy closes it: the route is not Up, so nothing is kept.
+    wait_or_up(&p, WAIT, || dc.live_sessions() == 0);
+    assert_unearned_none(&p);
+    assert_eq!(
+        dc.live_sessions(),
+        0,
+        "a silent upstream was kept\n{}",
+        p.dump()
+    );
+
+    // 2. Demand refills: a real session proves the route and it fills its pool …
+    dc.set_fault(Fault::None);
+    dc.set_delay(Duration::ZERO);
+    assert_ok(&probe(&p), &p);
+    assert!(
+        wait_until(WAIT, || p.count_log("warm upstream ready") >= 1),
+        "{}",
+        p.dump()
+    );
+    // … then the front turns silent and slow. The next client takes the warm upstream and
+    // starts a refill that the front holds for 2 s; the one after dials, is cut by the 1 s
+    // budget and takes the route down while that refill is still running.
+    dc.set_fault(Fault::SilentAfterUpgrade);
+    dc.set_delay(Duration::from_secs(2));
+    let upgrades = dc.upgrades();
+    assert_ok(&probe(&p), &p);
+    assert!(
+        p.count_log("(pooled)") >= 1,
+        "the client did not take the warm upstream\n{}",
+        p.dump()
+    );
+    let cut = probe(&p);
+    assert_ne!(cut.outcome, Outcome::Ok, "{cut:?}");
+    assert!(
+        p.wait_line(&["route ws:DC2 ", " down for "], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+    // The refill reaches the upgrade after the route went down, and is closed.
+    assert!(
+        wait_or_up(&p, WAIT, || dc.upgrades() > upgrades),
+        "the refill never reached the upgrade\n{}",
+        p.dump()
+    );
+    wait_or_up(&p, WAIT, || dc.live_sessions() == 0);
+
+    assert_unearned_none(&p);
+    let ups = p.lines_with(&["→ up"]);
+    assert_eq!(
+        ups.len(),
+        1,
+        "only the real session proved the route: {ups:?}"
+    );
+    assert_eq!(
+        dc.live_sessions(),
+        0,
+        "a silent upstream was kept\n{}",
+        p.dump()
+    );
+    let stats = p.next_stats(WAIT).expect("a stats line");
+    let fills = stats_field(&stats, "pool").expect("pool field");
+    assert!(fills[1] >= 2, "the refills never ran: {stats}");
+}
