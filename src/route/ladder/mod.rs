@@ -24,7 +24,7 @@ use crate::error::Failure;
 use crate::mtproto::dc::DcId;
 use crate::rng::Rng;
 use crate::route::budget::Budget;
-use crate::route::health::{Change, Use};
+use crate::route::health::{Change, State, Use};
 use crate::route::pace::{PacePolicy, Pacer};
 use crate::route::pool::{Pool, Pooled, Swept};
 use crate::route::table::{Route, Table};
@@ -248,12 +248,16 @@ impl<U: Pooled> Ladder<U> {
         self.pacer.client(addr, now)
     }
 
-    /// The delay before a client hedges from `route` to the next one: 2 × the route's p95 once
-    /// known (clamped), else `--hedge-delay`.
+    /// The delay before a client hedges from `route` to the next one: 0 while nothing is known
+    /// about the route and its first probe is still in flight (a client that arrives just after
+    /// start races instead of waiting on what the ladder is finding out); otherwise 2 × the
+    /// route's p95 once known (clamped), else `--hedge-delay`.
     pub fn hedge_delay(&self, route: RouteId) -> u64 {
-        self.table.routes[route]
-            .health
-            .hedge_delay(ms(self.cfg.hedge_delay), HEDGE_FLOOR_MS)
+        let health = &self.table.routes[route].health;
+        if health.state() == State::Unknown && self.slots[route].sched == Sched::Running {
+            return 0;
+        }
+        health.hedge_delay(ms(self.cfg.hedge_delay), HEDGE_FLOOR_MS)
     }
 
     /// Learns from `obs` at `now`. Returns the route's state change, if any (already logged).

@@ -200,11 +200,26 @@ fn total_outage_through_a_warm_pool_pooled_sessions_teach_their_route() {
 }
 
 #[test]
-fn hedge_delay_is_the_default_then_twice_the_p95() {
+fn hedge_delay_is_zero_while_the_first_probe_runs_then_the_default_then_twice_the_p95() {
     let c = cfg();
     let mut l = ladder(&c);
     let (ws, _, _) = ids(&mut l);
     assert_eq!(l.hedge_delay(ws), 250);
+    // Its first probe is in flight and nothing is known yet: a client races at once.
+    l.observe(
+        Observation::SessionEnded {
+            route: ws,
+            end: SessionEnd {
+                connected_at: 0,
+                bytes_up: 1,
+                bytes_down: 0,
+                by_upstream: false,
+            },
+        },
+        0,
+    );
+    assert_eq!(probes_of(&drain(&mut l, 0)), vec![ws]);
+    assert_eq!(l.hedge_delay(ws), 0);
     for i in 0..8 {
         l.observe(
             Observation::ProbeDone {
