@@ -11,7 +11,10 @@
 //! `--cooldown-base 20 --cooldown-max 20` (a cooldown expires every ~20 s, the seed's metronome
 //! compressed from 600 s), and `--ws-connect-timeout` 4 s or 1 s (the seed's before/after). A
 //! probe client (`applet::probe::probe_once`: obfuscated2 + `req_pq_multi` → `resPQ`, a fresh
-//! connection each time, what the Telegram app does to judge a proxy) runs once per second.
+//! connection each time, what the Telegram app does to judge a proxy) runs once per second,
+//! the first time as soon as the proxy logs `listening on`. The proxy keeps its default startup
+//! probes (every DC it could dial is on 127.0.0.1, see `bench_pit/proc.rs`), and the pit is
+//! judged against docs/design.md §8: max ≤ healthy p99 + 50 ms, the first attempt included.
 //!
 //! The budget run uses default settings except a compressed `--probe-interval`: a few clients
 //! make the routes hot, then the proxy idles and every Worker request it makes is counted
@@ -57,8 +60,13 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Compressed probe interval of the budget run, scaled back to the 300 s default.
 const BUDGET_PROBE_INTERVAL_S: u64 = 20;
 const DEFAULT_PROBE_INTERVAL_S: u64 = 300;
-/// docs/design.md §8 targets.
-const PIT_MARGIN_MS: u64 = 300;
+/// The default `--cooldown-max`: a Down route is re-probed at most this often in steady state.
+const DEFAULT_COOLDOWN_MAX_S: u64 = 600;
+/// The Worker routes the budget run's clients make hot (`DC2 ` with its space: not `DC2m`).
+const HOT_WORKER_ROUTES: [&str; 2] = ["probe worker:DC2 ", "probe worker:DC2m "];
+/// docs/design.md §8 targets. The pit: max ≤ healthy p99 + this, the first attempt after start
+/// included, and no attempt over 1 s.
+const PIT_MARGIN_MS: u64 = 50;
 const FLAP_P99_MS: u64 = 500;
 const WORKER_PER_DAY: f64 = 5000.0;
 /// Slow attempts shown with their proxy log lines in the report.
@@ -155,8 +163,15 @@ struct Budget {
     requests: usize,
     /// Pool fills toward the Worker (log lines `pool worker:… ready` / `fill failed`).
     pool_fills: usize,
-    /// Probes toward the Worker (log lines `probe worker:… started`).
+    /// Probes toward the Worker (log lines `probe worker:… started`) of the two hot routes
+    /// (DC 2 and DC 2m): liveness probes, on the `--probe-interval` schedule.
     worker_probes: usize,
+    /// Probes toward the Worker of the other routes: the ones the startup probes created (DCs
+    /// 1, 3, 4, 5), which no client uses. The bench maps those DCs to a closed loopback port,
+    /// so they are Down and re-probed on their cooldown schedule, not `--probe-interval`.
+    other_probes: usize,
+    /// How many such other Worker routes were probed at all during the run.
+    other_routes: usize,
     /// Probes of the black-holed ws route (not Worker requests).
     ws_probes: usize,
     /// Client sessions closed during the window (should be 0).
@@ -509,7 +524,29 @@ fn budget_run(
         requests: after - before,
         pool_fills: in_idle(&["pool worker:", "warm upstream ready"])
             + in_idle(&["pool worker:", "fill failed"]),
-        worker_probes: in_idle(&["probe worker:", "started"]),
+        worker_probes: HOT_WORKER_ROUTES
+            .iter()
+            .map(|r| in_idle(&[r, "started"]))
+            .sum(),
+        other_probes: in_idle(&["probe worker:", "started"])
+            - HOT_WORKER_ROUTES
+                .iter()
+                .map(|r| in_idle(&[r, "started"]))
+                .sum::<usize>(),
+        other_routes: {
+            let mut v: Vec<&str> = lines
+                .iter()
+                .filter(|l| l.text.contains("probe worker:") && l.text.contains("started"))
+                .filter(|l| !HOT_WORKER_ROUTES.iter().any(|r| l.text.contains(r)))
+                .filter_map(|l| {
+                    let rest = &l.text[l.text.find("probe worker:")? + "probe ".len()..];
+                    rest.split_whitespace().next()
+                })
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v.len()
+        },
         ws_probes: in_idle(&["probe ws:", "started"]),
         sessions: in_idle(&["session "]),
         dead_sweeps: in_idle(&["every pooled upstream was dead"]),
@@ -531,7 +568,9 @@ fn ms_of(a: &[(u64, Attempt)]) -> Vec<Attempt> {
 fn report(o: &Opts, ms: &[Measured], budgets: &[Budget]) -> String {
     let mut r = String::new();
     let healthy = ms.iter().find(|m| m.spec.name == "healthy");
-    let base = healthy.map_or(0, |h| Summary::from(&ms_of(&h.attempts)).median_ms);
+    // docs/design.md §8: the pit's limit is the healthy p99 + 50 ms (nearest rank: with 70
+    // attempts the healthy p99 is the healthy max).
+    let base = healthy.map_or(0, |h| Summary::from(&ms_of(&h.attempts)).p99_ms);
     let limit = base + PIT_MARGIN_MS;
     let _ = writeln!(
         r,
@@ -540,23 +579,33 @@ fn report(o: &Opts, ms: &[Measured], budgets: &[Budget]) -> String {
     );
     let _ = writeln!(
         r,
-        "Healthy median {base} ms, so the pit limit is {limit} ms (healthy p50 + {PIT_MARGIN_MS} ms).\n"
+        "Healthy p99 {base} ms, so the pit limit is {limit} ms (healthy p99 + {PIT_MARGIN_MS} ms, \
+         docs/design.md §8), the first attempt after start included. \"first\" is the first \
+         attempt, started as soon as the proxy logged `listening on`.\n"
     );
     let _ = writeln!(
         r,
-        "| scenario | ws tier | --ws-connect-timeout | n | OK | median | p90 | p99 | max | > 1 s | > {limit} ms | target | verdict |"
+        "| scenario | ws tier | --ws-connect-timeout | n | OK | first | median | p90 | p99 | max | > 1 s | > {limit} ms | target | verdict |"
     );
     let _ = writeln!(
         r,
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
     );
     for m in ms {
         let s = Summary::from(&ms_of(&m.attempts));
         let over = m.attempts.iter().filter(|(_, a)| a.ms > limit).count();
+        // The first attempt after start (the cold start), with its outcome when it failed.
+        let first = m.attempts.first().map_or("—".to_string(), |(_, a)| {
+            if a.outcome == Outcome::Ok {
+                a.ms.to_string()
+            } else {
+                format!("{} ({})", a.ms, a.outcome)
+            }
+        });
         let (target, ok) = match m.spec.direct {
             Direct::Healthy => ("(baseline)".to_string(), s.ok == s.count),
             Direct::BlackHole => (
-                format!("0 over 1 s, max ≤ {limit} ms"),
+                format!("0 over 1 s, max (first included) ≤ {base} + {PIT_MARGIN_MS} = {limit} ms"),
                 s.over_1s == 0 && s.max_ms <= limit && s.ok == s.count,
             ),
             Direct::Flapping => (
@@ -572,7 +621,7 @@ fn report(o: &Opts, ms: &[Measured], budgets: &[Budget]) -> String {
         let _ =
             writeln!(
             r,
-            "| {} | {tier} | {} s | {} | {} | {} | {} | {} | {} | {} | {over} | {target} | {} |",
+            "| {} | {tier} | {} s | {} | {} | {first} | {} | {} | {} | {} | {} | {over} | {target} | {} |",
             m.spec.name,
             m.spec.ws_timeout,
             s.count,
@@ -710,7 +759,7 @@ fn budget_section(r: &mut String, budgets: &[Budget]) {
             }),
         ),
         (
-            format!("liveness probes toward the Worker, at --probe-interval {BUDGET_PROBE_INTERVAL_S} s"),
+            format!("liveness probes of the 2 hot Worker routes (DC2, DC2m), at --probe-interval {BUDGET_PROBE_INTERVAL_S} s"),
             Box::new(move |b| (Some(b.worker_probes as f64), Some(per_h(b.worker_probes, b)), None)),
         ),
         (
@@ -721,8 +770,38 @@ fn budget_section(r: &mut String, budgets: &[Budget]) {
             }),
         ),
         (
+            "probes of the other Worker routes (created by the startup probes, no client uses \
+             them; Down here, since the bench maps their DCs to a closed loopback port), as \
+             measured (cooldown schedule, not scaled)"
+                .into(),
+            Box::new(move |b| (Some(b.other_probes as f64), Some(per_h(b.other_probes, b)), None)),
+        ),
+        (
+            format!(
+                "those routes at steady state while Down: one probe per --cooldown-max \
+                 {DEFAULT_COOLDOWN_MAX_S} s each (count = routes)"
+            ),
+            Box::new(move |b| {
+                let d = b.other_routes as f64 * 86_400.0 / DEFAULT_COOLDOWN_MAX_S as f64;
+                (Some(b.other_routes as f64), Some(d / 24.0), Some(d))
+            }),
+        ),
+        (
+            format!(
+                "those routes if their DCs were reachable (Up): one liveness probe per \
+                 {DEFAULT_PROBE_INTERVAL_S} s each (count = routes)"
+            ),
+            Box::new(move |b| {
+                let d = b.other_routes as f64 * 86_400.0 / DEFAULT_PROBE_INTERVAL_S as f64;
+                (Some(b.other_routes as f64), Some(d / 24.0), Some(d))
+            }),
+        ),
+        (
             "Worker requests not explained by those log lines".into(),
-            Box::new(|b| (Some(b.requests as f64 - b.pool_fills as f64 - b.worker_probes as f64), None, None)),
+            Box::new(|b| {
+                let explained = b.pool_fills + b.worker_probes + b.other_probes;
+                (Some(b.requests as f64 - explained as f64), None, None)
+            }),
         ),
         (
             "pool sweeps that found every entry dead (\"network change\")".into(),
@@ -742,6 +821,9 @@ fn budget_section(r: &mut String, budgets: &[Budget]) {
     for b in budgets {
         let h = hours(b);
         let per_day = (b.pool_fills as f64 / h + b.worker_probes as f64 / h * scale) * 24.0;
+        let others_down = b.other_routes as f64 * 86_400.0 / DEFAULT_COOLDOWN_MAX_S as f64;
+        let others_up = b.other_routes as f64 * 86_400.0 / DEFAULT_PROBE_INTERVAL_S as f64;
+        let worst = per_day + others_up;
         let dc = if b.dc_holds_idle {
             "DC keeps idle connections"
         } else {
@@ -749,10 +831,14 @@ fn budget_section(r: &mut String, budgets: &[Budget]) {
         };
         let _ = writeln!(
             r,
-            "- {dc}: **{per_day:.0} Worker requests/day** from probes + pool at default settings, \
-             two routes kept hot all day (target ≤ {WORKER_PER_DAY:.0}: {}); {} client sessions \
-             and {} ws recovery probes in the window.",
-            verdict(per_day <= WORKER_PER_DAY),
+            "- {dc}: **{per_day:.0} Worker requests/day** from probes + pool of the two routes \
+             kept hot all day, at default settings; with the {} other Worker routes the startup \
+             probes created: {:.0}/day while they are Down (as here), **{worst:.0}/day** if their \
+             DCs are reachable (target ≤ {WORKER_PER_DAY:.0}, judged on the latter: {}); {} \
+             client sessions and {} ws recovery probes in the window.",
+            b.other_routes,
+            per_day + others_down,
+            verdict(worst <= WORKER_PER_DAY),
             b.sessions,
             b.ws_probes
         );

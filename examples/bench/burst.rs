@@ -8,9 +8,10 @@
 //! ladder also has a raw-TCP tier whose built-in table points at Telegram's real addresses, and
 //! the bench never leaves 127.0.0.1. A reference run adds `--handshake-pace 0` (`--burst-ref`).
 //! The front either answers at once or holds each WS upgrade answer `--burst-front-ms` after
-//! TLS: an instant front lets two warm pooled upstreams (their refills are not paced) absorb
-//! the whole burst, so the pacing only shows once an upstream takes longer than
-//! pool size / rate to get ready, as any real front does.
+//! TLS, a stand-in for a front that is not 0 ms away: how long an upstream takes to get ready
+//! decides how much of a burst the warm pool can absorb and what a client's own dial costs.
+//! Every DC is first mapped to the closed port 127.0.0.1:9 ([`ProxyProc`]), so the default
+//! startup probes stay on loopback too.
 //!
 //! The clients are one non-blocking mio loop in this thread: session `i` starts its TCP connect
 //! at `t0 + i / rate` (by the clock; how late the loop started each one is reported), sends the
@@ -697,9 +698,12 @@ pub fn report(r: &mut String, runs: &[Run]) {
         r,
         "Target: all served, setup p99 ≤ {TARGET_P99_MS} ms, default flags. Setup = from the client's \
          TCP connect call to its decoded `resPQ`, over served sessions (nearest rank). Proxy flags \
-         besides the seams (`--dc-ip 2:<fake front> --tier-order ws --ca-file tests/data/ca.pem \
+         besides the seams (`--dc-ip`/`--tcp-dc-ip` mapping DCs 1-5 and 203 to the closed port \
+         127.0.0.1:9, then `--dc-ip 2:<fake front> --tier-order ws --ca-file tests/data/ca.pem \
          --host 127.0.0.1 --port 0 --stats-interval 0`) are the defaults: connect budget 3 s, hedge \
-         delay 250 ms, handshake pace 20 ms, pool size 2. \"front +N ms\": the fake front holds \
+         delay 250 ms, handshake pace 20 ms with a burst of 8 (`--handshake-burst`) and at most \
+         50 ms of pacing wait for a client (`--pace-max-wait`), demand-sized pools capped at 4 \
+         (`--pool-size`), startup probes on. \"front +N ms\": the fake front holds \
          each WS upgrade answer N ms after TLS, so every upstream takes that much longer to be \
          ready (a stand-in for a front that is not zero milliseconds away).\n"
     );
