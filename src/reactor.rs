@@ -166,7 +166,7 @@ impl Reactor {
         let listen = listener.local_addr()?;
         let capacity = cfg.max_connections.min(token::MAX_SLOT);
         let clock = Instant::now();
-        let now = 0;
+        let now = 1;
         let mut dns = Resolver::new(ResolverConfig {
             hosts_path: cfg.hosts_file.clone(),
             resolv_path: cfg.resolv_conf.clone(),
@@ -232,7 +232,8 @@ impl Reactor {
                 }
                 return Err(e);
             }
-            self.now = self.clock.elapsed().as_millis() as u64;
+            // +1: time 0 is "never" to the ladder (a route's last state change).
+            self.now = self.clock.elapsed().as_millis() as u64 + 1;
             self.dispatch();
             if self.accept == Accept::Pending {
                 self.accept_batch();

@@ -160,6 +160,7 @@ impl Connecting {
                             route,
                             a.dial,
                             (a.started, deadline),
+                            ctx.now,
                         );
                     }
                 }

@@ -8,9 +8,11 @@
 //! * Each address earns one handshake every `pace_ms` and may save up `burst` of them, so a
 //!   burst of `burst` handshakes starts at once and later ones are spaced `pace_ms` apart.
 //! * **Clients** always get a start time at most `max_wait_ms` away: when the bucket is empty
-//!   they go into debt (bounded by `max_wait_ms`), so under a sustained overload pacing degrades
-//!   to "at most `max_wait_ms` later", never to a queue. Debt left by a client that went away
-//!   decays on its own within `max_wait_ms`: nothing is reserved, nothing can leak.
+//!   they go into debt and wait for their handshake's turn, but a client whose turn is further
+//!   away than `max_wait_ms` starts at once (waiting would space nothing out under a sustained
+//!   overload, only delay it) — pacing degrades to "at most `max_wait_ms` later", never to a
+//!   queue. Debt left by a client that went away decays on its own within `max_wait_ms`:
+//!   nothing is reserved, nothing can leak.
 //! * **Background work** (probes, pool fills) starts only while at least half the burst is
 //!   saved for clients, and is otherwise told when to try again.
 
@@ -96,9 +98,15 @@ impl Pacer {
             return now;
         }
         let b = self.bucket(addr, now);
-        // Debt is bounded so that no client is ever told to wait more than `max_wait_ms`.
-        b.credit = (b.credit - pace_ms as i64).max(-(max_wait_ms as i64));
-        now + (-b.credit).max(0) as u64
+        let after = b.credit - pace_ms as i64;
+        let wait = (-after).max(0) as u64;
+        if wait > max_wait_ms {
+            // Overloaded past the bound: waiting would space nothing out, only delay this
+            // client. It starts now and leaves the bucket as it was.
+            return now;
+        }
+        b.credit = after;
+        now + wait
     }
 
     /// Whether background work may start a handshake toward `addr` now: `Ok(())` (and the
@@ -172,6 +180,17 @@ mod tests {
         }
         assert!(worst <= 50, "worst wait {worst} ms");
         assert_eq!(worst, 50, "the bound is reached under overload");
+    }
+
+    #[test]
+    fn under_overload_a_client_past_the_bound_starts_at_once() {
+        // Regression (review): with the debt pinned at the bound, every client of a sustained
+        // burst waited the whole bound, which spaced nothing out.
+        let mut p = pacer(20, 2, 50);
+        let waits: Vec<u64> = (0..100u64).map(|i| p.client(a(), i) - i).collect();
+        let waited = waits.iter().filter(|&&w| w > 0).count();
+        assert!(waited < 20, "{waited} of 100 waited: {waits:?}");
+        assert!(waits.iter().all(|&w| w <= 50));
     }
 
     #[test]

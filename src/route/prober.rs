@@ -135,6 +135,7 @@ impl Prober {
         route: RouteId,
         dial: Dial,
         (started, deadline): (u64, u64),
+        now: u64,
     ) {
         if !ladder.adopt(route) {
             return;
@@ -147,8 +148,9 @@ impl Prober {
             let obs = Observation::NotStarted {
                 route,
                 probe: false,
+                failure: None,
             };
-            ladder.observe(obs, started);
+            ladder.observe(obs, now);
         }
     }
 
@@ -278,7 +280,15 @@ impl Shell<'_> {
                 if probe {
                     self.stats.probes[2] += 1;
                 }
-                ladder.observe(Observation::NotStarted { route, probe }, now);
+                let failure = Some(f);
+                ladder.observe(
+                    Observation::NotStarted {
+                        route,
+                        probe,
+                        failure,
+                    },
+                    now,
+                );
             }
         }
     }
@@ -336,6 +346,7 @@ impl Shell<'_> {
                     Observation::NotStarted {
                         route,
                         probe: false,
+                        failure: None,
                     },
                     now,
                 );

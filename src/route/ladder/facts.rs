@@ -147,6 +147,10 @@ pub enum Observation {
         route: RouteId,
         /// It was a probe (else a fill).
         probe: bool,
+        /// Why, when the connect itself failed at once (network unreachable…): a probe that
+        /// cannot start for a route's reason is a failed probe (health and backoff apply);
+        /// `None` or `Failure::Local` only retry later.
+        failure: Option<Failure>,
     },
 }
 

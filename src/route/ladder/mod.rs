@@ -320,7 +320,12 @@ impl<U: Pooled> Ladder<U> {
                 self.throttle(route, failure, retry_after, now);
                 self.fail(route, failure, retry_after, now)
             }
-            Observation::NotStarted { route, probe } => {
+            Observation::NotStarted {
+                route,
+                probe: true,
+                failure: Some(f),
+            } if f != Failure::Local => self.probe_done(route, Err((f, None)), now),
+            Observation::NotStarted { route, probe, .. } => {
                 self.job_ended();
                 if probe {
                     self.slots[route].sched = Sched::Idle;

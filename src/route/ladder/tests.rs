@@ -548,6 +548,7 @@ fn background_work_is_capped_and_retried() {
         Observation::NotStarted {
             route: probes_of(&work)[0],
             probe: true,
+            failure: None,
         },
         far,
     );
@@ -556,4 +557,30 @@ fn background_work_is_capped_and_retried() {
     assert!(probes_of(&drain(&mut l, far)).is_empty());
     assert_eq!(probes_of(&drain(&mut l, far + RETRY_MS)).len(), 1);
     assert_eq!(l.in_flight(), MAX_BACKGROUND);
+}
+
+#[test]
+fn a_probe_that_cannot_connect_at_all_is_a_failed_probe_and_backs_off() {
+    // Review finding: a probe whose connect failed at once (network unreachable) was only
+    // retried every second, never marked the route, and spent the Worker budget each time.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (_, worker, _) = ids(&mut l);
+    fail(&mut l, worker, Failure::Timeout, 0);
+    let State::Down { until } = l.route(worker).health.state() else {
+        panic!()
+    };
+    assert_eq!(probes_of(&drain(&mut l, until)), vec![worker]);
+    let obs = Observation::NotStarted {
+        route: worker,
+        probe: true,
+        failure: Some(Failure::Refused),
+    };
+    l.observe(obs, until);
+    assert_eq!(l.in_flight(), 0);
+    let State::Down { until: next } = l.route(worker).health.state() else {
+        panic!("{:?}", l.route(worker).health.state())
+    };
+    assert!(next > until + 10_000, "the cooldown grew: {until} → {next}");
+    assert_eq!(l.sched(worker), Sched::Due(next));
 }
