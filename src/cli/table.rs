@@ -347,8 +347,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         long: "--pool-size", short: None, aliases: &[], env: &["TG_POOL_SIZE"],
         meta: "N", default: "4", group: Ladder,
         help: "most warm upstreams (TLS + upgrade done) per hot route, 0-16: as many as sessions \
-               started there in the last --pool-max-age, at least 1; Workers at most 1, none \
-               for tcp",
+               started there in the last --pool-max-age, at least 1; 0 = no pools; Workers at \
+               most 1, none for tcp",
         kind: Value(|d, s| parse_in_range(s, 0, 16).map(|n| d.config.pool_size = n as usize)),
     },
     Opt {
