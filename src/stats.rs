@@ -32,7 +32,8 @@ pub struct Stats {
     pub hedges: u64,
     /// Background probes started / succeeded / failed.
     pub probes: [u64; 3],
-    /// Probes skipped because a tier's request budget was spent.
+    /// Probes and pool fills put off because a Worker's request budget was spent (copied from
+    /// the ladder when the line is written; shown as `deferred=N` when not 0).
     pub probes_deferred: u64,
     /// Pool fills started, and sessions that took a warm upstream.
     pub pool_fills: u64,
@@ -84,6 +85,9 @@ impl Stats {
                     self.attempts_cancelled[i]
                 ));
             }
+        }
+        if self.probes_deferred > 0 {
+            s.push_str(&format!(" deferred={}", self.probes_deferred));
         }
         for r in CloseReason::ALL {
             let n = self.closed[r.index()];

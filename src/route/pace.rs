@@ -59,11 +59,6 @@ impl Pacer {
         }
     }
 
-    /// The policy in force.
-    pub fn policy(&self) -> PacePolicy {
-        self.policy
-    }
-
     fn cap(&self) -> i64 {
         (self.policy.pace_ms as i64).saturating_mul(i64::from(self.policy.burst))
     }

@@ -239,11 +239,6 @@ impl Table {
             _ => None,
         }
     }
-
-    /// Every DC that has routes so far.
-    pub fn dcs(&self) -> Vec<DcId> {
-        self.by_dc.keys().copied().collect()
-    }
 }
 
 impl Default for Table {

@@ -21,7 +21,6 @@ use pico_args::Arguments;
 use crate::cli::{self, CliError};
 use crate::config::{Config, Tier};
 use crate::dns::{Lookup, Resolver, ResolverConfig};
-use crate::mtproto::dc::DcId;
 use crate::net::dial::DialKind;
 use crate::net::tls;
 use crate::rng::Rng;
@@ -31,7 +30,7 @@ use crate::route::table::Table;
 use crate::token::{self, Role, DNS};
 
 mod report;
-pub use report::{median, render, verdicts, Attempt, Row, Verdict};
+pub use report::{dc_ids, median, render, verdicts, Attempt, Row, Verdict};
 
 /// Placeholder secret handed to `parse_run` (which requires one); never used on the wire.
 const PLACEHOLDER_SECRET: &str = "00000000000000000000000000000001";
@@ -200,15 +199,8 @@ pub fn default_dcs(cfg: &Config) -> Vec<u16> {
 pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
     let mut table = Table::new();
     let mut routes = Vec::new();
-    for &n in dcs {
-        for media in [false, true] {
-            let dc = DcId {
-                dc: n,
-                media,
-                test: false,
-            };
-            routes.extend(table.routes_for(dc, cfg, cfg.listen));
-        }
+    for dc in dc_ids(dcs) {
+        routes.extend(table.routes_for(dc, cfg, cfg.listen));
     }
     let hosts: BTreeSet<String> = routes
         .iter()
@@ -312,14 +304,7 @@ fn resolve_all(
             return Ok(out);
         }
         let wake = dns.next_deadline().map_or(deadline, |d| d.min(deadline));
-        match poll.poll(
-            &mut events,
-            Some(Duration::from_millis(wake.saturating_sub(now))),
-        ) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
+        poll_until(&mut poll, &mut events, now, wake)?;
         let now = now_ms();
         if events.iter().any(|ev| ev.token() == DNS) {
             dns.on_readable(now);
@@ -412,14 +397,7 @@ fn run_round(
             (Some(d), false) => d.min(next_start),
             (None, false) => next_start,
         };
-        match poll.poll(
-            &mut events,
-            Some(Duration::from_millis(wake.saturating_sub(now))),
-        ) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
+        poll_until(poll, &mut events, now, wake)?;
         let now = now_ms();
         for ev in events.iter() {
             let Some((slot, generation, Role::Probe)) = token::decode(ev.token()) else {
@@ -466,9 +444,25 @@ fn record(row: &mut Row, outcome: ProbeOutcome, elapsed: u64, timeout: u64) {
     row.attempts.push(a);
 }
 
+/// Polls until an event or `wake` (ms on the caller's clock, `now` being now). An interrupted
+/// poll returns no events (the caller's loop goes round again).
+///
+/// Errors: the poll failed.
+fn poll_until(poll: &mut Poll, events: &mut Events, now: u64, wake: u64) -> io::Result<()> {
+    let timeout = Duration::from_millis(wake.saturating_sub(now));
+    match poll.poll(events, Some(timeout)) {
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+            events.clear();
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mtproto::dc::DcId;
 
     fn args(s: &str) -> Arguments {
         Arguments::from_vec(s.split_whitespace().map(Into::into).collect())

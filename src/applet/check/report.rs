@@ -166,36 +166,44 @@ pub struct Verdict {
     pub line: String,
 }
 
+/// The production DCs `dcs` × {non-media, media}, in that order: what `check` covers.
+pub fn dc_ids(dcs: &[u16]) -> impl Iterator<Item = DcId> + '_ {
+    dcs.iter().flat_map(|&dc| {
+        [false, true].map(|media| DcId {
+            dc,
+            media,
+            test: false,
+        })
+    })
+}
+
 /// One verdict per DC in `dcs` × {non-media, media}.
 pub fn verdicts(rows: &[Row], dcs: &[u16]) -> Vec<Verdict> {
     let mut out = Vec::new();
-    for &n in dcs {
-        for media in [false, true] {
-            let dc = DcId {
-                dc: n,
-                media,
-                test: false,
-            };
-            let mine: Vec<&Row> = rows.iter().filter(|r| r.dc == dc).collect();
-            let mut tiers: Vec<&str> = mine
-                .iter()
-                .filter(|r| r.works())
-                .map(|r| r.tier.name())
-                .collect();
-            tiers.dedup();
-            let (ok, text) = if mine.is_empty() {
-                (false, "FAILED: no route configured (no --dc-ip / --tcp-dc-ip, not in the built-in table)".to_string())
-            } else if tiers.is_empty() {
-                (false, "FAILED: no working route".to_string())
-            } else {
-                (true, format!("ok via {}", tiers.join(", ")))
-            };
-            out.push(Verdict {
-                dc,
-                ok,
-                line: format!("{:<5} {text}", dc.label()),
-            });
-        }
+    for dc in dc_ids(dcs) {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.dc == dc).collect();
+        let mut tiers: Vec<&str> = mine
+            .iter()
+            .filter(|r| r.works())
+            .map(|r| r.tier.name())
+            .collect();
+        tiers.dedup();
+        let (ok, text) = if mine.is_empty() {
+            (
+                false,
+                "FAILED: no route configured (no --dc-ip / --tcp-dc-ip, not in the built-in table)"
+                    .to_string(),
+            )
+        } else if tiers.is_empty() {
+            (false, "FAILED: no working route".to_string())
+        } else {
+            (true, format!("ok via {}", tiers.join(", ")))
+        };
+        out.push(Verdict {
+            dc,
+            ok,
+            line: format!("{:<5} {text}", dc.label()),
+        });
     }
     out
 }

@@ -215,11 +215,12 @@ pub(super) fn fmt_duration(d: Duration) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::mtproto::obfs2::Tag;
 
-    fn attempt(outcome: Outcome, ms: u64) -> Attempt {
+    /// An attempt with `outcome` after `ms`, no bytes (shared with the applet's tests).
+    pub(in crate::applet::probe) fn attempt(outcome: Outcome, ms: u64) -> Attempt {
         Attempt {
             outcome,
             ms,

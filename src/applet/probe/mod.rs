@@ -309,17 +309,8 @@ fn attempt_line(n: usize, since_start: Duration, a: &Attempt) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::attempt::tests::attempt;
     use super::*;
-
-    fn attempt(outcome: Outcome, ms: u64) -> Attempt {
-        Attempt {
-            outcome,
-            ms,
-            bytes_up: 0,
-            bytes_down: 0,
-            detail: String::new(),
-        }
-    }
 
     fn args(v: &[&str]) -> pico_args::Arguments {
         pico_args::Arguments::from_vec(v.iter().map(Into::into).collect())

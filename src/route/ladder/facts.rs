@@ -154,13 +154,12 @@ pub enum Observation {
     },
 }
 
-/// Counters the stats line shows.
+/// Counts of the ladder's own decisions since start.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Counters {
-    /// Probes and fills put off because a Worker's request budget was spent.
+    /// Probes and fills put off because a Worker's request budget was spent (the stats line's
+    /// deferred count).
     pub deferred: u64,
-    /// Client attempts counted as cancelled.
+    /// Client attempts the ladder counted as cancelled rather than failed.
     pub cancelled: u64,
-    /// Pool fills handed out.
-    pub fills: u64,
 }

@@ -133,11 +133,6 @@ impl<U: Pooled> Ladder<U> {
         &self.table.routes[id]
     }
 
-    /// Every route, by id.
-    pub fn routes(&self) -> &[Route] {
-        &self.table.routes
-    }
-
     /// The probe schedule of `id`.
     pub fn sched(&self, id: RouteId) -> Sched {
         self.slots[id].sched

@@ -246,7 +246,6 @@ impl<U: Pooled> Ladder<U> {
                 if let Refill::OnSessionStart(n) = &mut slot.refill {
                     *n = n.saturating_sub(1);
                 }
-                self.counters.fills += 1;
                 let timeout = self.cfg.attempt_timeout(self.table.routes[route].tier);
                 Some(Work::Fill {
                     route,
