@@ -40,6 +40,18 @@ fn proxy(args: &[String]) -> Proxy {
     Proxy::start(&refs)
 }
 
+/// A proxy whose only tier is ws toward `front` (DC 2), with `extra` flags after.
+fn ws_proxy(front: &FakeDc, extra: &[&str]) -> Proxy {
+    let mut args = vec![
+        s("--dc-ip"),
+        format!("2:{}", front.addr()),
+        s("--tier-order"),
+        s("ws"),
+    ];
+    args.extend(extra.iter().map(|a| s(a)));
+    proxy(&args)
+}
+
 fn opts(p: &Proxy, timeout: Duration) -> ClientOptions {
     ClientOptions {
         timeout,
@@ -109,14 +121,7 @@ fn pacing_never_closes_a_burst_of_clients() {
         delay: Duration::from_millis(200),
         ..DcConfig::default()
     });
-    let p = proxy(&[
-        s("--dc-ip"),
-        format!("2:{}", dc.addr()),
-        s("--tier-order"),
-        s("ws"),
-        s("--connect-budget"),
-        s("1"),
-    ]);
+    let p = ws_proxy(&dc, &["--connect-budget", "1"]);
     let attempts = probe_burst(&p, CLIENTS, WAIT);
     let bad = failures(&attempts);
     assert!(
@@ -149,14 +154,7 @@ fn pace_slots_leak_after_a_burst() {
         delay: Duration::from_secs(3),
         ..DcConfig::default()
     });
-    let p = proxy(&[
-        s("--dc-ip"),
-        format!("2:{}", dc.addr()),
-        s("--tier-order"),
-        s("ws"),
-        s("--stats-interval"),
-        s("0.2"),
-    ]);
+    let p = ws_proxy(&dc, &["--stats-interval", "0.2"]);
     let o = opts(&p, WAIT);
     let mut rng = os_rng();
     let req = packet::req_pq_multi(&[7; 16], packet::msg_id(1));
@@ -417,19 +415,18 @@ fn a_pool_refill_does_not_prove_a_route() {
         fault: Fault::SilentAfterUpgrade,
         delay: Duration::from_millis(300),
     });
-    let p = proxy(&[
-        s("-v"),
-        s("--dc-ip"),
-        format!("2:{}", dc.addr()),
-        s("--tier-order"),
-        s("ws"),
-        s("--pool-size"),
-        s("1"),
-        s("--connect-budget"),
-        s("1"),
-        s("--stats-interval"),
-        s("0.2"),
-    ]);
+    let p = ws_proxy(
+        &dc,
+        &[
+            "-v",
+            "--pool-size",
+            "1",
+            "--connect-budget",
+            "1",
+            "--stats-interval",
+            "0.2",
+        ],
+    );
 
     // 1. A client's dial finished in the background: the client sends its init and leaves
     // while the front holds the upgrade; the proxy keeps the dial as a fill, which reaches the
