@@ -49,10 +49,23 @@ pub const STARTUP_DCS: [u16; 5] = [1, 2, 3, 4, 5];
 pub enum Sched {
     /// Nothing scheduled (a route no client has used and no failure has touched).
     Idle,
-    /// A probe is due at this time (ms).
+    /// A probe is due at this time (ms); recent real traffic on the route postpones it.
     Due(u64),
+    /// A session cast doubt on the route (it asked and got nothing): a probe is due at this
+    /// time (ms) whatever traffic the route carried lately.
+    Doubt(u64),
     /// A probe is running; its result schedules the next one.
     Running,
+}
+
+impl Sched {
+    /// When the next probe is due, if one is scheduled and not running.
+    pub fn at(self) -> Option<u64> {
+        match self {
+            Sched::Due(at) | Sched::Doubt(at) => Some(at),
+            Sched::Idle | Sched::Running => None,
+        }
+    }
 }
 
 /// How a route's pool is refilled.
@@ -402,7 +415,7 @@ impl<U: Pooled> Ladder<U> {
         let mut next = self.sweep_at;
         let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
         for s in &self.slots {
-            if let Sched::Due(at) = s.sched {
+            if let Some(at) = s.sched.at() {
                 consider(at);
             }
             if s.fill_retry_at > 0 {
@@ -424,7 +437,7 @@ impl<U: Pooled> Ladder<U> {
             return Some(Work::Sweep);
         }
         for id in 0..self.slots.len() {
-            if let Sched::Due(at) = self.slots[id].sched {
+            if let Some(at) = self.slots[id].sched.at() {
                 if at <= now {
                     if let Some(w) = self.probe_due(id, now, resolve) {
                         return Some(w);

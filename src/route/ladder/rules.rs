@@ -103,8 +103,11 @@ impl<U: Pooled> Ladder<U> {
             return None;
         }
         // A client that asked and got nothing, whoever hung up, casts doubt on the route (a
-        // Worker answers 101 before it reaches Telegram): the prober looks at it now.
-        self.due_at_most(route, now);
+        // Worker answers 101 before it reaches Telegram): the prober looks at it now, even if
+        // the route carried traffic a moment ago.
+        if self.slots[route].sched != Sched::Running {
+            self.slots[route].sched = Sched::Doubt(now);
+        }
         // Only a prompt upstream hang-up counts against the route: an idle client cut by the
         // front, or one whose garbage made the DC close, says nothing about it.
         let prompt = now.saturating_sub(end.connected_at) <= ms(self.cfg.probe_timeout);
@@ -160,8 +163,9 @@ impl<U: Pooled> Ladder<U> {
     pub(super) fn due_at_most(&mut self, route: RouteId, at: u64) {
         match self.slots[route].sched {
             Sched::Running => {}
-            Sched::Due(t) if t <= at => {}
-            _ => self.slots[route].sched = Sched::Due(at),
+            Sched::Due(t) | Sched::Doubt(t) if t <= at => {}
+            Sched::Doubt(_) => self.slots[route].sched = Sched::Doubt(at),
+            Sched::Idle | Sched::Due(_) => self.slots[route].sched = Sched::Due(at),
         }
     }
 
@@ -183,13 +187,17 @@ impl<U: Pooled> Ladder<U> {
         resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
     ) -> Option<Work> {
         let interval = ms(self.cfg.probe_interval);
+        let doubt = matches!(self.slots[route].sched, Sched::Doubt(_));
         let r = &self.table.routes[route];
         match r.health.usable(now) {
             Use::Cooling { until } => {
+                // The recovery probe at the cooldown's end answers any doubt as well.
                 self.slots[route].sched = Sched::Due(until);
                 return None;
             }
-            Use::Preferred | Use::Degraded if now.saturating_sub(r.last_ok) < interval => {
+            Use::Preferred | Use::Degraded
+                if !doubt && now.saturating_sub(r.last_ok) < interval =>
+            {
                 // Real traffic proved it recently: look again one interval after that.
                 let at = r.last_ok + self.rng.jitter(interval, 20);
                 self.slots[route].sched = Sched::Due(at.max(now + 1));
@@ -208,7 +216,11 @@ impl<U: Pooled> Ladder<U> {
                 })
             }
             Err(retry_at) => {
-                self.slots[route].sched = Sched::Due(retry_at);
+                self.slots[route].sched = if doubt {
+                    Sched::Doubt(retry_at)
+                } else {
+                    Sched::Due(retry_at)
+                };
                 None
             }
         }

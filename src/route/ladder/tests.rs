@@ -193,7 +193,7 @@ fn total_outage_through_a_warm_pool_pooled_sessions_teach_their_route() {
     };
     l.observe(Observation::SessionEnded { route: ws, end }, 120);
     assert_eq!(l.route(ws).health.state(), State::Suspect);
-    assert_eq!(l.sched(ws), Sched::Due(120), "and a probe looks at it now");
+    assert_eq!(l.sched(ws), Sched::Doubt(120), "and a probe looks at it now");
     l.observe(Observation::SessionEnded { route: ws, end }, 130);
     assert!(matches!(l.route(ws).health.state(), State::Down { .. }));
     assert_eq!(plan(&mut l, 140)[0], worker, "new sessions move on");
@@ -480,7 +480,7 @@ fn a_prompt_close_by_a_client_that_got_bytes_is_not_a_route_failure() {
     assert!(is_up(&l, ws));
     // The client that asked and got nothing still makes the prober look now.
     assert_ne!(l.sched(ws), sched);
-    assert_eq!(l.sched(ws), Sched::Due(20));
+    assert_eq!(l.sched(ws), Sched::Doubt(20));
     // An upstream hang-up long after the start is an idle close, not a failure.
     let end = SessionEnd {
         connected_at: 10,
@@ -583,4 +583,37 @@ fn a_probe_that_cannot_connect_at_all_is_a_failed_probe_and_backs_off() {
     };
     assert!(next > until + 10_000, "the cooldown grew: {until} → {next}");
     assert_eq!(l.sched(worker), Sched::Due(next));
+}
+
+#[test]
+fn asked_and_got_nothing_probes_a_route_that_carried_traffic_a_moment_ago() {
+    // Review finding: the probe a doubtful session asked for was postponed by the
+    // recent-traffic shortcut (the route had just been proven), so a Worker answering 101 but
+    // no longer reaching Telegram kept getting sessions for up to --probe-interval.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (_, worker, _) = ids(&mut l);
+    first_byte(&mut l, worker, 0, 1_000);
+    let end = SessionEnd {
+        connected_at: 1_500,
+        bytes_up: 72,
+        bytes_down: 0,
+        by_upstream: false,
+    };
+    l.observe(Observation::SessionEnded { route: worker, end }, 2_000);
+    assert_eq!(probes_of(&drain(&mut l, 2_000)), vec![worker]);
+    // A plain liveness schedule is still postponed by recent traffic.
+    l.observe(
+        Observation::ProbeDone {
+            route: worker,
+            result: Ok(30),
+        },
+        2_050,
+    );
+    first_byte(&mut l, worker, 2_100, 2_200);
+    let interval = c.probe_interval.as_millis() as u64;
+    let Some(at) = l.sched(worker).at() else {
+        panic!("{:?}", l.sched(worker))
+    };
+    assert!(at > 2_050 + interval / 2, "liveness is sparse: {at}");
 }
