@@ -145,25 +145,7 @@ impl Connecting {
                 Slot::Paced { timer, .. } => {
                     ctx.wheel.cancel(timer);
                 }
-                Slot::Dialing(a) => {
-                    ctx.wheel.cancel(a.timer);
-                    let route = self.plan.cands[a.cand].route;
-                    let tier = ctx.ladder.route(route).tier;
-                    ctx.stats.attempts_cancelled[tier.index()] += 1;
-                    ctx.ladder
-                        .observe(Observation::AttemptCancelled { route }, ctx.now);
-                    if tier != Tier::Tcp {
-                        let deadline = a.started + attempt_timeout(tier, ctx);
-                        ctx.prober.take_loser(
-                            ctx.ladder,
-                            ctx.registry,
-                            route,
-                            a.dial,
-                            (a.started, deadline),
-                            ctx.now,
-                        );
-                    }
-                }
+                Slot::Dialing(a) => abandon(self.plan.cands[a.cand].route, a, ctx),
             }
         }
         for t in [self.hedge_timer.take(), self.budget_timer.take()]
@@ -343,13 +325,13 @@ impl Conn {
                 c.budget_timer = None;
                 for i in 0..2 {
                     if let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) {
-                        ctx.wheel.cancel(a.timer);
-                        let route = c.plan.cands[a.cand].route;
-                        let obs = Observation::AttemptCutByBudget {
-                            route,
-                            started: a.started,
-                        };
-                        ctx.ladder.observe(obs, ctx.now);
+                        if ctx.ladder.budget_cut_is_evidence(a.started, ctx.now) {
+                            ctx.wheel.cancel(a.timer);
+                            let why = "connect budget spent";
+                            attempt_failed(c, &a, Failure::Timeout, None, why, &peer, ctx);
+                        } else {
+                            abandon(c.plan.cands[a.cand].route, a, ctx);
+                        }
                     }
                 }
                 ctx.warn_client(
@@ -419,6 +401,22 @@ enum Start {
     Dialled(u64),
     /// Taken warm from the pool.
     Pooled(u64),
+}
+
+/// Gives up attempt `a` of `route` without blaming the route: counted cancelled, and a
+/// WebSocket dial finishes in the background as a fill, so its outcome still teaches the ladder.
+fn abandon(route: RouteId, a: Attempt, ctx: &mut Ctx<'_>) {
+    ctx.wheel.cancel(a.timer);
+    let tier = ctx.ladder.route(route).tier;
+    ctx.stats.attempts_cancelled[tier.index()] += 1;
+    ctx.ladder
+        .observe(Observation::AttemptCancelled { route }, ctx.now);
+    if tier != Tier::Tcp {
+        let deadline = a.started + attempt_timeout(tier, ctx);
+        let times = (a.started, deadline);
+        ctx.prober
+            .take_loser(ctx.ladder, ctx.registry, route, a.dial, times, ctx.now);
+    }
 }
 
 /// Bound on one dial of a route of `tier`, ms.

@@ -95,15 +95,6 @@ pub enum Observation {
         /// The route.
         route: RouteId,
     },
-    /// The connect budget ran out while a dial of `route` begun at `started` was still running.
-    /// One that ran longer than the hedge delay is evidence (a black hole slower than the
-    /// budget must still go Down); a younger one was only racing and counts as cancelled.
-    AttemptCutByBudget {
-        /// The route.
-        route: RouteId,
-        /// When the dial began (ms).
-        started: u64,
-    },
     /// A session started relaying over `route` (a fresh dial or a pooled upstream).
     SessionStarted {
         /// The route.

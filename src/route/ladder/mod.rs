@@ -268,6 +268,14 @@ impl<U: Pooled> Ladder<U> {
         health.hedge_delay(ms(self.cfg.hedge_delay), HEDGE_FLOOR_MS)
     }
 
+    /// Whether a client's dial begun at `started` and still running when its connect budget
+    /// ran out at `now` is evidence against its route (report it as a timeout): one that ran
+    /// longer than the hedge delay is (a black hole slower than the budget must still go Down);
+    /// a younger one was only racing (report it cancelled).
+    pub fn budget_cut_is_evidence(&self, started: u64, now: u64) -> bool {
+        now.saturating_sub(started) >= ms(self.cfg.hedge_delay)
+    }
+
     /// Learns from `obs` at `now`. Returns the route's state change, if any (already logged).
     pub fn observe(&mut self, obs: Observation, now: u64) -> Option<Change> {
         match obs {
@@ -279,14 +287,6 @@ impl<U: Pooled> Ladder<U> {
             Observation::AttemptCancelled { .. } => {
                 self.counters.cancelled += 1;
                 None
-            }
-            Observation::AttemptCutByBudget { route, started } => {
-                if now.saturating_sub(started) >= ms(self.cfg.hedge_delay) {
-                    self.fail(route, Failure::Timeout, None, now)
-                } else {
-                    self.counters.cancelled += 1;
-                    None
-                }
             }
             Observation::SessionStarted { route } => {
                 self.table.routes[route].sessions += 1;

@@ -193,7 +193,11 @@ fn total_outage_through_a_warm_pool_pooled_sessions_teach_their_route() {
     };
     l.observe(Observation::SessionEnded { route: ws, end }, 120);
     assert_eq!(l.route(ws).health.state(), State::Suspect);
-    assert_eq!(l.sched(ws), Sched::Doubt(120), "and a probe looks at it now");
+    assert_eq!(
+        l.sched(ws),
+        Sched::Doubt(120),
+        "and a probe looks at it now"
+    );
     l.observe(Observation::SessionEnded { route: ws, end }, 130);
     assert!(matches!(l.route(ws).health.state(), State::Down { .. }));
     assert_eq!(plan(&mut l, 140)[0], worker, "new sessions move on");
@@ -272,19 +276,11 @@ fn a_cancelled_loser_is_counted_cancelled_not_failed() {
     }
     assert_eq!(l.counters.cancelled, 10);
     assert_eq!(l.route(ws).health.state(), State::Unknown);
-    // Cut by the budget before a hedge delay: still only racing.
-    let cut = Observation::AttemptCutByBudget {
-        route: ws,
-        started: 2_900,
-    };
-    assert!(l.observe(cut, 3_000).is_none());
-    assert_eq!(l.counters.cancelled, 11);
+    // Cut by the budget before a hedge delay: still only racing (reported cancelled).
+    assert!(!l.budget_cut_is_evidence(2_900, 3_000));
     // Cut after running longer than the hedge delay: evidence against the route.
-    let cut = Observation::AttemptCutByBudget {
-        route: ws,
-        started: 0,
-    };
-    let ch = l.observe(cut, 3_000).unwrap();
+    assert!(l.budget_cut_is_evidence(0, 3_000));
+    let ch = fail(&mut l, ws, Failure::Timeout, 3_000).unwrap();
     assert!(matches!(ch.to, State::Down { .. }));
 }
 
