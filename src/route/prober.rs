@@ -34,10 +34,20 @@ impl Pooled for Upstream {
     }
 }
 
+/// Where a job came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Work the ladder handed out (a probe or a fill, on the background budget).
+    Work,
+    /// A client's dial adopted after it lost its race (or its client left).
+    Loser,
+}
+
 /// One running job.
 struct Job {
     probe: Probe,
     deadline: u64,
+    origin: Origin,
 }
 
 /// A job that ended: its route, how far it was meant to go, when it began, what came of it.
@@ -46,6 +56,8 @@ pub struct Finished {
     pub route: RouteId,
     /// Probe to `resPQ`, or fill to the upgrade.
     pub goal: Goal,
+    /// Handed out by the ladder, or a client's adopted dial.
+    pub origin: Origin,
     /// When its dial began (ms).
     pub started: u64,
     /// The outcome (a deadline is reported as its timeout failure).
@@ -100,7 +112,11 @@ impl Prober {
         let entry = self.slab.vacant_entry();
         let token = token::encode(entry.key(), id, Role::Probe);
         let probe = Probe::start(route, id, dc, spec, goal, registry, token, now)?;
-        entry.insert(Job { probe, deadline });
+        entry.insert(Job {
+            probe,
+            deadline,
+            origin: Origin::Work,
+        });
         Ok(())
     }
 
@@ -121,7 +137,11 @@ impl Prober {
         let entry = self.slab.vacant_entry();
         dial.retoken(registry, token::encode(entry.key(), id, Role::Probe))?;
         let probe = Probe::adopt(route, id, dc, dial, started);
-        entry.insert(Job { probe, deadline });
+        entry.insert(Job {
+            probe,
+            deadline,
+            origin: Origin::Loser,
+        });
         Ok(())
     }
 
@@ -197,6 +217,7 @@ impl Prober {
         Finished {
             route: job.probe.route,
             goal: job.probe.goal(),
+            origin: job.origin,
             started: job.probe.started,
             outcome,
         }
@@ -322,9 +343,19 @@ impl Shell<'_> {
                     now,
                 );
             }
-            (_, ProbeOutcome::Filled(mut up, _)) => {
+            (Goal::Upgrade, ProbeOutcome::Filled(mut up, _)) => {
                 let _ = self.registry.deregister(up.sock());
                 ladder.fill_ready(route, up, f.started, now);
+            }
+            // A probe never stops at the upgrade: drop it, retry later.
+            (Goal::ResPq, ProbeOutcome::Filled(mut up, _)) => {
+                up.shutdown();
+                let obs = Observation::NotStarted {
+                    route,
+                    probe: true,
+                    failure: None,
+                };
+                ladder.observe(obs, now);
             }
             (Goal::Upgrade, ProbeOutcome::Failed(failure, retry_after, detail)) => {
                 debug!(
@@ -336,6 +367,7 @@ impl Shell<'_> {
                         route,
                         failure,
                         retry_after,
+                        client_dial: f.origin == Origin::Loser,
                     },
                     now,
                 );

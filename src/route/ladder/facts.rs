@@ -131,6 +131,9 @@ pub enum Observation {
         failure: Failure,
         /// `Retry-After`, seconds.
         retry_after: Option<u32>,
+        /// It was a client's adopted dial, not background work: a 429 on it is health's
+        /// alone and does not block the background budget.
+        client_dial: bool,
     },
     /// Work handed out could not start (no socket, DNS gone, job slots full).
     NotStarted {

@@ -322,10 +322,13 @@ impl<U: Pooled> Ladder<U> {
                 route,
                 failure,
                 retry_after,
+                client_dial,
             } => {
                 self.job_ended();
                 self.slots[route].pool.fill_ended();
-                self.throttle(route, failure, retry_after, now);
+                if !client_dial {
+                    self.throttle(route, failure, retry_after, now);
+                }
                 self.fail(route, failure, retry_after, now)
             }
             Observation::NotStarted {

@@ -312,6 +312,7 @@ fn http_429_backs_off_the_worker_budget_and_honours_retry_after() {
         route: worker,
         failure: Failure::Http(429),
         retry_after: None,
+        client_dial: false,
     };
     let ch = l.observe(fill, 1_000).unwrap();
     assert!(matches!(ch.to, State::Down { .. }));
@@ -326,6 +327,21 @@ fn http_429_backs_off_the_worker_budget_and_honours_retry_after() {
     };
     assert!(l.budgets_left(1_001)[0] > 0);
     assert_eq!(probes_of(&drain(&mut l, until)), vec![worker]);
+    // The same for a client's losing dial that finished in the background with a 429.
+    let mut l = ladder(&c);
+    let (_, worker, _) = ids(&mut l);
+    assert!(l.adopt(worker));
+    let loser = Observation::FillFailed {
+        route: worker,
+        failure: Failure::Http(429),
+        retry_after: None,
+        client_dial: true,
+    };
+    assert!(l.observe(loser, 1_000).is_some());
+    assert!(
+        l.budgets_left(1_001)[0] > 0,
+        "a client's 429 does not block the budget"
+    );
 }
 
 #[test]
