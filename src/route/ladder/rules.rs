@@ -129,8 +129,13 @@ impl<U: Pooled> Ladder<U> {
         match result {
             Ok(rtt) => {
                 let change = self.succeed(route, Some(rtt), "probe", now);
-                let at = now + self.rng.jitter(interval, 20);
-                self.due(route, at);
+                // Liveness probes only for routes clients use: a route proven at start that no
+                // session has taken stays Up without costing a request every interval (a
+                // Worker's quota); its first session puts it back on the schedule.
+                if self.table.routes[route].sessions > 0 {
+                    let at = now + self.rng.jitter(interval, 20);
+                    self.due(route, at);
+                }
                 change
             }
             Err((f, retry_after)) => {

@@ -352,6 +352,7 @@ fn budget_exhaustion_stops_probes_and_fills() {
     let mut l = ladder(&c);
     let worker = l.routes_for(DC2)[0];
     let interval = c.probe_interval.as_millis() as u64;
+    l.observe(Observation::SessionStarted { route: worker }, 5);
     first_byte(&mut l, worker, 0, 10);
     assert_eq!(l.sched(worker), Sched::Due(10 + interval));
     let t = 10 + 2 * interval; // no traffic since: the liveness probe is wanted
@@ -628,4 +629,26 @@ fn asked_and_got_nothing_probes_a_route_that_carried_traffic_a_moment_ago() {
         panic!("{:?}", l.sched(worker))
     };
     assert!(at > 2_050 + interval / 2, "liveness is sparse: {at}");
+}
+
+#[test]
+fn a_route_no_client_uses_gets_no_liveness_probes() {
+    // Review finding: every route the startup probes proved got a liveness probe every
+    // --probe-interval forever, whether a client ever used it or not (Worker requests/day).
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    probe_ok(&mut l, worker, 0);
+    assert_eq!(
+        l.sched(worker),
+        Sched::Idle,
+        "proven, unused: nothing scheduled"
+    );
+    // Once a session used it, the sparse liveness probe comes back.
+    l.observe(Observation::SessionStarted { route: worker }, 10);
+    first_byte(&mut l, worker, 10, 20);
+    assert!(matches!(l.sched(worker), Sched::Due(_)));
+    // A Down route still gets its recovery probe, used or not (else it would never return).
+    fail(&mut l, ws, Failure::Refused, 30);
+    assert!(matches!(l.sched(ws), Sched::Due(_)));
 }
