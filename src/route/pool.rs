@@ -192,21 +192,6 @@ impl<U: Pooled> Pool<U> {
     }
 }
 
-/// Detects a suspend/resume: the boot-time clock (`/proc/uptime`, which counts suspended time)
-/// moved more than the monotonic clock since the last call. Pure arithmetic on the two deltas.
-pub fn suspended(prev_uptime_ms: u64, uptime_ms: u64, prev_mono_ms: u64, mono_ms: u64) -> bool {
-    let up = uptime_ms.saturating_sub(prev_uptime_ms);
-    let mono = mono_ms.saturating_sub(prev_mono_ms);
-    up > mono + 5_000
-}
-
-/// `/proc/uptime` in ms (boot time including suspend), if readable.
-pub fn uptime_ms() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/uptime").ok()?;
-    let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
-    Some((secs * 1000.0) as u64)
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -276,17 +261,5 @@ pub(crate) mod tests {
         let (got, dropped) = p.take(60_000, 50_000);
         assert!(got.is_none());
         assert_eq!(dropped, 2, "the dead one and the stale one");
-    }
-
-    #[test]
-    fn suspend_is_a_boot_clock_jump() {
-        assert!(!suspended(1_000, 11_000, 500, 10_500));
-        assert!(suspended(1_000, 70_000, 500, 10_500));
-        assert!(!suspended(5_000, 1_000, 0, 10)); // clock oddities never panic
-    }
-
-    #[test]
-    fn uptime_is_readable_here() {
-        assert!(uptime_ms().is_some_and(|u| u > 0));
     }
 }

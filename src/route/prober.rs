@@ -2,8 +2,9 @@
 //!
 //! Owns: the slab of running probes and pool fills (each a [`Probe`] with its deadline), their
 //! tokens (`Role::Probe`, slot + id generation, so stale events are dropped), the suspend check
-//! of the pool sweep, and feeding every outcome back to the ladder. Decides nothing: what runs,
-//! when, and what an outcome means are `route::ladder`'s. The reactor drives it the way it drives
+//! of the pool sweep (the one reader of the boot clock, `/proc/uptime`), and feeding every
+//! outcome back to the ladder. Decides nothing: what runs, when, and what an outcome means are
+//! `route::ladder`'s. The reactor drives it the way it drives
 //! the resolver (events, [`Prober::next_deadline`], [`Prober::expire`]); the `check` applet runs
 //! its own rounds over the same [`Prober`].
 
@@ -19,7 +20,7 @@ use crate::mtproto::dc::DcId;
 use crate::net::dial::{Dial, DialSpec, Upstream};
 use crate::rng::Rng;
 use crate::route::ladder::{Ladder, Observation, RouteId, Work};
-use crate::route::pool::{suspended, uptime_ms, Pooled};
+use crate::route::pool::Pooled;
 use crate::route::probe::{Goal, Probe, ProbeOutcome};
 use crate::stats::Stats;
 use crate::token::{self, Role};
@@ -249,6 +250,21 @@ impl SuspendWatch {
     }
 }
 
+/// Detects a suspend/resume: the boot-time clock (`/proc/uptime`, which counts suspended time)
+/// moved more than the monotonic clock since the last call. Pure arithmetic on the two deltas.
+pub fn suspended(prev_uptime_ms: u64, uptime_ms: u64, prev_mono_ms: u64, mono_ms: u64) -> bool {
+    let up = uptime_ms.saturating_sub(prev_uptime_ms);
+    let mono = mono_ms.saturating_sub(prev_mono_ms);
+    up > mono + 5_000
+}
+
+/// `/proc/uptime` in ms (boot time including suspend), if readable.
+pub fn uptime_ms() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some((secs * 1000.0) as u64)
+}
+
 /// What the background shell needs from the reactor for one round.
 pub struct Shell<'a> {
     /// Running jobs.
@@ -384,5 +400,22 @@ impl Shell<'_> {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suspend_is_a_boot_clock_jump() {
+        assert!(!suspended(1_000, 11_000, 500, 10_500));
+        assert!(suspended(1_000, 70_000, 500, 10_500));
+        assert!(!suspended(5_000, 1_000, 0, 10)); // clock oddities never panic
+    }
+
+    #[test]
+    fn uptime_is_readable_here() {
+        assert!(uptime_ms().is_some_and(|u| u > 0));
     }
 }

@@ -2,10 +2,10 @@
 //!
 //! A route is (tier, endpoint, DC) where the DC id carries media and test flags
 //! ([`DcId`] is the one normalisation: test offset removed, sign → media, DC 203 kept as 203;
-//! only `kws` host names map 203 → 2). Owns: route creation on first use of a DC (so only DCs in
-//! use are probed), targets, dial specs, labels and redaction, the self-loop check. Must not
-//! touch: health decisions, schedules, pools, sockets — those are `route::ladder`'s (policy) and
-//! `route::prober`'s (I/O). The tier facts it encodes are in docs/protocol.md §3–§4.
+//! only `kws` host names map 203 → 2). Owns: route creation on first use of a DC (a client's,
+//! or the ladder's startup probes of DCs 1–5), targets, dial specs, labels and redaction, the
+//! self-loop check. Must not touch: health decisions, schedules, pools, sockets — those are
+//! `route::ladder`'s (policy) and `route::prober`'s (I/O). The tier facts it encodes are in docs/protocol.md §3–§4.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
