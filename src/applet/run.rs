@@ -155,7 +155,7 @@ pub fn summary(c: &Config) -> Vec<String> {
             },
         ),
         format!(
-            "ladder: hedge {} budget {} cooldown {}..{} probe every {} (timeout {}) worker budget {}/day",
+            "ladder: hedge {} budget {} cooldown {}..{} probe every {} (timeout {}) worker budget {}/day; pace {} burst {} max wait {}; pool up to {} for {}; startup probes {}",
             fmt_duration(c.hedge_delay),
             fmt_duration(c.connect_budget),
             fmt_duration(Duration::from_millis(c.health.base_ms)),
@@ -163,6 +163,12 @@ pub fn summary(c: &Config) -> Vec<String> {
             fmt_duration(c.probe_interval),
             fmt_duration(c.probe_timeout),
             c.worker_budget,
+            fmt_duration(c.handshake_pace),
+            c.handshake_burst,
+            fmt_duration(c.pace_max_wait),
+            c.pool_size,
+            fmt_duration(c.pool_max_age),
+            if c.startup_probes { "on" } else { "off" },
         ),
     ];
     if !c.worker_domains.is_empty() || !c.cf_domains.is_empty() {

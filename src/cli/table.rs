@@ -307,7 +307,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--cooldown-max", short: None, aliases: &[], env: &["TG_COOLDOWN_MAX"],
         meta: "D", default: "600s", group: Ladder,
-        help: "cooldown cap (at least --cooldown-base)",
+        help: "cap of the doubling before the +-20% jitter (at least --cooldown-base)",
         kind: Value(|d, s| positive_ms(s).map(|v| d.config.health.max_ms = v)),
     },
     Opt {

@@ -16,7 +16,7 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
         "1" | "true" | "yes" | "on" => Ok(true),
         "0" | "false" | "no" | "off" => Ok(false),
         _ => Err(format!(
-            "'{s}' is not a boolean (use 1/true/yes or 0/false/no)"
+            "'{s}' is not a boolean (use 1/true/yes/on or 0/false/no/off)"
         )),
     }
 }
