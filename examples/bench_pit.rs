@@ -787,14 +787,10 @@ fn budget_section(r: &mut String, budgets: &[Budget]) {
             }),
         ),
         (
-            format!(
-                "those routes if their DCs were reachable (Up): one liveness probe per \
-                 {DEFAULT_PROBE_INTERVAL_S} s each (count = routes)"
-            ),
-            Box::new(move |b| {
-                let d = b.other_routes as f64 * 86_400.0 / DEFAULT_PROBE_INTERVAL_S as f64;
-                (Some(b.other_routes as f64), Some(d / 24.0), Some(d))
-            }),
+            "those routes if their DCs were reachable (Up): none after the startup probe \
+             (liveness probes are only for routes a session has used; count = routes)"
+                .into(),
+            Box::new(move |b| (Some(b.other_routes as f64), Some(0.0), Some(0.0))),
         ),
         (
             "Worker requests not explained by those log lines".into(),
@@ -822,8 +818,9 @@ fn budget_section(r: &mut String, budgets: &[Budget]) {
         let h = hours(b);
         let per_day = (b.pool_fills as f64 / h + b.worker_probes as f64 / h * scale) * 24.0;
         let others_down = b.other_routes as f64 * 86_400.0 / DEFAULT_COOLDOWN_MAX_S as f64;
-        let others_up = b.other_routes as f64 * 86_400.0 / DEFAULT_PROBE_INTERVAL_S as f64;
-        let worst = per_day + others_up;
+        // Reachable (Up) but unused, those routes get no liveness probes: the Down schedule
+        // is the worst case.
+        let worst = per_day + others_down;
         let dc = if b.dc_holds_idle {
             "DC keeps idle connections"
         } else {
@@ -833,11 +830,10 @@ fn budget_section(r: &mut String, budgets: &[Budget]) {
             r,
             "- {dc}: **{per_day:.0} Worker requests/day** from probes + pool of the two routes \
              kept hot all day, at default settings; with the {} other Worker routes the startup \
-             probes created: {:.0}/day while they are Down (as here), **{worst:.0}/day** if their \
-             DCs are reachable (target ≤ {WORKER_PER_DAY:.0}, judged on the latter: {}); {} \
-             client sessions and {} ws recovery probes in the window.",
+             probes created: **{worst:.0}/day** while they are Down (as here; if their DCs are \
+             reachable they cost nothing after the startup probe) (target ≤ \
+             {WORKER_PER_DAY:.0}: {}); {} client sessions and {} ws recovery probes in the window.",
             b.other_routes,
-            per_day + others_down,
             verdict(worst <= WORKER_PER_DAY),
             b.sessions,
             b.ws_probes

@@ -345,15 +345,26 @@ impl Health {
 
     /// Delay before hedging a connect on this route with the next one (docs/design.md §4 connect
     /// engine): `2 × p95` clamped to `[floor_ms, 4 × default_ms]` once p95 is known (the floor
-    /// wins if the two conflict), otherwise `default_ms`.
+    /// wins if the two conflict); with fewer samples than a p95 needs, `2 ×` the slowest sample
+    /// so far, clamped the same way and never above `default_ms` (one sample is already better
+    /// than the guess); with none, `default_ms`.
     pub fn hedge_delay(&self, default_ms: u64, floor_ms: u64) -> u64 {
+        let ceiling = default_ms.saturating_mul(4).max(floor_ms);
         match self.rtt_p95() {
-            Some(p95) => {
-                let ceiling = default_ms.saturating_mul(4).max(floor_ms);
-                p95.saturating_mul(2).clamp(floor_ms, ceiling)
-            }
-            None => default_ms,
+            Some(p95) => p95.saturating_mul(2).clamp(floor_ms, ceiling),
+            None => match self.rtt_max() {
+                Some(max) => max
+                    .saturating_mul(2)
+                    .clamp(floor_ms, default_ms.max(floor_ms)),
+                None => default_ms,
+            },
         }
+    }
+
+    /// The slowest recorded RTT, ms; `None` with no samples.
+    fn rtt_max(&self) -> Option<u64> {
+        let n = usize::from(self.rtt_len);
+        self.rtt[..n].iter().max().map(|&v| u64::from(v))
     }
 
     fn push_rtt(&mut self, rtt_ms: u64) {
@@ -818,6 +829,21 @@ mod tests {
     fn hedge_delay_uses_p95_when_known_and_clamps() {
         let (mut fast, mut slow) = (Health::new(), Health::new());
         assert_eq!(fast.hedge_delay(250, 50), 250, "no samples: the default");
+        let mut one = Health::new();
+        one.on_success(0, 3);
+        assert_eq!(
+            one.hedge_delay(250, 50),
+            50,
+            "one fast sample: 2 × it, floored"
+        );
+        one.on_success(0, 90);
+        assert_eq!(one.hedge_delay(250, 50), 180, "2 × the slowest so far");
+        one.on_success(0, 900);
+        assert_eq!(
+            one.hedge_delay(250, 50),
+            250,
+            "never above the default before a p95"
+        );
         for _ in 0..RTT_MIN_P95 {
             fast.on_success(0, 100);
             slow.on_success(0, 5_000);

@@ -259,7 +259,8 @@ impl<U: Pooled> Ladder<U> {
     /// The delay before a client hedges from `route` to the next one: 0 while nothing is known
     /// about the route and its first probe is still in flight (a client that arrives just after
     /// start races instead of waiting on what the ladder is finding out); otherwise 2 × the
-    /// route's p95 once known (clamped), else `--hedge-delay`.
+    /// route's p95 once known, 2 × its slowest sample while fewer are known (clamped, see
+    /// `Health::hedge_delay`), else `--hedge-delay`.
     pub fn hedge_delay(&self, route: RouteId) -> u64 {
         let health = &self.table.routes[route].health;
         if health.state() == State::Unknown && self.slots[route].sched == Sched::Running {
