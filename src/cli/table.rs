@@ -258,7 +258,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         long: "--hedge-delay", short: None, aliases: &[], env: &["TG_HEDGE_DELAY"],
         meta: "D", default: "250ms", group: Ladder,
         help: "start the next route in parallel if the first is not ready by then; a route's \
-               2 x p95 once known",
+               2 x p95 once known (2 x its slowest sample before that)",
         kind: Value(|d, s| positive(s).map(|v| d.config.hedge_delay = v)),
     },
     Opt {
