@@ -652,3 +652,131 @@ fn a_route_no_client_uses_gets_no_liveness_probes() {
     fail(&mut l, ws, Failure::Refused, 30);
     assert!(matches!(l.sched(ws), Sched::Due(_)));
 }
+
+// ---- review 2: defects in the follow-ups to 05d263e (expected to FAIL until fixed) ----
+
+fn doubt_end(l: &mut Ladder<Fake>, route: RouteId, connected_at: u64, now: u64) {
+    let end = SessionEnd {
+        connected_at,
+        bytes_up: 72,
+        bytes_down: 0,
+        by_upstream: false,
+    };
+    l.observe(Observation::SessionEnded { route, end }, now);
+}
+
+#[test]
+fn review2_a_doubt_survives_a_probe_that_could_not_start() {
+    // The doubt's probe is handed out, but the shell cannot start it (no socket: Local).
+    // It is retried a second later — as a plain Due, so the recent-traffic shortcut
+    // postpones it by up to --probe-interval and the doubt is lost.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (_, worker, _) = ids(&mut l);
+    l.observe(Observation::SessionStarted { route: worker }, 900);
+    first_byte(&mut l, worker, 900, 1_000);
+    doubt_end(&mut l, worker, 1_500, 2_000);
+    assert_eq!(probes_of(&drain(&mut l, 2_000)), vec![worker]);
+    let not_started = Observation::NotStarted {
+        route: worker,
+        probe: true,
+        failure: Some(Failure::Local),
+    };
+    l.observe(not_started, 2_000);
+    assert_eq!(
+        probes_of(&drain(&mut l, 3_000)),
+        vec![worker],
+        "the doubt's probe is retried: {:?}",
+        l.sched(worker)
+    );
+}
+
+#[test]
+fn review2_budget_cut_ignores_the_routes_own_hedge_delay() {
+    // 668fa2a: a dial still running at the connect budget is a Timeout (Hard: one is enough
+    // for Down) once it ran --hedge-delay (250 ms), whatever the route's own connect time. A
+    // healthy route whose dials take ~400 ms (hedge delay 800 ms), started late in a client's
+    // budget after earlier candidates failed, is taken Down by one client.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (_, worker, _) = ids(&mut l);
+    for t in 0..4u64 {
+        l.observe(
+            Observation::ProbeDone {
+                route: worker,
+                result: Ok(400),
+            },
+            t * 10,
+        );
+    }
+    assert!(is_up(&l, worker));
+    assert_eq!(
+        l.hedge_delay(worker),
+        800,
+        "this route normally needs ~400 ms"
+    );
+    // A dial of it begun 300 ms before the budget ran out: normal for this route.
+    assert!(
+        !l.budget_cut_is_evidence(2_700, 3_000),
+        "300 ms into a dial that normally takes 400 ms is called a timeout (Hard: Down)"
+    );
+}
+
+#[test]
+fn review2_hedge_delay_can_exceed_a_small_hedge_delay_flag() {
+    // bfcd23b says "never above --hedge-delay" before a p95 exists; the 50 ms floor wins over
+    // a smaller flag, so --hedge-delay 10ms becomes 50 ms after the first proof.
+    let mut c = cfg();
+    c.hedge_delay = std::time::Duration::from_millis(10);
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    assert_eq!(l.hedge_delay(ws), 10);
+    probe_ok(&mut l, ws, 0);
+    assert!(
+        l.hedge_delay(ws) <= 10,
+        "never above --hedge-delay: {}",
+        l.hedge_delay(ws)
+    );
+}
+
+#[test]
+fn review2_a_route_that_only_ever_loses_its_race_is_never_looked_at_again() {
+    // --tier-order tcp,ws. The tcp route is proven at start (startup probe), then black-holed.
+    // Every client dials it first, hedges to ws, ws wins; a raw TCP loser is not adopted,
+    // so nothing ever reports on the tcp route. Without a session it gets no liveness probe:
+    // it stays Up and first in every plan for ever, and every client pays the hedge.
+    let mut c = cfg();
+    c.tier_order = vec![Tier::Tcp, Tier::Ws];
+    let mut l = ladder(&c);
+    let v = l.routes_for(DC2);
+    let (tcp, ws) = (v[0], v[1]);
+    probe_ok(&mut l, tcp, 0);
+    probe_ok(&mut l, ws, 0);
+    let interval = c.probe_interval.as_millis() as u64;
+    let mut probed_tcp = false;
+    let mut t = 1_000;
+    while t < 4 * interval && !probed_tcp {
+        assert_eq!(plan(&mut l, t)[0], tcp);
+        let hedge = l.hedge_delay(tcp);
+        l.observe(Observation::AttemptCancelled { route: tcp }, t + hedge + 20);
+        l.observe(Observation::SessionStarted { route: ws }, t + hedge + 20);
+        first_byte(&mut l, ws, t + hedge, t + hedge + 20);
+        for w in drain(&mut l, t + hedge + 20) {
+            if let Work::Probe { route, .. } = w {
+                probed_tcp |= route == tcp;
+                let r = if route == tcp {
+                    Err((Failure::Timeout, None))
+                } else {
+                    Ok(20)
+                };
+                l.observe(Observation::ProbeDone { route, result: r }, t + hedge + 30);
+            }
+        }
+        t += 10_000;
+    }
+    assert!(
+        probed_tcp,
+        "the tcp route, first in every plan and losing every race for {} s, was never probed",
+        4 * interval / 1000
+    );
+}
