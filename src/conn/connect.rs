@@ -325,12 +325,13 @@ impl Conn {
                 c.budget_timer = None;
                 for i in 0..2 {
                     if let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) {
-                        if ctx.ladder.budget_cut_is_evidence(a.started, ctx.now) {
+                        let route = c.plan.cands[a.cand].route;
+                        if ctx.ladder.budget_cut_is_evidence(route, a.started, ctx.now) {
                             ctx.wheel.cancel(a.timer);
                             let why = "connect budget spent";
                             attempt_failed(c, &a, Failure::Timeout, None, why, &peer, ctx);
                         } else {
-                            abandon(c.plan.cands[a.cand].route, a, ctx);
+                            abandon(route, a, ctx);
                         }
                     }
                 }

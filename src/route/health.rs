@@ -355,7 +355,7 @@ impl Health {
             None => match self.rtt_max() {
                 Some(max) => max
                     .saturating_mul(2)
-                    .clamp(floor_ms, default_ms.max(floor_ms)),
+                    .clamp(floor_ms.min(default_ms), default_ms),
                 None => default_ms,
             },
         }

@@ -365,6 +365,7 @@ impl Shell<'_> {
             }
             // A probe never stops at the upgrade: drop it, retry later.
             (Goal::ResPq, ProbeOutcome::Filled(mut up, _)) => {
+                self.stats.probes[2] += 1;
                 up.shutdown();
                 let obs = Observation::NotStarted {
                     route,

@@ -85,6 +85,11 @@ struct Slot<U> {
     refill: Refill,
     /// A fill was deferred; do not try again before this time (ms).
     fill_retry_at: u64,
+    /// A client dialled this route (won, lost or failed): it gets liveness probes once Up.
+    dialled: bool,
+    /// When the last doubt probe was handed out (ms; 0 = never): doubts are answered at most
+    /// once per `--cooldown-base`.
+    doubt_probed_at: u64,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
@@ -181,6 +186,8 @@ impl<U: Pooled> Ladder<U> {
                     Refill::Continuous
                 },
                 fill_retry_at: 0,
+                dialled: false,
+                doubt_probed_at: 0,
             });
         }
         ids
@@ -250,6 +257,11 @@ impl<U: Pooled> Ladder<U> {
         got
     }
 
+    /// Client handshakes that pacing could not spread (see `route::pace`).
+    pub fn unpaced(&self) -> u64 {
+        self.pacer.unpaced()
+    }
+
     /// When a client's handshake toward `addr` may start (≥ `now`, at most `--pace-max-wait`
     /// later): see `route::pace`.
     pub fn pace(&mut self, addr: SocketAddr, now: u64) -> u64 {
@@ -269,12 +281,17 @@ impl<U: Pooled> Ladder<U> {
         health.hedge_delay(ms(self.cfg.hedge_delay), HEDGE_FLOOR_MS)
     }
 
-    /// Whether a client's dial begun at `started` and still running when its connect budget
-    /// ran out at `now` is evidence against its route (report it as a timeout): one that ran
-    /// longer than the hedge delay is (a black hole slower than the budget must still go Down);
-    /// a younger one was only racing (report it cancelled).
-    pub fn budget_cut_is_evidence(&self, started: u64, now: u64) -> bool {
-        now.saturating_sub(started) >= ms(self.cfg.hedge_delay)
+    /// Whether a client's dial of `route` begun at `started` and still running when its
+    /// connect budget ran out at `now` is evidence against the route (report it as a timeout):
+    /// one that ran longer than the route's own hedge delay is (a black hole slower than the
+    /// budget must still go Down); a younger one was only racing (report it cancelled).
+    pub fn budget_cut_is_evidence(&self, route: RouteId, started: u64, now: u64) -> bool {
+        // The route's own hedge delay (its p95 or slowest sample), not the at-once rule of a
+        // first probe in flight: a dial is judged against what this route normally needs.
+        let own = self.table.routes[route]
+            .health
+            .hedge_delay(ms(self.cfg.hedge_delay), HEDGE_FLOOR_MS);
+        now.saturating_sub(started) >= own
     }
 
     /// Learns from `obs` at `now`. Returns the route's state change, if any (already logged).
@@ -284,13 +301,18 @@ impl<U: Pooled> Ladder<U> {
                 route,
                 failure,
                 retry_after,
-            } => self.fail(route, failure, retry_after, now),
-            Observation::AttemptCancelled { .. } => {
+            } => {
+                self.note_dialled(route, now);
+                self.fail(route, failure, retry_after, now)
+            }
+            Observation::AttemptCancelled { route } => {
+                self.note_dialled(route, now);
                 self.counters.cancelled += 1;
                 None
             }
             Observation::SessionStarted { route } => {
                 self.table.routes[route].sessions += 1;
+                self.note_dialled(route, now);
                 let window = ms(self.cfg.pool_max_age);
                 let slot = &mut self.slots[route];
                 slot.pool.note_start(now, window);
@@ -340,8 +362,9 @@ impl<U: Pooled> Ladder<U> {
             Observation::NotStarted { route, probe, .. } => {
                 self.job_ended();
                 if probe {
-                    self.slots[route].sched = Sched::Idle;
-                    self.due(route, now + RETRY_MS);
+                    // It was already judged needed when handed out: retry it as such, so the
+                    // recent-traffic shortcut cannot swallow a doubt.
+                    self.slots[route].sched = Sched::Doubt(now + RETRY_MS);
                 } else {
                     self.slots[route].pool.fill_ended();
                     self.slots[route].fill_retry_at = now + RETRY_MS;

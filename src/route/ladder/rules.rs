@@ -105,8 +105,13 @@ impl<U: Pooled> Ladder<U> {
         // A client that asked and got nothing, whoever hung up, casts doubt on the route (a
         // Worker answers 101 before it reaches Telegram): the prober looks at it now, even if
         // the route carried traffic a moment ago.
-        if self.slots[route].sched != Sched::Running {
-            self.slots[route].sched = Sched::Doubt(now);
+        // At most one doubt probe per route per --cooldown-base: a storm of such sessions
+        // must not spend a Worker's budget probe by probe.
+        let slot = &mut self.slots[route];
+        let recent = slot.doubt_probed_at > 0
+            && now.saturating_sub(slot.doubt_probed_at) < self.cfg.health.base_ms;
+        if slot.sched != Sched::Running && !recent {
+            slot.sched = Sched::Doubt(now);
         }
         // Only a prompt upstream hang-up counts against the route: an idle client cut by the
         // front, or one whose garbage made the DC close, says nothing about it.
@@ -129,10 +134,11 @@ impl<U: Pooled> Ladder<U> {
         match result {
             Ok(rtt) => {
                 let change = self.succeed(route, Some(rtt), "probe", now);
-                // Liveness probes only for routes clients use: a route proven at start that no
-                // session has taken stays Up without costing a request every interval (a
-                // Worker's quota); its first session puts it back on the schedule.
-                if self.table.routes[route].sessions > 0 {
+                // Liveness probes only for routes clients dial (winning, losing or failing): a
+                // route proven at start that no client has tried stays Up without costing a
+                // request every interval (a Worker's quota); its first dial puts it back on the
+                // schedule.
+                if self.slots[route].dialled {
                     let at = now + self.rng.jitter(interval, 20);
                     self.due(route, at);
                 }
@@ -149,6 +155,16 @@ impl<U: Pooled> Ladder<U> {
                 self.due_at_most(route, at);
                 change
             }
+        }
+    }
+
+    /// A client dialled `route`: from now on it gets liveness probes; if nothing is scheduled
+    /// for it yet, the first comes one `--probe-interval` from now.
+    pub(super) fn note_dialled(&mut self, route: RouteId, now: u64) {
+        let slot = &mut self.slots[route];
+        slot.dialled = true;
+        if slot.sched == Sched::Idle {
+            slot.sched = Sched::Due(now + ms(self.cfg.probe_interval));
         }
     }
 
@@ -212,6 +228,9 @@ impl<U: Pooled> Ladder<U> {
         }
         match self.background_spec(route, now, resolve) {
             Ok(spec) => {
+                if doubt {
+                    self.slots[route].doubt_probed_at = now;
+                }
                 self.slots[route].sched = Sched::Running;
                 debug!("probe {} started", self.table.routes[route].label());
                 Some(Work::Probe {

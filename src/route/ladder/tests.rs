@@ -277,9 +277,9 @@ fn a_cancelled_loser_is_counted_cancelled_not_failed() {
     assert_eq!(l.counters.cancelled, 10);
     assert_eq!(l.route(ws).health.state(), State::Unknown);
     // Cut by the budget before a hedge delay: still only racing (reported cancelled).
-    assert!(!l.budget_cut_is_evidence(2_900, 3_000));
+    assert!(!l.budget_cut_is_evidence(ws, 2_900, 3_000));
     // Cut after running longer than the hedge delay: evidence against the route.
-    assert!(l.budget_cut_is_evidence(0, 3_000));
+    assert!(l.budget_cut_is_evidence(ws, 0, 3_000));
     let ch = fail(&mut l, ws, Failure::Timeout, 3_000).unwrap();
     assert!(matches!(ch.to, State::Down { .. }));
 }
@@ -354,7 +354,11 @@ fn budget_exhaustion_stops_probes_and_fills() {
     let interval = c.probe_interval.as_millis() as u64;
     l.observe(Observation::SessionStarted { route: worker }, 5);
     first_byte(&mut l, worker, 0, 10);
-    assert_eq!(l.sched(worker), Sched::Due(10 + interval));
+    assert_eq!(
+        l.sched(worker),
+        Sched::Due(5 + interval),
+        "liveness from the first dial"
+    );
     let t = 10 + 2 * interval; // no traffic since: the liveness probe is wanted
     assert_eq!(
         probes_of(&drain(&mut l, t)),
@@ -606,6 +610,7 @@ fn asked_and_got_nothing_probes_a_route_that_carried_traffic_a_moment_ago() {
     let c = cfg();
     let mut l = ladder(&c);
     let (_, worker, _) = ids(&mut l);
+    l.observe(Observation::SessionStarted { route: worker }, 900);
     first_byte(&mut l, worker, 0, 1_000);
     let end = SessionEnd {
         connected_at: 1_500,
@@ -623,12 +628,57 @@ fn asked_and_got_nothing_probes_a_route_that_carried_traffic_a_moment_ago() {
         },
         2_050,
     );
-    first_byte(&mut l, worker, 2_100, 2_200);
     let interval = c.probe_interval.as_millis() as u64;
+    // Sessions keep it busy: when the liveness probe falls due, the recent traffic postpones
+    // it (the shortcut a doubt skips).
+    let due = l.sched(worker).at().expect("liveness scheduled");
+    l.observe(Observation::SessionStarted { route: worker }, due - 100);
+    first_byte(&mut l, worker, due - 100, due - 90);
+    assert!(
+        probes_of(&drain(&mut l, due)).is_empty(),
+        "postponed by traffic"
+    );
     let Some(at) = l.sched(worker).at() else {
         panic!("{:?}", l.sched(worker))
     };
-    assert!(at > 2_050 + interval / 2, "liveness is sparse: {at}");
+    assert!(at > due + interval / 2, "liveness is sparse: {at}");
+}
+
+#[test]
+fn doubt_probes_are_answered_at_most_once_per_cooldown_base() {
+    // Review finding: every session that asked and got nothing forced a probe, so a storm of
+    // them spent a Worker's budget probe by probe.
+    let c = cfg();
+    let base = c.health.base_ms;
+    let mut l = ladder(&c);
+    let (_, worker, _) = ids(&mut l);
+    l.observe(Observation::SessionStarted { route: worker }, 900);
+    first_byte(&mut l, worker, 900, 1_000);
+    let mut probes = 0;
+    let mut t = 2_000;
+    while t < 2_000 + base {
+        doubt_end(&mut l, worker, t - 500, t);
+        for w in drain(&mut l, t) {
+            if let Work::Probe { route, .. } = w {
+                probes += 1;
+                l.observe(
+                    Observation::ProbeDone {
+                        route,
+                        result: Ok(30),
+                    },
+                    t + 10,
+                );
+            }
+        }
+        t += 1_000;
+    }
+    assert_eq!(probes, 1, "one doubt probe per --cooldown-base");
+    doubt_end(&mut l, worker, t - 500, t);
+    assert_eq!(
+        probes_of(&drain(&mut l, t)),
+        vec![worker],
+        "and again after it"
+    );
 }
 
 #[test]
@@ -666,7 +716,7 @@ fn doubt_end(l: &mut Ladder<Fake>, route: RouteId, connected_at: u64, now: u64) 
 }
 
 #[test]
-fn review2_a_doubt_survives_a_probe_that_could_not_start() {
+fn a_doubt_survives_a_probe_that_could_not_start() {
     // The doubt's probe is handed out, but the shell cannot start it (no socket: Local).
     // It is retried a second later — as a plain Due, so the recent-traffic shortcut
     // postpones it by up to --probe-interval and the doubt is lost.
@@ -692,7 +742,7 @@ fn review2_a_doubt_survives_a_probe_that_could_not_start() {
 }
 
 #[test]
-fn review2_budget_cut_ignores_the_routes_own_hedge_delay() {
+fn a_budget_cut_is_judged_against_the_routes_own_hedge_delay() {
     // 668fa2a: a dial still running at the connect budget is a Timeout (Hard: one is enough
     // for Down) once it ran --hedge-delay (250 ms), whatever the route's own connect time. A
     // healthy route whose dials take ~400 ms (hedge delay 800 ms), started late in a client's
@@ -717,13 +767,13 @@ fn review2_budget_cut_ignores_the_routes_own_hedge_delay() {
     );
     // A dial of it begun 300 ms before the budget ran out: normal for this route.
     assert!(
-        !l.budget_cut_is_evidence(2_700, 3_000),
+        !l.budget_cut_is_evidence(worker, 2_700, 3_000),
         "300 ms into a dial that normally takes 400 ms is called a timeout (Hard: Down)"
     );
 }
 
 #[test]
-fn review2_hedge_delay_can_exceed_a_small_hedge_delay_flag() {
+fn the_hedge_delay_never_exceeds_a_small_hedge_delay_flag_before_a_p95() {
     // bfcd23b says "never above --hedge-delay" before a p95 exists; the 50 ms floor wins over
     // a smaller flag, so --hedge-delay 10ms becomes 50 ms after the first proof.
     let mut c = cfg();
@@ -740,7 +790,7 @@ fn review2_hedge_delay_can_exceed_a_small_hedge_delay_flag() {
 }
 
 #[test]
-fn review2_a_route_that_only_ever_loses_its_race_is_never_looked_at_again() {
+fn a_route_that_only_ever_loses_its_race_still_gets_liveness_probes() {
     // --tier-order tcp,ws. The tcp route is proven at start (startup probe), then black-holed.
     // Every client dials it first, hedges to ws, ws wins; a raw TCP loser is not adopted,
     // so nothing ever reports on the tcp route. Without a session it gets no liveness probe:
