@@ -401,6 +401,7 @@ impl Reactor {
         match g {
             Global::Stats => {
                 self.s.stats.probes_deferred = self.s.ladder.counters.deferred;
+                self.s.stats.unpaced = self.s.ladder.unpaced();
                 info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
                 let every = self.s.cfg.stats_interval.as_millis() as u64;
                 self.globals[Global::Stats as usize] = Some(self.now + every);

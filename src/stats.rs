@@ -35,6 +35,9 @@ pub struct Stats {
     /// Probes and pool fills put off because a Worker's request budget was spent (copied from
     /// the ladder when the line is written; shown as `deferred=N` when not 0).
     pub probes_deferred: u64,
+    /// Client handshakes that started at once because their pacing turn was past
+    /// `--pace-max-wait` (copied from the ladder; shown as `unpaced=N` when not 0).
+    pub unpaced: u64,
     /// Pool fills started, and sessions that took a warm upstream.
     pub pool_fills: u64,
     /// Sessions served from a warm pool.
@@ -88,6 +91,9 @@ impl Stats {
         }
         if self.probes_deferred > 0 {
             s.push_str(&format!(" deferred={}", self.probes_deferred));
+        }
+        if self.unpaced > 0 {
+            s.push_str(&format!(" unpaced={}", self.unpaced));
         }
         for r in CloseReason::ALL {
             let n = self.closed[r.index()];

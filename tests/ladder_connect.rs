@@ -462,7 +462,7 @@ fn a_pool_refill_does_not_prove_a_route() {
     let upgrades = dc.upgrades();
     assert_ok(&probe(&p), &p);
     assert!(
-        p.count_log("(pooled)") >= 1,
+        wait_until(WAIT, || p.count_log("(pooled)") >= 1),
         "the client did not take the warm upstream\n{}",
         p.dump()
     );

@@ -1,5 +1,5 @@
 //! Reviewer's regression tests for engine defects (docs/design.md §4, §6). Each test is named after
-//! the defect it pins and is expected to FAIL until the defect is fixed.
+//! the defect it pinned; the defects are fixed and the tests keep them fixed.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only; every wait polls a condition
 //! against a deadline.

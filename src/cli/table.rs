@@ -326,7 +326,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--probe-interval", short: None, aliases: &[], env: &["TG_PROBE_INTERVAL"],
         meta: "D", default: "300s", group: Ladder,
-        help: "liveness probe of an Up route with no recent traffic",
+        help: "liveness probe of an Up route that clients have dialled, when it carried no \
+               traffic for D",
         kind: Value(|d, s| positive(s).map(|v| d.config.probe_interval = v)),
     },
     Opt {

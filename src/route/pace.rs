@@ -6,13 +6,16 @@
 //! Must not touch: sockets, clocks (time is a `u64` ms parameter), routes or health.
 //!
 //! * Each address earns one handshake every `pace_ms` and may save up `burst` of them, so a
-//!   burst of `burst` handshakes starts at once and later ones are spaced `pace_ms` apart.
+//!   burst of `burst` handshakes starts at once and the next few are spaced `pace_ms` apart, as
+//!   far as `max_wait_ms` allows.
 //! * **Clients** always get a start time at most `max_wait_ms` away: when the bucket is empty
 //!   they go into debt and wait for their handshake's turn, but a client whose turn is further
 //!   away than `max_wait_ms` starts at once (waiting would space nothing out under a sustained
 //!   overload, only delay it) — pacing degrades to "at most `max_wait_ms` later", never to a
-//!   queue. Debt left by a client that went away decays on its own within `max_wait_ms`:
-//!   nothing is reserved, nothing can leak.
+//!   queue. Such clients are counted ([`Pacer::unpaced`], the stats line's `unpaced=N`): they
+//!   are the handshakes pacing could not spread, the number to watch if a DPI box drops bursts.
+//!   Debt left by a client that went away decays on its own within `max_wait_ms`: nothing is
+//!   reserved, nothing can leak.
 //! * **Background work** (probes, pool fills) starts only while at least half the burst is
 //!   saved for clients, and is otherwise told when to try again.
 
@@ -45,6 +48,7 @@ struct Bucket {
 pub struct Pacer {
     policy: PacePolicy,
     buckets: BTreeMap<SocketAddr, Bucket>,
+    unpaced: u64,
 }
 
 impl Pacer {
@@ -56,7 +60,14 @@ impl Pacer {
                 ..policy
             },
             buckets: BTreeMap::new(),
+            unpaced: 0,
         }
+    }
+
+    /// Client handshakes since start that started at once because their pacing turn was more
+    /// than `max_wait_ms` away (sustained overload toward one address).
+    pub fn unpaced(&self) -> u64 {
+        self.unpaced
     }
 
     fn cap(&self) -> i64 {
@@ -97,7 +108,8 @@ impl Pacer {
         let wait = (-after).max(0) as u64;
         if wait > max_wait_ms {
             // Overloaded past the bound: waiting would space nothing out, only delay this
-            // client. It starts now and leaves the bucket as it was.
+            // client. It starts now, is counted, and leaves the bucket as it was.
+            self.unpaced += 1;
             return now;
         }
         b.credit = after;
@@ -186,6 +198,11 @@ mod tests {
         let waited = waits.iter().filter(|&&w| w > 0).count();
         assert!(waited < 20, "{waited} of 100 waited: {waits:?}");
         assert!(waits.iter().all(|&w| w <= 50));
+        assert_eq!(
+            p.unpaced(),
+            100 - waited as u64 - 2,
+            "the ones pacing could not spread"
+        );
     }
 
     #[test]
