@@ -357,13 +357,7 @@ fn tcp_faults_refuse_silent_close_after() {
     let mut c = MtClient::connect_with(&raw_opts(dc.addr(), Tag::Intermediate, 2), &mut r).unwrap();
     c.send_packet(b"12345678").unwrap();
     let e = c.recv_packet().unwrap_err();
-    assert!(
-        matches!(
-            e.kind(),
-            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
-        ),
-        "{e:?}"
-    );
+    assert_closed(&e);
 
     // QUIT ends a healthy session.
     dc.set_fault(Fault::None);
@@ -407,13 +401,7 @@ fn outage_switch_cuts_sessions_upgraded_before_it_right_after_their_init() {
     let mut c = MtClient::handshake(sock, &opts, &mut r).unwrap();
     let _ = c.send_packet(b"ECHO");
     let e = c.recv_packet().unwrap_err();
-    assert!(
-        matches!(
-            e.kind(),
-            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
-        ),
-        "{e:?}"
-    );
+    assert_closed(&e);
     assert_eq!((dc.outage_closes(), dc.bytes_out()), (1, 0));
     dc.set_outage(false);
     assert_eq!(probe_once(&opts, &mut r).outcome, Outcome::Ok);
@@ -437,4 +425,15 @@ fn stop_closes_live_sessions_and_listener() {
     }
     let e = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e:?}");
+}
+
+/// The fake peer ended the session: EOF or reset, nothing else.
+fn assert_closed(e: &io::Error) {
+    assert!(
+        matches!(
+            e.kind(),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+        ),
+        "{e:?}"
+    );
 }
