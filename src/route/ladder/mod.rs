@@ -6,7 +6,7 @@
 //! schedule, pool policy and the pools' entries (generic over [`Pooled`]). Must not touch:
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
 //! reports what sessions saw. The rules are docs/design.md §4; each one is a unit test in
-//! `tests.rs`.
+//! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`).
 //!
 //! Interface:
 //! * [`Ladder::plan`] orders a client's candidates; [`Ladder::take_pooled`] hands a warm upstream
