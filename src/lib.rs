@@ -8,7 +8,7 @@
 //! Why it is built this way: docs/design.md; the wire facts it relies on: docs/protocol.md.
 //!
 //! Layering (lower never imports higher): `timer, buf, rng, token, error, logging, stats,
-//! mtproto, net, dns` → `route` → `conn` → `reactor` → `applet, cli` → `main`. `config` stands
+//! mtproto, net, dns` → `route`, `relay` → `conn` → `reactor` → `applet, cli` → `main`. `config` stands
 //! beside the order: `stats`, `route` and everything above read it, and it holds
 //! `route::health::Policy`.
 
@@ -23,6 +23,7 @@ pub mod logging;
 pub mod mtproto;
 pub mod net;
 pub mod reactor;
+pub mod relay;
 pub mod rng;
 pub mod route;
 pub mod stats;

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 
 use log::debug;
 
-use super::relay::Relay;
+use super::relay::Relaying;
 use super::{Conn, Ctx, Phase, Ready, SessionTimer, Step, TimerEv};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
@@ -267,7 +267,7 @@ impl Conn {
                 Io::Done(n) => {
                     c.accepted.decrypt.apply(&mut space[..n]);
                     c.up.fill(n);
-                    self.info.bytes_up += n as u64;
+                    self.info.meter.bytes_up += n as u64;
                 }
                 Io::Blocked => self.client_ready.read = false,
                 Io::Eof if c.up.is_empty() => return Some(Step::Close(CloseReason::ClientEof)),
@@ -389,7 +389,7 @@ impl Conn {
             self.info.target,
             rtt.unwrap_or(0)
         );
-        let relay = Relay::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
+        let relay = Relaying::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
         self.phase = Phase::Relay(Box::new(relay));
         self.arm_ping(tier, ctx);
         Step::Progress

@@ -7,7 +7,7 @@
 //!           Draining ───────► closed
 //! ```
 //! `handshake` reads and checks the 64-byte init, `connect` runs upstream attempts down the
-//! ladder's plan, `relay` moves bytes. This module owns the session struct, its timer kinds
+//! ladder's plan, `relay` is the shell around the sans-IO relay core (`crate::relay`). This module owns the session struct, its timer kinds
 //! ([`SessionTimer`]), event dispatch and the close path. The reactor owns the slab, the poll and
 //! the clock; everything reaches a session through [`Ctx`]. Sessions report facts to the ladder
 //! ([`Observation`]) and decide nothing about route health; existing sessions never consult
@@ -30,6 +30,7 @@ use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
 use crate::net::dial::{set_keepalive, Upstream};
+use crate::relay::Meter;
 use crate::rng::Rng;
 use crate::route::ladder::{Ladder, Observation, SessionEnd};
 use crate::route::prober::Prober;
@@ -38,7 +39,7 @@ use crate::timer::{TimerId, Wheel};
 use crate::token::{self, Role};
 
 use connect::Connecting;
-use relay::Relay;
+use relay::Relaying;
 
 /// Rounds of read/process/write per wake-up before yielding to other sessions.
 pub const PUMP_ROUNDS: usize = 16;
@@ -139,18 +140,11 @@ enum Phase {
     Handshake(handshake::Handshake),
     Draining(CloseReason),
     Connecting(Box<Connecting>),
-    Relay(Box<Relay>),
+    Relay(Box<Relaying>),
     Closed,
 }
 
-/// Readiness remembered between edges (mio is edge-triggered).
-#[derive(Default, Clone, Copy, Debug)]
-pub struct Ready {
-    /// Readable edge seen and not yet drained to `WouldBlock`.
-    pub read: bool,
-    /// Writable edge seen and no `WouldBlock` since.
-    pub write: bool,
-}
+pub use crate::relay::Ready;
 
 /// One client session.
 pub struct Conn {
@@ -183,9 +177,8 @@ struct SessionInfo {
     connect_rtt: Option<u64>,
     target: String,
     connected_ms: Option<u64>,
-    first_down_ms: Option<u64>,
-    bytes_up: u64,
-    bytes_down: u64,
+    /// Payload counters (the relay's, plus what was read while connecting).
+    meter: Meter,
 }
 
 impl Conn {
@@ -363,7 +356,7 @@ impl Conn {
 
     /// Tells the ladder the first downstream byte arrived (once): the whole path works.
     fn report_first_byte(&mut self, ctx: &mut Ctx<'_>) {
-        if self.info.first_byte_reported || self.info.first_down_ms.is_none() {
+        if self.info.first_byte_reported || self.info.meter.first_down_ms.is_none() {
             return;
         }
         let Some(route) = self.info.route else { return };
@@ -402,8 +395,8 @@ impl Conn {
         if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
             let end = SessionEnd {
                 connected_at,
-                bytes_up: self.info.bytes_up,
-                bytes_down: self.info.bytes_down,
+                bytes_up: self.info.meter.bytes_up,
+                bytes_down: self.info.meter.bytes_down,
                 by_upstream: matches!(
                     reason,
                     CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
@@ -419,18 +412,18 @@ impl Conn {
             _ => {}
         }
         let _ = self.client.shutdown(std::net::Shutdown::Both);
-        let zero = self.info.bytes_down == 0 && reason.side() == crate::error::Side::Client;
+        let zero = self.info.meter.bytes_down == 0 && reason.side() == crate::error::Side::Client;
         ctx.stats
             .record_close(reason, zero && self.info.dc.is_some());
-        ctx.stats.bytes_up += self.info.bytes_up;
-        ctx.stats.bytes_down += self.info.bytes_down;
+        ctx.stats.bytes_up += self.info.meter.bytes_up;
+        ctx.stats.bytes_down += self.info.meter.bytes_down;
         if self.info.dc.is_none() {
             // Never got past the handshake: the bad-client line (if any) was already logged.
             log::debug!("client {} closed before a session: {reason}", self.peer);
             return;
         }
         let dur = ctx.now.saturating_sub(self.started);
-        let ttfb = match self.info.first_down_ms {
+        let ttfb = match self.info.meter.first_down_ms {
             Some(t) => format!("{}ms", t.saturating_sub(self.started)),
             None => "-".to_string(),
         };
@@ -446,8 +439,8 @@ impl Conn {
             if self.info.target.is_empty() { "-" } else { &self.info.target },
             connect,
             ttfb,
-            human_bytes(self.info.bytes_up),
-            human_bytes(self.info.bytes_down),
+            human_bytes(self.info.meter.bytes_up),
+            human_bytes(self.info.meter.bytes_down),
             dur as f64 / 1000.0,
             reason.side().name(),
             reason,
@@ -462,7 +455,7 @@ impl Conn {
         let Phase::Relay(r) = &mut self.phase else {
             return Step::Wait;
         };
-        let before = self.info.bytes_up + self.info.bytes_down;
+        let before = self.info.meter.bytes_up + self.info.meter.bytes_down;
         let step = r.step(
             &mut self.client,
             &mut self.client_ready,
@@ -470,8 +463,8 @@ impl Conn {
             ctx.now,
             ctx.rng,
         );
-        let wants_linger = r.linger;
-        if self.info.bytes_up + self.info.bytes_down != before {
+        let wants_linger = r.wants_linger();
+        if self.info.meter.bytes_up + self.info.meter.bytes_down != before {
             self.last_activity = ctx.now;
         }
         if wants_linger && self.timer.is_none() {

@@ -2,7 +2,7 @@
 //! (docs/protocol.md §3.5): abridged, intermediate and padded intermediate length headers.
 //!
 //! Sans-IO and allocation-free on the relay path ([`next_packet`] only looks at a header).
-//! It does not decrypt (`obfs2`), send WebSocket frames (`net::wsframe`), or decide which routes
+//! It does not decrypt (`obfs2`), send WebSocket frames (`net::wslink`), or decide which routes
 //! split (the relay does). [`Decoder`] buffers whole packets and is meant for tools and tests.
 
 use std::fmt;

@@ -16,7 +16,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::error::Failure;
-use crate::net::io::{is_reset, read_once, write_once, Io};
+use crate::net::io::{is_reset, read_once, write_once, Endpoint, Io};
 use crate::net::tcp::{self, ConnectState};
 use crate::net::tls::{is_tls_error, TlsStream};
 use crate::net::ws::{self, Upgrade, UpgradeError};
@@ -121,6 +121,51 @@ impl Upstream {
                 let _ = t.sock.shutdown(std::net::Shutdown::Both);
             }
         }
+    }
+}
+
+/// The relay's view: TLS plaintext for WS; a TLS peer closing TCP without close_notify is an
+/// ordinary end (`Ok(0)`).
+impl std::io::Read for Upstream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Upstream::Tcp(s) => s.read(buf),
+            Upstream::Ws(t) => match t.read(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+                other => other,
+            },
+        }
+    }
+}
+
+impl std::io::Write for Upstream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Upstream::Tcp(s) => s.write(buf),
+            Upstream::Ws(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Upstream::Tcp(s) => s.flush(),
+            Upstream::Ws(t) => t.flush(),
+        }
+    }
+}
+
+/// Half-close is a TCP FIN (a WS link half-closes with a Close frame, which is the relay's).
+impl Endpoint for Upstream {
+    fn shutdown_write(&mut self) -> std::io::Result<()> {
+        self.sock().shutdown(std::net::Shutdown::Write)
+    }
+
+    fn flush_backlog(&mut self) -> std::io::Result<bool> {
+        Upstream::flush(self)
+    }
+
+    fn has_backlog(&self) -> bool {
+        Upstream::has_backlog(self)
     }
 }
 

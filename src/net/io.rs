@@ -2,7 +2,9 @@
 //!
 //! `WouldBlock` is a state, not an error: callers clear their readiness flag on
 //! [`Io::Blocked`] and wait for the next edge from mio. Interrupted calls are retried here.
-//! Nothing in this module knows about sessions or buffers.
+//! [`Endpoint`] names what a relay needs from a socket beyond `Read + Write` (half-close, a TLS
+//! backlog), so the relay core also runs over in-memory pipes. Nothing in this module knows about
+//! sessions or buffers.
 
 use std::io::{self, Read, Write};
 
@@ -45,6 +47,31 @@ pub fn write_once<W: Write + ?Sized>(w: &mut W, buf: &[u8]) -> Io {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Io::Blocked,
             Err(e) => return Io::Failed(e),
         }
+    }
+}
+
+/// One side of a relay: a byte stream plus what sockets add to `Read + Write`.
+///
+/// `read` returning `Ok(0)` is the peer's orderly end; `WouldBlock` means wait for readiness.
+pub trait Endpoint: Read + Write {
+    /// Sends our end of stream (TCP FIN) and keeps reading. Errors: the socket's.
+    fn shutdown_write(&mut self) -> io::Result<()>;
+
+    /// Writes bytes the endpoint queued itself (TLS records). `Ok(true)` when none are left,
+    /// `Ok(false)` when the socket is full. Errors: the socket's or TLS's.
+    fn flush_backlog(&mut self) -> io::Result<bool> {
+        Ok(true)
+    }
+
+    /// True while the endpoint holds bytes of its own for the socket (TLS records).
+    fn has_backlog(&self) -> bool {
+        false
+    }
+}
+
+impl Endpoint for mio::net::TcpStream {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.shutdown(std::net::Shutdown::Write)
     }
 }
 

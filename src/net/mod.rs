@@ -1,5 +1,6 @@
 //! Socket-facing code. `io` triages `WouldBlock`, `tcp` opens non-blocking connects, `tls` is the
-//! only rustls user, `ws` the only tungstenite user, `wsframe` the sans-IO RFC 6455 frame codec,
+//! only rustls user, `ws` the only tungstenite user, `wsframe` the sans-IO RFC 6455 frame header
+//! codec, `wslink` the sans-IO WebSocket link over our buffers (framing, masking, control frames),
 //! and `dial` chains TCP → TLS → upgrade into one resumable dial that yields an `Upstream`.
 
 pub mod dial;
@@ -8,3 +9,4 @@ pub mod tcp;
 pub mod tls;
 pub mod ws;
 pub mod wsframe;
+pub mod wslink;

@@ -3,7 +3,7 @@
 //! [`Upgrade::start`] writes the HTTP upgrade request through a [`TlsStream`];
 //! [`Upgrade::advance`] is called on every readiness edge until the `101` is verified
 //! (accept key, requested subprotocol echoed). After that the stream is handed back and the
-//! relay speaks frames itself through `wsframe` — tungstenite never holds a message in memory.
+//! relay speaks frames itself through `wslink` — tungstenite never holds a message in memory.
 
 use std::io;
 

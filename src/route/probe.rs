@@ -5,7 +5,8 @@
 //! a route). A pool fill is the same dial stopped after the upgrade ([`Goal::Upgrade`]). The
 //! ladder decides when, `route::prober` owns the slab and the deadlines; this module is the
 //! state machine for one probe and never blocks. Probe traffic is tiny (one init, one 44-byte
-//! packet, one reply), so it is kept in small heap buffers bounded by [`MAX_REPLY`].
+//! packet, one reply), so it is kept in small heap buffers bounded by [`MAX_REPLY`]. WS frames are
+//! built and stripped by `net::wslink`, the codec the relay uses.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -19,7 +20,7 @@ use crate::mtproto::obfs2::{self, Cipher, Tag};
 use crate::mtproto::packet;
 use crate::net::dial::{Dial, DialKind, DialSpec, DialStep, Upstream};
 use crate::net::io::Io;
-use crate::net::wsframe::{apply_mask, format_header, parse_header, Header, Opcode, MAX_HEADER};
+use crate::net::wslink::{Decoder as WsDecoder, Encoder, Event, Split};
 use crate::rng::Rng;
 
 /// Largest reply a probe accepts before calling it malformed (bytes).
@@ -78,6 +79,9 @@ pub struct Probe {
     raw_in: Vec<u8>,
     relay_dec: Option<Cipher>,
     decoder: Decoder,
+    /// The WS link's two halves (unused on raw TCP).
+    ws_enc: Encoder,
+    ws_dec: WsDecoder,
 }
 
 impl Probe {
@@ -134,6 +138,8 @@ impl Probe {
             raw_in: Vec::new(),
             relay_dec: None,
             decoder: Decoder::new(Tag::Intermediate),
+            ws_enc: Encoder::new(Split::Packets(Tag::Intermediate)),
+            ws_dec: WsDecoder::new(),
         }
     }
 
@@ -193,15 +199,15 @@ impl Probe {
                     }
                 },
                 Phase::Exchanging(up) => {
-                    let closed =
-                        match exchange(up, &mut self.out, &mut self.out_sent, &mut self.raw_in) {
-                            Ok(closed) => closed,
-                            Err(outcome) => {
-                                self.phase = Phase::Done;
-                                return Some(outcome);
-                            }
-                        };
-                    match self.check_reply() {
+                    let closed = match exchange(up, &self.out, &mut self.out_sent, &mut self.raw_in)
+                    {
+                        Ok(closed) => closed,
+                        Err(outcome) => {
+                            self.phase = Phase::Done;
+                            return Some(outcome);
+                        }
+                    };
+                    match self.check_reply(rng) {
                         Ok(true) => {
                             self.phase = Phase::Done;
                             return Some(ProbeOutcome::Ok(now.saturating_sub(self.started)));
@@ -237,43 +243,39 @@ impl Probe {
         let mut pkt = framing::encode(Tag::Intermediate, &msg, rng);
         enc.apply(&mut pkt);
         if self.framing == Framing::Ws {
-            push_frame(&mut self.out, &init.init, rng);
-            push_frame(&mut self.out, &pkt, rng);
+            self.ws_enc.push_message(&mut self.out, &init.init, rng);
+            self.ws_enc.push_message(&mut self.out, &pkt, rng);
         } else {
             self.out.extend_from_slice(&init.init);
             self.out.extend_from_slice(&pkt);
         }
     }
 
-    /// Decodes what arrived; `Ok(true)` when a matching `resPQ` is in.
-    fn check_reply(&mut self) -> Result<bool, String> {
+    /// Decodes what arrived (answering WS pings on the next write); `Ok(true)` when a matching
+    /// `resPQ` is in.
+    fn check_reply(&mut self, rng: &mut Rng) -> Result<bool, String> {
         let Some(dec) = self.relay_dec.as_mut() else {
             return Ok(false);
         };
         if self.framing == Framing::Ws {
-            // Strip complete frames; keep a partial one for later.
+            // Strip frame headers, answer pings; a partial header waits for more.
+            let mut at = 0;
             loop {
-                let (h, hl) = match parse_header(&self.raw_in) {
+                match self.ws_dec.next(&self.raw_in[at..], &mut self.ws_enc) {
                     Err(e) => return Err(format!("bad WS frame: {e}")),
-                    Ok(None) => break,
-                    Ok(Some(x)) => x,
-                };
-                let total = hl as u64 + h.len;
-                if total > self.raw_in.len() as u64 {
-                    break;
-                }
-                let total = total as usize;
-                let mut payload: Vec<u8> = self.raw_in[hl..total].to_vec();
-                self.raw_in.drain(..total);
-                match h.opcode {
-                    Opcode::Binary | Opcode::Continuation => {
-                        dec.apply(&mut payload);
-                        self.decoder.push(&payload);
+                    Ok(Event::NeedMore) => break,
+                    Ok(Event::Header(n) | Event::Control(n)) => at += n,
+                    Ok(Event::Payload(n)) => {
+                        let payload = &mut self.raw_in[at..at + n];
+                        dec.apply(payload);
+                        self.decoder.push(payload);
+                        at += n;
                     }
-                    Opcode::Close => return Err("WS close before resPQ".into()),
-                    _ => {}
+                    Ok(Event::Closed(..)) => return Err("WS close before resPQ".into()),
                 }
             }
+            self.raw_in.drain(..at);
+            self.ws_enc.push_control(&mut self.out, rng);
         } else {
             let mut data = std::mem::take(&mut self.raw_in);
             dec.apply(&mut data);
@@ -290,29 +292,11 @@ impl Probe {
     }
 }
 
-/// Appends one masked binary frame carrying `payload`.
-fn push_frame(out: &mut Vec<u8>, payload: &[u8], rng: &mut Rng) {
-    let mut mask = [0u8; 4];
-    rng.fill(&mut mask);
-    let h = Header {
-        fin: true,
-        opcode: Opcode::Binary,
-        mask: Some(mask),
-        len: payload.len() as u64,
-    };
-    let mut hdr = [0u8; MAX_HEADER];
-    let hl = format_header(&h, &mut hdr);
-    out.extend_from_slice(&hdr[..hl]);
-    let start = out.len();
-    out.extend_from_slice(payload);
-    apply_mask(&mut out[start..], mask, 0);
-}
-
 /// Writes what is pending and reads what arrived (non-blocking).
 /// `Ok(true)` when the peer has closed (what arrived is all there will be).
 fn exchange(
     up: &mut Upstream,
-    out: &mut Vec<u8>,
+    out: &[u8],
     sent: &mut usize,
     raw_in: &mut Vec<u8>,
 ) -> Result<bool, ProbeOutcome> {

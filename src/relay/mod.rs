@@ -1,0 +1,499 @@
+//! The relay core: two fixed buffers, obfuscated2 re-encryption in place, the WebSocket link
+//! streamed, over any [`Endpoint`] pair (docs/design.md §5; docs/protocol.md §3.2, §3.5, §7.3).
+//!
+//! ```text
+//! client ─read─► up buf: client-decrypt ─► [wslink: split, header] ─► relay-encrypt ─► mask ─► upstream
+//! client ◄─write─ down buf: client-encrypt ◄─ relay-decrypt ◄─ [wslink: strip, ping/close] ◄─ upstream
+//! ```
+//! Sans-IO in the smoltcp sense: it owns no socket, reads no clock (`now` is passed in, ms) and is
+//! driven by [`Relay::step`] over the two endpoints the caller holds — mio sockets in the session
+//! shell (`conn::relay`), in-memory pipes in the unit tests (`tests`). Payload streams through the
+//! buffers, so a packet or frame of any size costs no extra memory; a full buffer stops reads from
+//! its source (backpressure). Framing, masking and control frames are `net::wslink`'s; the end of
+//! the session is `end`'s one state machine; timers, logging and route health are the shell's.
+
+pub mod end;
+#[cfg(test)]
+mod pipe;
+#[cfg(test)]
+mod tests;
+
+use crate::buf::RelayBuf;
+use crate::error::CloseReason;
+use crate::mtproto::obfs2::{self, Accepted, Cipher, INIT_LEN};
+use crate::net::io::{read_once, write_once, Endpoint, Io};
+use crate::net::wslink::{self, Decoder, Encoder, Event, LinkError, Next, Split, MAX_SMALL};
+use crate::rng::Rng;
+
+use end::{End, EndAction, EndEvent};
+
+/// Read/process/write rounds per direction in one [`Relay::step`] before yielding.
+pub const PUMP_ROUNDS: usize = 64;
+
+/// Small outgoing bytes that precede or sit between payload: a frame header, a whole control
+/// frame or small message, or the raw relay init.
+const SMALL_CAP: usize = if MAX_SMALL > INIT_LEN {
+    MAX_SMALL
+} else {
+    INIT_LEN
+};
+
+/// Readiness remembered between edges (mio is edge-triggered).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Ready {
+    /// Readable edge seen and not yet drained to `WouldBlock`.
+    pub read: bool,
+    /// Writable edge seen and no `WouldBlock` since.
+    pub write: bool,
+}
+
+/// Payload counters of one session, kept by the caller across phases.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct Meter {
+    /// Bytes read from the client (after the 64-byte init).
+    pub bytes_up: u64,
+    /// Payload bytes relayed toward the client (WS headers and control frames excluded).
+    pub bytes_down: u64,
+    /// When the first byte was written to the client (ms), if yet.
+    pub first_down_ms: Option<u64>,
+}
+
+/// The upstream's transport, chosen by the caller from the route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    /// Raw obfuscated2 over TCP.
+    Raw,
+    /// WebSocket, one transport packet per message (Telegram's front, Cloudflare-proxied domains).
+    WsPackets,
+    /// WebSocket, a plain stream in messages of at most 1 MiB (a Worker).
+    WsStream,
+}
+
+/// Outcome of one [`Relay::step`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing more can move until an endpoint becomes ready (or a timer fires).
+    Wait,
+    /// Bytes moved or state changed; call again (the round cap may have been hit).
+    Progress,
+    /// The session is over, for this reason.
+    Close(CloseReason),
+}
+
+enum Link {
+    Raw,
+    Ws(Encoder, Decoder),
+}
+
+/// How the downstream pump stopped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Down {
+    /// The client cannot take more now.
+    Blocked,
+    /// Everything that can be relayed was; what is left is an incomplete frame header or part
+    /// of a control frame (or nothing).
+    Starved,
+    /// Round cap hit.
+    Capped,
+}
+
+/// Relay state of one session (no sockets: see [`Relay::step`]).
+pub struct Relay {
+    link: Link,
+    client_dec: Cipher,
+    client_enc: Cipher,
+    relay_enc: Cipher,
+    relay_dec: Cipher,
+    /// Client → upstream. Unprocessed bytes are client-decrypted plaintext.
+    up: RelayBuf,
+    /// Upstream → client. Unprocessed bytes are as received (frames or relay ciphertext).
+    down: RelayBuf,
+    small: [u8; SMALL_CAP],
+    small_len: usize,
+    small_sent: usize,
+    end: End,
+}
+
+impl Relay {
+    /// Builds the relay toward DC index `dc_index` and queues a fresh relay init
+    /// (docs/protocol.md §3.1) as the first upstream bytes (its own message on a WS link).
+    /// `up` may already hold client plaintext read while connecting (client-decrypted), and
+    /// `client_eof` says whether the client already ended.
+    pub fn new(
+        accepted: Accepted,
+        dc_index: i16,
+        kind: LinkKind,
+        up: RelayBuf,
+        down: RelayBuf,
+        client_eof: bool,
+        rng: &mut Rng,
+    ) -> Relay {
+        let init = obfs2::initiate(accepted.tag, dc_index, None, rng);
+        let link = match kind {
+            LinkKind::Raw => Link::Raw,
+            LinkKind::WsPackets => {
+                Link::Ws(Encoder::new(Split::Packets(accepted.tag)), Decoder::new())
+            }
+            LinkKind::WsStream => Link::Ws(Encoder::new(Split::Stream), Decoder::new()),
+        };
+        let mut r = Relay {
+            link,
+            client_dec: accepted.decrypt,
+            client_enc: accepted.encrypt,
+            relay_enc: init.encrypt,
+            relay_dec: init.decrypt,
+            up,
+            down,
+            small: [0; SMALL_CAP],
+            small_len: 0,
+            small_sent: 0,
+            end: End::Open,
+        };
+        match &mut r.link {
+            Link::Raw => {
+                r.small[..INIT_LEN].copy_from_slice(&init.init);
+                r.small_len = INIT_LEN;
+            }
+            Link::Ws(enc, _) => {
+                let s = enc.small_message(&init.init, rng);
+                r.set_small(s.as_bytes());
+            }
+        }
+        if client_eof {
+            r.end = r.end.on(EndEvent::ClientEof).0;
+        }
+        r
+    }
+
+    /// The end-of-session state.
+    pub fn end(&self) -> End {
+        self.end
+    }
+
+    /// True once one side ended: the caller arms the linger timer.
+    pub fn wants_linger(&self) -> bool {
+        self.end.lingers()
+    }
+
+    /// Reason reported if the linger deadline fires.
+    pub fn linger_reason(&self) -> CloseReason {
+        self.end.linger_reason()
+    }
+
+    /// Queues a WS ping (keepalive toward Cloudflare) unless a control frame is already waiting
+    /// or the upstream ended. The payload is the low 4 bytes of `now` (ms) so pongs can be told
+    /// apart. No-op on raw TCP.
+    pub fn queue_ping(&mut self, now: u64) {
+        if let (Link::Ws(enc, _), true) = (&mut self.link, self.end.reads_upstream()) {
+            enc.queue_ping(&(now as u32).to_be_bytes());
+        }
+    }
+
+    fn set_small(&mut self, bytes: &[u8]) {
+        self.small[..bytes.len()].copy_from_slice(bytes);
+        self.small_len = bytes.len();
+        self.small_sent = 0;
+    }
+
+    /// True when everything read from the client has been handed to the upstream endpoint and
+    /// no frame is half-sent.
+    fn up_flushed<U: Endpoint>(&self, upstream: &U) -> bool {
+        let in_frame = match &self.link {
+            Link::Raw => false,
+            Link::Ws(enc, _) => enc.in_frame(),
+        };
+        self.up.is_empty() && self.small_len == 0 && !in_frame && !upstream.has_backlog()
+    }
+
+    /// One round of the relay: read both sides, pump both directions, advance the end state.
+    /// `client_ready` / `up_ready` are the remembered readiness of the two endpoints; a
+    /// `WouldBlock` clears the flag concerned. Counters go to `meter`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step<C: Endpoint, U: Endpoint>(
+        &mut self,
+        client: &mut C,
+        client_ready: &mut Ready,
+        upstream: &mut U,
+        up_ready: &mut Ready,
+        meter: &mut Meter,
+        now: u64,
+        rng: &mut Rng,
+    ) -> Outcome {
+        match self.step_inner(client, client_ready, upstream, up_ready, meter, now, rng) {
+            Ok(true) => Outcome::Progress,
+            Ok(false) => Outcome::Wait,
+            Err(r) => Outcome::Close(r),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn step_inner<C: Endpoint, U: Endpoint>(
+        &mut self,
+        client: &mut C,
+        client_ready: &mut Ready,
+        upstream: &mut U,
+        up_ready: &mut Ready,
+        meter: &mut Meter,
+        now: u64,
+        rng: &mut Rng,
+    ) -> Result<bool, CloseReason> {
+        let mut progress = false;
+        // Client → up buffer.
+        for _ in 0..PUMP_ROUNDS {
+            if !client_ready.read || !self.end.reads_client() {
+                break;
+            }
+            let space = self.up.space();
+            if space.is_empty() {
+                break;
+            }
+            match read_once(client, space) {
+                Io::Done(n) => {
+                    self.client_dec.apply(&mut space[..n]);
+                    self.up.fill(n);
+                    meter.bytes_up += n as u64;
+                    progress = true;
+                }
+                Io::Blocked => client_ready.read = false,
+                Io::Eof => {
+                    self.end = self.end.on(EndEvent::ClientEof).0;
+                    progress = true;
+                }
+                Io::Failed(_) => return Err(CloseReason::ClientReset),
+            }
+        }
+        progress |= self.pump_up(upstream, up_ready, rng)?;
+        // Upstream → down buffer.
+        for _ in 0..PUMP_ROUNDS {
+            if !up_ready.read || !self.end.reads_upstream() {
+                break;
+            }
+            let space = self.down.space();
+            if space.is_empty() {
+                break;
+            }
+            match read_once(upstream, space) {
+                Io::Done(n) => {
+                    self.down.fill(n);
+                    progress = true;
+                }
+                Io::Blocked => up_ready.read = false,
+                Io::Eof => {
+                    self.end = self
+                        .end
+                        .on(EndEvent::UpstreamEnded(CloseReason::UpstreamEof))
+                        .0;
+                    progress = true;
+                }
+                Io::Failed(_) => return Err(CloseReason::UpstreamReset),
+            }
+        }
+        let (down, p) = self.pump_down(client, client_ready, meter, now)?;
+        progress |= p;
+        // Ends.
+        match self.end {
+            End::Open | End::ShutSent => {}
+            End::UpstreamDone(reason) => {
+                // Deliver what the upstream sent (the header of a half-received frame is dropped
+                // with it), then close.
+                if down == Down::Starved {
+                    // Best effort: our answer to the front's Close, if one is queued.
+                    let _ = self.pump_up(upstream, up_ready, rng);
+                    return Err(reason);
+                }
+            }
+            End::ClientDone => {
+                if self.up_flushed(upstream) {
+                    let (next, action) = self.end.on(EndEvent::UpFlushed);
+                    self.end = next;
+                    if action == EndAction::ShutUpstream {
+                        self.shut_upstream(upstream, up_ready, rng)?;
+                    }
+                    progress = true;
+                } else if self.client_ended_mid_packet() {
+                    // The frame can never be completed.
+                    return Err(CloseReason::ClientEof);
+                }
+            }
+        }
+        Ok(progress)
+    }
+
+    /// True when the client's bytes stopped inside a WS frame: nothing is left to complete it.
+    fn client_ended_mid_packet(&self) -> bool {
+        match &self.link {
+            Link::Raw => false,
+            Link::Ws(enc, _) => self.up.is_empty() && self.small_len == 0 && enc.in_frame(),
+        }
+    }
+
+    /// Half-close toward the upstream: a FIN on raw TCP; our Close (1000) on a WS link.
+    fn shut_upstream<U: Endpoint>(
+        &mut self,
+        upstream: &mut U,
+        up_ready: &mut Ready,
+        rng: &mut Rng,
+    ) -> Result<(), CloseReason> {
+        match &mut self.link {
+            Link::Raw => {
+                let _ = upstream.shutdown_write();
+            }
+            Link::Ws(enc, _) => {
+                enc.queue_close(Some(wslink::CLOSE_NORMAL));
+                self.pump_up(upstream, up_ready, rng)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Client → upstream: write what is ready, then process more. `Ok(true)` on progress.
+    fn pump_up<U: Endpoint>(
+        &mut self,
+        upstream: &mut U,
+        up_ready: &mut Ready,
+        rng: &mut Rng,
+    ) -> Result<bool, CloseReason> {
+        let mut progress = false;
+        for _ in 0..PUMP_ROUNDS * 4 {
+            if !up_ready.write {
+                break;
+            }
+            if upstream.has_backlog() {
+                match upstream.flush_backlog() {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        up_ready.write = false;
+                        break;
+                    }
+                    Err(_) => return Err(CloseReason::UpstreamReset),
+                }
+            }
+            let pending = if self.small_sent < self.small_len {
+                &self.small[self.small_sent..self.small_len]
+            } else {
+                self.up.ready()
+            };
+            if !pending.is_empty() {
+                match write_once(upstream, pending) {
+                    Io::Done(n) => {
+                        if self.small_len > 0 {
+                            self.small_sent += n;
+                            if self.small_sent == self.small_len {
+                                self.small_sent = 0;
+                                self.small_len = 0;
+                            }
+                        } else {
+                            self.up.consume(n);
+                        }
+                        progress = true;
+                        continue;
+                    }
+                    Io::Blocked => {
+                        up_ready.write = false;
+                        break;
+                    }
+                    Io::Eof | Io::Failed(_) => return Err(CloseReason::UpstreamReset),
+                }
+            }
+            // Nothing waiting: process more plaintext.
+            match &mut self.link {
+                Link::Raw => {
+                    let n = self.up.unprocessed().len();
+                    if n == 0 {
+                        break;
+                    }
+                    self.relay_enc.apply(self.up.unprocessed_mut(n));
+                    self.up.advance(n);
+                }
+                Link::Ws(enc, _) => match enc.next(self.up.unprocessed(), rng) {
+                    Ok(Next::Frame(s)) => {
+                        let b = s.as_bytes();
+                        self.small[..b.len()].copy_from_slice(b);
+                        self.small_len = b.len();
+                        self.small_sent = 0;
+                    }
+                    Ok(Next::Payload(n)) => {
+                        let region = self.up.unprocessed_mut(n);
+                        self.relay_enc.apply(region);
+                        enc.mask(region);
+                        self.up.advance(n);
+                    }
+                    Ok(Next::Idle) => break,
+                    Err(_) => return Err(CloseReason::ProtocolError),
+                },
+            }
+            progress = true;
+        }
+        Ok(progress)
+    }
+
+    /// Upstream → client: write what is ready, then process more (strip frame headers, answer
+    /// control frames, re-encrypt payload).
+    fn pump_down<C: Endpoint>(
+        &mut self,
+        client: &mut C,
+        client_ready: &mut Ready,
+        meter: &mut Meter,
+        now: u64,
+    ) -> Result<(Down, bool), CloseReason> {
+        let mut progress = false;
+        for _ in 0..PUMP_ROUNDS * 4 {
+            if !self.down.ready().is_empty() {
+                if !client_ready.write {
+                    return Ok((Down::Blocked, progress));
+                }
+                match write_once(client, self.down.ready()) {
+                    Io::Done(n) => {
+                        self.down.consume(n);
+                        meter.first_down_ms.get_or_insert(now);
+                        progress = true;
+                        continue;
+                    }
+                    Io::Blocked => {
+                        client_ready.write = false;
+                        return Ok((Down::Blocked, progress));
+                    }
+                    Io::Eof => return Err(CloseReason::ClientEof),
+                    Io::Failed(_) => return Err(CloseReason::ClientReset),
+                }
+            }
+            // Nothing waiting (so a header can be skipped in place): process more.
+            let avail = self.down.unprocessed().len();
+            if avail == 0 {
+                return Ok((Down::Starved, progress));
+            }
+            let n = match &mut self.link {
+                Link::Raw => avail,
+                Link::Ws(enc, dec) => match dec.next(self.down.unprocessed(), enc) {
+                    Ok(Event::Payload(n)) => n,
+                    Ok(Event::Header(n) | Event::Control(n)) => {
+                        self.down.skip(n);
+                        progress = true;
+                        continue;
+                    }
+                    Ok(Event::Closed(code, n)) => {
+                        self.down.skip(n);
+                        let ev = EndEvent::UpstreamEnded(CloseReason::WsClose(code));
+                        self.end = self.end.on(ev).0;
+                        // Nothing the front sends after its Close is relayed (RFC 6455 §5.5.1).
+                        return Ok((Down::Starved, true));
+                    }
+                    Ok(Event::NeedMore) => return Ok((Down::Starved, progress)),
+                    Err(e) => return Err(link_error(e)),
+                },
+            };
+            let region = self.down.unprocessed_mut(n);
+            self.relay_dec.apply(region);
+            self.client_enc.apply(region);
+            self.down.advance(n);
+            meter.bytes_down += n as u64;
+            progress = true;
+        }
+        Ok((Down::Capped, progress))
+    }
+}
+
+/// Every link error ends the session as a protocol error.
+fn link_error(_: LinkError) -> CloseReason {
+    CloseReason::ProtocolError
+}

@@ -1,0 +1,127 @@
+//! In-memory byte pipes with capacity limits for the relay's unit tests (no sockets): a full
+//! pipe refuses writes with `WouldBlock`, an empty one refuses reads until its writer shuts
+//! down (then `Ok(0)`), and either side can reset it. Counts the reads and writes it serves.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::rc::Rc;
+
+use crate::net::io::Endpoint;
+
+#[derive(Default)]
+struct Chan {
+    buf: VecDeque<u8>,
+    cap: usize,
+    /// The writer sent its end of stream.
+    shut: bool,
+    /// Reset by either side: every call fails.
+    reset: bool,
+}
+
+/// One end of a bidirectional pipe.
+pub struct PipeEnd {
+    rx: Rc<RefCell<Chan>>,
+    tx: Rc<RefCell<Chan>>,
+    /// `write` calls that moved bytes.
+    pub writes: usize,
+    /// `read` calls that moved bytes.
+    pub reads: usize,
+}
+
+/// A pipe whose a→b direction holds `cap_ab` bytes and b→a `cap_ba`.
+pub fn pair(cap_ab: usize, cap_ba: usize) -> (PipeEnd, PipeEnd) {
+    let ab = Rc::new(RefCell::new(Chan {
+        cap: cap_ab,
+        ..Chan::default()
+    }));
+    let ba = Rc::new(RefCell::new(Chan {
+        cap: cap_ba,
+        ..Chan::default()
+    }));
+    (
+        PipeEnd {
+            rx: ba.clone(),
+            tx: ab.clone(),
+            writes: 0,
+            reads: 0,
+        },
+        PipeEnd {
+            rx: ab,
+            tx: ba,
+            writes: 0,
+            reads: 0,
+        },
+    )
+}
+
+impl PipeEnd {
+    /// Resets both directions (the peer's next call fails with `ConnectionReset`).
+    pub fn reset(&mut self) {
+        self.rx.borrow_mut().reset = true;
+        self.tx.borrow_mut().reset = true;
+    }
+
+    /// True once the peer shut its sending side and everything it sent was read.
+    pub fn at_eof(&self) -> bool {
+        let rx = self.rx.borrow();
+        rx.shut && rx.buf.is_empty()
+    }
+
+    /// Bytes waiting to be read at this end.
+    pub fn pending(&self) -> usize {
+        self.rx.borrow().buf.len()
+    }
+}
+
+impl Read for PipeEnd {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut rx = self.rx.borrow_mut();
+        if rx.reset {
+            return Err(io::ErrorKind::ConnectionReset.into());
+        }
+        if rx.buf.is_empty() {
+            return if rx.shut {
+                Ok(0)
+            } else {
+                Err(io::ErrorKind::WouldBlock.into())
+            };
+        }
+        let n = buf.len().min(rx.buf.len());
+        for (d, s) in buf.iter_mut().zip(rx.buf.drain(..n)) {
+            *d = s;
+        }
+        self.reads += 1;
+        Ok(n)
+    }
+}
+
+impl Write for PipeEnd {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut tx = self.tx.borrow_mut();
+        if tx.reset {
+            return Err(io::ErrorKind::ConnectionReset.into());
+        }
+        if tx.shut {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        let n = buf.len().min(tx.cap - tx.buf.len());
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        tx.buf.extend(&buf[..n]);
+        self.writes += 1;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Endpoint for PipeEnd {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.tx.borrow_mut().shut = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,716 @@
+//! Relay core over in-memory pipes: a fake Telegram app on one side, a fake DC / WS front on
+//! the other, both with real obfuscated2 ciphers, so every assertion is about bytes delivered
+//! intact after double re-encryption, what went on the wire, and why the session ended.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+
+use super::pipe::{pair, PipeEnd};
+use super::*;
+use crate::mtproto::obfs2::{accept, accept_raw, initiate, Tag};
+use crate::net::wsframe::{apply_mask, format_header, parse_header, Header, Opcode, MAX_HEADER};
+
+const SECRET: [u8; 16] = [0x11; 16];
+/// Steps of the rig before a test calls it stuck.
+const MAX_ROUNDS: usize = 100_000;
+
+/// One frame as the front saw it (payload unmasked, still relay-encrypted for binary).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    opcode: Opcode,
+    len: usize,
+    payload: Vec<u8>,
+}
+
+struct Rig {
+    relay: Relay,
+    kind: LinkKind,
+    /// The relay's ends.
+    client: PipeEnd,
+    up: PipeEnd,
+    cr: Ready,
+    ur: Ready,
+    meter: Meter,
+    rng: Rng,
+    now: u64,
+    /// The fake Telegram app.
+    app: PipeEnd,
+    app_enc: Cipher,
+    app_dec: Cipher,
+    app_out: VecDeque<u8>,
+    app_in: Vec<u8>,
+    app_shut_pending: bool,
+    /// The fake front / DC.
+    front: PipeEnd,
+    front_enc: Option<Cipher>,
+    front_dec: Option<Cipher>,
+    front_raw: Vec<u8>,
+    front_out: VecDeque<u8>,
+    front_shut_pending: bool,
+    /// Client plaintext the front decoded, and the frames it saw (after the init).
+    front_plain: Vec<u8>,
+    frames: Vec<Seen>,
+    closed: Option<CloseReason>,
+}
+
+impl Rig {
+    /// `client_cap` / `up_cap`: pipe capacity per direction; `buf`: each relay buffer.
+    fn new(kind: LinkKind, client_cap: usize, up_cap: usize, buf: usize) -> Rig {
+        let mut rng = Rng::from_seed([42; 48]);
+        let app_init = initiate(Tag::Intermediate, 2, Some(&SECRET), &mut rng);
+        let accepted = accept(&app_init.init, &[SECRET]).expect("app init accepted");
+        let relay = Relay::new(
+            accepted,
+            2,
+            kind,
+            RelayBuf::new(buf),
+            RelayBuf::new(buf),
+            false,
+            &mut rng,
+        );
+        let (client, app) = pair(client_cap, client_cap);
+        let (up, front) = pair(up_cap, up_cap);
+        Rig {
+            relay,
+            kind,
+            client,
+            up,
+            cr: Ready::default(),
+            ur: Ready::default(),
+            meter: Meter::default(),
+            rng,
+            now: 1_000,
+            app,
+            app_enc: app_init.encrypt,
+            app_dec: app_init.decrypt,
+            app_out: VecDeque::new(),
+            app_in: Vec::new(),
+            app_shut_pending: false,
+            front,
+            front_enc: None,
+            front_dec: None,
+            front_raw: Vec::new(),
+            front_out: VecDeque::new(),
+            front_shut_pending: false,
+            front_plain: Vec::new(),
+            frames: Vec::new(),
+            closed: None,
+        }
+    }
+
+    fn ws(&self) -> bool {
+        self.kind != LinkKind::Raw
+    }
+
+    /// The app sends `plain` (encrypted with its cipher).
+    fn app_send(&mut self, plain: &[u8]) {
+        let mut c = plain.to_vec();
+        self.app_enc.apply(&mut c);
+        self.app_out.extend(c);
+    }
+
+    /// The app half-closes once everything queued is written.
+    fn app_shut(&mut self) {
+        self.app_shut_pending = true;
+    }
+
+    /// The front sends `plain` as one binary frame (WS) or raw.
+    fn front_data(&mut self, plain: &[u8]) {
+        let mut c = plain.to_vec();
+        self.front_enc.as_mut().expect("init seen").apply(&mut c);
+        if self.ws() {
+            self.front_frame(0x82, &c);
+        } else {
+            self.front_out.extend(c);
+        }
+    }
+
+    /// The front sends a frame with first byte `b0` (FIN, RSV, opcode), unmasked.
+    fn front_frame(&mut self, b0: u8, payload: &[u8]) {
+        let h = Header {
+            fin: true,
+            opcode: Opcode::Binary,
+            mask: None,
+            len: payload.len() as u64,
+        };
+        let mut hdr = [0u8; MAX_HEADER];
+        let n = format_header(&h, &mut hdr);
+        hdr[0] = b0;
+        self.front_out.extend(&hdr[..n]);
+        self.front_out.extend(payload);
+    }
+
+    fn front_shut(&mut self) {
+        self.front_shut_pending = true;
+    }
+
+    /// Moves queued test bytes into the pipes and takes what arrived; true on any movement.
+    fn pump_peers(&mut self) -> bool {
+        let mut moved = false;
+        moved |= push(&mut self.app, &mut self.app_out);
+        if self.app_shut_pending && self.app_out.is_empty() {
+            self.app_shut_pending = false;
+            let _ = self.app.shutdown_write();
+            moved = true;
+        }
+        moved |= push(&mut self.front, &mut self.front_out);
+        if self.front_shut_pending && self.front_out.is_empty() {
+            self.front_shut_pending = false;
+            let _ = self.front.shutdown_write();
+            moved = true;
+        }
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = self.app.read(&mut buf) {
+            let mut c = buf[..n].to_vec();
+            self.app_dec.apply(&mut c);
+            self.app_in.extend(c);
+            moved = true;
+        }
+        while let Ok(n @ 1..) = self.front.read(&mut buf) {
+            self.front_raw.extend_from_slice(&buf[..n]);
+            moved = true;
+        }
+        self.parse_front();
+        moved
+    }
+
+    /// Decodes what the relay sent upstream: the init first, then frames or the raw stream.
+    fn parse_front(&mut self) {
+        loop {
+            if !self.ws() {
+                if self.front_dec.is_none() {
+                    if self.front_raw.len() < 64 {
+                        return;
+                    }
+                    let init: Vec<u8> = self.front_raw.drain(..64).collect();
+                    self.take_init(&init);
+                }
+                let mut rest = std::mem::take(&mut self.front_raw);
+                self.front_dec.as_mut().unwrap().apply(&mut rest);
+                self.front_plain.extend(rest);
+                return;
+            }
+            let Ok(Some((h, hl))) = parse_header(&self.front_raw) else {
+                return;
+            };
+            let end = hl + h.len as usize;
+            if self.front_raw.len() < end {
+                return;
+            }
+            let mask = h.mask.expect("client frames are masked");
+            let mut payload: Vec<u8> = self.front_raw[hl..end].to_vec();
+            self.front_raw.drain(..end);
+            apply_mask(&mut payload, mask, 0);
+            if self.front_dec.is_none() {
+                assert_eq!(
+                    (h.opcode, payload.len()),
+                    (Opcode::Binary, 64),
+                    "init first"
+                );
+                self.take_init(&payload);
+                continue;
+            }
+            if h.opcode == Opcode::Binary {
+                self.front_dec.as_mut().unwrap().apply(&mut payload);
+                self.front_plain.extend_from_slice(&payload);
+            }
+            self.frames.push(Seen {
+                opcode: h.opcode,
+                len: payload.len(),
+                payload,
+            });
+        }
+    }
+
+    fn take_init(&mut self, init: &[u8]) {
+        let mut a = [0u8; 64];
+        a.copy_from_slice(init);
+        let acc = accept_raw(&a).expect("relay init parses");
+        assert_eq!((acc.tag, acc.dc), (Tag::Intermediate, 2));
+        self.front_dec = Some(acc.decrypt);
+        self.front_enc = Some(acc.encrypt);
+    }
+
+    /// Runs relay and peers until neither moves, or the relay closes. Returns the close reason.
+    fn run(&mut self) -> Option<CloseReason> {
+        for _ in 0..MAX_ROUNDS {
+            if self.closed.is_some() {
+                return self.closed;
+            }
+            let peers = self.pump_peers();
+            // Every pipe counts as ready; the relay clears a flag on WouldBlock.
+            self.cr = Ready {
+                read: true,
+                write: true,
+            };
+            self.ur = self.cr;
+            match self.relay.step(
+                &mut self.client,
+                &mut self.cr,
+                &mut self.up,
+                &mut self.ur,
+                &mut self.meter,
+                self.now,
+                &mut self.rng,
+            ) {
+                Outcome::Close(r) => {
+                    self.closed = Some(r);
+                    self.pump_peers();
+                    return self.closed;
+                }
+                Outcome::Progress => {}
+                Outcome::Wait if !peers => return None,
+                Outcome::Wait => {}
+            }
+        }
+        panic!("relay did not settle in {MAX_ROUNDS} rounds");
+    }
+
+    /// The binary messages the front saw, as decrypted packets.
+    fn front_messages(&self) -> Vec<Vec<u8>> {
+        // Re-derive the plaintext per message: the front's cipher ran over them in order.
+        let mut out = Vec::new();
+        let mut at = 0;
+        for f in self.frames.iter().filter(|f| f.opcode == Opcode::Binary) {
+            out.push(self.front_plain[at..at + f.len].to_vec());
+            at += f.len;
+        }
+        out
+    }
+
+    fn controls(&self) -> Vec<(Opcode, Vec<u8>)> {
+        self.frames
+            .iter()
+            .filter(|f| f.opcode != Opcode::Binary)
+            .map(|f| (f.opcode, f.payload.clone()))
+            .collect()
+    }
+}
+
+/// Writes as much of `q` as the pipe takes.
+fn push(end: &mut PipeEnd, q: &mut VecDeque<u8>) -> bool {
+    let mut moved = false;
+    while !q.is_empty() {
+        let (a, _) = q.as_slices();
+        match end.write(a) {
+            Ok(n) => {
+                q.drain(..n);
+                moved = true;
+            }
+            Err(_) => break,
+        }
+    }
+    moved
+}
+
+/// An intermediate transport packet with a deterministic body of `len` bytes.
+fn packet(len: usize, seed: u8) -> Vec<u8> {
+    let mut v = (len as u32).to_le_bytes().to_vec();
+    v.extend((0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)));
+    v
+}
+
+fn bulk(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(7) ^ seed ^ (i >> 9) as u8)
+        .collect()
+}
+
+#[test]
+fn ws_packets_intact_both_ways_under_backpressure() {
+    // Pipes of 700 bytes and 2 KiB buffers: every direction fills and blocks many times.
+    let mut rig = Rig::new(LinkKind::WsPackets, 700, 700, 2048);
+    assert_eq!(rig.run(), None);
+    let packets: Vec<Vec<u8>> = (0..40).map(|i| packet(4 + i * 97, i as u8)).collect();
+    for p in &packets {
+        rig.app_send(p);
+    }
+    let down = bulk(150_000, 3);
+    for chunk in down.chunks(5000) {
+        rig.front_data(chunk);
+    }
+    assert_eq!(rig.run(), None);
+    assert_eq!(
+        rig.front_messages(),
+        packets,
+        "one message per packet, intact"
+    );
+    assert_eq!(rig.app_in, down);
+    assert_eq!(rig.meter.bytes_down, down.len() as u64);
+    let up_len: usize = packets.iter().map(Vec::len).sum();
+    assert_eq!(rig.meter.bytes_up, up_len as u64);
+    assert_eq!(rig.meter.first_down_ms, Some(1_000));
+    assert!(!rig.relay.wants_linger());
+}
+
+#[test]
+fn raw_tcp_intact_both_ways_under_backpressure() {
+    let mut rig = Rig::new(LinkKind::Raw, 333, 517, 1024);
+    rig.run();
+    let up = bulk(80_000, 9);
+    let down = bulk(120_000, 1);
+    rig.app_send(&up);
+    rig.front_data(&down);
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.front_plain, up);
+    assert_eq!(rig.app_in, down);
+}
+
+#[test]
+fn a_stalled_reader_stops_the_relay_reading_the_other_side() {
+    // The app reads nothing: the relay fills its down buffer and the pipes, then stops.
+    let mut rig = Rig::new(LinkKind::Raw, 1000, 1000, 4096);
+    rig.run();
+    let down = bulk(50_000, 5);
+    rig.front_data(&down);
+    for _ in 0..50 {
+        rig.pump_peers_front_only();
+        let mut cr = Ready {
+            read: true,
+            write: true,
+        };
+        let mut ur = cr;
+        let o = rig.relay.step(
+            &mut rig.client,
+            &mut cr,
+            &mut rig.up,
+            &mut ur,
+            &mut rig.meter,
+            rig.now,
+            &mut rig.rng,
+        );
+        assert!(!matches!(o, Outcome::Close(_)));
+    }
+    // App pipe (1000) + relay buffer (4096) + up pipe (1000) held; the rest still queued at the
+    // front: the relay did not read more than it could hold.
+    assert_eq!(rig.app.pending(), 1000);
+    assert!(rig.front_out.len() >= down.len() - 1000 - 4096 - 1000);
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.app_in, down);
+}
+
+impl Rig {
+    /// Like `pump_peers` but the app reads nothing (a stalled client).
+    fn pump_peers_front_only(&mut self) {
+        push(&mut self.front, &mut self.front_out);
+        if self.front_shut_pending && self.front_out.is_empty() {
+            self.front_shut_pending = false;
+            let _ = self.front.shutdown_write();
+        }
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = self.front.read(&mut buf) {
+            self.front_raw.extend_from_slice(&buf[..n]);
+        }
+        self.parse_front();
+    }
+}
+
+#[test]
+fn one_mib_packets_and_frames_stream_through_16_kib_buffers() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 64 * 1024, 64 * 1024, 16 * 1024);
+    rig.run();
+    let big = packet(1 << 20, 77);
+    rig.app_send(&big);
+    let down = bulk(1 << 20, 8);
+    rig.front_data(&down); // one 1 MiB frame
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.front_messages(), vec![big]);
+    assert_eq!(rig.app_in, down);
+}
+
+#[test]
+fn worker_stream_messages_are_at_most_1_mib() {
+    let mut rig = Rig::new(LinkKind::WsStream, 256 * 1024, 256 * 1024, 16 * 1024);
+    rig.run();
+    let up = bulk(2 * (1 << 20) + 12345, 2);
+    rig.app_send(&up);
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.front_plain, up);
+    assert!(rig
+        .frames
+        .iter()
+        .all(|f| f.len <= wslink::MAX_STREAM_MESSAGE));
+    assert!(rig.frames.len() >= 3);
+}
+
+#[test]
+fn ping_mid_packet_is_answered_at_the_next_frame_boundary() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 4096, 4096, 4096);
+    rig.run();
+    let p = packet(1000, 1);
+    rig.app_send(&p[..300]);
+    rig.run();
+    // The front pings while the client's packet is half sent, and splits its own packet in two
+    // fragments with a ping between them.
+    rig.front_frame(0x89, b"ping-1");
+    let down = bulk(600, 4);
+    let mut c = down.clone();
+    rig.front_enc.as_mut().unwrap().apply(&mut c);
+    rig.front_frame(0x02, &c[..250]); // binary, FIN clear
+    rig.front_frame(0x89, b"ping-2");
+    rig.front_frame(0x80, &c[250..]); // continuation, FIN
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.app_in, down, "payload intact around the ping");
+    assert!(
+        rig.controls().is_empty(),
+        "no pong inside the client's frame"
+    );
+    rig.app_send(&p[300..]);
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.front_messages(), vec![p]);
+    // The newer pong replaced the older one (RFC 6455 §5.5.3).
+    assert_eq!(rig.controls(), vec![(Opcode::Pong, b"ping-2".to_vec())]);
+}
+
+#[test]
+fn close_mid_packet_delivers_what_came_and_reports_the_code() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 4096, 4096, 4096);
+    rig.run();
+    let down = bulk(500, 6);
+    let mut c = down.clone();
+    rig.front_enc.as_mut().unwrap().apply(&mut c);
+    rig.front_frame(0x02, &c[..200]);
+    rig.front_frame(0x88, &1001u16.to_be_bytes());
+    rig.front_frame(0x80, &c[200..]); // after its Close: never relayed
+    assert_eq!(rig.run(), Some(CloseReason::WsClose(1001)));
+    assert_eq!(rig.app_in, down[..200]);
+    assert_eq!(
+        rig.controls(),
+        vec![(Opcode::Close, 1001u16.to_be_bytes().to_vec())],
+        "the Close is echoed"
+    );
+}
+
+#[test]
+fn raw_client_half_close_then_upstream_answers() {
+    let mut rig = Rig::new(LinkKind::Raw, 2048, 2048, 4096);
+    rig.run();
+    let up = bulk(10_000, 1);
+    rig.app_send(&up);
+    rig.app_shut();
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.front_plain, up);
+    assert!(rig.front.at_eof(), "FIN forwarded after the last byte");
+    assert_eq!(rig.relay.end(), End::ShutSent);
+    assert!(rig.relay.wants_linger());
+    // The upstream keeps talking after the client's FIN: still relayed.
+    let down = bulk(20_000, 2);
+    rig.front_data(&down);
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.app_in, down);
+    rig.front_shut();
+    assert_eq!(rig.run(), Some(CloseReason::ClientEof));
+}
+
+#[test]
+fn ws_client_half_close_sends_one_close_after_the_data() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
+    rig.run();
+    let p = packet(3000, 5);
+    rig.app_send(&p);
+    rig.app_shut();
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.front_messages(), vec![p]);
+    assert_eq!(
+        rig.controls(),
+        vec![(Opcode::Close, 1000u16.to_be_bytes().to_vec())]
+    );
+    let down = bulk(7000, 3);
+    rig.front_data(&down);
+    rig.front_frame(0x88, &1000u16.to_be_bytes());
+    assert_eq!(rig.run(), Some(CloseReason::ClientEof));
+    assert_eq!(rig.app_in, down);
+    assert_eq!(rig.controls().len(), 1, "Close sent once");
+}
+
+#[test]
+fn upstream_end_flushes_to_a_slow_client_then_closes() {
+    let mut rig = Rig::new(LinkKind::Raw, 512, 4096, 4096);
+    rig.run();
+    let down = bulk(3000, 8);
+    rig.front_data(&down);
+    rig.front_shut();
+    // The app does not read yet: the relay holds the rest and lingers.
+    for _ in 0..10 {
+        rig.pump_peers_front_only();
+        let (mut cr, mut ur) = (
+            Ready {
+                read: true,
+                write: true,
+            },
+            Ready {
+                read: true,
+                write: true,
+            },
+        );
+        let o = rig.relay.step(
+            &mut rig.client,
+            &mut cr,
+            &mut rig.up,
+            &mut ur,
+            &mut rig.meter,
+            rig.now,
+            &mut rig.rng,
+        );
+        assert!(!matches!(o, Outcome::Close(_)), "{o:?}");
+    }
+    assert_eq!(rig.relay.end(), End::UpstreamDone(CloseReason::UpstreamEof));
+    assert!(rig.relay.wants_linger());
+    assert_eq!(rig.relay.linger_reason(), CloseReason::UpstreamEof);
+    assert_eq!(rig.run(), Some(CloseReason::UpstreamEof));
+    assert_eq!(rig.app_in, down, "everything delivered before the close");
+}
+
+#[test]
+fn client_closes_while_the_upstream_is_still_sending() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 1024, 1024, 2048);
+    rig.run();
+    let down = bulk(200_000, 4);
+    for c in down.chunks(16_000) {
+        rig.front_data(c);
+    }
+    rig.app_shut();
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.relay.end(), End::ShutSent);
+    assert_eq!(rig.relay.linger_reason(), CloseReason::ClientEof);
+    assert_eq!(
+        rig.app_in, down,
+        "downstream still delivered after the client's FIN"
+    );
+    assert_eq!(
+        rig.controls(),
+        vec![(Opcode::Close, 1000u16.to_be_bytes().to_vec())]
+    );
+    rig.front_shut();
+    assert_eq!(rig.run(), Some(CloseReason::ClientEof));
+}
+
+#[test]
+fn client_ending_inside_a_packet_closes_at_once() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
+    rig.run();
+    let p = packet(1000, 1);
+    rig.app_send(&p[..500]);
+    rig.app_shut();
+    assert_eq!(rig.run(), Some(CloseReason::ClientEof));
+    assert!(rig.controls().is_empty());
+}
+
+#[test]
+fn linger_is_wanted_only_after_one_side_ended() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
+    assert_eq!(rig.run(), None);
+    assert!(!rig.relay.wants_linger());
+    rig.app_send(&packet(10, 1));
+    rig.front_data(&bulk(10, 1));
+    assert_eq!(rig.run(), None);
+    assert!(!rig.relay.wants_linger());
+    // The client ends, the front never answers: the relay waits under the linger (the shell's
+    // timer bounds it) and would report the client.
+    rig.app_shut();
+    assert_eq!(rig.run(), None);
+    assert!(rig.relay.wants_linger());
+    assert_eq!(rig.relay.linger_reason(), CloseReason::ClientEof);
+    assert_eq!(rig.run(), None, "nothing happens without the timer");
+}
+
+#[test]
+fn bad_frames_from_the_front_are_protocol_errors() {
+    let cases: [(&str, u8, &[u8]); 4] = [
+        ("text", 0x81, b"hi"),
+        ("reserved bits", 0xc2, b"xx"),
+        ("reserved opcode", 0x83, b""),
+        ("fragmented ping", 0x09, b""),
+    ];
+    for (what, b0, payload) in cases {
+        let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
+        rig.run();
+        rig.front_frame(b0, payload);
+        assert_eq!(rig.run(), Some(CloseReason::ProtocolError), "{what}");
+    }
+    // A masked server frame.
+    let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
+    rig.run();
+    rig.front_out.extend([0x82, 0x81, 1, 2, 3, 4, 0]);
+    assert_eq!(rig.run(), Some(CloseReason::ProtocolError));
+}
+
+#[test]
+fn oversized_client_packet_is_a_protocol_error() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
+    rig.run();
+    rig.app_send(&(17u32 << 20).to_le_bytes());
+    assert_eq!(rig.run(), Some(CloseReason::ProtocolError));
+}
+
+#[test]
+fn keepalive_ping_goes_out_at_a_boundary_and_not_on_raw() {
+    let mut rig = Rig::new(LinkKind::WsStream, 2048, 2048, 4096);
+    rig.run();
+    rig.relay.queue_ping(0x1_0000_0102);
+    rig.run();
+    assert_eq!(rig.controls(), vec![(Opcode::Ping, vec![0, 0, 1, 2])]);
+    let mut raw = Rig::new(LinkKind::Raw, 2048, 2048, 4096);
+    raw.run();
+    raw.relay.queue_ping(5);
+    raw.app_send(b"abcd");
+    raw.run();
+    assert_eq!(raw.front_plain, b"abcd", "no frame bytes in a raw stream");
+}
+
+#[test]
+fn resets_name_the_side() {
+    let mut rig = Rig::new(LinkKind::Raw, 2048, 2048, 4096);
+    rig.run();
+    rig.app.reset();
+    assert_eq!(rig.run(), Some(CloseReason::ClientReset));
+    let mut rig = Rig::new(LinkKind::Raw, 2048, 2048, 4096);
+    rig.run();
+    rig.front.reset();
+    assert_eq!(rig.run(), Some(CloseReason::UpstreamReset));
+}
+
+#[test]
+fn client_eof_during_connect_forwards_the_bytes_then_shuts() {
+    let mut rng = Rng::from_seed([1; 48]);
+    let mut app = initiate(Tag::Intermediate, 2, Some(&SECRET), &mut rng);
+    let accepted = accept(&app.init, &[SECRET]).unwrap();
+    // Bytes read while connecting sit client-decrypted in `up`.
+    let mut up = RelayBuf::new(4096);
+    let mut msg = b"early bytes".to_vec();
+    app.encrypt.apply(&mut msg);
+    let mut acc = accepted;
+    acc.decrypt.apply(&mut msg);
+    up.space()[..msg.len()].copy_from_slice(&msg);
+    up.fill(msg.len());
+    let mut relay = Relay::new(acc, 2, LinkKind::Raw, up, RelayBuf::new(64), true, &mut rng);
+    assert_eq!(relay.end(), End::ClientDone);
+    let (mut client, _app_end) = pair(64, 64);
+    let (mut upe, mut front) = pair(4096, 4096);
+    let mut r = Ready {
+        read: true,
+        write: true,
+    };
+    let mut ur = r;
+    let mut meter = Meter::default();
+    let o = relay.step(
+        &mut client,
+        &mut r,
+        &mut upe,
+        &mut ur,
+        &mut meter,
+        0,
+        &mut rng,
+    );
+    assert_eq!(o, Outcome::Progress);
+    assert_eq!(relay.end(), End::ShutSent);
+    let mut got = vec![0u8; 200];
+    let n = front.read(&mut got).unwrap();
+    assert_eq!(n, 64 + 11);
+    let mut init = [0u8; 64];
+    init.copy_from_slice(&got[..64]);
+    let mut dec = accept_raw(&init).unwrap().decrypt;
+    dec.apply(&mut got[64..n]);
+    assert_eq!(&got[64..n], b"early bytes");
+    assert!(front.at_eof() || front.read(&mut got).unwrap() == 0);
+}
