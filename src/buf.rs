@@ -1,13 +1,18 @@
-//! Fixed-capacity relay buffer with three cursors.
+//! Fixed-capacity relay buffer with three cursors and a small headroom.
 //!
 //! ```text
-//! 0 ........ lo ============ mid ------------ hi ........ cap
-//!            | ready to send | read, not yet  |  free
-//!            | (processed)   | processed      |
+//! 0 .. HEADROOM ..... lo ============ mid ------------ hi ........ end
+//!                     | ready to send | read, not yet  |  free
+//!                     | (processed)   | processed      |
 //! ```
 //! Bytes are read in at `hi`, transformed in place from `mid` (decrypt, re-encrypt, mask) and
-//! sent from `lo`. The buffer never grows; a full buffer means "stop reading this side"
-//! (backpressure by interest). Nothing here knows about sockets or ciphers.
+//! sent from `lo`. An empty buffer starts at [`HEADROOM`], so a WebSocket frame header can be
+//! put in front of its payload ([`RelayBuf::prepend`]) and both go out in one write. The buffer
+//! never grows; a full buffer means "stop reading this side" (backpressure by interest). Nothing
+//! here knows about sockets or ciphers.
+
+/// Bytes kept free in front of an empty buffer's data: room for a WS frame header (≤ 14).
+pub const HEADROOM: usize = 16;
 
 /// A relay buffer of fixed capacity (bytes), allocated once.
 pub struct RelayBuf {
@@ -18,19 +23,66 @@ pub struct RelayBuf {
 }
 
 impl RelayBuf {
-    /// Allocates a zeroed buffer of `cap` bytes (`cap` > 0).
+    /// Allocates a zeroed buffer that holds `cap` bytes (`cap` > 0), plus [`HEADROOM`].
     pub fn new(cap: usize) -> RelayBuf {
         RelayBuf {
-            data: vec![0u8; cap.max(1)].into_boxed_slice(),
-            lo: 0,
-            mid: 0,
-            hi: 0,
+            data: vec![0u8; cap.max(1) + HEADROOM].into_boxed_slice(),
+            lo: HEADROOM,
+            mid: HEADROOM,
+            hi: HEADROOM,
         }
     }
 
-    /// Capacity in bytes.
+    /// Capacity in bytes (headroom excluded).
     pub fn capacity(&self) -> usize {
-        self.data.len()
+        self.data.len() - HEADROOM
+    }
+
+    /// Drops everything held.
+    pub fn clear(&mut self) {
+        self.reset();
+    }
+
+    fn reset(&mut self) {
+        self.lo = HEADROOM;
+        self.mid = HEADROOM;
+        self.hi = HEADROOM;
+    }
+
+    /// Puts `bytes` in front of the unprocessed bytes as ready to send (a frame header before
+    /// its payload). Only when nothing is ready; `false` (and nothing changed) if there is no
+    /// room in front.
+    pub fn prepend(&mut self, bytes: &[u8]) -> bool {
+        if self.lo != self.mid || self.lo < bytes.len() {
+            return false;
+        }
+        self.lo -= bytes.len();
+        self.data[self.lo..self.mid].copy_from_slice(bytes);
+        true
+    }
+
+    /// Moves everything held (ready and unprocessed, cursors kept apart) into the empty `other`
+    /// and empties `self`. `false` (and nothing changed) if `other` is not empty or too small.
+    pub fn move_into(&mut self, other: &mut RelayBuf) -> bool {
+        if !other.is_empty() {
+            return false;
+        }
+        let (ready, held) = (self.mid - self.lo, self.hi - self.lo);
+        // Keep prepended bytes in front of HEADROOM if there were any.
+        let start = if self.lo < HEADROOM {
+            self.lo
+        } else {
+            HEADROOM
+        };
+        if start + held > other.data.len() {
+            return false;
+        }
+        other.data[start..start + held].copy_from_slice(&self.data[self.lo..self.hi]);
+        other.lo = start;
+        other.mid = start + ready;
+        other.hi = start + held;
+        self.reset();
+        true
     }
 
     /// Processed bytes waiting to be sent: `[lo, mid)`.
@@ -43,9 +95,7 @@ impl RelayBuf {
         debug_assert!(self.lo + n <= self.mid);
         self.lo = (self.lo + n).min(self.mid);
         if self.lo == self.hi {
-            self.lo = 0;
-            self.mid = 0;
-            self.hi = 0;
+            self.reset();
         }
     }
 
@@ -73,19 +123,17 @@ impl RelayBuf {
         self.mid = (self.mid + n).min(self.hi);
         self.lo = self.mid;
         if self.lo == self.hi {
-            self.lo = 0;
-            self.mid = 0;
-            self.hi = 0;
+            self.reset();
         }
     }
 
     /// Free space at the tail for a read, compacting first if that makes room. Empty when full.
     pub fn space(&mut self) -> &mut [u8] {
-        if self.hi == self.data.len() && self.lo > 0 {
-            self.data.copy_within(self.lo..self.hi, 0);
-            self.mid -= self.lo;
-            self.hi -= self.lo;
-            self.lo = 0;
+        if self.hi == self.data.len() && self.lo > HEADROOM {
+            self.data.copy_within(self.lo..self.hi, HEADROOM);
+            self.mid -= self.lo - HEADROOM;
+            self.hi -= self.lo - HEADROOM;
+            self.lo = HEADROOM;
         }
         &mut self.data[self.hi..]
     }
@@ -103,7 +151,7 @@ impl RelayBuf {
 
     /// True when a read would find no room even after compaction.
     pub fn is_full(&self) -> bool {
-        self.lo == 0 && self.hi == self.data.len()
+        self.lo <= HEADROOM && self.hi == self.data.len()
     }
 
     /// Bytes held (ready + unprocessed).
@@ -143,6 +191,45 @@ mod tests {
         b.consume(5);
         assert!(b.is_empty());
         assert_eq!(b.space().len(), 8);
+    }
+
+    #[test]
+    fn prepend_puts_a_header_before_the_payload() {
+        let mut b = RelayBuf::new(8);
+        b.space()[..3].copy_from_slice(b"pay");
+        b.fill(3);
+        assert!(b.prepend(b"HD"));
+        b.advance(3);
+        assert_eq!(b.ready(), b"HDpay");
+        assert!(!b.prepend(b"x"), "only when nothing is ready");
+        b.consume(5);
+        assert!(b.is_empty());
+        assert!(!b.prepend(&[0; HEADROOM + 1]), "no room");
+        assert_eq!(b.space().len(), 8);
+    }
+
+    #[test]
+    fn move_into_keeps_ready_and_unprocessed_apart() {
+        let mut big = RelayBuf::new(64);
+        big.space()[..10].copy_from_slice(b"0123456789");
+        big.fill(10);
+        big.advance(4);
+        big.consume(1);
+        let mut small = RelayBuf::new(9);
+        assert!(big.move_into(&mut small));
+        assert!(big.is_empty());
+        assert_eq!(
+            (small.ready(), small.unprocessed()),
+            (&b"123"[..], &b"456789"[..])
+        );
+        let mut tiny = RelayBuf::new(8);
+        assert!(!small.move_into(&mut tiny), "does not fit");
+        assert_eq!(small.len(), 9);
+        assert_eq!(small.space().len(), 0, "full: 9 of 9");
+        let mut other = RelayBuf::new(16);
+        other.space()[0] = 1;
+        other.fill(1);
+        assert!(!small.move_into(&mut other), "target not empty");
     }
 
     #[test]

@@ -28,12 +28,16 @@ use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::net::dial::Upstream;
 use crate::net::tls;
+use crate::relay::Scratch;
 use crate::rng::Rng;
 use crate::route::ladder::Ladder;
 use crate::route::prober::{Finished, Prober, Shell, SuspendWatch};
 use crate::stats::Stats;
 use crate::timer::Wheel;
 use crate::token::{self, Role, DNS, LISTENER};
+
+/// The relay scratch holds this many relay buffers (`--buf-kb` each; 64 KiB at the default).
+const SCRATCH_BUFS: usize = 4;
 
 /// Timer wheel resolution (ms) and size: 10 ms × 1024 slots ≈ 10 s per rotation.
 const WHEEL_TICK_MS: u64 = 10;
@@ -87,6 +91,8 @@ struct Shared {
     prober: Prober,
     dns: Resolver,
     watch: SuspendWatch,
+    /// The relay's one large buffer (`relay::Scratch`).
+    scratch: Scratch,
 }
 
 impl Shared {
@@ -119,6 +125,7 @@ impl Shared {
             dns: &mut self.dns,
             attempt_log: &mut self.attempt_log,
             client_log: &mut self.client_log,
+            scratch: &mut self.scratch,
         }
     }
 }
@@ -206,6 +213,7 @@ impl Reactor {
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
                 dns,
                 watch: SuspendWatch::new(now),
+                scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size),
                 cfg,
             },
             clock,

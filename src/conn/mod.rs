@@ -30,7 +30,7 @@ use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
 use crate::net::dial::{set_keepalive, Upstream};
-use crate::relay::Meter;
+use crate::relay::{Meter, Scratch};
 use crate::rng::Rng;
 use crate::route::ladder::{Ladder, Observation, SessionEnd};
 use crate::route::prober::Prober;
@@ -109,6 +109,8 @@ pub struct Ctx<'a> {
     pub attempt_log: &'a mut RateLimited,
     /// Folds every other per-client warning (could not start, budget, every route failed).
     pub client_log: &'a mut RateLimited,
+    /// The reactor's large relay buffer, lent to one session step at a time.
+    pub scratch: &'a mut Scratch,
 }
 
 impl Ctx<'_> {
@@ -408,7 +410,10 @@ impl Conn {
         let old = std::mem::replace(&mut self.phase, Phase::Closed);
         match old {
             Phase::Connecting(mut c) => c.cancel_all(ctx),
-            Phase::Relay(mut r) => r.shutdown(),
+            Phase::Relay(mut r) => {
+                r.release(ctx.scratch);
+                r.shutdown();
+            }
             _ => {}
         }
         let _ = self.client.shutdown(std::net::Shutdown::Both);
@@ -460,6 +465,7 @@ impl Conn {
             &mut self.client,
             &mut self.client_ready,
             &mut self.info,
+            ctx.scratch,
             ctx.now,
             ctx.rng,
         );

@@ -16,7 +16,7 @@ use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::Upstream;
-use crate::relay::{LinkKind, Outcome, Relay};
+use crate::relay::{LinkKind, Outcome, Relay, Scratch};
 use crate::rng::Rng;
 
 /// The relay phase: core, upstream socket, upstream readiness.
@@ -80,6 +80,11 @@ impl Relaying {
         self.core.linger_reason()
     }
 
+    /// Hands a large buffer this session kept back to the reactor's scratch (on close).
+    pub fn release(&mut self, scratch: &mut Scratch) {
+        self.core.release(scratch);
+    }
+
     /// Best-effort goodbye on session close: a TLS close_notify toward the upstream.
     pub fn shutdown(&mut self) {
         self.upstream.shutdown();
@@ -96,6 +101,7 @@ impl Relaying {
         client: &mut TcpStream,
         client_ready: &mut Ready,
         info: &mut SessionInfo,
+        scratch: &mut Scratch,
         now: u64,
         rng: &mut Rng,
     ) -> Step {
@@ -105,6 +111,7 @@ impl Relaying {
             &mut self.upstream,
             &mut self.up_ready,
             &mut info.meter,
+            scratch,
             now,
             rng,
         );

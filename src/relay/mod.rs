@@ -9,8 +9,11 @@
 //! driven by [`Relay::step`] over the two endpoints the caller holds — mio sockets in the session
 //! shell (`conn::relay`), in-memory pipes in the unit tests (`tests`). Payload streams through the
 //! buffers, so a packet or frame of any size costs no extra memory; a full buffer stops reads from
-//! its source (backpressure). Framing, masking and control frames are `net::wslink`'s; the end of
-//! the session is `end`'s one state machine; timers, logging and route health are the shell's.
+//! its source (backpressure). A direction whose own buffer is empty runs through the reactor's
+//! one large [`Scratch`] (fewer, larger reads and writes); a WS data header is put in front of its
+//! payload so both leave in one write (one TLS record, not a tiny one). Framing, masking and
+//! control frames are `net::wslink`'s; the end of the session is `end`'s one state machine;
+//! timers, logging and route health are the shell's.
 
 pub mod end;
 #[cfg(test)]
@@ -67,6 +70,55 @@ pub enum LinkKind {
     WsPackets,
     /// WebSocket, a plain stream in messages of at most 1 MiB (a Worker).
     WsStream,
+}
+
+/// The reactor's one large buffer (several relay buffers' worth), lent to a session for one
+/// step when its own buffer for a direction is empty and the other side is writable: a large
+/// chunk is read, transformed in place and written through, and only what the kernel did not
+/// take stays. If that is more than the session's own buffer holds, the session keeps the large
+/// buffer and the reactor keeps the session's empty one instead until the rest fits back (at
+/// most one session at a time; the others use their own buffers meanwhile). Memory stays
+/// `sessions × own + one large`.
+pub struct Scratch {
+    buf: RelayBuf,
+}
+
+impl Scratch {
+    /// A scratch of `cap` bytes (use a multiple of the relay buffer size).
+    pub fn new(cap: usize) -> Scratch {
+        Scratch {
+            buf: RelayBuf::new(cap),
+        }
+    }
+
+    /// Capacity in bytes of the buffer it holds now (smaller while a session keeps the large one).
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Swaps the large buffer in for `own` if `own` is empty and the large one is here.
+    fn lend(&mut self, own: &mut RelayBuf) -> bool {
+        if own.is_empty() && self.buf.capacity() > own.capacity() {
+            std::mem::swap(own, &mut self.buf);
+            return true;
+        }
+        false
+    }
+
+    /// Takes the large buffer back from `own` once what it holds fits the small one here.
+    fn take_back(&mut self, own: &mut RelayBuf) {
+        if own.capacity() > self.buf.capacity() && own.move_into(&mut self.buf) {
+            std::mem::swap(own, &mut self.buf);
+        }
+    }
+
+    /// Takes the large buffer back from a closing session, dropping what it held.
+    fn reclaim(&mut self, own: &mut RelayBuf) {
+        if own.capacity() > self.buf.capacity() {
+            own.clear();
+            std::mem::swap(own, &mut self.buf);
+        }
+    }
 }
 
 /// Outcome of one [`Relay::step`].
@@ -205,9 +257,17 @@ impl Relay {
         self.up.is_empty() && self.small_len == 0 && !in_frame && !upstream.has_backlog()
     }
 
+    /// Gives a large buffer this session kept back to `scratch`, dropping what it held: call it
+    /// when the session closes.
+    pub fn release(&mut self, scratch: &mut Scratch) {
+        scratch.reclaim(&mut self.up);
+        scratch.reclaim(&mut self.down);
+    }
+
     /// One round of the relay: read both sides, pump both directions, advance the end state.
     /// `client_ready` / `up_ready` are the remembered readiness of the two endpoints; a
-    /// `WouldBlock` clears the flag concerned. Counters go to `meter`.
+    /// `WouldBlock` clears the flag concerned. Counters go to `meter`. A direction whose own
+    /// buffer is empty and whose destination is writable runs through `scratch`.
     #[allow(clippy::too_many_arguments)]
     pub fn step<C: Endpoint, U: Endpoint>(
         &mut self,
@@ -216,10 +276,20 @@ impl Relay {
         upstream: &mut U,
         up_ready: &mut Ready,
         meter: &mut Meter,
+        scratch: &mut Scratch,
         now: u64,
         rng: &mut Rng,
     ) -> Outcome {
-        match self.step_inner(client, client_ready, upstream, up_ready, meter, now, rng) {
+        match self.step_inner(
+            client,
+            client_ready,
+            upstream,
+            up_ready,
+            meter,
+            scratch,
+            now,
+            rng,
+        ) {
             Ok(true) => Outcome::Progress,
             Ok(false) => Outcome::Wait,
             Err(r) => Outcome::Close(r),
@@ -234,11 +304,15 @@ impl Relay {
         upstream: &mut U,
         up_ready: &mut Ready,
         meter: &mut Meter,
+        scratch: &mut Scratch,
         now: u64,
         rng: &mut Rng,
     ) -> Result<bool, CloseReason> {
         let mut progress = false;
-        // Client → up buffer.
+        // Client → up buffer (the scratch if ours is empty and the upstream can take bytes).
+        if client_ready.read && up_ready.write && self.end.reads_client() {
+            scratch.lend(&mut self.up);
+        }
         for _ in 0..PUMP_ROUNDS {
             if !client_ready.read || !self.end.reads_client() {
                 break;
@@ -262,8 +336,13 @@ impl Relay {
                 Io::Failed(_) => return Err(CloseReason::ClientReset),
             }
         }
-        progress |= self.pump_up(upstream, up_ready, rng)?;
-        // Upstream → down buffer.
+        let pumped = self.pump_up(upstream, up_ready, rng);
+        scratch.take_back(&mut self.up);
+        progress |= pumped?;
+        // Upstream → down buffer (the scratch if ours is empty and the client can take bytes).
+        if up_ready.read && client_ready.write && self.end.reads_upstream() {
+            scratch.lend(&mut self.down);
+        }
         for _ in 0..PUMP_ROUNDS {
             if !up_ready.read || !self.end.reads_upstream() {
                 break;
@@ -288,7 +367,9 @@ impl Relay {
                 Io::Failed(_) => return Err(CloseReason::UpstreamReset),
             }
         }
-        let (down, p) = self.pump_down(client, client_ready, meter, now)?;
+        let pumped = self.pump_down(client, client_ready, meter, now);
+        scratch.take_back(&mut self.down);
+        let (down, p) = pumped?;
         progress |= p;
         // Ends.
         match self.end {
@@ -386,6 +467,11 @@ impl Relay {
                             self.up.consume(n);
                         }
                         progress = true;
+                        if upstream.has_backlog() {
+                            // TLS kept records the socket refused: it is full.
+                            up_ready.write = false;
+                            break;
+                        }
                         continue;
                     }
                     Io::Blocked => {
@@ -405,22 +491,40 @@ impl Relay {
                     self.relay_enc.apply(self.up.unprocessed_mut(n));
                     self.up.advance(n);
                 }
-                Link::Ws(enc, _) => match enc.next(self.up.unprocessed(), rng) {
-                    Ok(Next::Frame(s)) => {
+                Link::Ws(enc, _) => {
+                    let mut next = enc.next(self.up.unprocessed(), rng);
+                    let mut framed = false;
+                    if let Ok(Next::Frame(s)) = &next {
+                        // Nothing is ready here, so the frame goes first either way; put in the
+                        // buffer's headroom, a data header leaves in one write with its payload.
+                        framed = true;
                         let b = s.as_bytes();
-                        self.small[..b.len()].copy_from_slice(b);
-                        self.small_len = b.len();
-                        self.small_sent = 0;
+                        if self.up.prepend(b) {
+                            next = if enc.in_frame() {
+                                enc.next(self.up.unprocessed(), rng)
+                            } else {
+                                Ok(Next::Idle)
+                            };
+                        } else {
+                            self.small[..b.len()].copy_from_slice(b);
+                            self.small_len = b.len();
+                            self.small_sent = 0;
+                            next = Ok(Next::Idle);
+                        }
                     }
-                    Ok(Next::Payload(n)) => {
-                        let region = self.up.unprocessed_mut(n);
-                        self.relay_enc.apply(region);
-                        enc.mask(region);
-                        self.up.advance(n);
+                    match next {
+                        Ok(Next::Payload(n)) => {
+                            let region = self.up.unprocessed_mut(n);
+                            self.relay_enc.apply(region);
+                            enc.mask(region);
+                            self.up.advance(n);
+                        }
+                        Ok(Next::Idle) if framed => {}
+                        Ok(Next::Idle) => break,
+                        // A data header is always followed by payload (wslink invariant).
+                        Ok(Next::Frame(_)) | Err(_) => return Err(CloseReason::ProtocolError),
                     }
-                    Ok(Next::Idle) => break,
-                    Err(_) => return Err(CloseReason::ProtocolError),
-                },
+                }
             }
             progress = true;
         }

@@ -31,6 +31,7 @@ struct Rig {
     cr: Ready,
     ur: Ready,
     meter: Meter,
+    scratch: Scratch,
     rng: Rng,
     now: u64,
     /// The fake Telegram app.
@@ -78,6 +79,7 @@ impl Rig {
             cr: Ready::default(),
             ur: Ready::default(),
             meter: Meter::default(),
+            scratch: Scratch::new(4 * buf),
             rng,
             now: 1_000,
             app,
@@ -96,6 +98,12 @@ impl Rig {
             frames: Vec::new(),
             closed: None,
         }
+    }
+
+    /// Without the scratch's large buffer: every byte goes through the session's own buffers.
+    fn plain(mut self) -> Rig {
+        self.scratch = Scratch::new(1);
+        self
     }
 
     fn ws(&self) -> bool {
@@ -250,6 +258,7 @@ impl Rig {
                 &mut self.up,
                 &mut self.ur,
                 &mut self.meter,
+                &mut self.scratch,
                 self.now,
                 &mut self.rng,
             ) {
@@ -318,8 +327,17 @@ fn bulk(len: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn ws_packets_intact_both_ways_under_backpressure() {
+    for plain in [false, true] {
+        ws_packets_intact(plain);
+    }
+}
+
+fn ws_packets_intact(plain: bool) {
     // Pipes of 700 bytes and 2 KiB buffers: every direction fills and blocks many times.
     let mut rig = Rig::new(LinkKind::WsPackets, 700, 700, 2048);
+    if plain {
+        rig = rig.plain();
+    }
     assert_eq!(rig.run(), None);
     let packets: Vec<Vec<u8>> = (0..40).map(|i| packet(4 + i * 97, i as u8)).collect();
     for p in &packets {
@@ -345,21 +363,115 @@ fn ws_packets_intact_both_ways_under_backpressure() {
 
 #[test]
 fn raw_tcp_intact_both_ways_under_backpressure() {
-    let mut rig = Rig::new(LinkKind::Raw, 333, 517, 1024);
+    for plain in [false, true] {
+        let mut rig = Rig::new(LinkKind::Raw, 333, 517, 1024);
+        if plain {
+            rig = rig.plain();
+        }
+        rig.run();
+        let up = bulk(80_000, 9);
+        let down = bulk(120_000, 1);
+        rig.app_send(&up);
+        rig.front_data(&down);
+        assert_eq!(rig.run(), None);
+        assert_eq!(rig.front_plain, up, "plain={plain}");
+        assert_eq!(rig.app_in, down, "plain={plain}");
+    }
+}
+
+#[test]
+fn a_frame_header_goes_out_in_one_write_with_its_payload() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 64 * 1024, 64 * 1024, 16 * 1024).plain();
     rig.run();
-    let up = bulk(80_000, 9);
-    let down = bulk(120_000, 1);
-    rig.app_send(&up);
+    assert_eq!(rig.up.writes, 1, "the init message");
+    let p = packet(1000, 3);
+    rig.app_send(&p);
+    rig.run();
+    assert_eq!(rig.front_messages(), vec![p]);
+    assert_eq!(rig.up.writes, 2, "header and payload in one write");
+}
+
+#[test]
+fn the_scratch_cuts_writes_per_byte() {
+    let mut writes = Vec::new();
+    for plain in [false, true] {
+        let mut rig = Rig::new(LinkKind::Raw, 256 * 1024, 256 * 1024, 16 * 1024);
+        if plain {
+            rig = rig.plain();
+        }
+        rig.run();
+        let down = bulk(1 << 20, 3);
+        rig.front_data(&down);
+        assert_eq!(rig.run(), None);
+        assert_eq!(rig.app_in, down);
+        writes.push(rig.client.writes);
+    }
+    // 64 KiB chunks against 16 KiB ones.
+    assert!(
+        writes[0] * 3 <= writes[1],
+        "writes with / without: {writes:?}"
+    );
+}
+
+#[test]
+fn a_stalled_client_keeps_the_large_buffer_until_the_rest_fits_its_own() {
+    let mut rig = Rig::new(LinkKind::Raw, 1000, 64 * 1024, 4096);
+    rig.run();
+    assert_eq!(rig.scratch.capacity(), 4 * 4096);
+    let down = bulk(50_000, 5);
     rig.front_data(&down);
+    for _ in 0..5 {
+        rig.pump_peers_front_only();
+        let mut cr = Ready {
+            read: true,
+            write: true,
+        };
+        let mut ur = cr;
+        let o = rig.relay.step(
+            &mut rig.client,
+            &mut cr,
+            &mut rig.up,
+            &mut ur,
+            &mut rig.meter,
+            &mut rig.scratch,
+            rig.now,
+            &mut rig.rng,
+        );
+        assert!(!matches!(o, Outcome::Close(_)));
+    }
+    // 16 KiB read, 1000 taken by the client: the rest does not fit 4 KiB, so the session keeps
+    // the large buffer and the scratch holds its small one.
+    assert_eq!(rig.scratch.capacity(), 4096);
     assert_eq!(rig.run(), None);
-    assert_eq!(rig.front_plain, up);
     assert_eq!(rig.app_in, down);
+    assert_eq!(rig.scratch.capacity(), 4 * 4096, "given back once drained");
+    // A session that closes while holding it gives it back too.
+    rig.front_data(&down);
+    rig.pump_peers_front_only();
+    let mut cr = Ready {
+        read: true,
+        write: true,
+    };
+    let mut ur = cr;
+    rig.relay.step(
+        &mut rig.client,
+        &mut cr,
+        &mut rig.up,
+        &mut ur,
+        &mut rig.meter,
+        &mut rig.scratch,
+        rig.now,
+        &mut rig.rng,
+    );
+    assert_eq!(rig.scratch.capacity(), 4096);
+    rig.relay.release(&mut rig.scratch);
+    assert_eq!(rig.scratch.capacity(), 4 * 4096);
 }
 
 #[test]
 fn a_stalled_reader_stops_the_relay_reading_the_other_side() {
     // The app reads nothing: the relay fills its down buffer and the pipes, then stops.
-    let mut rig = Rig::new(LinkKind::Raw, 1000, 1000, 4096);
+    let mut rig = Rig::new(LinkKind::Raw, 1000, 1000, 4096).plain();
     rig.run();
     let down = bulk(50_000, 5);
     rig.front_data(&down);
@@ -376,6 +488,7 @@ fn a_stalled_reader_stops_the_relay_reading_the_other_side() {
             &mut rig.up,
             &mut ur,
             &mut rig.meter,
+            &mut rig.scratch,
             rig.now,
             &mut rig.rng,
         );
@@ -549,6 +662,7 @@ fn upstream_end_flushes_to_a_slow_client_then_closes() {
             &mut rig.up,
             &mut ur,
             &mut rig.meter,
+            &mut rig.scratch,
             rig.now,
             &mut rig.rng,
         );
@@ -693,12 +807,14 @@ fn client_eof_during_connect_forwards_the_bytes_then_shuts() {
     };
     let mut ur = r;
     let mut meter = Meter::default();
+    let mut scratch = Scratch::new(1);
     let o = relay.step(
         &mut client,
         &mut r,
         &mut upe,
         &mut ur,
         &mut meter,
+        &mut scratch,
         0,
         &mut rng,
     );
