@@ -8,34 +8,119 @@
 //! Bytes are read in at `hi`, transformed in place from `mid` (decrypt, re-encrypt, mask) and
 //! sent from `lo`. An empty buffer starts at [`HEADROOM`], so a WebSocket frame header can be
 //! put in front of its payload ([`RelayBuf::prepend`]) and both go out in one write. The buffer
-//! never grows; a full buffer means "stop reading this side" (backpressure by interest). Nothing
-//! here knows about sockets or ciphers.
+//! never grows; a full buffer means "stop reading this side" (backpressure by interest).
+//!
+//! Relay buffers hold memory only while data is in flight: their storage is a block of the
+//! bounded [`BufPool`], taken when a read needs room ([`RelayBuf::attach`]) and given back when
+//! the buffer is empty ([`RelayBuf::detach_if_empty`]). The pool is one region reserved at start
+//! (`mmap`, untouched pages cost no RSS); a returned block beyond a small warm reserve is handed
+//! back to the OS with `madvise(MADV_DONTNEED)`, because freeing 16 KiB heap blocks does not lower
+//! RSS with glibc's malloc. An empty pool refuses (the caller stops reading), it never grows.
+//! Nothing here knows about sockets or ciphers.
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// Bytes kept free in front of an empty buffer's data: room for a WS frame header (≤ 14).
 pub const HEADROOM: usize = 16;
 
-/// A relay buffer of fixed capacity (bytes), allocated once.
+/// Where a buffer's bytes live.
+enum Storage {
+    /// Its own heap allocation (the scratch, tests, tools).
+    Heap(Box<[u8]>),
+    /// A pool block.
+    Pooled(Block),
+    /// None while empty; a pool block of `len` bytes is taken when needed.
+    Detached(usize),
+}
+
+impl Storage {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Heap(b) => b,
+            Storage::Pooled(b) => b.bytes(),
+            Storage::Detached(_) => &[],
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Storage::Heap(b) => b,
+            Storage::Pooled(b) => b.bytes_mut(),
+            Storage::Detached(_) => &mut [],
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Storage::Heap(b) => b.len(),
+            Storage::Pooled(b) => b.len,
+            Storage::Detached(n) => *n,
+        }
+    }
+}
+
+/// A relay buffer of fixed capacity (bytes).
 pub struct RelayBuf {
-    data: Box<[u8]>,
+    data: Storage,
     lo: usize,
     mid: usize,
     hi: usize,
 }
 
 impl RelayBuf {
-    /// Allocates a zeroed buffer that holds `cap` bytes (`cap` > 0), plus [`HEADROOM`].
+    /// Allocates a zeroed heap buffer that holds `cap` bytes (`cap` > 0), plus [`HEADROOM`].
     pub fn new(cap: usize) -> RelayBuf {
         RelayBuf {
-            data: vec![0u8; cap.max(1) + HEADROOM].into_boxed_slice(),
+            data: Storage::Heap(vec![0u8; cap.max(1) + HEADROOM].into_boxed_slice()),
             lo: HEADROOM,
             mid: HEADROOM,
             hi: HEADROOM,
         }
     }
 
-    /// Capacity in bytes (headroom excluded).
+    /// An empty buffer without memory that takes a block of `pool` when a read needs room
+    /// (capacity: the pool's block size minus [`HEADROOM`]).
+    pub fn pooled(pool: &BufPool) -> RelayBuf {
+        RelayBuf {
+            data: Storage::Detached(pool.block_len()),
+            lo: HEADROOM,
+            mid: HEADROOM,
+            hi: HEADROOM,
+        }
+    }
+
+    /// Capacity in bytes (headroom excluded), with or without memory attached.
     pub fn capacity(&self) -> usize {
         self.data.len() - HEADROOM
+    }
+
+    /// True while the buffer has no memory (a detached pool buffer).
+    pub fn is_detached(&self) -> bool {
+        matches!(self.data, Storage::Detached(_))
+    }
+
+    /// Makes sure the buffer has memory: a detached one takes a block of `pool`. `false` when
+    /// the pool is exhausted (the buffer stays detached; [`RelayBuf::space`] is empty).
+    pub fn attach(&mut self, pool: &BufPool) -> bool {
+        if let Storage::Detached(len) = self.data {
+            match pool.take() {
+                Some(b) if b.len == len => self.data = Storage::Pooled(b),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Gives a pool block back when nothing is held. Heap buffers keep their memory.
+    pub fn detach_if_empty(&mut self) {
+        if self.is_empty() {
+            if let Storage::Pooled(b) = &self.data {
+                let len = b.len;
+                self.data = Storage::Detached(len);
+                self.reset();
+            }
+        }
     }
 
     /// Drops everything held.
@@ -53,11 +138,11 @@ impl RelayBuf {
     /// its payload). Only when nothing is ready; `false` (and nothing changed) if there is no
     /// room in front.
     pub fn prepend(&mut self, bytes: &[u8]) -> bool {
-        if self.lo != self.mid || self.lo < bytes.len() {
+        if self.lo != self.mid || self.lo < bytes.len() || self.is_detached() {
             return false;
         }
         self.lo -= bytes.len();
-        self.data[self.lo..self.mid].copy_from_slice(bytes);
+        self.data.bytes_mut()[self.lo..self.mid].copy_from_slice(bytes);
         true
     }
 
@@ -67,6 +152,10 @@ impl RelayBuf {
         if !other.is_empty() {
             return false;
         }
+        if self.is_empty() {
+            self.reset();
+            return true;
+        }
         let (ready, held) = (self.mid - self.lo, self.hi - self.lo);
         // Keep prepended bytes in front of HEADROOM if there were any.
         let start = if self.lo < HEADROOM {
@@ -74,10 +163,11 @@ impl RelayBuf {
         } else {
             HEADROOM
         };
-        if start + held > other.data.len() {
+        if start + held > other.data.bytes().len() {
             return false;
         }
-        other.data[start..start + held].copy_from_slice(&self.data[self.lo..self.hi]);
+        other.data.bytes_mut()[start..start + held]
+            .copy_from_slice(&self.data.bytes()[self.lo..self.hi]);
         other.lo = start;
         other.mid = start + ready;
         other.hi = start + held;
@@ -87,7 +177,10 @@ impl RelayBuf {
 
     /// Processed bytes waiting to be sent: `[lo, mid)`.
     pub fn ready(&self) -> &[u8] {
-        &self.data[self.lo..self.mid]
+        if self.lo == self.mid {
+            return &[];
+        }
+        &self.data.bytes()[self.lo..self.mid]
     }
 
     /// Marks `n` ready bytes as sent.
@@ -101,13 +194,19 @@ impl RelayBuf {
 
     /// Unprocessed bytes: `[mid, hi)`.
     pub fn unprocessed(&self) -> &[u8] {
-        &self.data[self.mid..self.hi]
+        if self.mid == self.hi {
+            return &[];
+        }
+        &self.data.bytes()[self.mid..self.hi]
     }
 
     /// Mutable view of the first `n` unprocessed bytes (for in-place transforms).
     pub fn unprocessed_mut(&mut self, n: usize) -> &mut [u8] {
         let end = (self.mid + n).min(self.hi);
-        &mut self.data[self.mid..end]
+        if end == self.mid {
+            return &mut [];
+        }
+        &mut self.data.bytes_mut()[self.mid..end]
     }
 
     /// Marks `n` unprocessed bytes as processed (ready to send).
@@ -129,19 +228,26 @@ impl RelayBuf {
 
     /// Free space at the tail for a read, compacting first if that makes room. Empty when full.
     pub fn space(&mut self) -> &mut [u8] {
-        if self.hi == self.data.len() && self.lo > HEADROOM {
-            self.data.copy_within(self.lo..self.hi, HEADROOM);
+        let end = self.data.bytes().len();
+        if end == 0 {
+            return &mut [];
+        }
+        if self.hi == end && self.lo > HEADROOM {
+            self.data
+                .bytes_mut()
+                .copy_within(self.lo..self.hi, HEADROOM);
             self.mid -= self.lo - HEADROOM;
             self.hi -= self.lo - HEADROOM;
             self.lo = HEADROOM;
         }
-        &mut self.data[self.hi..]
+        &mut self.data.bytes_mut()[self.hi..]
     }
 
     /// Marks `n` bytes written into [`RelayBuf::space`] as received.
     pub fn fill(&mut self, n: usize) {
-        debug_assert!(self.hi + n <= self.data.len());
-        self.hi = (self.hi + n).min(self.data.len());
+        let end = self.data.bytes().len();
+        debug_assert!(self.hi + n <= end);
+        self.hi = (self.hi + n).min(end.max(HEADROOM));
     }
 
     /// True when no bytes are held at all.
@@ -157,6 +263,186 @@ impl RelayBuf {
     /// Bytes held (ready + unprocessed).
     pub fn len(&self) -> usize {
         self.hi - self.lo
+    }
+}
+
+/// The bounded pool of relay buffer blocks: one region reserved at start, blocks of one size,
+/// handed out until none is left (then [`BufPool::take`] refuses; nothing grows). A block
+/// returns itself when dropped. Returned blocks beyond `warm` are given back to the OS
+/// (`madvise(MADV_DONTNEED)`: the next use starts from zeroed pages). Single-threaded (`Rc`):
+/// one pool per reactor; clones are handles to the same pool.
+#[derive(Clone)]
+pub struct BufPool {
+    inner: Rc<RefCell<PoolInner>>,
+}
+
+struct PoolInner {
+    region: Region,
+    /// Usable bytes per block (headroom included).
+    block_len: usize,
+    /// Distance between blocks: `block_len` rounded up to whole pages.
+    stride: usize,
+    /// Free block indexes; the last one is reused first.
+    free: Vec<u32>,
+    /// Per block: its pages may be resident (touched since the last `madvise`).
+    resident: Vec<bool>,
+    /// Free blocks whose pages may be resident.
+    warm_free: usize,
+    /// Free blocks kept resident at most.
+    warm: usize,
+}
+
+impl BufPool {
+    /// Reserves `blocks` blocks of `block_len` bytes (> [`HEADROOM`]), keeping at most `warm`
+    /// returned blocks resident. No page is touched here.
+    ///
+    /// Errors: the OS refused the reservation (`mmap`).
+    pub fn new(blocks: usize, block_len: usize, warm: usize) -> std::io::Result<BufPool> {
+        let page = page_size();
+        let block_len = block_len.max(HEADROOM + 1);
+        let stride = block_len.div_ceil(page) * page;
+        let region = Region::reserve(blocks.max(1) * stride)?;
+        Ok(BufPool {
+            inner: Rc::new(RefCell::new(PoolInner {
+                region,
+                block_len,
+                stride,
+                free: (0..blocks as u32).rev().collect(),
+                resident: vec![false; blocks],
+                warm_free: 0,
+                warm,
+            })),
+        })
+    }
+
+    /// Bytes per block (a pooled buffer's capacity is this minus [`HEADROOM`]).
+    pub fn block_len(&self) -> usize {
+        self.inner.borrow().block_len
+    }
+
+    /// Blocks not handed out.
+    pub fn available(&self) -> usize {
+        self.inner.borrow().free.len()
+    }
+
+    /// A free block, or `None` when every block is in use.
+    fn take(&self) -> Option<Block> {
+        let mut p = self.inner.borrow_mut();
+        let index = p.free.pop()?;
+        if p.resident[index as usize] {
+            p.warm_free -= 1;
+        }
+        p.resident[index as usize] = true;
+        let ptr = p.region.at(index as usize * p.stride);
+        Some(Block {
+            pool: self.inner.clone(),
+            index,
+            ptr,
+            len: p.block_len,
+        })
+    }
+}
+
+impl PoolInner {
+    fn put(&mut self, index: u32) {
+        if self.warm_free < self.warm {
+            self.warm_free += 1;
+        } else {
+            self.region
+                .discard(index as usize * self.stride, self.stride);
+            self.resident[index as usize] = false;
+        }
+        self.free.push(index);
+    }
+}
+
+/// One block of a [`BufPool`], exclusively owned; returns to the pool when dropped.
+struct Block {
+    pool: Rc<RefCell<PoolInner>>,
+    index: u32,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Block {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr + len` lies inside the pool's mapping, which lives as long as the
+        // `Rc` this block holds, and no other block covers it (indexes are handed out once).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        self.pool.borrow_mut().put(self.index);
+    }
+}
+
+/// An anonymous private mapping reserved once (`MAP_NORESERVE`: pages cost memory only once
+/// touched).
+struct Region {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Region {
+    fn reserve(len: usize) -> std::io::Result<Region> {
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Region {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn at(&self, off: usize) -> *mut u8 {
+        debug_assert!(off < self.len);
+        // SAFETY: `off` is inside the mapping (block index < blocks).
+        unsafe { self.ptr.add(off) }
+    }
+
+    /// Gives the pages of `[off, off + len)` back to the OS; they read as zeros afterwards.
+    fn discard(&self, off: usize, len: usize) {
+        // SAFETY: page-aligned range inside the mapping, owned by a free block (no references).
+        unsafe {
+            libc::madvise(self.ptr.add(off).cast(), len, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: our mapping; every block holds an `Rc` to the pool, so none is alive here.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
     }
 }
 
@@ -230,6 +516,70 @@ mod tests {
         other.space()[0] = 1;
         other.fill(1);
         assert!(!small.move_into(&mut other), "target not empty");
+    }
+
+    #[test]
+    fn pool_hands_out_its_blocks_once_and_takes_them_back() {
+        let pool = BufPool::new(2, 4096, 1).unwrap();
+        assert_eq!(pool.block_len(), 4096);
+        let (mut a, mut b, mut c) = (
+            RelayBuf::pooled(&pool),
+            RelayBuf::pooled(&pool),
+            RelayBuf::pooled(&pool),
+        );
+        assert!(a.is_detached() && a.space().is_empty());
+        assert_eq!(a.capacity(), 4096 - HEADROOM);
+        assert!(
+            a.attach(&pool) && a.attach(&pool),
+            "attaching twice takes one block"
+        );
+        assert!(b.attach(&pool));
+        assert_eq!(pool.available(), 0);
+        assert!(!c.attach(&pool), "exhausted: refuses, never grows");
+        assert!(c.space().is_empty() && c.ready().is_empty() && c.unprocessed().is_empty());
+        assert_eq!(a.space().len(), 4096 - HEADROOM);
+        a.space()[..3].copy_from_slice(b"abc");
+        a.fill(3);
+        a.detach_if_empty();
+        assert!(!a.is_detached(), "holds data: keeps its block");
+        a.advance(3);
+        a.consume(3);
+        a.detach_if_empty();
+        assert!(a.is_detached());
+        assert_eq!(pool.available(), 1);
+        assert!(c.attach(&pool), "the returned block is reused");
+        drop(c);
+        drop(b);
+        assert_eq!(pool.available(), 2, "dropping a buffer returns its block");
+        let mut heap = RelayBuf::new(8);
+        heap.detach_if_empty();
+        assert!(!heap.is_detached(), "heap buffers keep their memory");
+    }
+
+    #[test]
+    fn blocks_beyond_the_warm_reserve_go_back_to_the_os() {
+        // warm = 1: the first block returned stays resident, the second is discarded (its
+        // pages read as zeros when it is used again).
+        let pool = BufPool::new(2, 8192, 1).unwrap();
+        let (mut a, mut b) = (RelayBuf::pooled(&pool), RelayBuf::pooled(&pool));
+        for buf in [&mut a, &mut b] {
+            assert!(buf.attach(&pool));
+            buf.space().fill(0xaa);
+        }
+        drop(a); // kept warm
+        drop(b); // discarded, and on top of the free list
+        let mut c = RelayBuf::pooled(&pool);
+        assert!(c.attach(&pool));
+        assert!(
+            c.space().iter().all(|&x| x == 0),
+            "discarded block comes back zeroed"
+        );
+        let mut d = RelayBuf::pooled(&pool);
+        assert!(d.attach(&pool));
+        assert!(
+            d.space().iter().all(|&x| x == 0xaa),
+            "warm block kept its pages"
+        );
     }
 
     #[test]

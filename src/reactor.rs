@@ -21,6 +21,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Registry, Token};
 use slab::Slab;
 
+use crate::buf::BufPool;
 use crate::config::Config;
 use crate::conn::{Conn, Ctx, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
@@ -38,6 +39,9 @@ use crate::token::{self, Role, DNS, LISTENER};
 
 /// The relay scratch holds this many relay buffers (`--buf-kb` each; 64 KiB at the default).
 const SCRATCH_BUFS: usize = 4;
+
+/// Returned relay buffers kept resident for reuse; the rest go back to the OS.
+const WARM_BLOCKS: usize = 8;
 
 /// Timer wheel resolution (ms) and size: 10 ms × 1024 slots ≈ 10 s per rotation.
 const WHEEL_TICK_MS: u64 = 10;
@@ -172,6 +176,8 @@ impl Reactor {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let listen = listener.local_addr()?;
         let capacity = cfg.max_connections.min(token::MAX_SLOT);
+        // Two relay buffers per session at most (the connect phase's one is its upstream one).
+        let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS)?;
         let clock = Instant::now();
         let now = 1;
         let mut dns = Resolver::new(ResolverConfig {
@@ -213,7 +219,7 @@ impl Reactor {
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
                 dns,
                 watch: SuspendWatch::new(now),
-                scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size),
+                scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)),
                 cfg,
             },
             clock,

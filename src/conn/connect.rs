@@ -23,6 +23,7 @@ use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::{Dial, DialStep, Upstream};
 use crate::net::io::{read_once, Io};
+use crate::relay::Scratch;
 use crate::route::ladder::{Candidate, Observation, Plan, RouteId};
 use crate::route::table::spec_label;
 use crate::timer::TimerId;
@@ -121,7 +122,7 @@ impl Connecting {
             slots: [Slot::Free, Slot::Free],
             hedge_timer: None,
             budget_timer: Some(budget_timer),
-            up: RelayBuf::new(ctx.cfg.buf_size),
+            up: ctx.scratch.own_buffer(ctx.cfg.buf_size),
             client_eof: false,
             pooled,
         }
@@ -176,7 +177,7 @@ impl Connecting {
 
 impl Conn {
     pub(super) fn step_connecting(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        if let Some(step) = self.read_client_while_connecting() {
+        if let Some(step) = self.read_client_while_connecting(ctx.scratch) {
             return step;
         }
         let (slot, id, peer) = (self.slot, self.id, self.peer);
@@ -254,10 +255,13 @@ impl Conn {
     }
 
     /// Reads client bytes into the buffer while connecting. `Some(step)` ends the step.
-    fn read_client_while_connecting(&mut self) -> Option<Step> {
+    fn read_client_while_connecting(&mut self, scratch: &Scratch) -> Option<Step> {
         let Phase::Connecting(c) = &mut self.phase else {
             return None;
         };
+        if self.client_ready.read && !c.client_eof {
+            scratch.attach(&mut c.up); // pool exhausted: no room, the client waits
+        }
         while self.client_ready.read && !c.client_eof {
             let space = c.up.space();
             if space.is_empty() {

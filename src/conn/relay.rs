@@ -44,7 +44,7 @@ impl Relaying {
             (Upstream::Ws(_), Tier::Worker) => LinkKind::WsStream,
             (Upstream::Ws(_), _) => LinkKind::WsPackets,
         };
-        let down = RelayBuf::new(ctx.cfg.buf_size);
+        let down = ctx.scratch.own_buffer(ctx.cfg.buf_size);
         let core = Relay::new(
             accepted,
             dc.relay_index(),

@@ -21,7 +21,7 @@ mod pipe;
 #[cfg(test)]
 mod tests;
 
-use crate::buf::RelayBuf;
+use crate::buf::{BufPool, RelayBuf};
 use crate::error::CloseReason;
 use crate::mtproto::obfs2::{self, Accepted, Cipher, INIT_LEN};
 use crate::net::io::{read_once, write_once, Endpoint, Io};
@@ -78,16 +78,40 @@ pub enum LinkKind {
 /// take stays. If that is more than the session's own buffer holds, the session keeps the large
 /// buffer and the reactor keeps the session's empty one instead until the rest fits back (at
 /// most one session at a time; the others use their own buffers meanwhile). Memory stays
-/// `sessions × own + one large`.
+/// `sessions × own + one large`. Also holds the bounded pool the sessions' own buffers take their
+/// memory from while data is in flight (`buf::BufPool`).
 pub struct Scratch {
     buf: RelayBuf,
+    /// Capacity of the large buffer (whoever holds it).
+    large: usize,
+    pool: Option<BufPool>,
 }
 
 impl Scratch {
-    /// A scratch of `cap` bytes (use a multiple of the relay buffer size).
-    pub fn new(cap: usize) -> Scratch {
+    /// A scratch of `cap` bytes (use a multiple of the relay buffer size); own buffers from
+    /// `pool` (`None`: own buffers keep their heap memory).
+    pub fn new(cap: usize, pool: Option<BufPool>) -> Scratch {
+        let buf = RelayBuf::new(cap);
         Scratch {
-            buf: RelayBuf::new(cap),
+            large: buf.capacity(),
+            buf,
+            pool,
+        }
+    }
+
+    /// A session's own buffer: an empty pool buffer, or a heap one of `cap` bytes without a pool.
+    pub fn own_buffer(&self, cap: usize) -> RelayBuf {
+        match &self.pool {
+            Some(p) => RelayBuf::pooled(p),
+            None => RelayBuf::new(cap),
+        }
+    }
+
+    /// Gives `own` memory for a read if it has none; `false` when the pool is exhausted.
+    pub fn attach(&self, own: &mut RelayBuf) -> bool {
+        match &self.pool {
+            Some(p) => own.attach(p),
+            None => true,
         }
     }
 
@@ -98,23 +122,36 @@ impl Scratch {
 
     /// Swaps the large buffer in for `own` if `own` is empty and the large one is here.
     fn lend(&mut self, own: &mut RelayBuf) -> bool {
-        if own.is_empty() && self.buf.capacity() > own.capacity() {
+        if own.is_empty() && self.buf.capacity() == self.large && own.capacity() < self.large {
             std::mem::swap(own, &mut self.buf);
             return true;
         }
         false
     }
 
-    /// Takes the large buffer back from `own` once what it holds fits the small one here.
+    /// Takes the large buffer back from `own` once what it holds fits the small one here (which
+    /// takes pool memory for it first), then lets `own` give its pool memory back if empty.
     fn take_back(&mut self, own: &mut RelayBuf) {
-        if own.capacity() > self.buf.capacity() && own.move_into(&mut self.buf) {
+        if own.capacity() == self.large
+            && self.buf.capacity() < self.large
+            && (own.is_empty() || self.attach_small())
+            && own.move_into(&mut self.buf)
+        {
             std::mem::swap(own, &mut self.buf);
+        }
+        own.detach_if_empty();
+    }
+
+    fn attach_small(&mut self) -> bool {
+        match &self.pool {
+            Some(p) => self.buf.attach(p),
+            None => true,
         }
     }
 
     /// Takes the large buffer back from a closing session, dropping what it held.
     fn reclaim(&mut self, own: &mut RelayBuf) {
-        if own.capacity() > self.buf.capacity() {
+        if own.capacity() == self.large && self.buf.capacity() < self.large {
             own.clear();
             std::mem::swap(own, &mut self.buf);
         }
@@ -310,8 +347,12 @@ impl Relay {
     ) -> Result<bool, CloseReason> {
         let mut progress = false;
         // Client → up buffer (the scratch if ours is empty and the upstream can take bytes).
-        if client_ready.read && up_ready.write && self.end.reads_client() {
-            scratch.lend(&mut self.up);
+        if client_ready.read && self.end.reads_client() {
+            // An exhausted pool leaves no room: the client is not read (backpressure).
+            let lent = up_ready.write && scratch.lend(&mut self.up);
+            if !lent {
+                scratch.attach(&mut self.up);
+            }
         }
         for _ in 0..PUMP_ROUNDS {
             if !client_ready.read || !self.end.reads_client() {
@@ -340,8 +381,11 @@ impl Relay {
         scratch.take_back(&mut self.up);
         progress |= pumped?;
         // Upstream → down buffer (the scratch if ours is empty and the client can take bytes).
-        if up_ready.read && client_ready.write && self.end.reads_upstream() {
-            scratch.lend(&mut self.down);
+        if up_ready.read && self.end.reads_upstream() {
+            let lent = client_ready.write && scratch.lend(&mut self.down);
+            if !lent {
+                scratch.attach(&mut self.down);
+            }
         }
         for _ in 0..PUMP_ROUNDS {
             if !up_ready.read || !self.end.reads_upstream() {

@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 
 use super::pipe::{pair, PipeEnd};
 use super::*;
+use crate::buf::BufPool;
 use crate::mtproto::obfs2::{accept, accept_raw, initiate, Tag};
 use crate::net::wsframe::{apply_mask, format_header, parse_header, Header, Opcode, MAX_HEADER};
 
@@ -57,18 +58,40 @@ struct Rig {
 impl Rig {
     /// `client_cap` / `up_cap`: pipe capacity per direction; `buf`: each relay buffer.
     fn new(kind: LinkKind, client_cap: usize, up_cap: usize, buf: usize) -> Rig {
+        let bufs = (RelayBuf::new(buf), RelayBuf::new(buf));
+        Rig::build(kind, client_cap, up_cap, bufs, Scratch::new(4 * buf, None))
+    }
+
+    /// Own buffers from `pool` (its block size), and a scratch of 4 blocks unless `plain`.
+    fn pooled(
+        kind: LinkKind,
+        client_cap: usize,
+        up_cap: usize,
+        pool: &BufPool,
+        plain: bool,
+    ) -> Rig {
+        let bufs = (RelayBuf::pooled(pool), RelayBuf::pooled(pool));
+        let cap = if plain { 1 } else { 4 * pool.block_len() };
+        Rig::build(
+            kind,
+            client_cap,
+            up_cap,
+            bufs,
+            Scratch::new(cap, Some(pool.clone())),
+        )
+    }
+
+    fn build(
+        kind: LinkKind,
+        client_cap: usize,
+        up_cap: usize,
+        bufs: (RelayBuf, RelayBuf),
+        scratch: Scratch,
+    ) -> Rig {
         let mut rng = Rng::from_seed([42; 48]);
         let app_init = initiate(Tag::Intermediate, 2, Some(&SECRET), &mut rng);
         let accepted = accept(&app_init.init, &[SECRET]).expect("app init accepted");
-        let relay = Relay::new(
-            accepted,
-            2,
-            kind,
-            RelayBuf::new(buf),
-            RelayBuf::new(buf),
-            false,
-            &mut rng,
-        );
+        let relay = Relay::new(accepted, 2, kind, bufs.0, bufs.1, false, &mut rng);
         let (client, app) = pair(client_cap, client_cap);
         let (up, front) = pair(up_cap, up_cap);
         Rig {
@@ -79,7 +102,7 @@ impl Rig {
             cr: Ready::default(),
             ur: Ready::default(),
             meter: Meter::default(),
-            scratch: Scratch::new(4 * buf),
+            scratch,
             rng,
             now: 1_000,
             app,
@@ -102,7 +125,7 @@ impl Rig {
 
     /// Without the scratch's large buffer: every byte goes through the session's own buffers.
     fn plain(mut self) -> Rig {
-        self.scratch = Scratch::new(1);
+        self.scratch = Scratch::new(1, None);
         self
     }
 
@@ -807,7 +830,7 @@ fn client_eof_during_connect_forwards_the_bytes_then_shuts() {
     };
     let mut ur = r;
     let mut meter = Meter::default();
-    let mut scratch = Scratch::new(1);
+    let mut scratch = Scratch::new(1, None);
     let o = relay.step(
         &mut client,
         &mut r,
@@ -829,4 +852,88 @@ fn client_eof_during_connect_forwards_the_bytes_then_shuts() {
     dec.apply(&mut got[64..n]);
     assert_eq!(&got[64..n], b"early bytes");
     assert!(front.at_eof() || front.read(&mut got).unwrap() == 0);
+}
+
+#[test]
+fn pooled_buffers_go_back_to_the_pool_when_the_session_is_idle() {
+    for plain in [false, true] {
+        let pool = BufPool::new(2, 4096, 2).unwrap();
+        let mut rig = Rig::pooled(LinkKind::WsPackets, 700, 700, &pool, plain);
+        rig.run();
+        let packets: Vec<Vec<u8>> = (0..20).map(|i| packet(10 + i * 301, i as u8)).collect();
+        for p in &packets {
+            rig.app_send(p);
+        }
+        let down = bulk(60_000, 3);
+        for c in down.chunks(7000) {
+            rig.front_data(c);
+        }
+        assert_eq!(rig.run(), None);
+        assert_eq!(rig.front_messages(), packets, "plain={plain}");
+        assert_eq!(rig.app_in, down, "plain={plain}");
+        assert_eq!(
+            pool.available(),
+            2,
+            "an idle session holds no block (plain={plain})"
+        );
+    }
+}
+
+#[test]
+fn an_exhausted_pool_stops_reads_but_held_data_still_drains() {
+    let pool = BufPool::new(2, 4096, 2).unwrap();
+    let mut rig = Rig::pooled(LinkKind::Raw, 1000, 64 * 1024, &pool, true);
+    rig.run();
+    // The app stalls: the relay's down buffer holds data (one block).
+    let down = bulk(20_000, 7);
+    rig.front_data(&down);
+    for _ in 0..5 {
+        rig.pump_peers_front_only();
+        rig.step_once();
+    }
+    assert_eq!(pool.available(), 1);
+    // Someone else takes the last block: the client's bytes are not read meanwhile.
+    let mut other = RelayBuf::pooled(&pool);
+    assert!(other.attach(&pool));
+    assert_eq!(pool.available(), 0);
+    let up = bulk(3000, 1);
+    rig.app_send(&up);
+    rig.pump_peers();
+    let sent_before = rig.front_plain.len();
+    rig.step_once();
+    rig.pump_peers();
+    assert_eq!(
+        rig.front_plain.len(),
+        sent_before,
+        "no room: the client waits"
+    );
+    // The held data still drains to the app (no block needed to write).
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.app_in, down);
+    // The down buffer gave its block back, so the client's bytes went through too.
+    assert_eq!(rig.front_plain, up);
+    other.detach_if_empty();
+    assert_eq!(pool.available(), 2);
+}
+
+impl Rig {
+    /// One relay step with every endpoint ready; panics on a close.
+    fn step_once(&mut self) {
+        let mut cr = Ready {
+            read: true,
+            write: true,
+        };
+        let mut ur = cr;
+        let o = self.relay.step(
+            &mut self.client,
+            &mut cr,
+            &mut self.up,
+            &mut ur,
+            &mut self.meter,
+            &mut self.scratch,
+            self.now,
+            &mut self.rng,
+        );
+        assert!(!matches!(o, Outcome::Close(_)), "{o:?}");
+    }
 }
