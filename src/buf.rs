@@ -12,8 +12,9 @@
 //!
 //! Relay buffers hold memory only while data is in flight: their storage is a block of the
 //! bounded [`BufPool`], taken when a read needs room ([`RelayBuf::attach`]) and given back when
-//! the buffer is empty ([`RelayBuf::detach_if_empty`]). The pool is one region reserved at start
-//! (`mmap`, untouched pages cost no RSS); a returned block beyond a small warm reserve is handed
+//! the buffer is empty ([`RelayBuf::detach_if_empty`]). The pool's bound is set at start; its
+//! memory is `mmap`ed in 1 MiB chunks as first needed (untouched pages cost no RSS, and a
+//! 32-bit router keeps its address space); a returned block beyond a small warm reserve is handed
 //! back to the OS with `madvise(MADV_DONTNEED)`, because freeing 16 KiB heap blocks does not lower
 //! RSS with glibc's malloc. An empty pool refuses (the caller stops reading), it never grows.
 //! Nothing here knows about sockets or ciphers.
@@ -266,7 +267,7 @@ impl RelayBuf {
     }
 }
 
-/// The bounded pool of relay buffer blocks: one region reserved at start, blocks of one size,
+/// The bounded pool of relay buffer blocks: blocks of one size up to a bound set at start,
 /// handed out until none is left (then [`BufPool::take`] refuses; nothing grows). A block
 /// returns itself when dropped. Returned blocks beyond `warm` are given back to the OS
 /// (`madvise(MADV_DONTNEED)`: the next use starts from zeroed pages). Single-threaded (`Rc`):
@@ -277,7 +278,12 @@ pub struct BufPool {
 }
 
 struct PoolInner {
-    region: Region,
+    /// Reserved as blocks are first needed, [`CHUNK_BLOCKS`] blocks each (address space stays
+    /// small on 32-bit targets even when the bound is large).
+    chunks: Vec<Region>,
+    /// Blocks at most, and blocks created so far.
+    blocks: usize,
+    made: usize,
     /// Usable bytes per block (headroom included).
     block_len: usize,
     /// Distance between blocks: `block_len` rounded up to whole pages.
@@ -292,27 +298,30 @@ struct PoolInner {
     warm: usize,
 }
 
+/// Blocks per reserved chunk of address space (1 MiB at 16 KiB blocks).
+const CHUNK_BLOCKS: usize = 64;
+
 impl BufPool {
-    /// Reserves `blocks` blocks of `block_len` bytes (> [`HEADROOM`]), keeping at most `warm`
-    /// returned blocks resident. No page is touched here.
-    ///
-    /// Errors: the OS refused the reservation (`mmap`).
-    pub fn new(blocks: usize, block_len: usize, warm: usize) -> std::io::Result<BufPool> {
+    /// A pool of at most `blocks` blocks of `block_len` bytes (> [`HEADROOM`]), keeping at most
+    /// `warm` returned blocks resident. Address space is reserved in chunks as blocks are first
+    /// needed; no page is touched here.
+    pub fn new(blocks: usize, block_len: usize, warm: usize) -> BufPool {
         let page = page_size();
         let block_len = block_len.max(HEADROOM + 1);
         let stride = block_len.div_ceil(page) * page;
-        let region = Region::reserve(blocks.max(1) * stride)?;
-        Ok(BufPool {
+        BufPool {
             inner: Rc::new(RefCell::new(PoolInner {
-                region,
+                chunks: Vec::new(),
+                blocks: blocks.min(u32::MAX as usize),
+                made: 0,
                 block_len,
                 stride,
-                free: (0..blocks as u32).rev().collect(),
-                resident: vec![false; blocks],
+                free: Vec::new(),
+                resident: Vec::new(),
                 warm_free: 0,
                 warm,
             })),
-        })
+        }
     }
 
     /// Bytes per block (a pooled buffer's capacity is this minus [`HEADROOM`]).
@@ -322,18 +331,23 @@ impl BufPool {
 
     /// Blocks not handed out.
     pub fn available(&self) -> usize {
-        self.inner.borrow().free.len()
+        let p = self.inner.borrow();
+        p.free.len() + (p.blocks - p.made)
     }
 
-    /// A free block, or `None` when every block is in use.
+    /// A free block, or `None` when every block is in use (or the OS refused more address
+    /// space, which is treated the same way: no room).
     fn take(&self) -> Option<Block> {
         let mut p = self.inner.borrow_mut();
-        let index = p.free.pop()?;
+        let index = match p.free.pop() {
+            Some(i) => i,
+            None => p.make()?,
+        };
         if p.resident[index as usize] {
             p.warm_free -= 1;
         }
         p.resident[index as usize] = true;
-        let ptr = p.region.at(index as usize * p.stride);
+        let ptr = p.ptr(index);
         Some(Block {
             pool: self.inner.clone(),
             index,
@@ -344,13 +358,34 @@ impl BufPool {
 }
 
 impl PoolInner {
+    /// A new block index (reserving a chunk when the last one is used up), if below the bound.
+    fn make(&mut self) -> Option<u32> {
+        if self.made >= self.blocks {
+            return None;
+        }
+        if self.made == self.chunks.len() * CHUNK_BLOCKS {
+            let n = CHUNK_BLOCKS.min(self.blocks - self.made);
+            self.chunks.push(Region::reserve(n * self.stride).ok()?);
+        }
+        let index = self.made as u32;
+        self.made += 1;
+        self.resident.push(false);
+        Some(index)
+    }
+
+    fn ptr(&self, index: u32) -> *mut u8 {
+        let i = index as usize;
+        self.chunks[i / CHUNK_BLOCKS].at((i % CHUNK_BLOCKS) * self.stride)
+    }
+
     fn put(&mut self, index: u32) {
         if self.warm_free < self.warm {
             self.warm_free += 1;
         } else {
-            self.region
-                .discard(index as usize * self.stride, self.stride);
-            self.resident[index as usize] = false;
+            let i = index as usize;
+            let off = (i % CHUNK_BLOCKS) * self.stride;
+            self.chunks[i / CHUNK_BLOCKS].discard(off, self.stride);
+            self.resident[i] = false;
         }
         self.free.push(index);
     }
@@ -414,7 +449,7 @@ impl Region {
 
     fn at(&self, off: usize) -> *mut u8 {
         debug_assert!(off < self.len);
-        // SAFETY: `off` is inside the mapping (block index < blocks).
+        // SAFETY: `off` is inside the mapping (block index within the chunk).
         unsafe { self.ptr.add(off) }
     }
 
@@ -520,7 +555,7 @@ mod tests {
 
     #[test]
     fn pool_hands_out_its_blocks_once_and_takes_them_back() {
-        let pool = BufPool::new(2, 4096, 1).unwrap();
+        let pool = BufPool::new(2, 4096, 1);
         assert_eq!(pool.block_len(), 4096);
         let (mut a, mut b, mut c) = (
             RelayBuf::pooled(&pool),
@@ -557,10 +592,32 @@ mod tests {
     }
 
     #[test]
+    fn pool_reserves_chunks_as_needed_up_to_its_bound() {
+        let pool = BufPool::new(CHUNK_BLOCKS + 6, 4096, 0);
+        assert_eq!(pool.available(), CHUNK_BLOCKS + 6);
+        let mut held: Vec<RelayBuf> = (0..CHUNK_BLOCKS + 6)
+            .map(|i| {
+                let mut b = RelayBuf::pooled(&pool);
+                assert!(b.attach(&pool), "block {i}");
+                b.space()[0] = i as u8; // every block is writable memory of its own
+                b.fill(1);
+                b
+            })
+            .collect();
+        assert_eq!(pool.available(), 0);
+        assert!(!RelayBuf::pooled(&pool).attach(&pool), "bound reached");
+        for (i, b) in held.iter().enumerate() {
+            assert_eq!(b.unprocessed(), &[i as u8]);
+        }
+        held.clear();
+        assert_eq!(pool.available(), CHUNK_BLOCKS + 6);
+    }
+
+    #[test]
     fn blocks_beyond_the_warm_reserve_go_back_to_the_os() {
         // warm = 1: the first block returned stays resident, the second is discarded (its
         // pages read as zeros when it is used again).
-        let pool = BufPool::new(2, 8192, 1).unwrap();
+        let pool = BufPool::new(2, 8192, 1);
         let (mut a, mut b) = (RelayBuf::pooled(&pool), RelayBuf::pooled(&pool));
         for buf in [&mut a, &mut b] {
             assert!(buf.attach(&pool));

@@ -177,7 +177,7 @@ impl Reactor {
         let listen = listener.local_addr()?;
         let capacity = cfg.max_connections.min(token::MAX_SLOT);
         // Two relay buffers per session at most (the connect phase's one is its upstream one).
-        let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS)?;
+        let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
         let clock = Instant::now();
         let now = 1;
         let mut dns = Resolver::new(ResolverConfig {

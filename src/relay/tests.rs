@@ -857,7 +857,7 @@ fn client_eof_during_connect_forwards_the_bytes_then_shuts() {
 #[test]
 fn pooled_buffers_go_back_to_the_pool_when_the_session_is_idle() {
     for plain in [false, true] {
-        let pool = BufPool::new(2, 4096, 2).unwrap();
+        let pool = BufPool::new(2, 4096, 2);
         let mut rig = Rig::pooled(LinkKind::WsPackets, 700, 700, &pool, plain);
         rig.run();
         let packets: Vec<Vec<u8>> = (0..20).map(|i| packet(10 + i * 301, i as u8)).collect();
@@ -881,7 +881,7 @@ fn pooled_buffers_go_back_to_the_pool_when_the_session_is_idle() {
 
 #[test]
 fn an_exhausted_pool_stops_reads_but_held_data_still_drains() {
-    let pool = BufPool::new(2, 4096, 2).unwrap();
+    let pool = BufPool::new(2, 4096, 2);
     let mut rig = Rig::pooled(LinkKind::Raw, 1000, 64 * 1024, &pool, true);
     rig.run();
     // The app stalls: the relay's down buffer holds data (one block).
