@@ -9,13 +9,15 @@
 //! `Read`/`Write` with `WouldBlock` passed through, so tungstenite's handshake and the relay can
 //! both use it.
 //!
-//! Buffers (issue 7): ciphertext is read from the socket in one `read` of up to
-//! [`SCRATCH_LEN`] bytes into a thread-wide scratch buffer, sized by what the caller asked for,
-//! and fed to rustls from memory (rustls itself reads 4 KiB at a time); what rustls could not
-//! take is kept per stream and fed first next time. After any call returns, a stream holds at
-//! most one TLS record beyond what was asked for (a partial record, or the plaintext of a
-//! record that did not fit the caller's buffer) plus one [`MIN_READ`]; an idle stream holds
-//! rustls' 4 KiB deframer buffer and its fixed state (`tests/tls_memory.rs` measures it).
+//! Buffers (issue 7): ciphertext is read from the socket in one `read` of the caller's buffer
+//! length plus one maximal record ([`RECORD_WIRE`]), at most [`SCRATCH_LEN`], into a
+//! thread-wide scratch buffer and fed to rustls from memory (rustls alone reads into its own
+//! deframer buffer, 4 KiB to one record at a time); what rustls could not take is kept per
+//! stream and fed first next time. So one call brings in at most one record more than was
+//! asked for, and what the caller had no room for stays with the stream (rustls caps received
+//! plaintext at 16 KiB). A stream that goes idle (the socket would block) gives rustls the
+//! chance to shrink an empty deframer buffer back to 4 KiB; `tests/tls_memory.rs` measures what
+//! an idle stream that has carried traffic still holds.
 //! Outgoing records are capped at [`TLS_BUFFER_LIMIT`] and leave in one `writev` per call;
 //! `write_vectored` puts several slices (a WebSocket header and its payload) in one record.
 
@@ -34,17 +36,19 @@ use rustls::{
     SignatureScheme, SupportedCipherSuite,
 };
 
-/// Cap on rustls' queued plaintext and ciphertext per connection (bytes). Bounds memory per
-/// upstream; writes past it return `WouldBlock` until the socket drains.
-pub const TLS_BUFFER_LIMIT: usize = 32 * 1024;
+/// Cap on rustls' queued plaintext and ciphertext per connection (bytes): one full record, so
+/// a relay write of up to 16 KiB is taken whole when nothing is queued. Bounds memory per
+/// upstream; writes past it return `WouldBlock` until the socket drains (the caller keeps the
+/// rest in its own buffer).
+pub const TLS_BUFFER_LIMIT: usize = 16 * 1024;
 
 /// Largest single socket read (bytes): the size of the thread-wide ciphertext scratch buffer.
-/// A read asks the socket for the caller's buffer length, clamped to [`MIN_READ`]..this.
 pub const SCRATCH_LEN: usize = 64 * 1024;
 
-/// Smallest socket read (bytes), so that a nearly full caller buffer does not turn into many
-/// tiny reads; rustls' own reads are this size.
-pub const MIN_READ: usize = 4096;
+/// One maximal TLS record on the wire (bytes): 5-byte header, 16 KiB of plaintext and the
+/// 2 KiB expansion TLS 1.2 allows (RFC 5246 §6.2.3; TLS 1.3 needs at most 256). A socket read
+/// asks for the caller's buffer length plus this, capped at [`SCRATCH_LEN`].
+pub const RECORD_WIRE: usize = 5 + 16 * 1024 + 2048;
 
 /// Which AEAD family the client offers first (`--tls-cipher auto|aes-gcm|chacha20`). The
 /// server picks, but Telegram's and Cloudflare's fronts honour a client that puts ChaCha20
@@ -415,8 +419,8 @@ impl TlsStream {
 }
 
 impl Read for TlsStream {
-    /// Plaintext into `buf`. Reads the socket (once per loop, at most `buf.len()` clamped to
-    /// [`MIN_READ`]..[`SCRATCH_LEN`] bytes) until there is plaintext, the socket would block
+    /// Plaintext into `buf`. Reads the socket (once per loop, at most `buf.len()` +
+    /// [`RECORD_WIRE`] bytes, capped at [`SCRATCH_LEN`]) until there is plaintext, the socket would block
     /// (`WouldBlock`) or ends. `Ok(0)`: close_notify received; `UnexpectedEof`: TCP ended
     /// without it; `InvalidData` with [`TLS_ERROR_PREFIX`]: a TLS failure.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -434,7 +438,7 @@ impl Read for TlsStream {
                 }
                 continue;
             }
-            let want = buf.len().clamp(MIN_READ, SCRATCH_LEN);
+            let want = (buf.len() + RECORD_WIRE).min(SCRATCH_LEN);
             let got = with_scratch(want, |scratch| -> io::Result<Option<usize>> {
                 let got = match self.sock.read(scratch) {
                     Ok(0) => return Ok(None),
