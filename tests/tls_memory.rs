@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tg_ws_proxy::net::tls::{client_config_with, CipherPref, TlsStream};
+use tg_ws_proxy::net::tls::{client_config_with, CipherPref, TlsStream, SCRATCH_LEN};
 
 struct Counting;
 
@@ -158,8 +158,15 @@ struct Held {
     after_drop: isize,
 }
 
-/// One client session against a fresh server thread.
-fn session(poll: &mut Poll, events: &mut Events, buf: &mut [u8], up: &[u8]) -> Held {
+/// One client session against a fresh server thread, reading with `buf[..sizes[k]]` for the
+/// k-th read in turn; every byte is checked.
+fn session(
+    poll: &mut Poll,
+    events: &mut Events,
+    buf: &mut [u8],
+    sizes: &[usize],
+    up: &[u8],
+) -> Held {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("local_addr");
     let scfg = server_config();
@@ -187,7 +194,7 @@ fn session(poll: &mut Poll, events: &mut Events, buf: &mut [u8], up: &[u8]) -> H
         )
         .expect("register");
     let deadline = Instant::now() + Duration::from_secs(20);
-    let (mut sent, mut got) = (0, 0);
+    let (mut sent, mut got, mut reads) = (0, 0, 0);
     let mut setup_peak = None;
     while got < DOWN || sent < UP || s.wants_write() {
         let mut blocked = true;
@@ -208,7 +215,9 @@ fn session(poll: &mut Poll, events: &mut Events, buf: &mut [u8], up: &[u8]) -> H
             }
         }
         if got < DOWN {
-            match s.read(buf) {
+            let len = sizes[reads % sizes.len()];
+            reads += 1;
+            match s.read(&mut buf[..len]) {
                 Ok(0) => panic!("server ended early at {got}"),
                 Ok(n) => {
                     if setup_peak.is_none() && got >= SETTLED {
@@ -261,8 +270,9 @@ fn an_idle_stream_that_carried_traffic_holds_little_and_a_busy_one_one_record_be
     let up: Vec<u8> = (0..UP).map(|i| byte(i + 7)).collect();
     // The first session also allocates this thread's ciphertext scratch (64 KiB, shared by
     // every stream on the thread) and rustls' one-time state; the second is the measurement.
-    let warm = session(&mut poll, &mut events, &mut buf, &up);
-    let h = session(&mut poll, &mut events, &mut buf, &up);
+    let relay = [buf.len()];
+    let warm = session(&mut poll, &mut events, &mut buf, &relay, &up);
+    let h = session(&mut poll, &mut events, &mut buf, &relay, &up);
     eprintln!(
         "TlsStream heap (bytes; size_of TlsStream {}): first session setup peak {} \
          traffic peak {} idle {} after drop {}; measured session setup peak {} \
@@ -286,4 +296,22 @@ fn an_idle_stream_that_carried_traffic_holds_little_and_a_busy_one_one_record_be
     // Nothing stays behind per stream; the config's resumption cache keeps the server's
     // tickets (shared, bounded by rustls per server name).
     assert!(h.after_drop <= 4 * 1024, "after drop {} B", h.after_drop);
+}
+
+#[test]
+fn reads_of_any_size_get_every_byte_in_order() {
+    let mut poll = Poll::new().expect("poll");
+    let mut events = Events::with_capacity(16);
+    let mut buf = vec![0u8; 200 * 1024];
+    let up: Vec<u8> = (0..UP).map(|i| byte(i + 7)).collect();
+    // Tiny reads make rustls' plaintext buffer fill while ciphertext is still in hand (the
+    // per-stream stash); huge ones read the full scratch at once.
+    let sizes = [1, 100, 16 * 1024, 200 * 1024, 4095, 7, 64 * 1024, 18_437];
+    let h = session(&mut poll, &mut events, &mut buf, &sizes, &up);
+    // This thread's first stream: its scratch buffer stays for the thread's next streams.
+    assert!(
+        h.after_drop <= (SCRATCH_LEN + 4 * 1024) as isize,
+        "after drop {} B",
+        h.after_drop
+    );
 }
