@@ -7,7 +7,8 @@
 //! the CPU has AES instructions ([`cpu_has_aes`]), ChaCha20-Poly1305 first elsewhere.
 //! [`TlsStream`] drives a rustls `ClientConnection` over a mio `TcpStream` and implements
 //! `Read`/`Write` with `WouldBlock` passed through, so tungstenite's handshake and the relay can
-//! both use it.
+//! both use it; the preference is logged once at start and each negotiated suite per handshake,
+//! both at debug level.
 //!
 //! Buffers (issue 7): ciphertext is read from the socket in one `read` of the caller's buffer
 //! length plus one maximal record ([`RECORD_WIRE`]), at most [`SCRATCH_LEN`], into a
@@ -380,10 +381,20 @@ impl TlsStream {
                 Err(e) if e.kind() == io::ErrorKind::Other => break,
                 Err(e) => return Err(e),
             }
+            let was_handshaking = self.tls.is_handshaking();
             if let Err(e) = self.tls.process_new_packets() {
                 // Try to tell the peer why (alert), then fail.
                 let _ = self.flush_tls();
                 return Err(tls_error(e));
+            }
+            if was_handshaking && !self.tls.is_handshaking() && log::log_enabled!(log::Level::Debug)
+            {
+                let peer = self.sock.peer_addr().map(|a| a.to_string());
+                log::debug!(
+                    "TLS: negotiated {} with {}",
+                    self.cipher_suite().unwrap_or("an unnamed suite"),
+                    peer.as_deref().unwrap_or("?")
+                );
             }
             if filled < buf.len() {
                 if let Ok(Some(n)) = self.take_plaintext(&mut buf[filled..]) {
