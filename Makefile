@@ -19,7 +19,8 @@ CROSS_CI_TARGETS := mips-unknown-linux-musl mipsel-unknown-linux-musl
 CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 	aarch64-unknown-linux-musl x86_64-unknown-linux-musl
 
-.PHONY: help test demo bench bench-burst bench-pit size cross-install cross-test cross-all cross-tiny
+.PHONY: help test demo bench bench-burst bench-pit size cross-install cross-test cross-all cross-tiny \
+	cross-bench
 
 help:
 	@echo "tg-ws-proxy make targets:"
@@ -33,6 +34,7 @@ help:
 	@echo "  make cross-test     MIPS + MIPSel static musl builds, qemu smoke, unit tests on MIPS BE"
 	@echo "  make cross-all      static musl builds + qemu smoke for all five router targets"
 	@echo "  make cross-tiny     opt-in size build (panic=immediate-abort) for MIPS + MIPSel"
+	@echo "  make cross-bench    MIPS under qemu: proxy CPU/GiB vs the opt-3 crypto floor, ws AES-GCM vs ChaCha20"
 	@echo "Cross builds go to \$$CROSS_TARGET_DIR (default /var/tmp/tg-ws-proxy-cross); see cross/README.md."
 
 test:
@@ -76,3 +78,7 @@ cross-all:
 
 cross-tiny:
 	cross/build.sh tiny $(CROSS_CI_TARGETS)
+
+# CROSS_BENCH_MIB / CROSS_BENCH_GIB (environment) size the runs; see cross/bench.sh.
+cross-bench:
+	cross/build.sh bench mips-unknown-linux-musl

@@ -23,6 +23,12 @@
 #   ci                   build, smoke and e2e for mips and mipsel, then test-mips
 #                        (what `make cross-test` runs)
 #   tiny TARGET...       opt-in size build: panic=immediate-abort + optimize_for_size
+#   bench [TARGET]       `make cross-bench` (default mips-unknown-linux-musl): the release
+#                        build, examples/cross_crypto.rs for TARGET at opt-level 3 and the host
+#                        bench driver, then cross/bench.sh: proxy CPU per GiB under qemu
+#                        against the crypto floor on the same target (and the same crypto as
+#                        shipped), ws tier AES-GCM vs ChaCha20; report in
+#                        $CROSS_TARGET_DIR/bench/<stamp>/report.md
 #
 # Environment (all optional):
 #   CROSS_TARGET_DIR   cargo target dir for cross builds   (default /var/tmp/tg-ws-proxy-cross)
@@ -399,6 +405,34 @@ cmd_tiny() {
     cmd_e2e "$@"
 }
 
+# bench [TARGET]: see the header. The floor binary gets its own target dir (o3/) so the
+# shipped build is not rebuilt; the host driver is built like the demo in e2e (caller's env).
+cmd_bench() {
+    local t="${1:-mips-unknown-linux-musl}" q crypto out
+    log "building the bench driver (examples/bench.rs) for the host"
+    # shellcheck disable=SC2086
+    (cd "$REPO_ROOT" && "${HOST_ENV[@]}" cargo build --release $CROSS_LOCKED --example bench \
+        --target-dir "$REPO_ROOT/target")
+    cmd_build "$t"
+    setup_env
+    q="$(qemu_for "$t")"
+    log "building examples/cross_crypto.rs for $t at opt-level 3"
+    # shellcheck disable=SC2086
+    (cd "$REPO_ROOT" && CARGO_PROFILE_RELEASE_OPT_LEVEL=3 cargo-zigbuild build --release \
+        $CROSS_LOCKED --target "$t" --target-dir "$CROSS_TARGET_DIR/o3" \
+        "$(build_std_flag release)" --example cross_crypto)
+    crypto="$CROSS_TARGET_DIR/o3/$t/release/examples/cross_crypto"
+    log "building examples/cross_crypto.rs for $t with the shipped release profile"
+    # shellcheck disable=SC2086
+    (cd "$REPO_ROOT" && cargo-zigbuild build --release $CROSS_LOCKED --target "$t" \
+        --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag release)" --example cross_crypto)
+    out="$CROSS_TARGET_DIR/bench/$(date -u +%Y%m%dT%H%M%SZ)"
+    "$REPO_ROOT/cross/bench.sh" "$t" "$q" "$(bin_path "$t")" "$crypto" \
+        "$REPO_ROOT/target/release/examples/bench" "$out" \
+        "$CROSS_TARGET_DIR/$t/release/examples/cross_crypto"
+    log "report: $out/report.md"
+}
+
 cmd_ci() {
     local t0=$SECONDS
     cmd_build mips-unknown-linux-musl mipsel-unknown-linux-musl
@@ -425,6 +459,7 @@ main() {
     test-mips) cmd_test_mips ;;
     tiny) cmd_tiny "$@" ;;
     ci) cmd_ci ;;
+    bench) cmd_bench "$@" ;;
     -h | --help | help | "") usage ;;
     *)
         usage >&2

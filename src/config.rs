@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::mtproto::obfs2::Secret;
+use crate::net::tls::CipherPref;
 
 /// One upstream tier of the ladder (docs/design.md §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,6 +106,9 @@ pub struct Config {
     pub ca_file: Option<PathBuf>,
     /// Skip certificate verification (`--danger-accept-invalid-certs`); logged as a warning.
     pub accept_invalid_certs: bool,
+    /// Which TLS cipher family the client offers first (`--tls-cipher`, `auto`: AES-GCM if the
+    /// CPU has AES instructions, else ChaCha20-Poly1305).
+    pub tls_cipher: CipherPref,
     /// Interval of the periodic stats line (`--stats-interval`, 300 s; 0 disables).
     pub stats_interval: Duration,
     /// Cloudflare Workers (`--cf-worker-domain`, repeatable), in order.
@@ -199,6 +203,7 @@ impl Config {
             buf_size: 16 * 1024,
             ca_file: None,
             accept_invalid_certs: false,
+            tls_cipher: CipherPref::Auto,
             stats_interval: Duration::from_secs(300),
             worker_domains: Vec::new(),
             cf_domains: Vec::new(),

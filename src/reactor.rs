@@ -165,8 +165,12 @@ pub fn run(cfg: Config) -> io::Result<()> {
 
 impl Reactor {
     fn new(cfg: Config) -> io::Result<Reactor> {
-        let tls = tls::client_config(cfg.ca_file.as_deref(), cfg.accept_invalid_certs)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let tls = tls::client_config_with(
+            cfg.ca_file.as_deref(),
+            cfg.accept_invalid_certs,
+            cfg.tls_cipher,
+        )
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let randomness = |e| io::Error::other(format!("randomness: {e}"));
         let rng = Rng::new().map_err(randomness)?;
         let ladder_rng = Rng::new().map_err(randomness)?;

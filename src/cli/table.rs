@@ -21,6 +21,7 @@ use super::values::{
     parse_link_host, parse_tier_order,
 };
 use crate::mtproto::obfs2::Secret;
+use crate::net::tls::CipherPref;
 
 /// Upper bound of `--max-connections` (the slab is allocated once at this size).
 pub const MAX_CONNECTIONS_LIMIT: usize = 65_536;
@@ -252,6 +253,13 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         env: &["TG_SKIP_TLS_VERIFY"], meta: "", default: "off", group: Upstream,
         help: "do not verify upstream TLS certificates (testing only)",
         kind: Switch(|d, on| d.config.accept_invalid_certs = on),
+    },
+    Opt {
+        long: "--tls-cipher", short: None, aliases: &[], env: &["TG_TLS_CIPHER"],
+        meta: "C", default: "auto", group: Upstream,
+        help: "TLS cipher family offered first: auto (AES-GCM if the CPU has AES instructions, \
+               else ChaCha20-Poly1305), aes-gcm or chacha20",
+        kind: Value(|d, s| CipherPref::parse(s).map(|v| d.config.tls_cipher = v)),
     },
     // Ladder.
     Opt {

@@ -1,26 +1,203 @@
-//! The only rustls user: client configuration and a non-blocking TLS stream.
+//! The only rustls user: client configuration, the cipher preference, and a non-blocking TLS
+//! stream.
 //!
-//! [`client_config`] builds one shared `ClientConfig` at start (bundled web PKI roots plus an
-//! optional `--ca-file`, or the no-verification mode behind `--danger-accept-invalid-certs`).
+//! [`client_config_with`] builds one shared `ClientConfig` at start (bundled web PKI roots plus
+//! an optional `--ca-file`, or the no-verification mode behind `--danger-accept-invalid-certs`)
+//! and orders the offered cipher suites by [`CipherPref`] (`--tls-cipher`): AES-GCM first where
+//! the CPU has AES instructions ([`cpu_has_aes`]), ChaCha20-Poly1305 first elsewhere.
 //! [`TlsStream`] drives a rustls `ClientConnection` over a mio `TcpStream` and implements
 //! `Read`/`Write` with `WouldBlock` passed through, so tungstenite's handshake and the relay can
-//! both use it. It never blocks and never buffers more than rustls' own bounded buffers.
+//! both use it; the preference is logged once at start and each negotiated suite per handshake,
+//! both at debug level.
+//!
+//! Buffers (issue 7): ciphertext is read from the socket in one `read` of the caller's buffer
+//! length plus one maximal record ([`RECORD_WIRE`]), at most [`SCRATCH_LEN`], into a
+//! thread-wide scratch buffer and fed to rustls from memory (rustls alone reads into its own
+//! deframer buffer, 4 KiB to one record at a time); what rustls could not take is kept per
+//! stream and fed first next time. So one call brings in at most one record more than was
+//! asked for, and what the caller had no room for stays with the stream (rustls caps received
+//! plaintext at 16 KiB). A stream that goes idle (the socket would block) gives rustls the
+//! chance to shrink an empty deframer buffer back to 4 KiB; `tests/tls_memory.rs` measures what
+//! an idle stream that has carried traffic still holds.
+//! Outgoing records are capped at [`TLS_BUFFER_LIMIT`] and leave in one `writev` per call;
+//! `write_vectored` puts several slices (a WebSocket header and its payload) in one record.
 
-use std::io::{self, Read, Write};
+use std::cell::RefCell;
+use std::io::{self, IoSlice, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
 use mio::net::TcpStream;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{
-    ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
+    CipherSuite, ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore,
+    SignatureScheme, SupportedCipherSuite,
 };
 
-/// Cap on rustls' queued plaintext and ciphertext per connection (bytes). Bounds memory per
-/// upstream; writes past it return `WouldBlock` until the socket drains.
-pub const TLS_BUFFER_LIMIT: usize = 32 * 1024;
+/// Cap on rustls' queued plaintext and ciphertext per connection (bytes): one full record, so
+/// a relay write of up to 16 KiB is taken whole when nothing is queued. Bounds memory per
+/// upstream; writes past it return `WouldBlock` until the socket drains (the caller keeps the
+/// rest in its own buffer).
+pub const TLS_BUFFER_LIMIT: usize = 16 * 1024;
+
+/// Largest single socket read (bytes): the size of the thread-wide ciphertext scratch buffer.
+pub const SCRATCH_LEN: usize = 64 * 1024;
+
+/// One maximal TLS record on the wire (bytes): 5-byte header, 16 KiB of plaintext and the
+/// 2 KiB expansion TLS 1.2 allows (RFC 5246 §6.2.3; TLS 1.3 needs at most 256). A socket read
+/// asks for the caller's buffer length plus this, capped at [`SCRATCH_LEN`].
+pub const RECORD_WIRE: usize = 5 + 16 * 1024 + 2048;
+
+/// Which AEAD family the client offers first (`--tls-cipher auto|aes-gcm|chacha20`). The
+/// server picks, but Telegram's and Cloudflare's fronts honour a client that puts ChaCha20
+/// first; the fake front in `tests/common` follows the client's order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CipherPref {
+    /// AES-GCM first when [`cpu_has_aes`] says the CPU has AES instructions, else ChaCha20.
+    #[default]
+    Auto,
+    /// AES-GCM (256, then 128) first, whatever the CPU.
+    AesGcm,
+    /// ChaCha20-Poly1305 first, whatever the CPU.
+    Chacha20,
+}
+
+/// A cipher family, as resolved from a [`CipherPref`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CipherFamily {
+    /// AES-GCM (TLS 1.3 `TLS13_AES_*_GCM_*`, TLS 1.2 `ECDHE_*_WITH_AES_*_GCM_*`).
+    AesGcm,
+    /// ChaCha20-Poly1305 (TLS 1.3 and TLS 1.2 ECDHE suites).
+    Chacha20,
+}
+
+impl CipherPref {
+    /// Parses a flag value: `auto`, `aes-gcm` (also `aes`), `chacha20` (also `chacha`).
+    /// Errors name the accepted values.
+    pub fn parse(s: &str) -> Result<CipherPref, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(CipherPref::Auto),
+            "aes-gcm" | "aes" => Ok(CipherPref::AesGcm),
+            "chacha20" | "chacha" => Ok(CipherPref::Chacha20),
+            _ => Err(format!(
+                "unknown cipher preference {s:?} (auto, aes-gcm or chacha20)"
+            )),
+        }
+    }
+
+    /// The flag spelling (`auto`, `aes-gcm`, `chacha20`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CipherPref::Auto => "auto",
+            CipherPref::AesGcm => "aes-gcm",
+            CipherPref::Chacha20 => "chacha20",
+        }
+    }
+
+    /// The family put first, `Auto` deciding by `cpu_has_aes`.
+    pub fn resolve(self, cpu_has_aes: bool) -> CipherFamily {
+        match self {
+            CipherPref::AesGcm => CipherFamily::AesGcm,
+            CipherPref::Chacha20 => CipherFamily::Chacha20,
+            CipherPref::Auto if cpu_has_aes => CipherFamily::AesGcm,
+            CipherPref::Auto => CipherFamily::Chacha20,
+        }
+    }
+}
+
+impl CipherFamily {
+    /// `aes-gcm` or `chacha20`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CipherFamily::AesGcm => "aes-gcm",
+            CipherFamily::Chacha20 => "chacha20",
+        }
+    }
+
+    /// The family of a suite (every suite of the ring provider is AES-GCM or ChaCha20).
+    fn of(suite: CipherSuite) -> CipherFamily {
+        match suite {
+            CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
+            | CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+            | CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256 => CipherFamily::Chacha20,
+            _ => CipherFamily::AesGcm,
+        }
+    }
+}
+
+/// True if this CPU has AES instructions that ring uses for AES-GCM: x86/x86_64 with AES-NI
+/// and PCLMULQDQ, aarch64 with the `aes` and `pmull` features (std's run-time detection);
+/// 32-bit ARM when `/proc/cpuinfo`'s `Features` lines list `aes` (the crypto extension; std's
+/// detection is not stable there); false on MIPS and every other target.
+pub fn cpu_has_aes() -> bool {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes")
+            && std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(target_arch = "arm")]
+    {
+        std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|t| cpuinfo_has_aes(&t))
+    }
+    #[cfg(not(any(
+        target_arch = "x86",
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "arm"
+    )))]
+    {
+        false
+    }
+}
+
+/// True if `/proc/cpuinfo` text (Linux ARM format: `Features\t: half thumb … aes pmull …`) has
+/// at least one `Features` line and every one lists `aes`.
+pub fn cpuinfo_has_aes(cpuinfo: &str) -> bool {
+    let mut seen = false;
+    for line in cpuinfo.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        if key.trim() != "Features" {
+            continue;
+        }
+        if !value.split_whitespace().any(|f| f == "aes") {
+            return false;
+        }
+        seen = true;
+    }
+    seen
+}
+
+/// `suites` reordered: TLS 1.3 suites before TLS 1.2 ones (as rustls lists them), and within
+/// each version the `first` family ahead of the other; otherwise the given order is kept.
+pub fn order_suites(
+    suites: &[SupportedCipherSuite],
+    first: CipherFamily,
+) -> Vec<SupportedCipherSuite> {
+    let mut out = suites.to_vec();
+    out.sort_by_key(|s| {
+        let tls12 = matches!(s, SupportedCipherSuite::Tls12(_));
+        (tls12, CipherFamily::of(s.suite()) != first)
+    });
+    out
+}
+
+/// [`client_config_with`] with the `auto` cipher preference.
+pub fn client_config(
+    ca_file: Option<&Path>,
+    accept_invalid: bool,
+) -> Result<Arc<ClientConfig>, String> {
+    client_config_with(ca_file, accept_invalid, CipherPref::Auto)
+}
 
 /// Builds the shared client config.
 ///
@@ -28,13 +205,28 @@ pub const TLS_BUFFER_LIMIT: usize = 32 * 1024;
 ///   fronts). Errors name the file.
 /// * `accept_invalid`: skip certificate and host-name verification (signatures are still
 ///   checked so the handshake stays well-formed).
+/// * `cipher`: which family the ClientHello lists first ([`order_suites`]); the choice is
+///   logged once at debug level.
 ///
 /// ALPN offers `http/1.1` like a browser opening a WebSocket.
-pub fn client_config(
+pub fn client_config_with(
     ca_file: Option<&Path>,
     accept_invalid: bool,
+    cipher: CipherPref,
 ) -> Result<Arc<ClientConfig>, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let has_aes = cpu_has_aes();
+    let first = cipher.resolve(has_aes);
+    log::debug!(
+        "TLS: {} suites first (--tls-cipher {}; CPU AES instructions: {})",
+        first.name(),
+        cipher.name(),
+        if has_aes { "yes" } else { "no" }
+    );
+    let base = rustls::crypto::ring::default_provider();
+    let provider = Arc::new(CryptoProvider {
+        cipher_suites: order_suites(&base.cipher_suites, first),
+        ..base
+    });
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS setup: {e}"))?;
@@ -75,6 +267,40 @@ pub struct TlsStream {
     /// The TCP socket (registered with the reactor by its owner).
     pub sock: TcpStream,
     tls: ClientConnection,
+    /// Ciphertext read from the socket that rustls could not take yet (its plaintext buffer
+    /// was full and the caller's buffer too); fed before the socket is read again. Empty, and
+    /// unallocated, almost always.
+    stash: Vec<u8>,
+}
+
+thread_local! {
+    /// The ciphertext scratch every [`TlsStream`] on this thread reads the socket into
+    /// ([`SCRATCH_LEN`] bytes, allocated on first use). Nothing stays in it between calls.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on the first `len` (≤ [`SCRATCH_LEN`]) bytes of this thread's scratch.
+fn with_scratch<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut v) => {
+            if v.len() < SCRATCH_LEN {
+                v.resize(SCRATCH_LEN, 0);
+            }
+            f(&mut v[..len])
+        }
+        // Not reachable (nothing below `f` reads a TlsStream); a fresh buffer keeps it safe.
+        Err(_) => f(&mut vec![0; len]),
+    })
+}
+
+/// A reader that is never ready: `read_tls` with it only lets rustls resize its deframer
+/// buffer (back to 4 KiB when it holds no partial record).
+struct NotReady;
+
+impl Read for NotReady {
+    fn read(&mut self, _buf: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
 }
 
 impl TlsStream {
@@ -86,11 +312,15 @@ impl TlsStream {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad TLS server name"))?;
         let mut tls = ClientConnection::new(config.clone(), name).map_err(tls_error)?;
         tls.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
-        Ok(TlsStream { sock, tls })
+        Ok(TlsStream {
+            sock,
+            tls,
+            stash: Vec::new(),
+        })
     }
 
-    /// Writes queued TLS records to the socket until it would block. Returns `Ok(true)` when
-    /// nothing is left queued.
+    /// Writes queued TLS records to the socket until it would block (each attempt is one
+    /// `writev` of every queued record). Returns `Ok(true)` when nothing is left queued.
     pub fn flush_tls(&mut self) -> io::Result<bool> {
         while self.tls.wants_write() {
             match self.tls.write_tls(&mut self.sock) {
@@ -113,54 +343,170 @@ impl TlsStream {
     pub fn send_close_notify(&mut self) {
         self.tls.send_close_notify();
     }
+
+    /// The negotiated suite's IANA name (`TLS13_CHACHA20_POLY1305_SHA256`), once the handshake
+    /// has chosen one.
+    pub fn cipher_suite(&self) -> Option<&'static str> {
+        self.tls.negotiated_cipher_suite()?.suite().as_str()
+    }
+
+    /// Decrypted plaintext into `buf`: `Some(n)` with data or `Some(0)` at a clean end
+    /// (close_notify), `None` when there is none yet. Errors: TCP ended without close_notify
+    /// (`UnexpectedEof`).
+    fn take_plaintext(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        match self.tls.reader().read(buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Feeds ciphertext `data` to rustls, moving plaintext into `buf` as records complete.
+    /// Returns (bytes of `data` taken, plaintext bytes written to `buf`). Stops early only when
+    /// rustls' plaintext buffer and `buf` are both full, or after close_notify (the rest is
+    /// dropped, as rustls would). Errors: TLS failures (after trying to send the alert).
+    fn feed(&mut self, data: &[u8], buf: &mut [u8]) -> io::Result<(usize, usize)> {
+        let mut rest = data;
+        let mut filled = 0;
+        while !rest.is_empty() {
+            match self.tls.read_tls(&mut rest) {
+                // After close_notify rustls takes nothing more.
+                Ok(0) => {
+                    rest = &[];
+                    break;
+                }
+                Ok(_) => {}
+                // `Other` is rustls' "received plaintext buffer full".
+                Err(e) if e.kind() == io::ErrorKind::Other && filled < buf.len() => {}
+                Err(e) if e.kind() == io::ErrorKind::Other => break,
+                Err(e) => return Err(e),
+            }
+            let was_handshaking = self.tls.is_handshaking();
+            if let Err(e) = self.tls.process_new_packets() {
+                // Try to tell the peer why (alert), then fail.
+                let _ = self.flush_tls();
+                return Err(tls_error(e));
+            }
+            if was_handshaking && !self.tls.is_handshaking() && log::log_enabled!(log::Level::Debug)
+            {
+                let peer = self.sock.peer_addr().map(|a| a.to_string());
+                log::debug!(
+                    "TLS: negotiated {} with {}",
+                    self.cipher_suite().unwrap_or("an unnamed suite"),
+                    peer.as_deref().unwrap_or("?")
+                );
+            }
+            if filled < buf.len() {
+                if let Ok(Some(n)) = self.take_plaintext(&mut buf[filled..]) {
+                    filled += n;
+                }
+            }
+        }
+        // Handshake messages, alerts, key-update answers.
+        self.flush_tls()?;
+        Ok((data.len() - rest.len(), filled))
+    }
+
+    /// Feeds the stash; returns plaintext bytes written to `buf`.
+    fn feed_stash(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let stash = std::mem::take(&mut self.stash);
+        let (used, n) = self.feed(&stash, buf)?;
+        if used < stash.len() {
+            self.stash = stash[used..].to_vec();
+        }
+        Ok(n)
+    }
+
+    /// The socket hit its end: rustls learns of it; plaintext left, or `UnexpectedEof` if the
+    /// peer did not send close_notify (`Ok(0)` if it did).
+    fn at_eof(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.tls.read_tls(&mut io::empty())?;
+        self.tls.process_new_packets().map_err(tls_error)?;
+        match self.take_plaintext(buf)? {
+            Some(n) => Ok(n),
+            None => Err(io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
 }
 
 impl Read for TlsStream {
+    /// Plaintext into `buf`. Reads the socket (once per loop, at most `buf.len()` +
+    /// [`RECORD_WIRE`] bytes, capped at [`SCRATCH_LEN`]) until there is plaintext, the socket would block
+    /// (`WouldBlock`) or ends. `Ok(0)`: close_notify received; `UnexpectedEof`: TCP ended
+    /// without it; `InvalidData` with [`TLS_ERROR_PREFIX`]: a TLS failure.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
         loop {
-            match self.tls.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+            if let Some(n) = self.take_plaintext(buf)? {
+                return Ok(n);
             }
-            match self.tls.read_tls(&mut self.sock) {
-                Ok(0) => {
-                    // EOF from TCP: rustls now knows; the next reader() call reports it.
-                    self.tls.process_new_packets().map_err(tls_error)?;
-                    return match self.tls.reader().read(buf) {
-                        Ok(n) => Ok(n),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            Err(io::ErrorKind::UnexpectedEof.into())
-                        }
-                        Err(e) => Err(e),
-                    };
+            if !self.stash.is_empty() {
+                let n = self.feed_stash(buf)?;
+                if n > 0 {
+                    return Ok(n);
                 }
-                Ok(_) => {
-                    if let Err(e) = self.tls.process_new_packets() {
-                        // Try to tell the peer why (alert), then fail.
-                        let _ = self.flush_tls();
-                        return Err(tls_error(e));
+                continue;
+            }
+            let want = (buf.len() + RECORD_WIRE).min(SCRATCH_LEN);
+            let got = with_scratch(want, |scratch| -> io::Result<Option<usize>> {
+                let got = match self.sock.read(scratch) {
+                    Ok(0) => return Ok(None),
+                    Ok(got) => got,
+                    Err(e) => return Err(e),
+                };
+                let (used, n) = self.feed(&scratch[..got], buf)?;
+                if used < got {
+                    self.stash.extend_from_slice(&scratch[used..got]);
+                }
+                Ok(Some(n))
+            });
+            match got {
+                Ok(None) => return self.at_eof(buf),
+                Ok(Some(0)) => {} // a partial record or handshake only: read on
+                Ok(Some(n)) => return Ok(n),
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::WouldBlock {
+                        // Going idle: let rustls shrink an empty deframer buffer to 4 KiB.
+                        let _ = self.tls.read_tls(&mut NotReady);
                     }
-                    self.flush_tls()?;
+                    return Err(e);
                 }
-                Err(e) => return Err(e),
             }
         }
     }
 }
 
-impl Write for TlsStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut n = self.tls.writer().write(buf)?;
+impl TlsStream {
+    /// Queues what rustls accepts of `bufs` (one record per 16 KiB, slices joined), then one
+    /// flush; if nothing fitted, flushes first and tries once more.
+    fn write_slices(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut n = self.tls.writer().write_vectored(bufs)?;
         self.flush_tls()?;
-        if n == 0 && !buf.is_empty() {
-            n = self.tls.writer().write(buf)?;
+        if n == 0 && total > 0 {
+            n = self.tls.writer().write_vectored(bufs)?;
             if n == 0 {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             self.flush_tls()?;
         }
         Ok(n)
+    }
+}
+
+impl Write for TlsStream {
+    /// Encrypts what fits under [`TLS_BUFFER_LIMIT`] and sends queued records in one `writev`.
+    /// `WouldBlock` when rustls' buffer is full and the socket takes nothing.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_slices(&[IoSlice::new(buf)])
+    }
+
+    /// Like `write`, but the slices share TLS records (a WebSocket frame header and its
+    /// payload cost one record and one `writev`, not two).
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_slices(bufs)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -243,6 +589,202 @@ mod tests {
         assert!(client_config(None, true).is_ok());
         let err = client_config(Some(Path::new("/nonexistent/ca.pem")), false).unwrap_err();
         assert!(err.contains("--ca-file"), "{err}");
+    }
+
+    #[test]
+    fn cipher_pref_parses_the_flag_values() {
+        assert_eq!(CipherPref::parse("auto"), Ok(CipherPref::Auto));
+        assert_eq!(CipherPref::parse("AES-GCM"), Ok(CipherPref::AesGcm));
+        assert_eq!(CipherPref::parse("aes"), Ok(CipherPref::AesGcm));
+        assert_eq!(CipherPref::parse("chacha20"), Ok(CipherPref::Chacha20));
+        assert_eq!(CipherPref::parse("chacha"), Ok(CipherPref::Chacha20));
+        let err = CipherPref::parse("rc4").unwrap_err();
+        assert!(err.contains("auto, aes-gcm or chacha20"), "{err}");
+        for p in [CipherPref::Auto, CipherPref::AesGcm, CipherPref::Chacha20] {
+            assert_eq!(CipherPref::parse(p.name()), Ok(p));
+        }
+    }
+
+    #[test]
+    fn auto_resolves_by_the_cpu_and_forced_values_do_not() {
+        assert_eq!(CipherPref::Auto.resolve(true), CipherFamily::AesGcm);
+        assert_eq!(CipherPref::Auto.resolve(false), CipherFamily::Chacha20);
+        for aes in [true, false] {
+            assert_eq!(CipherPref::AesGcm.resolve(aes), CipherFamily::AesGcm);
+            assert_eq!(CipherPref::Chacha20.resolve(aes), CipherFamily::Chacha20);
+        }
+    }
+
+    #[test]
+    fn cpuinfo_features_are_read_per_word() {
+        // ARMv7 Cortex-A7 (no crypto extension), two cores.
+        let a7 = "processor\t: 0\nmodel name\t: ARMv7 Processor rev 5 (v7l)\n\
+                  Features\t: half thumb fastmult vfp edsp neon vfpv3 tls vfpv4 idiva idivt \
+                  vfpd32 lpae evtstrm\n\nprocessor\t: 1\n\
+                  Features\t: half thumb fastmult vfp edsp neon vfpv3 tls vfpv4 idiva idivt\n";
+        assert!(!cpuinfo_has_aes(a7));
+        // Cortex-A53 running a 32-bit kernel: the crypto extension shows as `aes pmull …`.
+        let a53 = "processor\t: 0\nFeatures\t: half thumb fastmult vfp edsp neon vfpv3 tls \
+                   vfpv4 idiva idivt lpae evtstrm aes pmull sha1 sha2 crc32\n";
+        assert!(cpuinfo_has_aes(a53));
+        assert!(
+            !cpuinfo_has_aes("Features\t: neon aesx vaes\n"),
+            "whole words only"
+        );
+        assert!(!cpuinfo_has_aes(""), "no Features line: no AES");
+        assert!(
+            !cpuinfo_has_aes("flags\t\t: fpu aes sse2\n"),
+            "x86 `flags` is not read"
+        );
+        let mixed = format!("{a53}\n{a7}");
+        assert!(!cpuinfo_has_aes(&mixed), "every core must have it");
+    }
+
+    #[cfg(any(target_arch = "mips", target_arch = "mips64"))]
+    #[test]
+    fn mips_has_no_aes() {
+        assert!(!cpu_has_aes());
+    }
+
+    fn is_tls12(s: &SupportedCipherSuite) -> bool {
+        matches!(s, SupportedCipherSuite::Tls12(_))
+    }
+
+    #[test]
+    fn suites_are_ordered_per_version_with_the_family_first() {
+        let base = rustls::crypto::ring::default_provider().cipher_suites;
+        for first in [CipherFamily::AesGcm, CipherFamily::Chacha20] {
+            let out = order_suites(&base, first);
+            assert_eq!(out.len(), base.len(), "{first:?}: same suites");
+            for s in &base {
+                assert!(
+                    out.iter().any(|o| o.suite() == s.suite()),
+                    "{first:?}: lost {s:?}"
+                );
+            }
+            // TLS 1.3 block, then TLS 1.2.
+            let split = out
+                .iter()
+                .position(is_tls12)
+                .expect("TLS 1.2 suites present");
+            assert!(split > 0, "TLS 1.3 suites present");
+            assert!(out[split..].iter().all(is_tls12), "{first:?}: {out:?}");
+            for block in [&out[..split], &out[split..]] {
+                let fam: Vec<CipherFamily> =
+                    block.iter().map(|s| CipherFamily::of(s.suite())).collect();
+                let n = fam.iter().take_while(|f| **f == first).count();
+                assert!(n > 0, "{first:?} first in {block:?}");
+                assert!(fam[n..].iter().all(|f| *f != first), "{first:?}: {block:?}");
+            }
+        }
+        let chacha = order_suites(&base, CipherFamily::Chacha20);
+        assert_eq!(
+            chacha[0].suite(),
+            CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
+        );
+        assert_eq!(
+            chacha[chacha.iter().position(is_tls12).unwrap()].suite(),
+            CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+        );
+        let aes = order_suites(&base, CipherFamily::AesGcm);
+        assert_eq!(aes[0].suite(), CipherSuite::TLS13_AES_256_GCM_SHA384);
+    }
+
+    #[test]
+    fn the_config_carries_the_order() {
+        for (pref, first) in [
+            (
+                CipherPref::Chacha20,
+                CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+            ),
+            (CipherPref::AesGcm, CipherSuite::TLS13_AES_256_GCM_SHA384),
+        ] {
+            let cfg = client_config_with(None, false, pref).unwrap();
+            assert_eq!(cfg.crypto_provider().cipher_suites[0].suite(), first);
+        }
+    }
+
+    /// Test CA and the fake front's certificate (tests/data), for in-memory handshakes.
+    fn ca_path() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ca.pem")
+    }
+
+    fn server_config(
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> Arc<rustls::ServerConfig> {
+        use rustls::pki_types::PrivateKeyDer;
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(include_bytes!("../../tests/data/server.pem"))
+                .collect::<Result<_, _>>()
+                .unwrap();
+        let key =
+            PrivateKeyDer::from_pem_slice(include_bytes!("../../tests/data/server.key")).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let cfg = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        Arc::new(cfg)
+    }
+
+    /// Moves every queued record from `a` to `b` in memory; `Ok(true)` if anything moved.
+    fn pass(a: &mut rustls::Connection, b: &mut rustls::Connection) -> Result<bool, rustls::Error> {
+        let mut wire = Vec::new();
+        while a.wants_write() {
+            a.write_tls(&mut wire).unwrap();
+        }
+        let mut rest = &wire[..];
+        while !rest.is_empty() {
+            b.read_tls(&mut rest).unwrap();
+            b.process_new_packets()?;
+        }
+        Ok(!wire.is_empty())
+    }
+
+    /// The suite a server that follows the client's order picks, over an in-memory pair.
+    fn negotiated(pref: CipherPref, tls12: bool) -> CipherSuite {
+        let versions: &[&'static rustls::SupportedProtocolVersion] = if tls12 {
+            &[&rustls::version::TLS12]
+        } else {
+            &[&rustls::version::TLS13]
+        };
+        let ccfg = client_config_with(Some(&ca_path()), false, pref).unwrap();
+        let name = ServerName::try_from("kws2.web.telegram.org").unwrap();
+        let mut c: rustls::Connection = ClientConnection::new(ccfg, name).unwrap().into();
+        let mut s: rustls::Connection = rustls::ServerConnection::new(server_config(versions))
+            .unwrap()
+            .into();
+        for _ in 0..10 {
+            let moved = pass(&mut c, &mut s).unwrap() | pass(&mut s, &mut c).unwrap();
+            if !moved {
+                break;
+            }
+        }
+        assert!(
+            !c.is_handshaking() && !s.is_handshaking(),
+            "{pref:?} tls12={tls12}"
+        );
+        let suite = c.negotiated_cipher_suite().unwrap().suite();
+        assert_eq!(Some(suite), s.negotiated_cipher_suite().map(|s| s.suite()));
+        suite
+    }
+
+    #[test]
+    fn a_server_following_our_order_negotiates_the_preferred_family_in_both_versions() {
+        assert_eq!(
+            negotiated(CipherPref::Chacha20, false),
+            CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
+        );
+        assert_eq!(
+            negotiated(CipherPref::AesGcm, false),
+            CipherSuite::TLS13_AES_256_GCM_SHA384
+        );
+        let c12 = negotiated(CipherPref::Chacha20, true);
+        let a12 = negotiated(CipherPref::AesGcm, true);
+        assert_eq!(CipherFamily::of(c12), CipherFamily::Chacha20, "{c12:?}");
+        assert_eq!(CipherFamily::of(a12), CipherFamily::AesGcm, "{a12:?}");
     }
 
     #[test]

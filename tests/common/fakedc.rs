@@ -149,6 +149,7 @@ struct State {
     inits: Vec<(Tag, i16)>,
     messages: Vec<MsgRecord>,
     snis: Vec<String>,
+    suites: Vec<String>,
     hosts: Vec<String>,
     paths: Vec<String>,
     protocols: Vec<Option<String>>,
@@ -263,6 +264,11 @@ impl DcHandle {
     /// TLS SNI of every handshake (`""` when none was sent).
     pub fn snis(&self) -> Vec<String> {
         self.shared.lock().snis.clone()
+    }
+    /// The negotiated cipher suite of every completed TLS handshake, in order (IANA names,
+    /// `TLS13_CHACHA20_POLY1305_SHA256`). The front follows the client's suite order.
+    pub fn suites(&self) -> Vec<String> {
+        self.shared.lock().suites.clone()
     }
     /// HTTP `Host` of every upgrade request.
     pub fn hosts(&self) -> Vec<String> {
@@ -645,8 +651,8 @@ fn answer(
 
 type TlsStream = StreamOwned<ServerConnection, TcpStream>;
 
-/// Server-side TLS handshake with handshake-bounded timeouts; records the SNI. `None` (and a
-/// violation named `what`) if the handshake fails.
+/// Server-side TLS handshake with handshake-bounded timeouts; records the SNI and the suite.
+/// `None` (and a violation named `what`) if the handshake fails.
 fn accept_tls(
     shared: &Shared,
     sock: TcpStream,
@@ -665,7 +671,15 @@ fn accept_tls(
         }
     }
     let sni = tls.conn.server_name().unwrap_or("").to_string();
-    shared.lock().snis.push(sni);
+    let suite = tls
+        .conn
+        .negotiated_cipher_suite()
+        .map(|s| format!("{:?}", s.suite()))
+        .unwrap_or_default();
+    let mut st = shared.lock();
+    st.snis.push(sni);
+    st.suites.push(suite);
+    drop(st);
     Some(tls)
 }
 

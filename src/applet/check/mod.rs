@@ -319,8 +319,12 @@ fn resolve_all(
 ///
 /// Errors: TLS configuration (`--ca-file`), no OS randomness, or the poll failing.
 pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()> {
-    let tls = tls::client_config(cfg.ca_file.as_deref(), cfg.accept_invalid_certs)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let tls = tls::client_config_with(
+        cfg.ca_file.as_deref(),
+        cfg.accept_invalid_certs,
+        cfg.tls_cipher,
+    )
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let mut rng = Rng::new().map_err(|e| io::Error::other(format!("randomness: {e}")))?;
     let mut poll = Poll::new()?;
     let clock = Instant::now();
