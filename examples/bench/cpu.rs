@@ -455,7 +455,7 @@ pub fn report(r: &mut String, o: &Opts, runs: &[CpuRun]) {
     );
     let _ = writeln!(
         r,
-        "| run | tier | direction | relayed | wall | MiB/s | proxy user + sys | user s/GiB | sys s/GiB | proxy s/GiB | schedstat s/GiB | reads/GiB | writes/GiB | 2×CTR s/GiB | TLS 1 side s/GiB | ratio |"
+        "| run | tier | direction | relayed | wall | MiB/s | proxy user + sys | user s/GiB | sys s/GiB | proxy s/GiB | schedstat s/GiB | syscr/GiB | syscw/GiB | 2×CTR s/GiB | TLS 1 side s/GiB | ratio |"
     );
     let _ = writeln!(
         r,
