@@ -1,9 +1,11 @@
 #!/bin/sh
-# bench/run.sh — what `make bench` runs: builds the release binary and the bench driver
-# (examples/bench.rs), raises the open-file limit for 500 relaying sessions and 1,000 arriving
+# bench/run.sh — what `make bench` runs: builds the release binary, the bench driver
+# (examples/bench.rs, at opt-level 3 in target/bench-o3) and the static x86_64 musl build (into
+# $BENCH_CROSS_DIR), raises the open-file limit for 500 relaying sessions and 1,000 arriving
 # ones, runs every docs/design.md §8 resource measurement and the issue 6 burst once against the
 # fake Telegram DC on loopback, and writes a Markdown report to target/bench/ (also printed) and
-# the burst runs' proxy logs to target/bench/burst/<stamp>/. Touches nothing outside target/;
+# the burst runs' proxy logs to target/bench/burst/<stamp>/. Touches nothing outside target/ and
+# $BENCH_CROSS_DIR (default /var/tmp/tg-ws-proxy-cross, where cross/build.sh builds too);
 # results that go into BENCHMARKS.md are copied there by hand, with their interpretation.
 #
 # Extra arguments go to the driver, e.g. `bench/run.sh --large 200 --gib 0.5` for a quick run,
@@ -28,14 +30,32 @@ if [ "$cur" != unlimited ] && [ "$cur" -lt "$want" ]; then
 fi
 
 cargo build --release --bin tg-ws-proxy
-cargo build --release --example bench
+# The driver holds the CPU baselines (two AES-256-CTR passes, one TLS record pass): it is built at
+# opt-level 3 whatever Cargo.toml's release profile says, in its own target dir so the product's
+# build above is left as it is; the `"*"` override also lifts any per-package setting in Cargo.toml
+# for dependencies. A slow baseline would flatter the ratio; the driver reports the
+# opt-level it was built with and judges no CPU target at any other.
+bench_dir=target/bench-o3
+CARGO_PROFILE_RELEASE_OPT_LEVEL=3 cargo build --release --example bench --target-dir "$bench_dir" \
+    --config 'profile.release.package."*".opt-level = 3'
+# The static x86_64 musl build (the shipping libc and malloc) for the memory and size rows, from
+# this tree, into $BENCH_CROSS_DIR (where the driver looks). BENCH_MUSL=0 skips it; so does a
+# missing cross toolchain (cross/README.md), with a note.
+cross_dir=${BENCH_CROSS_DIR:-/var/tmp/tg-ws-proxy-cross}
+if [ "${BENCH_MUSL:-1}" != 0 ]; then
+    if cross/build.sh env >/dev/null 2>&1; then
+        CROSS_TARGET_DIR="$cross_dir" cross/build.sh build x86_64-unknown-linux-musl >&2
+    else
+        echo "bench/run.sh: cross toolchain missing (cross/build.sh env failed): no fresh static musl build" >&2
+    fi
+fi
 
 mkdir -p target/bench
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 report="target/bench/report-$stamp.md"
 body="target/bench/.body-$stamp.md"
 
-BENCH_CLK_TCK=$(getconf CLK_TCK) target/release/examples/bench \
+BENCH_CROSS_DIR="$cross_dir" BENCH_CLK_TCK=$(getconf CLK_TCK) "$bench_dir"/release/examples/bench \
     --proxy target/release/tg-ws-proxy --ca tests/data/ca.pem \
     --burst-logs "target/bench/burst/$stamp" --out "$body" "$@" >/dev/null
 
@@ -45,7 +65,7 @@ dirty=$(git status --porcelain 2>/dev/null | wc -l | tr -d ' ')
     echo "## Bench run $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
     echo "- command: \`bench/run.sh$( [ $# -gt 0 ] && printf ' %s' "$@")\` (\`make bench\` runs it with \$BENCH_ARGS, \`make bench-burst\` with \`--only burst --burst-ref\`), release profile"
-    echo "- tree: $rev ($dirty uncommitted paths), $(rustc -V)"
+    echo "- tree: $rev ($dirty uncommitted paths), $(rustc -V); driver built at opt-level 3 in $bench_dir; musl builds from $cross_dir"
     echo "- nproc $(nproc), open-file limit $(ulimit -n), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
     echo
     cat "$body"

@@ -9,13 +9,21 @@
 //! * big frames — 100 sessions each receiving 64 KiB packets (control), then 100 fresh ones each
 //!   receiving `--bulk-packets` × 1 MiB packets (one WS message each), RSS peak sampled every
 //!   5 ms (`bench/frames.rs`);
-//! * cpu — ≥ `--gib` GiB relayed on the ws tier and on the tcp tier, proxy CPU from
-//!   `/proc/PID/stat`, compared with the bare crypto measured in this process (`bench/cpu.rs`);
+//! * cpu — ≥ `--gib` GiB relayed on the ws tier and on the tcp tier, download and upload
+//!   separately, proxy user/sys CPU from `/proc/PID/stat` and read/write system calls from
+//!   `/proc/PID/io`, compared with the bare crypto measured in this process (`bench/cpu.rs`);
+//! * callgrind — the proxy under `valgrind --tool=callgrind` for `--cg-mib` MiB each way on each
+//!   tier: instructions per relayed byte next to the baseline crypto's (`bench/callgrind.rs`);
 //! * size — the release binary, and musl cross builds if `make cross-test` left any;
 //! * burst — `--burst` (default 500@100,1000@200): N new sessions arriving at R per second for
 //!   DC 2 over the ws tier, through a proxy at default flags, against a fake front that answers
 //!   each upgrade at once or `--burst-front-ms` later (default 0,50); served / closed and setup
 //!   median, p99, max (`bench/burst.rs`); `--burst-ref` adds a `--handshake-pace 0` run of each.
+//!
+//! The baselines must be built at `opt-level = 3` (`bench/run.sh` builds this driver so, in its
+//! own target dir); built otherwise, the report shows the CPU targets as not judged.
+//! `--ir-baseline ctr|tls:BYTES` runs one baseline and exits (what the callgrind scenario runs
+//! under valgrind).
 //!
 //! Bench code: it never edits the proxy, binds only 127.0.0.0/8, and every loop is bounded
 //! (socket timeouts, deadlines). Setup failures end the run with a message, not a panic.
@@ -25,6 +33,8 @@ mod fakedc;
 
 #[path = "bench/burst.rs"]
 mod burst;
+#[path = "bench/callgrind.rs"]
+mod callgrind;
 #[path = "bench/client.rs"]
 mod client;
 #[path = "bench/cpu.rs"]
@@ -77,7 +87,13 @@ struct Opts {
     burst_ref: bool,
     /// Where the burst runs' proxy logs go (`--burst-logs DIR`); none = not written.
     burst_logs: Option<PathBuf>,
-    /// Scenarios to run (`--only memory,frames,cpu,size,burst`); empty = all.
+    /// MiB per direction and tier of the `strace -c` transfers (`--strace-mib`, default 256).
+    strace_mib: f64,
+    /// MiB per direction and tier in the callgrind scenario (`--cg-mib`, default 32).
+    cg_mib: f64,
+    /// `--ir-baseline ctr|tls:BYTES`: run one baseline and exit.
+    ir_baseline: Option<String>,
+    /// Scenarios to run (`--only memory,frames,cpu,callgrind,size,burst`); empty = all.
     only: Vec<String>,
 }
 
@@ -133,6 +149,12 @@ fn parse_opts() -> Result<Opts, String> {
             .collect::<Result<_, _>>()?,
         burst_ref: a.contains("--burst-ref"),
         burst_logs: a.opt_value_from_str("--burst-logs").map_err(e)?,
+        strace_mib: a
+            .opt_value_from_str("--strace-mib")
+            .map_err(e)?
+            .unwrap_or(256.0),
+        cg_mib: a.opt_value_from_str("--cg-mib").map_err(e)?.unwrap_or(32.0),
+        ir_baseline: a.opt_value_from_str("--ir-baseline").map_err(e)?,
         only: a
             .opt_value_from_str::<_, String>("--only")
             .map_err(e)?
@@ -149,9 +171,11 @@ fn parse_opts() -> Result<Opts, String> {
         || o.reps == 0
         || o.bulk_sessions == 0
         || o.gib <= 0.0
+        || o.cg_mib <= 0.0
+        || o.strace_mib <= 0.0
     {
         return Err(
-            "need 0 < --small ≤ --large, --streams > 0, --reps > 0, --bulk-sessions > 0, --gib > 0"
+            "need 0 < --small ≤ --large, --streams > 0, --reps > 0, --bulk-sessions > 0, --gib > 0, --cg-mib > 0, --strace-mib > 0"
                 .into(),
         );
     }
@@ -166,6 +190,13 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(spec) = &opts.ir_baseline {
+        if let Err(e) = callgrind::baseline_main(spec, &opts.ca) {
+            eprintln!("bench: --ir-baseline: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     match run(&opts) {
         Ok(report) => {
             print!("{report}");
@@ -231,14 +262,15 @@ fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-/// Scratch patch: warm upstreams the default pool may hold open at the fake DC.
-pub const POOL_SLACK: usize = 2;
+/// Warm upstreams a ws route's pool may hold open at the fake DC besides the clients' sessions:
+/// the default `--pool-size` (4).
+pub const POOL_SLACK: usize = 4;
 
 fn check_live(p: &mut ProxyProc, dc: &FakeDc, want: usize, what: &str) -> Result<(), String> {
     if !p.alive() {
         return Err(format!("{what}: proxy exited; log tail:\n{}", p.tail()));
     }
-    // Scratch patch (not committed): a ws route keeps up to --pool-size (default 2) warm
+    // A ws route keeps up to --pool-size (default 4) warm
     // upstreams open at the fake DC besides the clients' sessions.
     if !wait_for(Duration::from_secs(5), || {
         (want..=want + POOL_SLACK).contains(&dc.live_sessions())
@@ -293,6 +325,27 @@ fn run(o: &Opts) -> Result<String, String> {
     if o.only("cpu") {
         let runs = cpu::runs(o)?;
         cpu::report(&mut r, o, &runs);
+        match cpu::strace_runs(o) {
+            Ok(calls) => cpu::report_calls(&mut r, o, &calls),
+            Err(e) => {
+                let _ = writeln!(r, "System calls under strace: FAILED: {e}\n");
+            }
+        }
+    }
+    if o.only("callgrind") {
+        if callgrind::available() {
+            match callgrind::run(o) {
+                Ok(ir) => callgrind::report(&mut r, o, &ir),
+                Err(e) => {
+                    let _ = writeln!(r, "### Instructions per relayed byte\n\nFAILED: {e}\n");
+                }
+            }
+        } else {
+            let _ = writeln!(
+                r,
+                "### Instructions per relayed byte\n\nvalgrind not found: not measured.\n"
+            );
+        }
     }
     if o.only("size") {
         sizes(&mut r, o);
@@ -369,7 +422,28 @@ fn sizes(r: &mut String, o: &Opts) {
             cross.display()
         );
     }
+    let musl = cross.join("x86_64-unknown-linux-musl/release/tg-ws-proxy");
+    match std::fs::metadata(&musl) {
+        Ok(md) => {
+            let _ = writeln!(
+                r,
+                "\nTarget (issue 7): stripped static x86_64 musl binary ≤ 1.9 MiB ({SIZE_TARGET} B): {} B, {}.",
+                md.len(),
+                if md.len() <= SIZE_TARGET { "**met**" } else { "**missed**" }
+            );
+        }
+        Err(_) => {
+            let _ = writeln!(
+                r,
+                "\nTarget (issue 7): stripped static x86_64 musl binary ≤ 1.9 MiB: not judged, {} missing.",
+                musl.display()
+            );
+        }
+    }
 }
+
+/// Stripped static x86_64 musl binary target, bytes (1.9 MiB).
+const SIZE_TARGET: u64 = 1_992_294;
 
 fn find_named(dir: &std::path::Path, name: &str, depth: u32, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {

@@ -6,15 +6,12 @@
 //! `&mut Rng` down. It must not be used for anything that needs reseeding guarantees beyond one
 //! process lifetime.
 
-use aes::Aes256;
-use ctr::cipher::{KeyIvInit, StreamCipher};
-
-type Ctr = ctr::Ctr128BE<Aes256>;
+use tg_ws_proxy_hot::Aes256Ctr;
 
 /// Cryptographically secure generator: AES-256-CTR over zeros, keyed from 48 OS random bytes
 /// (32-byte key ‖ 16-byte IV).
 pub struct Rng {
-    ctr: Ctr,
+    ctr: Aes256Ctr,
 }
 
 impl Rng {
@@ -35,14 +32,14 @@ impl Rng {
         key.copy_from_slice(&seed[..32]);
         iv.copy_from_slice(&seed[32..]);
         Rng {
-            ctr: Ctr::new(&key.into(), &iv.into()),
+            ctr: Aes256Ctr::new(&key, &iv),
         }
     }
 
     /// Overwrites `buf` with random bytes.
     pub fn fill(&mut self, buf: &mut [u8]) {
         buf.fill(0);
-        self.ctr.apply_keystream(buf);
+        self.ctr.apply(buf);
     }
 
     /// A uniform random `u32`.

@@ -17,7 +17,7 @@ use tg_ws_proxy::mtproto::obfs2::{Secret, Tag};
 use tg_ws_proxy::mtproto::packet;
 use tg_ws_proxy::rng::Rng;
 
-use super::fakedc::bulk_request;
+use super::fakedc::{bulk_request, SINK};
 
 /// The bench secret (plain 32 hex); the proxy gets it through `TG_SECRET`.
 pub const SECRET: &str = "00112233445566778899aabbccddeeff";
@@ -26,7 +26,7 @@ pub const PER_SOURCE: usize = 50;
 /// Per-operation socket timeout of setup and ping traffic.
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Socket timeout during bulk transfers (a sender may wait while the DC streams a big reply).
-const BULK_TIMEOUT: Duration = Duration::from_secs(60);
+pub const BULK_TIMEOUT: Duration = Duration::from_secs(60);
 /// Read size of the raw bulk reader.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -194,7 +194,18 @@ pub struct Moved {
 /// Streams on one session: asks for `bulk.0` packets of `bulk.1` bytes, and (from a writer
 /// thread) sends `echo.0` echo packets of `echo.1` bytes; reads until every reply arrived,
 /// checking packet lengths and the bulk packets' order. The session is consumed.
-pub fn transfer(mut c: MtClient, bulk: (u32, usize), echo: (u32, usize)) -> Result<Moved, String> {
+pub fn transfer(c: MtClient, bulk: (u32, usize), echo: (u32, usize)) -> Result<Moved, String> {
+    transfer_within(c, bulk, echo, BULK_TIMEOUT)
+}
+
+/// [`transfer`] with `limit` as the socket timeouts and the bound on the whole transfer (a proxy
+/// under callgrind relays at a few MiB/s).
+pub fn transfer_within(
+    mut c: MtClient,
+    bulk: (u32, usize),
+    echo: (u32, usize),
+    limit: Duration,
+) -> Result<Moved, String> {
     let setup = c.bytes_up();
     if bulk.0 > 0 {
         c.send_packet(&bulk_request(bulk.0, bulk.1 as u32))
@@ -202,8 +213,8 @@ pub fn transfer(mut c: MtClient, bulk: (u32, usize), echo: (u32, usize)) -> Resu
     }
     let up0 = (c.bytes_up() - setup) as u64;
     let (stream, mut enc, mut dec) = c.into_parts();
-    let _ = stream.set_read_timeout(Some(BULK_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(BULK_TIMEOUT));
+    let _ = stream.set_read_timeout(Some(limit));
+    let _ = stream.set_write_timeout(Some(limit));
     let mut w = stream.try_clone().map_err(|e| format!("clone: {e}"))?;
     let writer = std::thread::spawn(move || -> io::Result<u64> {
         let mut sent = 0u64;
@@ -222,7 +233,7 @@ pub fn transfer(mut c: MtClient, bulk: (u32, usize), echo: (u32, usize)) -> Resu
     let mut parser = Parser::default();
     let echo_len = echo_payload(echo.1, 0).len();
     let want = bulk.0 as u64 + echo.0 as u64;
-    let deadline = Instant::now() + BULK_TIMEOUT;
+    let deadline = Instant::now() + limit;
     let mut buf = vec![0u8; READ_CHUNK];
     let mut down = 0u64;
     let mut failure = None;
@@ -264,6 +275,34 @@ pub fn transfer(mut c: MtClient, bulk: (u32, usize), echo: (u32, usize)) -> Resu
     Ok(Moved {
         up: up0 + sent,
         down,
+    })
+}
+
+/// Upload only: sends `count` packets of `size` bytes (multiple of 4, ≥ 8) that the fake DC
+/// swallows ([`SINK`]), then one 8-byte echo; its reply proves every packet arrived (one ordered
+/// stream). `limit` bounds each socket write and the wait for the echo. The session is consumed.
+pub fn upload(mut c: MtClient, count: u32, size: usize, limit: Duration) -> Result<Moved, String> {
+    let (up0, down0) = (c.bytes_up(), c.bytes_down());
+    let _ = c.stream().set_write_timeout(Some(limit));
+    let mut p = vec![0x3cu8; size.max(8).div_ceil(4) * 4];
+    p[..4].copy_from_slice(SINK);
+    for i in 0..count {
+        p[4..8].copy_from_slice(&i.to_le_bytes());
+        c.send_packet(&p)
+            .map_err(|e| format!("sink packet {i}: {e}"))?;
+    }
+    let e = echo_payload(8, count);
+    c.send_packet(&e).map_err(|e| format!("send echo: {e}"))?;
+    // What the proxy still holds can take long to drain when it runs under callgrind.
+    let r = c
+        .recv_packet_until(Instant::now() + limit)
+        .map_err(|e| format!("wait for the echo after the upload: {e}"))?;
+    if r != e {
+        return Err("echo after the upload: mismatch".into());
+    }
+    Ok(Moved {
+        up: (c.bytes_up() - up0) as u64,
+        down: (c.bytes_down() - down0) as u64,
     })
 }
 

@@ -4,6 +4,11 @@
 //! record work (one AEAD pass per relayed byte) measured on an in-memory rustls pair with the
 //! proxy's own client config and the fake DC's certificate.
 //!
+//! The CTR baseline names `ctr::Ctr128BE<aes::Aes256>` (aes 0.8 + ctr 0.9) itself rather than
+//! the proxy's `obfs2::Cipher`, so it is instantiated and optimised in this crate, at the
+//! opt-level this driver was built with ([`OPT_LEVEL`]; `bench/run.sh` builds it at 3 in its own
+//! target dir), whatever the product's profile does to its own cipher.
+//!
 //! CPU time is this thread's (`/proc/thread-self/schedstat`, ns), so other load on the machine
 //! inflates it less than wall time. Bench code: setup failures are returned as text.
 
@@ -13,16 +18,26 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use aes::Aes256;
+use ctr::cipher::{KeyIvInit, StreamCipher};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConnection, Connection, ServerConfig, ServerConnection};
-use tg_ws_proxy::mtproto::obfs2::Cipher;
 
 use super::fakedc::{SERVER_KEY, SERVER_PEM};
 use super::procfs::thread_cpu_ns;
 
 /// The relay's buffer size (default `--buf-kb 16`).
 pub const CHUNK: usize = 16 * 1024;
+
+/// `CARGO_PROFILE_RELEASE_OPT_LEVEL` when this driver was compiled (`None`: the Cargo.toml
+/// profile, `opt-level = "z"`). The report refuses to judge a target against any other than "3".
+pub const OPT_LEVEL: Option<&str> = option_env!("CARGO_PROFILE_RELEASE_OPT_LEVEL");
+
+/// Whether the baselines were compiled at `opt-level = 3`.
+pub fn baseline_at_o3() -> bool {
+    OPT_LEVEL == Some("3")
+}
 
 /// One baseline measurement.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,17 +57,17 @@ fn measure(f: impl FnOnce()) -> Cost {
     Cost { cpu_ns, wall_ns }
 }
 
-/// Two AES-256-CTR passes (two independent `obfs2::Cipher`s) over `bytes` bytes, in
-/// [`CHUNK`]-sized pieces of one buffer.
+/// Two AES-256-CTR passes (two independent `Ctr128BE<Aes256>`, the obfuscated2 cipher) over
+/// `bytes` bytes, in [`CHUNK`]-sized pieces of one buffer.
 pub fn ctr_two_pass(bytes: u64) -> Cost {
-    let mut a = Cipher::new(&[0x11; 32], &[0x22; 16]);
-    let mut b = Cipher::new(&[0x33; 32], &[0x44; 16]);
+    let mut a = ctr::Ctr128BE::<Aes256>::new(&[0x11; 32].into(), &[0x22; 16].into());
+    let mut b = ctr::Ctr128BE::<Aes256>::new(&[0x33; 32].into(), &[0x44; 16].into());
     let mut buf = vec![0x5au8; CHUNK];
     let rounds = bytes.div_ceil(CHUNK as u64);
     measure(|| {
         for _ in 0..rounds {
-            a.apply(&mut buf);
-            b.apply(&mut buf);
+            a.apply_keystream(&mut buf);
+            b.apply_keystream(&mut buf);
             black_box(&mut buf);
         }
     })

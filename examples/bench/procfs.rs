@@ -1,4 +1,5 @@
-//! Linux `/proc` readers for the bench driver: a process's resident set and CPU time, this
+//! Linux `/proc` readers for the bench driver: a process's resident set, CPU time and system-call
+//! counts, this
 //! thread's CPU time, and machine facts for the report. Owns no sockets and starts nothing;
 //! every reader returns `None` when the file is missing or unparsable (never panics).
 
@@ -36,6 +37,20 @@ pub fn cpu_ticks(pid: u32) -> Option<(u64, u64)> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     // rest[0] is field 3 (state), so field N is f[N - 3].
     Some((f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?))
+}
+
+/// (`syscr`, `syscw`) of `pid` from `/proc/PID/io`: read-like and write-like system calls
+/// (read, readv, recv*, … / write, writev, send*, …) since the process started, all threads.
+pub fn io_syscalls(pid: u32) -> Option<(u64, u64)> {
+    let io = fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let get = |name: &str| -> Option<u64> {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((get("syscr:")?, get("syscw:")?))
 }
 
 /// Nanoseconds on CPU of the main thread of `pid` (`/proc/PID/schedstat`, first field).

@@ -2,7 +2,9 @@
 //! (`run --host 127.0.0.1 --port 0 --ca-file … --stats-interval 0 <args>`, secret through
 //! `TG_SECRET`), its stderr/stdout drained by reader threads so it never blocks on a pipe (every
 //! line kept, up to [`MAX_LINES`], for scenarios that explain outcomes from the proxy's own log),
-//! and killed (SIGKILL) and reaped on drop. Loopback only. Owns nothing else.
+//! and killed (SIGKILL) and reaped on drop, or ended with SIGTERM ([`ProxyProc::terminate`]) when
+//! it runs under a wrapper that must write its results (valgrind). Loopback only. Owns nothing
+//! else.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -43,7 +45,27 @@ impl ProxyProc {
         secret: &str,
         args: &[String],
     ) -> Result<ProxyProc, String> {
-        let mut cmd = Command::new(bin);
+        Self::start_wrapped(&[], START_TIMEOUT, bin, ca, secret, args)
+    }
+
+    /// [`ProxyProc::start`] as `wrapper… bin run …` (e.g. `valgrind --tool=callgrind …`; empty:
+    /// none), waiting up to `timeout` for the `listening on` line.
+    pub fn start_wrapped(
+        wrapper: &[String],
+        timeout: Duration,
+        bin: &Path,
+        ca: &Path,
+        secret: &str,
+        args: &[String],
+    ) -> Result<ProxyProc, String> {
+        let mut cmd = match wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = Command::new(w);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("TG_") {
                 cmd.env_remove(k);
@@ -92,7 +114,7 @@ impl ProxyProc {
             lines,
             readers,
         };
-        match rx.recv_timeout(START_TIMEOUT) {
+        match rx.recv_timeout(timeout) {
             Ok(addr) => {
                 p.addr = addr;
                 Ok(p)
@@ -179,6 +201,26 @@ impl ProxyProc {
     /// Every log line so far (up to [`MAX_LINES`]), in arrival order.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// SIGTERM (through `kill(1)`: no libc binding here), then waits up to `timeout` for the
+    /// exit; SIGKILL if it is still running then. Returns whether it exited on its own.
+    pub fn terminate(&mut self, timeout: Duration) -> bool {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
+        let end = std::time::Instant::now() + timeout;
+        let mut exited = false;
+        while std::time::Instant::now() < end {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                exited = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.stop();
+        exited
     }
 
     /// SIGKILL and reap (idempotent).

@@ -8,9 +8,8 @@
 
 use std::fmt;
 
-use aes::Aes256;
-use ctr::cipher::{KeyIvInit, StreamCipher};
 use sha2::{Digest, Sha256};
+use tg_ws_proxy_hot::Aes256Ctr;
 
 use crate::rng::Rng;
 
@@ -19,22 +18,24 @@ pub const INIT_LEN: usize = 64;
 
 /// One direction of an obfuscated2 stream: AES-256-CTR with the whole 16-byte IV as a 128-bit
 /// big-endian counter (§7.2). Keep one instance per direction for the life of the connection.
+/// The keystream loop lives in the `tg-ws-proxy-hot` crate, compiled at `opt-level = 3`
+/// (docs/design.md §9).
 pub struct Cipher {
-    ctr: ctr::Ctr128BE<Aes256>,
+    ctr: Aes256Ctr,
 }
 
 impl Cipher {
     /// A cipher at keystream position 0.
     pub fn new(key: &[u8; 32], iv: &[u8; 16]) -> Cipher {
         Cipher {
-            ctr: ctr::Ctr128BE::<Aes256>::new(key.into(), iv.into()),
+            ctr: Aes256Ctr::new(key, iv),
         }
     }
 
     /// XORs the keystream into `data` in place and advances by `data.len()` bytes. Encryption and
     /// decryption are the same operation.
     pub fn apply(&mut self, data: &mut [u8]) {
-        self.ctr.apply_keystream(data);
+        self.ctr.apply(data);
     }
 }
 
@@ -571,6 +572,28 @@ mod tests {
         parts.extend(ks(&mut b, 43));
         assert_eq!(whole, parts);
         assert_eq!(format!("{a:?}"), "Cipher { .. }");
+    }
+
+    #[test]
+    fn cipher_matches_ctr_crate_for_any_split() {
+        // The hot crate's own keystream loop against `ctr::Ctr128BE<Aes256>` (a dev-dependency):
+        // pieces of every length 0..=300 in a shifting pattern, across the 128-byte step and
+        // the 128-bit counter wrap (IV f…f minus 3 blocks).
+        use ctr::cipher::{KeyIvInit, StreamCipher};
+        let mut iv = [0xff; 16];
+        iv[15] = 0xfc;
+        let key = [0x42; 32];
+        let mut ours = Cipher::new(&key, &iv);
+        let mut theirs = ctr::Ctr128BE::<aes::Aes256>::new(&key.into(), &iv.into());
+        let mut total = 0;
+        for (i, len) in (0..=300usize).chain([1000, 4096, 16384, 16383]).enumerate() {
+            let mut a: Vec<u8> = (0..len).map(|j| (i * 7 + j) as u8).collect();
+            let mut b = a.clone();
+            ours.apply(&mut a);
+            theirs.apply_keystream(&mut b);
+            assert_eq!(a, b, "piece {i} of {len} bytes at stream offset {total}");
+            total += len;
+        }
     }
 
     #[test]

@@ -190,25 +190,9 @@ pub fn format_header(h: &Header, out: &mut [u8; MAX_HEADER]) -> usize {
 
 /// XORs `data` with the masking key as if `data` started at payload offset `offset`, so a
 /// payload can be (un)masked in pieces (RFC 6455 §5.3). Masking and unmasking are the same.
+/// The loop is `tg_ws_proxy_hot::xor_mask`, compiled at `opt-level = 3` (docs/design.md §9).
 pub fn apply_mask(data: &mut [u8], mask: [u8; 4], offset: u64) {
-    let shift = (offset % 4) as usize;
-    let m = [
-        mask[shift],
-        mask[(shift + 1) % 4],
-        mask[(shift + 2) % 4],
-        mask[(shift + 3) % 4],
-    ];
-    let wide = u64::from_ne_bytes([m[0], m[1], m[2], m[3], m[0], m[1], m[2], m[3]]);
-    let mut chunks = data.chunks_exact_mut(8);
-    for c in &mut chunks {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(c);
-        c.copy_from_slice(&(u64::from_ne_bytes(a) ^ wide).to_ne_bytes());
-    }
-    // Chunks of 8 keep the key phase, so the tail starts at phase 0 of `m`.
-    for (i, b) in chunks.into_remainder().iter_mut().enumerate() {
-        *b ^= m[i % 4];
-    }
+    tg_ws_proxy_hot::xor_mask(data, mask, offset);
 }
 
 #[cfg(test)]

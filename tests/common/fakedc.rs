@@ -5,7 +5,8 @@
 //!
 //! Blocking and thread-per-connection (test code). It reads the relay init with
 //! `obfs2::accept_raw`, decodes transport packets with `framing`, answers `req_pq_multi` with a
-//! `resPQ`, serves `BULK` requests, echoes anything else, and records what it saw (SNI, Host,
+//! `resPQ`, serves `BULK` requests, swallows `SINK` packets (no reply: upload benchmarks), echoes
+//! anything else, and records what it saw (SNI, Host,
 //! path, subprotocol, per-message framing) so tests can assert the proxy's wire behaviour.
 //! Faults are settable at runtime: [`DcHandle::set_fault`] for connections accepted from then on,
 //! [`DcHandle::set_outage`] for every session, already-upgraded ones included. It must stay
@@ -136,6 +137,9 @@ pub fn bulk_payload(index: u32, size: usize) -> Vec<u8> {
 
 /// A payload starting with this makes the DC close the session (after sending nothing more).
 pub const QUIT: &[u8; 4] = b"QUIT";
+/// A packet starting with these bytes is read and dropped without a reply (upload benchmarks:
+/// the client sends `SINK` packets, then an echo whose reply proves every one arrived).
+pub const SINK: &[u8; 4] = b"SINK";
 
 #[derive(Default)]
 struct State {
@@ -528,8 +532,13 @@ fn server_tls_config() -> Arc<ServerConfig> {
 /// What one decoded packet asks of the DC.
 enum Reply {
     Packet(Vec<u8>),
-    Bulk { count: u32, size: usize },
+    Bulk {
+        count: u32,
+        size: usize,
+    },
     Quit,
+    /// A [`SINK`] packet: nothing to send.
+    Nothing,
 }
 
 /// The obfuscated2 session after a valid relay init: ciphers, packet decoder, reply builder.
@@ -606,6 +615,9 @@ fn reply_to(p: &[u8], rng: &mut Rng) -> Reply {
     if p.starts_with(QUIT) {
         return Reply::Quit;
     }
+    if p.starts_with(SINK) {
+        return Reply::Nothing;
+    }
     if p.len() >= 12 && p.starts_with(b"BULK") {
         let count = u32::from_le_bytes([p[4], p[5], p[6], p[7]]);
         let size = u32::from_le_bytes([p[8], p[9], p[10], p[11]]) as usize;
@@ -640,6 +652,7 @@ fn answer(
         let go_on = match r {
             Reply::Packet(p) => emit(s, &p),
             Reply::Quit => false,
+            Reply::Nothing => true,
             Reply::Bulk { count, size } => (0..count).all(|i| emit(s, &bulk_payload(i, size))),
         };
         if !go_on {
