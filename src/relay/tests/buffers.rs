@@ -47,21 +47,7 @@ fn a_stalled_client_keeps_the_large_buffer_until_the_rest_fits_its_own() {
     rig.front_data(&down);
     for _ in 0..5 {
         rig.pump_peers_front_only();
-        let mut cr = Ready {
-            read: true,
-            write: true,
-        };
-        let mut ur = cr;
-        let o = rig.relay.step(
-            &mut rig.client,
-            &mut cr,
-            &mut rig.up,
-            &mut ur,
-            &mut rig.meter,
-            &mut rig.scratch,
-            rig.now,
-            &mut rig.rng,
-        );
+        let o = rig.step_ready();
         assert!(!matches!(o, Outcome::Close(_)));
     }
     // 16 KiB read, 1000 taken by the client: the rest does not fit 4 KiB, so the session keeps
@@ -73,21 +59,7 @@ fn a_stalled_client_keeps_the_large_buffer_until_the_rest_fits_its_own() {
     // A session that closes while holding it gives it back too.
     rig.front_data(&down);
     rig.pump_peers_front_only();
-    let mut cr = Ready {
-        read: true,
-        write: true,
-    };
-    let mut ur = cr;
-    rig.relay.step(
-        &mut rig.client,
-        &mut cr,
-        &mut rig.up,
-        &mut ur,
-        &mut rig.meter,
-        &mut rig.scratch,
-        rig.now,
-        &mut rig.rng,
-    );
+    rig.step_ready();
     assert_eq!(rig.scratch.capacity(), 4096);
     rig.relay.release(&mut rig.scratch);
     assert_eq!(rig.scratch.capacity(), 4 * 4096);
@@ -158,21 +130,7 @@ fn an_exhausted_pool_stops_reads_but_held_data_still_drains() {
 impl Rig {
     /// One relay step with every endpoint ready; panics on a close.
     fn step_once(&mut self) {
-        let mut cr = Ready {
-            read: true,
-            write: true,
-        };
-        let mut ur = cr;
-        let o = self.relay.step(
-            &mut self.client,
-            &mut cr,
-            &mut self.up,
-            &mut ur,
-            &mut self.meter,
-            &mut self.scratch,
-            self.now,
-            &mut self.rng,
-        );
+        let o = self.step_ready();
         assert!(!matches!(o, Outcome::Close(_)), "{o:?}");
     }
 }

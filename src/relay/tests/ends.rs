@@ -56,26 +56,7 @@ fn upstream_end_flushes_to_a_slow_client_then_closes() {
     // The app does not read yet: the relay holds the rest and lingers.
     for _ in 0..10 {
         rig.pump_peers_front_only();
-        let (mut cr, mut ur) = (
-            Ready {
-                read: true,
-                write: true,
-            },
-            Ready {
-                read: true,
-                write: true,
-            },
-        );
-        let o = rig.relay.step(
-            &mut rig.client,
-            &mut cr,
-            &mut rig.up,
-            &mut ur,
-            &mut rig.meter,
-            &mut rig.scratch,
-            rig.now,
-            &mut rig.rng,
-        );
+        let o = rig.step_ready();
         assert!(!matches!(o, Outcome::Close(_)), "{o:?}");
     }
     assert_eq!(rig.relay.end(), End::UpstreamDone(CloseReason::UpstreamEof));

@@ -265,6 +265,26 @@ impl Rig {
         self.front_enc = Some(acc.encrypt);
     }
 
+    /// One relay step with every pipe counted as ready (the relay clears a flag on
+    /// WouldBlock); the peers are not pumped.
+    fn step_ready(&mut self) -> Outcome {
+        self.cr = Ready {
+            read: true,
+            write: true,
+        };
+        self.ur = self.cr;
+        self.relay.step(
+            &mut self.client,
+            &mut self.cr,
+            &mut self.up,
+            &mut self.ur,
+            &mut self.meter,
+            &mut self.scratch,
+            self.now,
+            &mut self.rng,
+        )
+    }
+
     /// Runs relay and peers until neither moves, or the relay closes. Returns the close reason.
     fn run(&mut self) -> Option<CloseReason> {
         for _ in 0..MAX_ROUNDS {
@@ -272,22 +292,7 @@ impl Rig {
                 return self.closed;
             }
             let peers = self.pump_peers();
-            // Every pipe counts as ready; the relay clears a flag on WouldBlock.
-            self.cr = Ready {
-                read: true,
-                write: true,
-            };
-            self.ur = self.cr;
-            match self.relay.step(
-                &mut self.client,
-                &mut self.cr,
-                &mut self.up,
-                &mut self.ur,
-                &mut self.meter,
-                &mut self.scratch,
-                self.now,
-                &mut self.rng,
-            ) {
+            match self.step_ready() {
                 Outcome::Close(r) => {
                     self.closed = Some(r);
                     self.pump_peers();
@@ -414,21 +419,7 @@ fn a_stalled_reader_stops_the_relay_reading_the_other_side() {
     rig.front_data(&down);
     for _ in 0..50 {
         rig.pump_peers_front_only();
-        let mut cr = Ready {
-            read: true,
-            write: true,
-        };
-        let mut ur = cr;
-        let o = rig.relay.step(
-            &mut rig.client,
-            &mut cr,
-            &mut rig.up,
-            &mut ur,
-            &mut rig.meter,
-            &mut rig.scratch,
-            rig.now,
-            &mut rig.rng,
-        );
+        let o = rig.step_ready();
         assert!(!matches!(o, Outcome::Close(_)));
     }
     // App pipe (1000) + relay buffer (4096) + up pipe (1000) held; the rest still queued at the
