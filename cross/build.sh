@@ -262,6 +262,17 @@ build_std_flag() {
     fi
 }
 
+# ring_opt TARGET: on MIPS, ring has no assembly: its TLS ciphers (ChaCha20-Poly1305, AES-GCM)
+# are its portable C and Rust, which the release profile would compile at "z" — measured 2.4x
+# slower ChaCha20 under qemu (cross/README.md "cross-bench"). There ring is built at opt-level 3
+# (+~150 KB); elsewhere its assembly does the work and "z" costs nothing (docs/design.md §9).
+ring_opt() {
+    case "$1" in
+        mips*) echo "--config=profile.release.package.ring.opt-level=3" ;;
+        *) echo "--config=profile.release.package.ring.opt-level=\"z\"" ;;
+    esac
+}
+
 # Where smoke and e2e look for binaries; `tiny` points it at its own target dir.
 BIN_ROOT="$CROSS_TARGET_DIR"
 bin_path() { echo "$BIN_ROOT/$1/release/$BIN"; }
@@ -279,7 +290,8 @@ cmd_build() {
         log "building $t (release, $(build_std_flag release))"
         # shellcheck disable=SC2086 # CROSS_LOCKED is empty or one flag
         (cd "$REPO_ROOT" && cargo-zigbuild build --release $CROSS_LOCKED --target "$t" \
-            --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag release)" --bin "$BIN")
+            --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag release)" "$(ring_opt "$t")" \
+            --bin "$BIN")
         b="$(bin_path "$t")"
         [ -x "$b" ] || die "build of $t produced no $b"
         cp "$b" "$CROSS_DIST/$BIN-$t"
@@ -425,7 +437,8 @@ cmd_bench() {
     log "building examples/cross_crypto.rs for $t with the shipped release profile"
     # shellcheck disable=SC2086
     (cd "$REPO_ROOT" && cargo-zigbuild build --release $CROSS_LOCKED --target "$t" \
-        --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag release)" --example cross_crypto)
+        --target-dir "$CROSS_TARGET_DIR" "$(build_std_flag release)" "$(ring_opt "$t")" \
+        --example cross_crypto)
     out="$CROSS_TARGET_DIR/bench/$(date -u +%Y%m%dT%H%M%SZ)"
     "$REPO_ROOT/cross/bench.sh" "$t" "$q" "$(bin_path "$t")" "$crypto" \
         "$REPO_ROOT/target/release/examples/bench" "$out" \
