@@ -29,14 +29,14 @@ if [ "$cur" != unlimited ] && [ "$cur" -lt "$want" ]; then
     fi
 fi
 
-cargo build --release --bin tg-ws-proxy
+cargo build --release --locked --bin tg-ws-proxy
 # The driver holds the CPU baselines (two AES-256-CTR passes, one TLS record pass): it is built at
 # opt-level 3 whatever Cargo.toml's release profile says, in its own target dir so the product's
 # build above is left as it is; the `"*"` override also lifts any per-package setting in Cargo.toml
 # for dependencies. A slow baseline would flatter the ratio; the driver reports the
 # opt-level it was built with and judges no CPU target at any other.
 bench_dir=target/bench-o3
-CARGO_PROFILE_RELEASE_OPT_LEVEL=3 cargo build --release --example bench --target-dir "$bench_dir" \
+CARGO_PROFILE_RELEASE_OPT_LEVEL=3 cargo build --release --locked --example bench --target-dir "$bench_dir" \
     --config 'profile.release.package."*".opt-level = 3'
 # The static x86_64 musl build (the shipping libc and malloc) for the memory and size rows, from
 # this tree, into $BENCH_CROSS_DIR (where the driver looks). BENCH_MUSL=0 skips it; so does a
