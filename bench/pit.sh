@@ -12,8 +12,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-cargo build --release --bin tg-ws-proxy
-cargo build --release --example bench_pit
+cargo build --release --locked --bin tg-ws-proxy
+cargo build --release --locked --example bench_pit
 
 mkdir -p target/bench/pit
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -434,7 +434,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--buf-kb", short: None, aliases: &[], env: &["TG_BUF_KB"],
         meta: "N", default: "16", group: Clients,
-        help: "relay buffer size in KiB, two per session, 4-1024",
+        help: "relay buffer size in KiB (up to two per session, from a pool, only while data waits), 4-1024",
         kind: Value(|d, s| {
             parse_in_range(s, 4, 1024).map(|n| d.config.buf_size = n as usize * 1024)
         }),
