@@ -100,7 +100,8 @@ pub struct Config {
     pub bad_client_drain: Duration,
     /// Slab capacity: concurrent client sessions (`--max-connections`, default from RLIMIT_NOFILE).
     pub max_connections: usize,
-    /// Per relay buffer size in bytes (`--buf-kb`, default 16 KiB): pool blocks, up to two per session while data waits; the scratch is 4 ×.
+    /// Per relay buffer size in bytes (`--buf-kb`, default 16 KiB): the buffer pool's block size
+    /// (up to two per session, only while data waits); the shared scratch is 4 × this.
     pub buf_size: usize,
     /// Extra trust anchors in PEM (`--ca-file`), added to the bundled web PKI roots.
     pub ca_file: Option<PathBuf>,
