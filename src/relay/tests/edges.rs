@@ -108,3 +108,39 @@ fn random_shapes_deliver_every_byte_under_edge_triggered_readiness() {
         assert_eq!(rig.run_edges(), Some(CloseReason::ClientEof), "{what}");
     }
 }
+
+#[test]
+fn both_ends_closing_at_once_still_deliver_downstream_under_edges() {
+    let mut seeds = Rng::from_seed([9; 48]);
+    for case in 0..45 {
+        let kind = [LinkKind::Raw, LinkKind::WsPackets, LinkKind::WsStream][case % 3];
+        let client_cap = 1 + seeds.below(5000) as usize;
+        let up_cap = 1 + seeds.below(5000) as usize;
+        let pool = BufPool::new(2, 1024 + seeds.below(6000) as usize, 1);
+        let mut rig = if case % 2 == 0 {
+            Rig::new(kind, client_cap, up_cap, 256 + seeds.below(6000) as usize)
+        } else {
+            Rig::pooled(kind, client_cap, up_cap, &pool, seeds.below(2) == 0)
+        };
+        let what = format!("case {case}: {kind:?} caps {client_cap}/{up_cap}");
+        rig.cr = Ready {
+            read: true,
+            write: true,
+        };
+        rig.ur = rig.cr;
+        assert_eq!(rig.run_edges(), None, "{what}");
+        for i in 0..10 {
+            rig.app_send(&packet(1 + seeds.below(2000) as usize, i));
+        }
+        let down = bulk(1 + seeds.below(60_000) as usize, case as u8);
+        rig.front_data(&down);
+        rig.app_shut();
+        rig.front_shut();
+        let end = rig.run_edges();
+        assert!(
+            matches!(end, Some(CloseReason::ClientEof | CloseReason::UpstreamEof)),
+            "{what}: {end:?}"
+        );
+        assert_eq!(rig.app_in, down, "{what}: everything the upstream sent");
+    }
+}
