@@ -2,7 +2,8 @@
 //! peer changed something (bytes arrived, room appeared, an end), never "every round", so a
 //! session that forgets readiness after a `WouldBlock`, or waits for an event that never comes,
 //! stalls here instead of being rescued by the rig. Seeded random shapes (pipe capacities,
-//! buffer sizes, pool or heap, link kind, pings mid-stream). The rig is the parent's.
+//! buffer sizes, pool or heap, link kind, pings mid-stream, an upstream that keeps a TLS-like
+//! backlog). The rig is the parent's.
 
 use super::*;
 
@@ -66,7 +67,15 @@ fn random_shapes_deliver_every_byte_under_edge_triggered_readiness() {
                 Rig::pooled(kind, client_cap, up_cap, &pool, plain)
             }
         };
-        let what = format!("case {case}: {kind:?} caps {client_cap}/{up_cap}");
+        // Half the WS cases write upstream like a TLS stream: taken into a backlog, flushed
+        // as the socket allows (a write can succeed with the socket full).
+        if kind != LinkKind::Raw && seeds.below(2) == 0 {
+            rig.up.backlog_cap = 1 + seeds.below(3000) as usize;
+        }
+        let what = format!(
+            "case {case}: {kind:?} caps {client_cap}/{up_cap} backlog {}",
+            rig.up.backlog_cap
+        );
         rig.cr = Ready {
             read: true,
             write: true,
@@ -122,7 +131,13 @@ fn both_ends_closing_at_once_still_deliver_downstream_under_edges() {
         } else {
             Rig::pooled(kind, client_cap, up_cap, &pool, seeds.below(2) == 0)
         };
-        let what = format!("case {case}: {kind:?} caps {client_cap}/{up_cap}");
+        if kind != LinkKind::Raw && seeds.below(2) == 0 {
+            rig.up.backlog_cap = 1 + seeds.below(3000) as usize;
+        }
+        let what = format!(
+            "case {case}: {kind:?} caps {client_cap}/{up_cap} backlog {}",
+            rig.up.backlog_cap
+        );
         rig.cr = Ready {
             read: true,
             write: true,
