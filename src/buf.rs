@@ -16,8 +16,8 @@
 //! memory is `mmap`ed in chunks of 64 blocks (1 MiB at the default 16 KiB) as first needed
 //! (untouched pages cost no RSS, and a 32-bit router keeps its address space); a returned block
 //! beyond a small warm reserve is handed back to the OS with `madvise(MADV_DONTNEED)`, because
-//! freeing 16 KiB heap blocks does not lower RSS with glibc's malloc. An empty pool refuses (the caller stops reading), it never grows.
-//! Nothing here knows about sockets or ciphers.
+//! freeing 16 KiB heap blocks does not lower RSS with glibc's malloc. An empty pool refuses (the
+//! caller stops reading), it never grows. Nothing here knows about sockets or ciphers.
 
 mod pool;
 
