@@ -13,11 +13,11 @@
 //! Relay buffers hold memory only while data is in flight: their storage is a block of the
 //! bounded [`BufPool`], taken when a read needs room ([`RelayBuf::attach`]) and given back when
 //! the buffer is empty ([`RelayBuf::detach_if_empty`]). The pool's bound is set at start; its
-//! memory is `mmap`ed in 1 MiB chunks as first needed (untouched pages cost no RSS, and a
-//! 32-bit router keeps its address space); a returned block beyond a small warm reserve is handed
-//! back to the OS with `madvise(MADV_DONTNEED)`, because freeing 16 KiB heap blocks does not lower
-//! RSS with glibc's malloc. An empty pool refuses (the caller stops reading), it never grows.
-//! Nothing here knows about sockets or ciphers.
+//! memory is `mmap`ed in chunks of 64 blocks (1 MiB at the default 16 KiB) as first needed
+//! (untouched pages cost no RSS, and a 32-bit router keeps its address space); a returned block
+//! beyond a small warm reserve is handed back to the OS with `madvise(MADV_DONTNEED)`, because
+//! freeing 16 KiB heap blocks does not lower RSS with glibc's malloc. An empty pool refuses (the
+//! caller stops reading), it never grows. Nothing here knows about sockets or ciphers.
 
 mod pool;
 

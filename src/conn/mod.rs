@@ -7,11 +7,11 @@
 //!           Draining ───────► closed
 //! ```
 //! `handshake` reads and checks the 64-byte init, `connect` runs upstream attempts down the
-//! ladder's plan, `relay` is the shell around the sans-IO relay core (`crate::relay`). This module owns the session struct, its timer kinds
-//! ([`SessionTimer`]), event dispatch and the close path. The reactor owns the slab, the poll and
-//! the clock; everything reaches a session through [`Ctx`]. Sessions report facts to the ladder
-//! ([`Observation`]) and decide nothing about route health; existing sessions never consult
-//! route state after they are connected.
+//! ladder's plan, `relay` is the shell around the sans-IO relay core (`crate::relay`). This
+//! module owns the session struct, its timer kinds ([`SessionTimer`]), event dispatch and the
+//! close path. The reactor owns the slab, the poll and the clock; everything reaches a session
+//! through [`Ctx`]. Sessions report facts to the ladder ([`Observation`]) and decide nothing about
+//! route health; existing sessions never consult route state after they are connected.
 
 mod connect;
 mod handshake;

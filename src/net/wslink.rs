@@ -155,6 +155,19 @@ impl Encoder {
         self.left > 0
     }
 
+    /// True at a frame boundary when `plain` (non-empty) starts a transport packet whose length
+    /// header is incomplete: only more input can make a frame of it. Always false in stream mode.
+    pub fn header_incomplete(&self, plain: &[u8]) -> bool {
+        match self.split {
+            Split::Packets(tag) => {
+                self.left == 0
+                    && !plain.is_empty()
+                    && matches!(next_packet(tag, plain), framing::Step::NeedMore)
+            }
+            Split::Stream => false,
+        }
+    }
+
     /// True once a Close was queued or sent.
     pub fn closing(&self) -> bool {
         matches!(self.slot, Slot::Closing(_) | Slot::Closed)

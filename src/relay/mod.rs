@@ -351,7 +351,7 @@ impl Relay {
                         self.shut_upstream(upstream, up_ready, rng)?;
                     }
                     progress = true;
-                } else if self.client_ended_mid_packet() {
+                } else if self.client_ended_mid_packet(upstream) {
                     // The frame can never be completed.
                     return Err(CloseReason::ClientEof);
                 }
@@ -360,11 +360,18 @@ impl Relay {
         Ok(progress)
     }
 
-    /// True when the client's bytes stopped inside a WS frame: nothing is left to complete it.
-    fn client_ended_mid_packet(&self) -> bool {
+    /// True when the client's bytes stopped inside a WS frame, or inside the length header of
+    /// the next packet, and everything before that was handed over: nothing is left to complete
+    /// it (so nothing would ever flush).
+    fn client_ended_mid_packet<U: Endpoint>(&self, upstream: &U) -> bool {
         match &self.link {
             Link::Raw => false,
-            Link::Ws(enc, _) => self.up.is_empty() && self.small_len == 0 && enc.in_frame(),
+            Link::Ws(enc, _) => {
+                let sent = self.up.ready().is_empty() && self.small_len == 0;
+                let stuck = (self.up.is_empty() && enc.in_frame())
+                    || enc.header_incomplete(self.up.unprocessed());
+                sent && stuck && !upstream.has_backlog()
+            }
         }
     }
 

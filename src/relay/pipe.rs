@@ -1,6 +1,9 @@
 //! In-memory byte pipes with capacity limits for the relay's unit tests (no sockets): a full
 //! pipe refuses writes with `WouldBlock`, an empty one refuses reads until its writer shuts
 //! down (then `Ok(0)`), and either side can reset it. Counts the reads and writes it serves.
+//! An end can act like a TLS stream ([`PipeEnd::backlog_cap`]): a write is taken into its own
+//! backlog of records and flushed into the pipe as room allows, so it may succeed while the
+//! pipe is full and leave a backlog (`Endpoint::has_backlog`).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -27,6 +30,9 @@ pub struct PipeEnd {
     pub writes: usize,
     /// `read` calls that moved bytes.
     pub reads: usize,
+    /// Bytes this end takes into its own backlog per write (0: writes go straight to the pipe).
+    pub backlog_cap: usize,
+    backlog: VecDeque<u8>,
 }
 
 /// A pipe whose a→b direction holds `cap_ab` bytes and b→a `cap_ba`.
@@ -45,12 +51,16 @@ pub fn pair(cap_ab: usize, cap_ba: usize) -> (PipeEnd, PipeEnd) {
             tx: ab.clone(),
             writes: 0,
             reads: 0,
+            backlog_cap: 0,
+            backlog: VecDeque::new(),
         },
         PipeEnd {
             rx: ab,
             tx: ba,
             writes: 0,
             reads: 0,
+            backlog_cap: 0,
+            backlog: VecDeque::new(),
         },
     )
 }
@@ -66,6 +76,14 @@ impl PipeEnd {
     pub fn at_eof(&self) -> bool {
         let rx = self.rx.borrow();
         rx.shut && rx.buf.is_empty()
+    }
+
+    /// Moves backlog bytes into the pipe as room allows; true when none are left.
+    fn flush_into_pipe(&mut self) -> bool {
+        let mut tx = self.tx.borrow_mut();
+        let n = self.backlog.len().min(tx.cap - tx.buf.len());
+        tx.buf.extend(self.backlog.drain(..n));
+        self.backlog.is_empty()
     }
 
     /// Bytes waiting to be read at this end.
@@ -105,11 +123,27 @@ impl Write for PipeEnd {
         if tx.shut {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        let n = buf.len().min(tx.cap - tx.buf.len());
-        if n == 0 {
-            return Err(io::ErrorKind::WouldBlock.into());
+        if self.backlog_cap == 0 {
+            let n = buf.len().min(tx.cap - tx.buf.len());
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            tx.buf.extend(&buf[..n]);
+            self.writes += 1;
+            return Ok(n);
         }
-        tx.buf.extend(&buf[..n]);
+        drop(tx);
+        // As TLS does: take what fits the backlog, flush; if nothing fitted, flush and retry.
+        let mut n = buf.len().min(self.backlog_cap - self.backlog.len());
+        if n == 0 {
+            self.flush_into_pipe();
+            n = buf.len().min(self.backlog_cap - self.backlog.len());
+            if n == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+        }
+        self.backlog.extend(&buf[..n]);
+        self.flush_into_pipe();
         self.writes += 1;
         Ok(n)
     }
@@ -123,5 +157,16 @@ impl Endpoint for PipeEnd {
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.tx.borrow_mut().shut = true;
         Ok(())
+    }
+
+    fn flush_backlog(&mut self) -> io::Result<bool> {
+        if self.tx.borrow().reset {
+            return Err(io::ErrorKind::ConnectionReset.into());
+        }
+        Ok(self.flush_into_pipe())
+    }
+
+    fn has_backlog(&self) -> bool {
+        !self.backlog.is_empty()
     }
 }

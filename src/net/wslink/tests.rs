@@ -237,3 +237,25 @@ fn decoder_refuses_bad_frames() {
     );
     assert!(LinkError::Text.to_string().contains("text"));
 }
+
+#[test]
+fn header_incomplete_only_for_a_partial_length_at_a_boundary() {
+    let mut rng = rng();
+    let enc = Encoder::new(Split::Packets(Tag::Intermediate));
+    assert!(enc.header_incomplete(&[5, 0]));
+    assert!(!enc.header_incomplete(&[]), "nothing pending");
+    assert!(
+        !enc.header_incomplete(&[1, 0, 0, 0]),
+        "a whole header frames"
+    );
+    let abridged = Encoder::new(Split::Packets(Tag::Abridged));
+    assert!(abridged.header_incomplete(&[0x7f, 1]));
+    assert!(!abridged.header_incomplete(&[1]));
+    assert!(!Encoder::new(Split::Stream).header_incomplete(&[5, 0]));
+    // Inside a frame the bytes are payload, not a header.
+    let mut enc = Encoder::new(Split::Packets(Tag::Intermediate));
+    let mut p = intermediate(&[9; 8]);
+    assert!(matches!(enc.next(&p, &mut rng), Ok(Next::Frame(_))));
+    p.truncate(2);
+    assert!(!enc.header_incomplete(&p));
+}

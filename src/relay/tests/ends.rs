@@ -102,6 +102,18 @@ fn client_ending_inside_a_packet_closes_at_once() {
 }
 
 #[test]
+fn client_ending_inside_a_packet_header_closes_at_once() {
+    // Two of the four bytes of an intermediate length header, then EOF: the packet can never
+    // be framed, so nothing would ever flush; the session must not wait for the linger timer.
+    let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
+    rig.run();
+    rig.app_send(&packet(1000, 1)[..2]);
+    rig.app_shut();
+    assert_eq!(rig.run(), Some(CloseReason::ClientEof));
+    assert!(rig.controls().is_empty());
+}
+
+#[test]
 fn linger_is_wanted_only_after_one_side_ended() {
     let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
     assert_eq!(rig.run(), None);

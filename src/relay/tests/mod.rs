@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 
 mod buffers;
+mod edges;
 mod ends;
 
 use super::pipe::{pair, PipeEnd};
