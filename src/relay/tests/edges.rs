@@ -8,41 +8,23 @@
 use super::*;
 
 impl Rig {
+    /// Pumps the peers and sets a readiness flag only where a peer changed something: bytes
+    /// arrived, room appeared, an end. Returns whether the peers moved.
+    pub(super) fn pump_peers_edges(&mut self) -> bool {
+        let (c_in, c_out) = (self.client.pending(), self.app.pending());
+        let (u_in, u_out) = (self.up.pending(), self.front.pending());
+        let (c_eof, u_eof) = (self.client.at_eof(), self.up.at_eof());
+        let peers = self.pump_peers();
+        self.cr.read |= self.client.pending() > c_in || self.client.at_eof() != c_eof;
+        self.cr.write |= self.app.pending() < c_out;
+        self.ur.read |= self.up.pending() > u_in || self.up.at_eof() != u_eof;
+        self.ur.write |= self.front.pending() < u_out;
+        peers
+    }
+
     /// Like `run`, but readiness edges come only from what the peers did.
     fn run_edges(&mut self) -> Option<CloseReason> {
-        for _ in 0..MAX_ROUNDS {
-            if self.closed.is_some() {
-                return self.closed;
-            }
-            let (c_in, c_out) = (self.client.pending(), self.app.pending());
-            let (u_in, u_out) = (self.up.pending(), self.front.pending());
-            let (c_eof, u_eof) = (self.client.at_eof(), self.up.at_eof());
-            let peers = self.pump_peers();
-            self.cr.read |= self.client.pending() > c_in || self.client.at_eof() != c_eof;
-            self.cr.write |= self.app.pending() < c_out;
-            self.ur.read |= self.up.pending() > u_in || self.up.at_eof() != u_eof;
-            self.ur.write |= self.front.pending() < u_out;
-            match self.relay.step(
-                &mut self.client,
-                &mut self.cr,
-                &mut self.up,
-                &mut self.ur,
-                &mut self.meter,
-                &mut self.scratch,
-                self.now,
-                &mut self.rng,
-            ) {
-                Outcome::Close(r) => {
-                    self.closed = Some(r);
-                    self.pump_peers();
-                    return self.closed;
-                }
-                Outcome::Progress => {}
-                Outcome::Wait if !peers => return None,
-                Outcome::Wait => {}
-            }
-        }
-        panic!("relay did not settle in {MAX_ROUNDS} rounds");
+        self.settle(true)
     }
 }
 

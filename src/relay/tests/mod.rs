@@ -266,14 +266,9 @@ impl Rig {
         self.front_enc = Some(acc.encrypt);
     }
 
-    /// One relay step with every pipe counted as ready (the relay clears a flag on
-    /// WouldBlock); the peers are not pumped.
-    fn step_ready(&mut self) -> Outcome {
-        self.cr = Ready {
-            read: true,
-            write: true,
-        };
-        self.ur = self.cr;
+    /// One relay step with the readiness flags as they stand in `cr` / `ur`; the peers are not
+    /// pumped.
+    fn step(&mut self) -> Outcome {
         self.relay.step(
             &mut self.client,
             &mut self.cr,
@@ -286,14 +281,37 @@ impl Rig {
         )
     }
 
+    /// One relay step with every pipe counted as ready (the relay clears a flag on
+    /// WouldBlock); the peers are not pumped.
+    fn step_ready(&mut self) -> Outcome {
+        self.cr = Ready {
+            read: true,
+            write: true,
+        };
+        self.ur = self.cr;
+        self.step()
+    }
+
     /// Runs relay and peers until neither moves, or the relay closes. Returns the close reason.
     fn run(&mut self) -> Option<CloseReason> {
+        self.settle(false)
+    }
+
+    /// The loop behind [`Rig::run`]: every pipe counted as ready each round, or, with `edges`,
+    /// readiness set only by what the peers did (`edges.rs`).
+    fn settle(&mut self, edges: bool) -> Option<CloseReason> {
         for _ in 0..MAX_ROUNDS {
             if self.closed.is_some() {
                 return self.closed;
             }
-            let peers = self.pump_peers();
-            match self.step_ready() {
+            let (peers, outcome) = if edges {
+                let peers = self.pump_peers_edges();
+                (peers, self.step())
+            } else {
+                let peers = self.pump_peers();
+                (peers, self.step_ready())
+            };
+            match outcome {
                 Outcome::Close(r) => {
                     self.closed = Some(r);
                     self.pump_peers();
