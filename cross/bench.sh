@@ -80,9 +80,24 @@ avg_per_gib() {
     awk -v mib="$MIB" -v d="$2" '{s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.2f", s / NF / d * 1024 / mib}' <<<"$1"
 }
 
-# The bench driver's cpu table row for TIER in REPORT: "proxy_s_per_gib user_plus_sys MiB_per_s".
+# The bench driver's cpu table row for TIER, download direction, in REPORT:
+# "proxy_s_per_gib user_plus_sys MiB_per_s". Columns are found by their header names, so new
+# columns in the driver's table do not shift what is read.
 row() {
-    awk -F'|' -v tier="$2" '$3 ~ "^ *" tier " *$" {gsub(/ /, "", $8); gsub(/^ +| +$/, "", $7); gsub(/ /, "", $6); print $8 "|" $7 "|" $6; exit}' "$1"
+    awk -F'|' -v tier="$2" '
+        /^\| run \| tier \|/ {
+            for (i = 1; i <= NF; i++) { h = $i; gsub(/^ +| +$/, "", h); col[h] = i }
+            next
+        }
+        ("tier" in col) {
+            t = $col["tier"]; gsub(/ /, "", t); d = $col["direction"]; gsub(/ /, "", d)
+            if (t == tier && d == "download") {
+                s = $col["proxy s/GiB"]; gsub(/ /, "", s)
+                u = $col["proxy user + sys"]; gsub(/^ +| +$/, "", u)
+                m = $col["MiB/s"]; gsub(/ /, "", m)
+                print s "|" u "|" m; exit
+            }
+        }' "$1"
 }
 
 log "$TARGET under $QEMU: floor before"
