@@ -255,20 +255,7 @@ impl Encoder {
             }
         };
         rng.fill(&mut self.mask);
-        let h = Header {
-            fin: true,
-            opcode: Opcode::Binary,
-            mask: Some(self.mask),
-            len: len as u64,
-        };
-        let mut s = Small {
-            bytes: [0; MAX_SMALL],
-            len: 0,
-        };
-        let mut hdr = [0u8; MAX_HEADER];
-        let hl = format_header(&h, &mut hdr);
-        s.bytes[..hl].copy_from_slice(&hdr[..hl]);
-        s.len = hl as u8;
+        let s = masked_header(Opcode::Binary, len as u64, self.mask);
         self.left = len as u64;
         self.mask_off = 0;
         Ok(Next::Frame(s))
@@ -425,23 +412,31 @@ fn clamp(left: u64, avail: usize) -> usize {
     }
 }
 
-/// A whole masked frame with a payload of at most [`MAX_CONTROL`] bytes.
-fn small_frame(opcode: Opcode, payload: &[u8], rng: &mut Rng) -> Small {
-    let mut mask = [0u8; 4];
-    rng.fill(&mut mask);
+/// The header of a final, masked frame of `len` payload bytes (RFC 6455 §5.2), alone in a
+/// [`Small`]; its payload follows, masked with `mask` from offset 0.
+fn masked_header(opcode: Opcode, len: u64, mask: [u8; 4]) -> Small {
     let h = Header {
         fin: true,
         opcode,
         mask: Some(mask),
-        len: payload.len() as u64,
-    };
-    let mut s = Small {
-        bytes: [0; MAX_SMALL],
-        len: 0,
+        len,
     };
     let mut hdr = [0u8; MAX_HEADER];
     let hl = format_header(&h, &mut hdr);
+    let mut s = Small {
+        bytes: [0; MAX_SMALL],
+        len: hl as u8,
+    };
     s.bytes[..hl].copy_from_slice(&hdr[..hl]);
+    s
+}
+
+/// A whole masked frame with a payload of at most [`MAX_CONTROL`] bytes.
+fn small_frame(opcode: Opcode, payload: &[u8], rng: &mut Rng) -> Small {
+    let mut mask = [0u8; 4];
+    rng.fill(&mut mask);
+    let mut s = masked_header(opcode, payload.len() as u64, mask);
+    let hl = s.len as usize;
     let end = hl + payload.len();
     s.bytes[hl..end].copy_from_slice(payload);
     apply_mask(&mut s.bytes[hl..end], mask, 0);
