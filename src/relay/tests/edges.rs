@@ -22,6 +22,21 @@ impl Rig {
         peers
     }
 
+    /// Sets up a seeded case: half the WS cases write upstream like a TLS stream (taken into a
+    /// backlog, flushed as the socket allows: a write can succeed with the socket full), and
+    /// every endpoint starts ready. Returns the backlog cap (0: none).
+    fn start_edges(&mut self, kind: LinkKind, seeds: &mut Rng) -> usize {
+        if kind != LinkKind::Raw && seeds.below(2) == 0 {
+            self.up.backlog_cap = 1 + seeds.below(3000) as usize;
+        }
+        self.cr = Ready {
+            read: true,
+            write: true,
+        };
+        self.ur = self.cr;
+        self.up.backlog_cap
+    }
+
     /// Like `run`, but readiness edges come only from what the peers did.
     fn run_edges(&mut self) -> Option<CloseReason> {
         self.settle(true)
@@ -49,20 +64,10 @@ fn random_shapes_deliver_every_byte_under_edge_triggered_readiness() {
                 Rig::pooled(kind, client_cap, up_cap, &pool, plain)
             }
         };
-        // Half the WS cases write upstream like a TLS stream: taken into a backlog, flushed
-        // as the socket allows (a write can succeed with the socket full).
-        if kind != LinkKind::Raw && seeds.below(2) == 0 {
-            rig.up.backlog_cap = 1 + seeds.below(3000) as usize;
-        }
         let what = format!(
             "case {case}: {kind:?} caps {client_cap}/{up_cap} backlog {}",
-            rig.up.backlog_cap
+            rig.start_edges(kind, &mut seeds)
         );
-        rig.cr = Ready {
-            read: true,
-            write: true,
-        };
-        rig.ur = rig.cr;
         assert_eq!(rig.run_edges(), None, "{what}");
         let packets: Vec<Vec<u8>> = (0..30)
             .map(|i| packet(1 + seeds.below(3000) as usize, i as u8))
@@ -113,18 +118,10 @@ fn both_ends_closing_at_once_still_deliver_downstream_under_edges() {
         } else {
             Rig::pooled(kind, client_cap, up_cap, &pool, seeds.below(2) == 0)
         };
-        if kind != LinkKind::Raw && seeds.below(2) == 0 {
-            rig.up.backlog_cap = 1 + seeds.below(3000) as usize;
-        }
         let what = format!(
             "case {case}: {kind:?} caps {client_cap}/{up_cap} backlog {}",
-            rig.up.backlog_cap
+            rig.start_edges(kind, &mut seeds)
         );
-        rig.cr = Ready {
-            read: true,
-            write: true,
-        };
-        rig.ur = rig.cr;
         assert_eq!(rig.run_edges(), None, "{what}");
         for i in 0..10 {
             rig.app_send(&packet(1 + seeds.below(2000) as usize, i));
