@@ -17,8 +17,10 @@ use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tg_ws_proxy::applet::probe::MtClient;
+
 use super::fakedc::{DcConfig, FakeDc};
-use super::{check_live, client, crypto, procfs, start_proxy, step, Opts, GIB, MIB};
+use super::{check_live, client, crypto, procfs, start_proxy, step, Opts, ProxyProc, GIB, MIB};
 
 /// Packet size of both directions (one WS message each on the ws tier).
 pub const PACKET: usize = 1 << 20;
@@ -174,14 +176,7 @@ fn transfer(
         dir.name(),
         o.streams
     ));
-    let dc = if tier == "ws" {
-        FakeDc::start_tls_ws(DcConfig::default())
-    } else {
-        FakeDc::start_tcp(DcConfig::default())
-    };
-    let mut p = start_proxy(o, &dc, tier, 64)?;
-    let clients = client::open_many(p.addr(), 0, o.streams, o.streams)?;
-    check_live(&mut p, &dc, o.streams, tier)?;
+    let (_dc, p, clients) = open_streams(o, tier)?; // the fake DC lives to the end of the run
     let (u0, s0) = p.cpu_split();
     let n0 = p.cpu().1;
     let (r0, w0) = procfs::io_syscalls(p.pid()).unwrap_or((0, 0));
@@ -265,14 +260,7 @@ pub fn strace_runs(o: &Opts) -> Result<Vec<Calls>, String> {
                 dir.name(),
                 o.streams
             ));
-            let dc = if tier == "ws" {
-                FakeDc::start_tls_ws(DcConfig::default())
-            } else {
-                FakeDc::start_tcp(DcConfig::default())
-            };
-            let mut p = start_proxy(o, &dc, tier, 64)?;
-            let clients = client::open_many(p.addr(), 0, o.streams, o.streams)?;
-            check_live(&mut p, &dc, o.streams, tier)?;
+            let (_dc, p, clients) = open_streams(o, tier)?; // the fake DC lives to the end of the run
             let file = dir_out.join(format!("{tier}-{}.txt", dir.name()));
             let _ = std::fs::remove_file(&file);
             let mut st = Command::new("strace")
@@ -537,4 +525,18 @@ pub fn report(r: &mut String, o: &Opts, runs: &[CpuRun]) {
         }
     }
     r.push('\n');
+}
+
+/// A fresh fake DC for `tier` ("ws": TLS + WebSocket front, else raw TCP), a proxy in front of
+/// it and `o.streams` live sessions through it (the same setup for the timed and the strace runs).
+fn open_streams(o: &Opts, tier: &str) -> Result<(FakeDc, ProxyProc, Vec<MtClient>), String> {
+    let dc = if tier == "ws" {
+        FakeDc::start_tls_ws(DcConfig::default())
+    } else {
+        FakeDc::start_tcp(DcConfig::default())
+    };
+    let mut p = start_proxy(o, &dc, tier, 64)?;
+    let clients = client::open_many(p.addr(), 0, o.streams, o.streams)?;
+    check_live(&mut p, &dc, o.streams, tier)?;
+    Ok((dc, p, clients))
 }
