@@ -64,6 +64,9 @@ pub enum CloseReason {
     SlabFull,
     /// Socket could not be created (e.g. out of descriptors).
     LocalResource,
+    /// A pooled upstream sent nothing within `--pool-first-byte-timeout` and the client's
+    /// request was too large to replay; the client is closed so it reconnects.
+    UpstreamSilent,
 }
 
 impl CloseReason {
@@ -86,6 +89,7 @@ impl CloseReason {
             CloseReason::ProtocolError => "protocol-error",
             CloseReason::SlabFull => "slab-full",
             CloseReason::LocalResource => "local-resource",
+            CloseReason::UpstreamSilent => "upstream-silent",
         }
     }
 
@@ -106,7 +110,7 @@ impl CloseReason {
     }
 
     /// All reasons, for stats tables (`WsClose` represented once).
-    pub const ALL: [CloseReason; 16] = [
+    pub const ALL: [CloseReason; 17] = [
         CloseReason::ClientEof,
         CloseReason::ClientReset,
         CloseReason::UpstreamEof,
@@ -123,6 +127,7 @@ impl CloseReason {
         CloseReason::ProtocolError,
         CloseReason::SlabFull,
         CloseReason::LocalResource,
+        CloseReason::UpstreamSilent,
     ];
 
     /// Index into [`CloseReason::ALL`].
@@ -161,6 +166,9 @@ pub enum Failure {
     ClosedEarly,
     /// Local failure creating the socket (descriptors exhausted…).
     Local,
+    /// A pooled upstream sent nothing within `--pool-first-byte-timeout` of a client's request
+    /// (a flushed NAT or conntrack entry leaves it silent, no RST).
+    SilentPooled,
 }
 
 impl fmt::Display for Failure {
@@ -173,6 +181,7 @@ impl fmt::Display for Failure {
             Failure::Http(code) => write!(f, "http-{code}"),
             Failure::ClosedEarly => f.write_str("closed-early"),
             Failure::Local => f.write_str("local-error"),
+            Failure::SilentPooled => f.write_str("pooled-silent"),
         }
     }
 }

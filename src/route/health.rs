@@ -126,6 +126,8 @@ pub fn classify(f: Failure) -> Class {
         Failure::Http(code) if (500..=599).contains(&code) => Class::Soft,
         Failure::Http(_) => Class::Hard,
         Failure::Reset | Failure::ClosedEarly => Class::Soft,
+        // Old flows died (a NAT flush), the route may well be fine: doubt, and a probe.
+        Failure::SilentPooled => Class::Soft,
         Failure::Local => Class::NotRoute,
     }
 }

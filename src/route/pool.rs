@@ -4,7 +4,8 @@
 //! Taking one saves a client the whole connect (docs/design.md §4 "Pools"). Owns: the entries
 //! (generic over [`Pooled`], so the ladder's unit tests hold plain values), their age-out
 //! (`max_age`, set below an intermediary's idle close: Telegram's front closes idle WS after
-//! about 60 s), the liveness check on take, and the demand window that decides how many entries a
+//! about 60 s), the liveness check on take, the flush of a dead entry's siblings as old or older
+//! (a taken entry that proved silent), and the demand window that decides how many entries a
 //! route wants: the session starts seen in the last window, at least one while the route is hot,
 //! at most the cap. Must not touch: health, budgets, sockets beyond [`Pooled`], clocks (time is a
 //! `u64` ms parameter). The ladder decides when to fill; the prober does the dialling.
@@ -180,6 +181,20 @@ impl<U: Pooled> Pool<U> {
         self.entries = keep;
         s.kept = self.entries.len();
         s
+    }
+
+    /// Closes the entries that were ready at or before `at` (ms): the siblings of a dead entry
+    /// taken at `at` (the newest then) are as old or older. Returns how many.
+    pub fn flush_ready_by(&mut self, at: u64) -> usize {
+        let before = self.entries.len();
+        self.entries.retain_mut(|e| {
+            let old = e.ready <= at;
+            if old {
+                e.up.close();
+            }
+            !old
+        });
+        before - self.entries.len()
     }
 
     /// Closes every entry (network change, or the route stopped being Up). Returns how many.

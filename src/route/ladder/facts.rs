@@ -146,6 +146,17 @@ pub enum Observation {
         /// `None` or `Failure::Local` only retry later.
         failure: Option<Failure>,
     },
+    /// A session's pooled upstream of `route` sent nothing within `--pool-first-byte-timeout`
+    /// of the client's first bytes: taken for dead (the session is replayed elsewhere or
+    /// closed). Blames the entry: the route is doubted (a soft failure and a probe now) and its
+    /// pool's entries as old or older are flushed, since they died with it.
+    PooledSilent {
+        /// The route.
+        route: RouteId,
+        /// When the session took the dead entry (ms). It was the newest then, so every entry
+        /// ready by this time is as old or older.
+        taken_at: u64,
+    },
 }
 
 /// Counts of the ladder's own decisions since start.

@@ -371,6 +371,9 @@ impl<U: Pooled> Ladder<U> {
                 }
                 None
             }
+            Observation::PooledSilent { route, taken_at } => {
+                self.pooled_silent(route, taken_at, now)
+            }
         }
     }
 

@@ -331,4 +331,36 @@ impl<U: Pooled> Ladder<U> {
         self.in_flight += 1;
         Ok(spec)
     }
+
+    /// A pooled upstream of `route` taken at `taken_at` stayed silent after a client's request:
+    /// its siblings as old or older (ready by then) died with it (the flows a NAT flush
+    /// dropped), so they are closed; the route is doubted — a soft failure (Up → Suspect, so
+    /// clients stop getting its pool and prefer a proven route) and a probe now (at most one
+    /// doubt probe per `--cooldown-base`), which brings it back if fresh connections work. An
+    /// entry taken before the route's last state change is as old as one already blamed (two
+    /// clients took siblings from one flush): it flushes but is not counted again.
+    pub(super) fn pooled_silent(
+        &mut self,
+        route: RouteId,
+        taken_at: u64,
+        now: u64,
+    ) -> Option<Change> {
+        let flushed = self.slots[route].pool.flush_ready_by(taken_at);
+        info!(
+            "pool {}: a pooled upstream sent nothing after a client's request; {flushed} as old \
+             or older flushed",
+            self.table.routes[route].label()
+        );
+        let slot = &mut self.slots[route];
+        let recent = slot.doubt_probed_at > 0
+            && now.saturating_sub(slot.doubt_probed_at) < self.cfg.health.base_ms;
+        if slot.sched != Sched::Running && !recent {
+            slot.sched = Sched::Doubt(now);
+        }
+        let changed = self.table.routes[route].health.last_change();
+        if changed > 0 && taken_at <= changed {
+            return None;
+        }
+        self.fail(route, Failure::SilentPooled, None, now)
+    }
 }

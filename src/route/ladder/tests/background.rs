@@ -364,3 +364,66 @@ fn a_route_that_only_ever_loses_its_race_still_gets_liveness_probes() {
         4 * interval / 1000
     );
 }
+
+#[test]
+fn a_silent_pooled_upstream_doubts_its_route_and_flushes_its_siblings_as_old_or_older() {
+    // Issue 10, item 3: a NAT flush killed the pooled flows without an RST; a client took one,
+    // asked, and waited for nothing.
+    let mut c = cfg();
+    c.pool_size = 4;
+    let mut l = ladder(&c);
+    let (ws, worker, tcp) = ids(&mut l);
+    probe_ok(&mut l, ws, 0);
+    for i in 0..3 {
+        l.observe(Observation::SessionStarted { route: ws }, 10 + i);
+    }
+    assert_eq!(fills_of(&drain(&mut l, 20)).len(), 3);
+    l.fill_ready(ws, Fake::default(), 20, 60); // the oldest sibling
+    l.fill_ready(ws, Fake::default(), 26, 61); // dialled later, ready earlier: older
+    l.fill_ready(ws, Fake::default(), 25, 62); // taken below (the newest)
+    assert_eq!(l.plan(DC2, 100, &mut resolve).pooled, Some(ws));
+    let (_, dial_started) = l.take_pooled(ws, 100).unwrap();
+    assert_eq!(dial_started, 25, "the newest");
+    // A younger sibling filled after the take: it did not live through the flush.
+    l.observe(Observation::SessionStarted { route: ws }, 150);
+    assert!(fills_of(&drain(&mut l, 150)).contains(&ws));
+    l.fill_ready(ws, Fake::default(), 150, 190);
+    assert_eq!(l.pool_len(ws).0, 3);
+    let ch = l.observe(
+        Observation::PooledSilent {
+            route: ws,
+            taken_at: 100,
+        },
+        2_100,
+    );
+    assert_eq!(
+        ch.map(|c| c.to),
+        Some(State::Suspect),
+        "doubted, not taken down"
+    );
+    assert_eq!(
+        l.pool_len(ws).0,
+        1,
+        "the two as old or older are closed, the younger kept"
+    );
+    // A second client that took a sibling before the blame: the same flush, not counted again.
+    let again = Observation::PooledSilent {
+        route: ws,
+        taken_at: 100,
+    };
+    assert!(l.observe(again, 2_105).is_none());
+    assert_eq!(l.route(ws).health.state(), State::Suspect);
+    // Clients get no pooled upstream of it now and prefer a route not in doubt…
+    let p = l.plan(DC2, 2_101, &mut resolve);
+    assert_eq!(p.pooled, None);
+    let order: Vec<RouteId> = p.cands.iter().map(|c| c.route).collect();
+    assert_eq!(order.first(), Some(&worker));
+    assert_eq!(order.last(), Some(&ws), "still planned as a last resort");
+    assert!(order.contains(&tcp));
+    // …and the prober looks at it now, although it carried a session a moment ago.
+    assert_eq!(l.sched(ws), Sched::Doubt(2_105));
+    assert_eq!(probes_of(&drain(&mut l, 2_105)), vec![ws]);
+    // A probe that gets resPQ brings it back: fresh connections work.
+    probe_ok(&mut l, ws, 2_200);
+    assert!(is_up(&l, ws));
+}
