@@ -12,24 +12,28 @@
 //! its source (backpressure). A direction whose own buffer is empty runs through the reactor's
 //! one large [`Scratch`] (fewer, larger reads and writes); a WS data header is put in front of its
 //! payload so both leave in one write (one TLS record, not a tiny one). Framing, masking and
-//! control frames are `net::wslink`'s; the end of the session is `end`'s one state machine;
-//! timers, logging and route health are the shell's.
+//! control frames are `net::wslink`'s; the end of the session is `end`'s one state machine; the
+//! replayable prefix of a session on a pooled upstream (kept until the upstream's first byte, and
+//! handed back by [`Relay::rewind`]) is `replay`'s; timers, logging and route health are the
+//! shell's.
 
 pub mod end;
 #[cfg(test)]
 mod pipe;
+pub mod replay;
 mod scratch;
 #[cfg(test)]
 mod tests;
 
 use crate::buf::RelayBuf;
 use crate::error::CloseReason;
-use crate::mtproto::obfs2::{self, Accepted, Cipher, INIT_LEN};
+use crate::mtproto::obfs2::{self, Accepted, Cipher, Tag, INIT_LEN};
 use crate::net::io::{read_once, write_once, Endpoint, Io};
 use crate::net::wslink::{self, Decoder, Encoder, Event, LinkError, Next, Split, MAX_SMALL};
 use crate::rng::Rng;
 
 use end::{End, EndAction, EndEvent};
+use replay::Replay;
 pub use scratch::Scratch;
 
 /// Read/process/write rounds per direction in one [`Relay::step`] before yielding.
@@ -117,6 +121,29 @@ pub struct Relay {
     small_len: usize,
     small_sent: usize,
     end: End,
+    /// The client's plaintext kept for a replay until the upstream's first byte (pooled
+    /// upstreams only; see [`Relay::keep_replay`]).
+    replay: Replay,
+    /// Client bytes written to the upstream so far (WS headers included).
+    up_written: u64,
+    /// What [`Relay::rewind`] needs to rebuild the client's side: its init's tag, DC index and
+    /// secret.
+    tag: Tag,
+    init_dc: i16,
+    secret_index: usize,
+}
+
+/// What [`Relay::rewind`] hands back to replay a session on a fresh upstream.
+pub struct Resume {
+    /// The client's side: its tag and ciphers, advanced over everything relayed so far (the
+    /// client→proxy one over every byte read; the proxy→client one untouched, since no byte
+    /// went down).
+    pub accepted: Accepted,
+    /// Every client byte since the start of its stream, plaintext, unprocessed: the `up` buffer
+    /// of the next relay.
+    pub up: RelayBuf,
+    /// The client had already half-closed.
+    pub client_eof: bool,
 }
 
 impl Relay {
@@ -134,6 +161,7 @@ impl Relay {
         rng: &mut Rng,
     ) -> Relay {
         let init = obfs2::initiate(accepted.tag, dc_index, None, rng);
+        let (tag, init_dc, secret_index) = (accepted.tag, accepted.dc, accepted.secret_index);
         let link = match kind {
             LinkKind::Raw => Link::Raw,
             LinkKind::WsPackets => {
@@ -153,6 +181,11 @@ impl Relay {
             small_len: 0,
             small_sent: 0,
             end: End::Open,
+            replay: Replay::Off,
+            up_written: 0,
+            tag,
+            init_dc,
+            secret_index,
         };
         match &mut r.link {
             Link::Raw => {
@@ -168,6 +201,56 @@ impl Relay {
             r.end = r.end.on(EndEvent::ClientEof).0;
         }
         r
+    }
+
+    /// Keeps the client's plaintext for a replay until the upstream's first byte (a pooled
+    /// upstream, which may be dead without a sign: docs/design.md §4 "Pools"). Call right after
+    /// [`Relay::new`]. `buf` is an empty buffer with memory that bounds the prefix (`None`: none
+    /// was free, so there is nothing to replay with; the wait is still tracked).
+    pub fn keep_replay(&mut self, buf: Option<RelayBuf>) {
+        self.replay = Replay::keep(buf, self.up.unprocessed());
+    }
+
+    /// When the wait for the upstream's first byte began (ms): `Some` on a relay that keeps a
+    /// replay (or overflowed it), once client bytes went out and until the upstream speaks.
+    pub fn waiting_since(&self) -> Option<u64> {
+        self.replay.waiting_since()
+    }
+
+    /// True when the upstream stayed silent for `timeout_ms` since the client's first bytes went
+    /// out to it, at `now` (ms).
+    pub fn silent_past(&self, timeout_ms: u64, now: u64) -> bool {
+        self.replay.silent_past(timeout_ms, now)
+    }
+
+    /// True while the client's bytes can still be replayed on another upstream.
+    pub fn replayable(&self) -> bool {
+        self.replay.replayable() && self.end.reads_upstream()
+    }
+
+    /// Gives up this relay's upstream before its first byte and hands back what a fresh one
+    /// needs to carry on ([`Resume`]); buffers go back to `scratch`. `None` when the prefix
+    /// cannot be replayed ([`Relay::replayable`] is false).
+    pub fn rewind(mut self, scratch: &mut Scratch) -> Option<Resume> {
+        if !self.replayable() {
+            self.release(scratch);
+            return None;
+        }
+        let up = self.replay.take()?;
+        let client_eof = !self.end.reads_client();
+        self.release(scratch);
+        let accepted = Accepted {
+            tag: self.tag,
+            dc: self.init_dc,
+            secret_index: self.secret_index,
+            decrypt: self.client_dec,
+            encrypt: self.client_enc,
+        };
+        Some(Resume {
+            accepted,
+            up,
+            client_eof,
+        })
     }
 
     /// The end-of-session state.
@@ -281,6 +364,7 @@ impl Relay {
             match read_once(client, space) {
                 Io::Done(n) => {
                     self.client_dec.apply(&mut space[..n]);
+                    self.replay.client_read(&space[..n]);
                     self.up.fill(n);
                     meter.bytes_up += n as u64;
                     progress = true;
@@ -296,6 +380,9 @@ impl Relay {
         let pumped = self.pump_up(upstream, up_ready, rng);
         scratch.take_back(&mut self.up);
         progress |= pumped?;
+        if self.up_written > 0 {
+            self.replay.client_sent(now);
+        }
         // Upstream → down buffer (the scratch if ours is empty and the client can take bytes).
         if up_ready.read && self.end.reads_upstream() {
             let lent = client_ready.write && scratch.lend(&mut self.down);
@@ -314,6 +401,7 @@ impl Relay {
             match read_once(upstream, space) {
                 Io::Done(n) => {
                     self.down.fill(n);
+                    self.replay.upstream_spoke();
                     progress = true;
                 }
                 Io::Blocked => up_ready.read = false,
@@ -322,6 +410,7 @@ impl Relay {
                         .end
                         .on(EndEvent::UpstreamEnded(CloseReason::UpstreamEof))
                         .0;
+                    self.replay.upstream_spoke();
                     progress = true;
                 }
                 Io::Failed(_) => return Err(CloseReason::UpstreamReset),
@@ -432,6 +521,7 @@ impl Relay {
                             }
                         } else {
                             self.up.consume(n);
+                            self.up_written += n as u64;
                         }
                         progress = true;
                         if upstream.has_backlog() {

@@ -1,7 +1,8 @@
 //! The reactor's relay memory handed to [`super::Relay::step`]: the one large scratch buffer a
-//! session borrows for a step (fewer, larger reads and writes) and the bounded pool its own
-//! buffers take memory from (`buf::BufPool`). Decides only who holds the large buffer; what
-//! flows through it is the relay core's.
+//! session borrows for a step (fewer, larger reads and writes), the bounded pool its own
+//! buffers take memory from (`buf::BufPool`), and the small separate pool of replay buffers
+//! (`super::replay`). Decides only who holds the large buffer; what flows through it is the
+//! relay core's.
 
 use crate::buf::{BufPool, RelayBuf};
 
@@ -18,6 +19,9 @@ pub struct Scratch {
     /// Capacity of the large buffer (whoever holds it).
     large: usize,
     pool: Option<BufPool>,
+    /// Replay buffers of sessions on pooled upstreams awaiting their first byte; apart from
+    /// `pool`, so they never take a block that bounds a session's own two buffers.
+    replay: Option<BufPool>,
 }
 
 impl Scratch {
@@ -29,7 +33,23 @@ impl Scratch {
             large: buf.capacity(),
             buf,
             pool,
+            replay: None,
         }
+    }
+
+    /// The same scratch with replay buffers from `replay` (see [`Scratch::replay_buffer`]).
+    pub fn with_replay(mut self, replay: BufPool) -> Scratch {
+        self.replay = Some(replay);
+        self
+    }
+
+    /// An empty buffer with memory for a replay prefix (one block of the replay pool), or
+    /// `None` when there is no replay pool or every block is in use. The block goes back to
+    /// the replay pool when the buffer is dropped or emptied.
+    pub fn replay_buffer(&self) -> Option<RelayBuf> {
+        let pool = self.replay.as_ref()?;
+        let mut buf = RelayBuf::pooled(pool);
+        buf.attach(pool).then_some(buf)
     }
 
     /// A session's own buffer: an empty pool buffer, or a heap one of `cap` bytes without a pool.

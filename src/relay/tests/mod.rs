@@ -8,6 +8,7 @@ use std::io::{Read, Write};
 mod buffers;
 mod edges;
 mod ends;
+mod replay;
 
 use super::pipe::{pair, PipeEnd};
 use super::*;

@@ -1,0 +1,176 @@
+//! A session on a pooled upstream (docs/design.md §4 "Pools", §5): the wait for the upstream's
+//! first byte with injected time, the replayable prefix and its bound, and a rewind whose
+//! request reaches a fresh upstream under that upstream's own relay init, intact, while the
+//! client sees only its answer. The rig is the parent's.
+
+use super::*;
+
+/// Points the rig at a fresh upstream (new pipes, a fake front that has seen nothing) relayed
+/// by `relay`.
+fn refront(rig: &mut Rig, relay: Relay) {
+    rig.relay = relay;
+    let (up, front) = pair(4096, 4096);
+    rig.up = up;
+    rig.front = front;
+    rig.front_enc = None;
+    rig.front_dec = None;
+    rig.front_raw.clear();
+    rig.front_out.clear();
+    rig.front_plain.clear();
+    rig.frames.clear();
+}
+
+#[test]
+fn the_wait_for_a_pooled_upstreams_first_byte_starts_when_the_request_goes_out() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 4096, 4096, 4096);
+    rig.relay.keep_replay(Some(RelayBuf::new(4096)));
+    rig.run();
+    assert_eq!(
+        rig.relay.waiting_since(),
+        None,
+        "the client sent nothing yet"
+    );
+    rig.now = 1_500;
+    rig.app_send(&packet(40, 1));
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.relay.waiting_since(), Some(1_500));
+    assert!(!rig.relay.silent_past(2_000, 3_499));
+    assert!(rig.relay.silent_past(2_000, 3_500));
+    // More requests do not move the start of the wait.
+    rig.now = 2_000;
+    rig.app_send(&packet(40, 2));
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.relay.waiting_since(), Some(1_500));
+    assert!(rig.relay.replayable());
+    // The first upstream byte ends the wait and drops the prefix.
+    rig.front_data(&packet(8, 3));
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.relay.waiting_since(), None);
+    assert!(!rig.relay.replayable());
+    assert!(!rig.relay.silent_past(2_000, 1_000_000));
+}
+
+#[test]
+fn a_dialled_upstream_keeps_nothing_and_never_waits() {
+    let mut rig = Rig::new(LinkKind::Raw, 4096, 4096, 4096);
+    rig.run();
+    rig.app_send(&packet(40, 1));
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.relay.waiting_since(), None);
+    assert!(!rig.relay.replayable());
+    assert!(!rig.relay.silent_past(0, u64::MAX));
+}
+
+#[test]
+fn a_silent_pooled_upstream_is_rewound_and_the_request_replayed_on_a_fresh_one() {
+    for kind in [LinkKind::WsPackets, LinkKind::Raw] {
+        let mut rig = Rig::new(kind, 4096, 4096, 4096);
+        rig.relay.keep_replay(Some(RelayBuf::new(4096)));
+        rig.run();
+        let packets: Vec<Vec<u8>> = (0..5).map(|i| packet(60 + i * 200, i as u8)).collect();
+        for p in &packets {
+            rig.app_send(p);
+        }
+        assert_eq!(rig.run(), None);
+        assert_eq!(
+            rig.front_plain,
+            packets.concat(),
+            "{kind:?}: the dead one got it"
+        );
+        assert!(rig.relay.replayable());
+        // The deadline: rewind onto a fresh upstream.
+        let old = std::mem::replace(
+            &mut rig.relay,
+            Relay::new(
+                accept(
+                    &initiate(Tag::Intermediate, 2, Some(&SECRET), &mut rig.rng).init,
+                    &[SECRET],
+                )
+                .unwrap(),
+                2,
+                kind,
+                RelayBuf::new(16),
+                RelayBuf::new(16),
+                false,
+                &mut rig.rng,
+            ),
+        );
+        let resume = old.rewind(&mut rig.scratch).expect("replayable");
+        assert!(!resume.client_eof);
+        assert_eq!(resume.up.unprocessed(), &packets.concat()[..]);
+        let relay = Relay::new(
+            resume.accepted,
+            2,
+            kind,
+            resume.up,
+            RelayBuf::new(4096),
+            resume.client_eof,
+            &mut rig.rng,
+        );
+        refront(&mut rig, relay);
+        assert_eq!(rig.run(), None);
+        // A fresh init (take_init checks it), then the whole request again, framed anew.
+        assert_eq!(
+            rig.front_plain,
+            packets.concat(),
+            "{kind:?}: replayed intact"
+        );
+        if kind == LinkKind::WsPackets {
+            assert_eq!(rig.front_messages(), packets, "one message per packet");
+        }
+        // The client keeps talking and gets its answer, its own ciphers carried over.
+        let more = packet(30, 9);
+        rig.app_send(&more);
+        let answer = packet(100, 7);
+        rig.front_data(&answer);
+        assert_eq!(rig.run(), None);
+        assert_eq!(
+            rig.app_in, answer,
+            "{kind:?}: the client sees only its answer"
+        );
+        assert!(rig.front_plain.ends_with(&more));
+    }
+}
+
+#[test]
+fn a_request_larger_than_the_replay_bound_cannot_be_replayed() {
+    let mut rig = Rig::new(LinkKind::WsPackets, 8192, 8192, 8192);
+    rig.relay.keep_replay(Some(RelayBuf::new(1024)));
+    rig.run();
+    rig.app_send(&packet(600, 1));
+    assert_eq!(rig.run(), None);
+    assert!(rig.relay.replayable(), "600 bytes fit in 1 KiB");
+    rig.app_send(&packet(600, 2));
+    assert_eq!(rig.run(), None);
+    assert!(!rig.relay.replayable(), "1.2 KB do not");
+    // Still waiting (the shell closes the session at the deadline), nothing to rewind.
+    assert_eq!(rig.relay.waiting_since(), Some(1_000));
+    assert!(rig.relay.silent_past(2_000, 3_000));
+    let mut scratch = Scratch::new(1, None);
+    let relay = std::mem::replace(&mut rig.relay, Rig::new(LinkKind::Raw, 1, 1, 16).relay);
+    assert!(relay.rewind(&mut scratch).is_none());
+}
+
+#[test]
+fn without_a_free_replay_buffer_the_wait_is_tracked_but_nothing_replays() {
+    let mut rig = Rig::new(LinkKind::Raw, 4096, 4096, 4096);
+    rig.relay.keep_replay(None);
+    rig.run();
+    rig.app_send(&packet(10, 1));
+    assert_eq!(rig.run(), None);
+    assert_eq!(rig.relay.waiting_since(), Some(1_000));
+    assert!(!rig.relay.replayable());
+}
+
+#[test]
+fn a_replay_buffer_comes_from_the_replay_pool_and_goes_back_when_dropped() {
+    let main = BufPool::new(2, 4096, 0);
+    let replay = BufPool::new(1, 4096, 0);
+    let scratch = Scratch::new(1, Some(main.clone())).with_replay(replay.clone());
+    let a = scratch.replay_buffer().expect("one block");
+    assert!(scratch.replay_buffer().is_none(), "bounded: one at a time");
+    assert_eq!(main.available(), 2, "never the sessions' own blocks");
+    drop(a);
+    assert_eq!(replay.available(), 1);
+    assert!(Scratch::new(1, None).replay_buffer().is_none());
+}
