@@ -147,6 +147,10 @@ pub struct Config {
     /// Pooled upstreams are dropped after this age (`--pool-max-age`, 50 s: Telegram's front
     /// closes idle WebSockets after about 60 s).
     pub pool_max_age: Duration,
+    /// Bound on the wait for a pooled upstream's first byte, counted from the client's first
+    /// bytes written to it (`--pool-first-byte-timeout`, 2 s; 0 = never): past it the upstream is
+    /// taken for dead and the client's request is replayed on a fresh route, once.
+    pub pool_first_byte_timeout: Duration,
     /// WS ping interval toward Telegram's front (`--ws-ping-interval`, 0 = never).
     pub ws_ping_interval: Duration,
     /// WS ping interval toward Cloudflare tiers (`--cf-ping-interval`, 30 s; 0 = never).
@@ -221,6 +225,7 @@ impl Config {
             worker_budget: crate::route::budget::DEFAULT_WORKER_PER_DAY,
             pool_size: 4,
             pool_max_age: Duration::from_secs(50),
+            pool_first_byte_timeout: Duration::from_secs(2),
             ws_ping_interval: Duration::ZERO,
             cf_ping_interval: Duration::from_secs(30),
             tcp_keepalive: Duration::from_secs(60),

@@ -43,6 +43,11 @@ const SCRATCH_BUFS: usize = 4;
 /// Returned relay buffers kept resident for reuse; the rest go back to the OS.
 const WARM_BLOCKS: usize = 8;
 
+/// Sessions on pooled upstreams that may keep a replay prefix (one `--buf-kb` block each) at
+/// once, at most: one chunk of the buffer pool's address space (1 MiB at the default 16 KiB).
+/// A session that finds none free cannot be replayed (docs/design.md §5).
+const REPLAY_BLOCKS: usize = 64;
+
 /// Timer wheel resolution (ms) and size: 10 ms × 1024 slots ≈ 10 s per rotation.
 const WHEEL_TICK_MS: u64 = 10;
 const WHEEL_SLOTS: usize = 1024;
@@ -182,6 +187,8 @@ impl Reactor {
         let capacity = cfg.max_connections.min(token::MAX_SLOT);
         // Two relay buffers per session at most (the connect phase's one is its upstream one).
         let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
+        // Replay prefixes live apart, so they never take a block that bounds a session's own two.
+        let replay = BufPool::new(REPLAY_BLOCKS.min(capacity), cfg.buf_size, 2);
         let clock = Instant::now();
         let now = 1;
         let mut dns = Resolver::new(ResolverConfig {
@@ -223,7 +230,7 @@ impl Reactor {
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
                 dns,
                 watch: SuspendWatch::new(now),
-                scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)),
+                scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay),
                 cfg,
             },
             clock,

@@ -44,6 +44,9 @@ pub struct Stats {
     pub pool_hits: u64,
     /// Bad client inits (wrong secret, HTTP, TLS, garbage) whose log line was suppressed.
     pub bad_suppressed: u64,
+    /// Sessions whose pooled upstream stayed silent past `--pool-first-byte-timeout` and were
+    /// replayed on a fresh route (shown as `retried=N` when not 0).
+    pub pool_retries: u64,
 }
 
 impl Stats {
@@ -94,6 +97,9 @@ impl Stats {
         }
         if self.unpaced > 0 {
             s.push_str(&format!(" unpaced={}", self.unpaced));
+        }
+        if self.pool_retries > 0 {
+            s.push_str(&format!(" retried={}", self.pool_retries));
         }
         for r in CloseReason::ALL {
             let n = self.closed[r.index()];

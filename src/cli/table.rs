@@ -367,6 +367,16 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         kind: Value(|d, s| positive(s).map(|v| d.config.pool_max_age = v)),
     },
     Opt {
+        long: "--pool-first-byte-timeout", short: None, aliases: &[],
+        env: &["TG_POOL_FIRST_BYTE_TIMEOUT"],
+        meta: "D", default: "2s", group: Ladder,
+        help: "a pooled upstream that sends nothing for D after the client's first bytes is \
+               taken for dead (a NAT flush leaves no RST): the client's request (up to one \
+               --buf-kb) is replayed once on a freshly dialled route; well under a client's \
+               patience, several slow round trips; 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.pool_first_byte_timeout = v)),
+    },
+    Opt {
         long: "--ws-ping-interval", short: None, aliases: &[], env: &["TG_WS_PING_INTERVAL"],
         meta: "D", default: "0", group: Ladder,
         help: "WS ping toward Telegram's front, 0 = never",

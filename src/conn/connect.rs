@@ -7,8 +7,9 @@
 //! starts the next candidate at once. `--connect-budget` bounds the whole phase: past it the
 //! client is closed so it reconnects instead of waiting. Handshake starts wait for the ladder's
 //! pacing (a bounded delay). Client bytes that arrive meanwhile are decrypted into the session's
-//! upstream buffer. This module reports what happened ([`Observation`]); it decides nothing
-//! about health.
+//! upstream buffer. A session whose pooled upstream stayed silent comes back here once
+//! ([`Connecting::retry`]): a fresh plan without the pool, its replayed request in the buffer.
+//! This module reports what happened ([`Observation`]); it decides nothing about health.
 
 use std::net::SocketAddr;
 
@@ -80,6 +81,17 @@ pub struct Connecting {
     /// The client half-closed after sending a request: deliver it, then half-close upstream.
     client_eof: bool,
     pooled: Option<Pooled>,
+    origin: Origin,
+}
+
+/// Why a session is connecting.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// Its init was just accepted.
+    Client,
+    /// Its pooled upstream stayed silent: its request is replayed on a fresh route (never the
+    /// pool, at most once).
+    Retry,
 }
 
 impl Connecting {
@@ -92,11 +104,45 @@ impl Connecting {
         id: u32,
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
+        let up = ctx.scratch.own_buffer(ctx.cfg.buf_size);
+        Connecting::start(accepted, dc, (slot, id), up, false, Origin::Client, ctx)
+    }
+
+    /// Starts the phase again for a session whose pooled upstream stayed silent
+    /// ([`crate::relay::Resume`]): a fresh plan, never the pool; `up` holds the client's
+    /// plaintext since the start of its stream, replayed after the new upstream's init.
+    pub fn retry(
+        resume: crate::relay::Resume,
+        dc: DcId,
+        slot: usize,
+        id: u32,
+        ctx: &mut Ctx<'_>,
+    ) -> Connecting {
+        let crate::relay::Resume {
+            accepted,
+            up,
+            client_eof,
+        } = resume;
+        Connecting::start(accepted, dc, (slot, id), up, client_eof, Origin::Retry, ctx)
+    }
+
+    fn start(
+        accepted: Accepted,
+        dc: DcId,
+        (slot, id): (usize, u32),
+        up: RelayBuf,
+        client_eof: bool,
+        origin: Origin,
+        ctx: &mut Ctx<'_>,
+    ) -> Connecting {
         let now = ctx.now;
         let dns = &mut *ctx.dns;
-        let plan = ctx
+        let mut plan = ctx
             .ladder
             .plan(dc, now, &mut |h| crate::dns::cached(dns, h, now));
+        if origin == Origin::Retry {
+            plan.pooled = None;
+        }
         let pooled = plan.pooled.and_then(|route| {
             let (up, dial_started) = ctx.ladder.take_pooled(route, now)?;
             Some(Pooled {
@@ -122,9 +168,10 @@ impl Connecting {
             slots: [Slot::Free, Slot::Free],
             hedge_timer: None,
             budget_timer: Some(budget_timer),
-            up: ctx.scratch.own_buffer(ctx.cfg.buf_size),
-            client_eof: false,
+            up,
+            client_eof,
             pooled,
+            origin,
         }
     }
 
@@ -242,7 +289,10 @@ impl Conn {
                 DialStep::Ready(up) => {
                     let route = c.plan.cands[a.cand].route;
                     let tier = ctx.ladder.route(route).tier;
-                    let target = spec_label(&c.plan.cands[a.cand].spec, tier);
+                    let mut target = spec_label(&c.plan.cands[a.cand].spec, tier);
+                    if c.origin == Origin::Retry {
+                        target.push_str(" (pooled, retried)");
+                    }
                     return self.start_relay(route, target, Start::Dialled(a.started), up, ctx);
                 }
             }
@@ -352,7 +402,8 @@ impl Conn {
             SessionTimer::Handshake
             | SessionTimer::Ping
             | SessionTimer::Idle
-            | SessionTimer::Linger => Step::Progress,
+            | SessionTimer::Linger
+            | SessionTimer::FirstByte => Step::Progress,
         }
     }
 
@@ -373,6 +424,7 @@ impl Conn {
         ctx.ladder
             .observe(Observation::SessionStarted { route }, ctx.now);
         let tier = ctx.ladder.route(route).tier;
+        let pooled_start = matches!(start, Start::Pooled(_));
         let (dial_started, rtt) = match start {
             Start::Dialled(t) => {
                 ctx.stats.attempts_ok[tier.index()] += 1;
@@ -393,7 +445,10 @@ impl Conn {
             self.info.target,
             rtt.unwrap_or(0)
         );
-        let relay = Relaying::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
+        let mut relay = Relaying::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
+        if pooled_start && !ctx.cfg.pool_first_byte_timeout.is_zero() {
+            relay.keep_replay(ctx.scratch);
+        }
         self.phase = Phase::Relay(Box::new(relay));
         self.arm_ping(tier, ctx);
         Step::Progress

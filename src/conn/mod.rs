@@ -7,7 +7,8 @@
 //!           Draining ───────► closed
 //! ```
 //! `handshake` reads and checks the 64-byte init, `connect` runs upstream attempts down the
-//! ladder's plan, `relay` is the shell around the sans-IO relay core (`crate::relay`). This
+//! ladder's plan, `relay` is the shell around the sans-IO relay core (`crate::relay`); a session
+//! whose pooled upstream stays silent goes back from Relay to Connecting, once (`relay`). This
 //! module owns the session struct, its timer kinds ([`SessionTimer`]), event dispatch and the
 //! close path. The reactor owns the slab, the poll and the clock; everything reaches a session
 //! through [`Ctx`]. Sessions report facts to the ladder ([`Observation`]) and decide nothing about
@@ -64,6 +65,8 @@ pub enum SessionTimer {
     Idle,
     /// End of a bad client's drain, or of the post-close linger.
     Linger,
+    /// A pooled upstream's first byte is overdue (`--pool-first-byte-timeout`).
+    FirstByte,
 }
 
 /// A timer entry of the wheel: which session armed it and what for.
@@ -161,6 +164,8 @@ pub struct Conn {
     timer: Option<TimerId>,
     idle_timer: Option<TimerId>,
     ping_timer: Option<TimerId>,
+    /// Deadline for a pooled upstream's first byte (see `relay::Relaying`).
+    first_byte_timer: Option<TimerId>,
     last_activity: u64,
     info: SessionInfo,
 }
@@ -221,6 +226,7 @@ impl Conn {
             timer: Some(timer),
             idle_timer: None,
             ping_timer: None,
+            first_byte_timer: None,
             last_activity: ctx.now,
             info: SessionInfo::default(),
         })
@@ -303,6 +309,10 @@ impl Conn {
                     }
                 }
                 Step::Progress
+            }
+            SessionTimer::FirstByte => {
+                self.first_byte_timer = None;
+                self.first_byte_overdue(ctx)
             }
             SessionTimer::Idle => {
                 self.idle_timer = None;
@@ -394,6 +404,9 @@ impl Conn {
         if let Some(t) = self.ping_timer.take() {
             ctx.wheel.cancel(t);
         }
+        if let Some(t) = self.first_byte_timer.take() {
+            ctx.wheel.cancel(t);
+        }
         if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
             let end = SessionEnd {
                 connected_at,
@@ -481,6 +494,7 @@ impl Conn {
             );
         }
         self.report_first_byte(ctx);
+        self.watch_first_byte(ctx);
         step
     }
 }

@@ -6,10 +6,19 @@
 //! [`Step`]. Byte moving, framing and the end of the session are the core's; timers (linger,
 //! ping, idle) and the close line are `conn`'s. Route health is never consulted here: a running
 //! session is not affected by later route state.
+//!
+//! One exception before the first byte: a session on a pooled upstream keeps its client's
+//! request replayable (`relay::replay`) and arms `--pool-first-byte-timeout` once the client's
+//! first bytes went out; if the upstream is still silent then, the ladder is told
+//! ([`Observation::PooledSilent`]) and the session goes back to connecting on a fresh route with
+//! the request replayed ([`Connecting::retry`]), or, when the request outgrew its bound, is
+//! closed so the client reconnects. At most once: a retried session never takes the pool.
 
+use log::debug;
 use mio::net::TcpStream;
 
-use super::{Ctx, Ready, SessionInfo, Step};
+use super::connect::Connecting;
+use super::{Conn, Ctx, Phase, Ready, SessionInfo, SessionTimer, Step};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
 use crate::error::CloseReason;
@@ -18,6 +27,7 @@ use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::Upstream;
 use crate::relay::{LinkKind, Outcome, Relay, Scratch};
 use crate::rng::Rng;
+use crate::route::ladder::Observation;
 
 /// The relay phase: core, upstream socket, upstream readiness.
 pub struct Relaying {
@@ -62,6 +72,12 @@ impl Relaying {
                 write: true,
             },
         }
+    }
+
+    /// Keeps the client's request replayable until the upstream's first byte (a pooled
+    /// upstream), in a replay buffer of `scratch` if one is free.
+    pub fn keep_replay(&mut self, scratch: &Scratch) {
+        self.core.keep_replay(scratch.replay_buffer());
     }
 
     /// Remembers a readiness edge on the upstream socket.
@@ -120,5 +136,95 @@ impl Relaying {
             Outcome::Progress => Step::Progress,
             Outcome::Close(r) => Step::Close(r),
         }
+    }
+}
+
+impl Conn {
+    /// After a relay step: arms the first-byte deadline once a pooled upstream got the client's
+    /// first bytes, and cancels it once the upstream spoke.
+    pub(super) fn watch_first_byte(&mut self, ctx: &mut Ctx<'_>) {
+        let Phase::Relay(r) = &self.phase else {
+            return;
+        };
+        match (r.core.waiting_since(), self.first_byte_timer) {
+            (Some(since), None) => {
+                let at = since + ctx.cfg.pool_first_byte_timeout.as_millis() as u64;
+                let ev = self.timer_ev(SessionTimer::FirstByte);
+                self.first_byte_timer = Some(ctx.wheel.insert(at, ev));
+            }
+            (None, Some(t)) => {
+                ctx.wheel.cancel(t);
+                self.first_byte_timer = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// The first-byte deadline fired: if the pooled upstream is still silent, blame it and
+    /// replay the request on a fresh route (or close when it cannot be replayed).
+    pub(super) fn first_byte_overdue(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let timeout = ctx.cfg.pool_first_byte_timeout.as_millis() as u64;
+        let (Phase::Relay(r), Some(route), Some(dc)) = (&self.phase, self.info.route, self.info.dc)
+        else {
+            return Step::Progress;
+        };
+        if !r.core.silent_past(timeout, ctx.now) {
+            return Step::Progress;
+        }
+        let obs = Observation::PooledSilent {
+            route,
+            taken_at: self.info.connected_ms.unwrap_or(ctx.now),
+        };
+        ctx.ladder.observe(obs, ctx.now);
+        let peer = self.peer;
+        if !r.core.replayable() {
+            let sent = self.info.meter.bytes_up;
+            ctx.warn_client(
+                peer,
+                format_args!(
+                    "{dc}: pooled upstream {} sent nothing within {timeout}ms and the request \
+                     ({sent} bytes) is too large to replay, closing so the client retries",
+                    self.info.target.trim_end_matches(" (pooled)")
+                ),
+            );
+            return Step::Close(CloseReason::UpstreamSilent);
+        }
+        let Phase::Relay(r) = std::mem::replace(&mut self.phase, Phase::Closed) else {
+            unreachable!("the phase was Relay just above");
+        };
+        let Relaying {
+            core, mut upstream, ..
+        } = *r;
+        let resume = core.rewind(ctx.scratch);
+        upstream.shutdown();
+        drop(upstream);
+        let Some(resume) = resume else {
+            // `replayable` said yes a moment ago; nothing can be replayed after all.
+            return Step::Close(CloseReason::UpstreamSilent);
+        };
+        // The old relay's timers (ping, a linger begun by a half-close) are not the new one's.
+        for t in [self.ping_timer.take(), self.timer.take()]
+            .into_iter()
+            .flatten()
+        {
+            ctx.wheel.cancel(t);
+        }
+        ctx.stats.pool_retries += 1;
+        ctx.warn_client(
+            peer,
+            format_args!(
+                "{dc}: pooled upstream {} sent nothing within {timeout}ms, replaying the request \
+                 ({} bytes) on a fresh route",
+                self.info.target.trim_end_matches(" (pooled)"),
+                resume.up.len()
+            ),
+        );
+        debug!("client {peer} {dc}: retrying after a silent pooled upstream");
+        self.info.route = None;
+        self.info.connected_ms = None;
+        self.info.connect_rtt = None;
+        let connecting = Connecting::retry(resume, dc, self.slot, self.id, ctx);
+        self.phase = Phase::Connecting(Box::new(connecting));
+        Step::Progress
     }
 }

@@ -9,7 +9,8 @@
 //! anything else, and records what it saw (SNI, Host,
 //! path, subprotocol, per-message framing) so tests can assert the proxy's wire behaviour.
 //! Faults are settable at runtime: [`DcHandle::set_fault`] for connections accepted from then on,
-//! [`DcHandle::set_outage`] for every session, already-upgraded ones included. It must stay
+//! [`DcHandle::set_outage`] for every session, already-upgraded ones included,
+//! [`DcHandle::freeze_live`] for the connections open at that moment only. It must stay
 //! self-contained (only std, rustls, tungstenite, socket2 and the `tg_ws_proxy` lib): the demo
 //! includes this file by path.
 #![allow(dead_code)]
@@ -171,6 +172,10 @@ struct State {
     next_id: usize,
     socks: HashMap<usize, TcpStream>,
     threads: Vec<JoinHandle<()>>,
+    /// Connections with an id up to this are frozen (see [`DcHandle::freeze_live`]).
+    frozen_upto: usize,
+    /// WS messages read and dropped by frozen connections.
+    frozen_reads: usize,
 }
 
 struct Shared {
@@ -236,6 +241,18 @@ impl DcHandle {
     /// The Worker look-alike only pipes bytes and ignores it.
     pub fn set_outage(&self, on: bool) {
         self.shared.lock().outage = on;
+    }
+    /// Freezes every connection open now, like a NAT or conntrack flush that leaves them
+    /// established on our side: each reads and discards whatever arrives (the relay init
+    /// included), never answers, never closes on its own. Connections accepted later behave.
+    /// TLS + WS front only.
+    pub fn freeze_live(&self) {
+        let mut s = self.shared.lock();
+        s.frozen_upto = s.next_id;
+    }
+    /// WS messages read and dropped by connections frozen by [`DcHandle::freeze_live`].
+    pub fn frozen_reads(&self) -> usize {
+        self.shared.lock().frozen_reads
     }
     /// Sessions closed by [`DcHandle::set_outage`] right after their relay init.
     pub fn outage_closes(&self) -> usize {
@@ -487,7 +504,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, kind: Kind) {
             };
             let rng = Rng::from_seed(seed);
             match kind {
-                Kind::TlsWs(cfg) => serve_ws(&sh, sock, cfg, fault, rng),
+                Kind::TlsWs(cfg) => serve_ws(&sh, sock, cfg, fault, rng, id),
                 Kind::Tcp => serve_tcp(&sh, sock, fault, rng),
                 Kind::Worker(cfg) => worker::serve(&sh, sock, cfg, fault),
             }
@@ -698,7 +715,14 @@ fn accept_tls(
 
 // tungstenite's callback type fixes the large `ErrorResponse` error variant.
 #[allow(clippy::result_large_err)]
-fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fault, rng: Rng) {
+fn serve_ws(
+    shared: &Shared,
+    sock: TcpStream,
+    cfg: Arc<ServerConfig>,
+    fault: Fault,
+    rng: Rng,
+    id: usize,
+) {
     if matches!(fault, Fault::Refuse) {
         return;
     }
@@ -765,13 +789,13 @@ fn serve_ws(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fault: Fau
             let _ = ws.get_ref().sock.set_read_timeout(None);
         }
     }
-    ws_session(shared, &mut ws, fault, rng);
+    ws_session(shared, &mut ws, fault, rng, id);
     let _ = ws.close(None);
     let _ = ws.flush();
     close_tls(ws.get_mut());
 }
 
-fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng: Rng) {
+fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng: Rng, id: usize) {
     let mut rng = Some(rng);
     let mut session: Option<Session> = None;
     loop {
@@ -796,7 +820,14 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
                 return;
             }
         };
-        shared.lock().bytes_in += data.len() as u64;
+        {
+            let mut st = shared.lock();
+            st.bytes_in += data.len() as u64;
+            if id <= st.frozen_upto {
+                st.frozen_reads += 1;
+                continue;
+            }
+        }
         let s = match session.as_mut() {
             Some(s) => s,
             None => {

@@ -1,0 +1,195 @@
+//! Warm pools under fire (issue 10, item 3): pooled upstreams that died without a sign (a NAT or
+//! conntrack flush: established on our side, no RST, nothing ever comes back). A client that
+//! takes one must not hang: after `--pool-first-byte-timeout` its request is replayed on a fresh
+//! route and it only sees its answer; the dead entry's siblings are flushed; a request too large
+//! to replay ends cleanly at the deadline.
+mod common;
+
+use std::io::ErrorKind;
+use std::time::{Duration, Instant};
+
+use common::fakedc::{DcConfig, DcHandle, FakeDc, Fault};
+use common::{client_opts, wait_until, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
+use tg_ws_proxy::mtproto::obfs2::Tag;
+use tg_ws_proxy::rng::Rng;
+
+/// `--pool-first-byte-timeout` of these tests.
+const FIRST_BYTE: Duration = Duration::from_millis(1000);
+/// What a retry may add on top of it on a loaded machine (a fresh dial over loopback).
+const MARGIN: Duration = Duration::from_millis(2000);
+
+fn start(ws: &DcHandle, extra: &[&str]) -> Proxy {
+    let ws = format!("2:{}", ws.addr());
+    let mut args = vec![
+        "-v",
+        "--secret",
+        SECRET,
+        "--dc-ip",
+        &ws,
+        "--pool-size",
+        "2",
+        "--pool-max-age",
+        "30",
+        "--pool-first-byte-timeout",
+        "1s",
+        "--stats-interval",
+        "0.2",
+    ];
+    args.extend_from_slice(extra);
+    Proxy::start(&args)
+}
+
+/// Two sessions over the ws front: the route is proven, demand is 2, and two warm upstreams
+/// wait in its pool.
+fn warm(proxy: &Proxy, rng: &mut Rng) {
+    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    assert_eq!(probe_once(&opts, rng).outcome, Outcome::Ok);
+    assert!(
+        proxy.wait_log("warm upstream ready", Duration::from_secs(5)),
+        "no fill\n{}",
+        proxy.logs().join("\n")
+    );
+    assert_eq!(probe_once(&opts, rng).outcome, Outcome::Ok);
+    assert!(proxy.wait_log("(pooled)", Duration::from_secs(5)));
+    assert!(
+        wait_until(Duration::from_secs(5), || proxy
+            .count_log("warm upstream ready")
+            >= 3),
+        "pool not refilled to two\n{}",
+        proxy.logs().join("\n")
+    );
+}
+
+/// One `req_pq_multi` → `resPQ` exchange; its outcome and how long it took.
+fn timed_probe(proxy: &Proxy, rng: &mut Rng) -> (Outcome, Duration, String) {
+    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    let t = Instant::now();
+    let a = probe_once(&opts, rng);
+    (a.outcome, t.elapsed(), a.detail)
+}
+
+#[test]
+fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, &["--tier-order", "ws"]);
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    dc.freeze_live();
+    let (outcome, took, detail) = timed_probe(&proxy, &mut rng);
+    let logs = || proxy.logs().join("\n");
+    assert_eq!(outcome, Outcome::Ok, "{detail}\n{}", logs());
+    assert!(
+        took < FIRST_BYTE + MARGIN,
+        "resPQ after {took:?}\n{}",
+        logs()
+    );
+    // It did go to the dead pooled upstream first, and waited for it no longer than the flag.
+    assert!(
+        took >= FIRST_BYTE,
+        "answered in {took:?}: not via the pool?"
+    );
+    assert!(
+        dc.frozen_reads() >= 2,
+        "the dead one got the init and the request"
+    );
+    assert!(
+        proxy.wait_log("(pooled, retried)", Duration::from_secs(3)),
+        "{}",
+        logs()
+    );
+    // Its sibling, as old, was flushed with it.
+    assert!(
+        proxy.wait_log("1 as old or older flushed", Duration::from_secs(3)),
+        "{}",
+        logs()
+    );
+    assert!(proxy.count_log("replaying the request") >= 1, "{}", logs());
+    assert!(
+        proxy.wait_log(" retried=1", Duration::from_secs(3)),
+        "stats line\n{}",
+        logs()
+    );
+    // The route was doubted, re-proven, and serves the next client at once.
+    let (outcome, took, detail) = timed_probe(&proxy, &mut rng);
+    assert_eq!(outcome, Outcome::Ok, "{detail}");
+    assert!(took < FIRST_BYTE, "{took:?}");
+}
+
+#[test]
+fn dead_pooled_upstream_of_a_route_gone_bad_is_retried_on_the_next_tier() {
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let tcp_dc = format!("2:{}", tcp.addr());
+    let proxy = start(&ws, &["--tier-order", "ws,tcp", "--tcp-dc-ip", &tcp_dc]);
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    assert_eq!(tcp.inits(), 0, "everything went over ws so far");
+    // The flows die, and the front takes no new connection either.
+    ws.freeze_live();
+    ws.set_fault(Fault::Refuse);
+    let (outcome, took, detail) = timed_probe(&proxy, &mut rng);
+    let logs = || proxy.logs().join("\n");
+    assert_eq!(outcome, Outcome::Ok, "{detail}\n{}", logs());
+    assert!(
+        took < FIRST_BYTE + MARGIN,
+        "resPQ after {took:?}\n{}",
+        logs()
+    );
+    assert_eq!(tcp.inits(), 1, "the replay went over tcp");
+    let closed = |l: &String| l.contains("session ") && l.contains("(pooled, retried)");
+    assert!(
+        wait_until(Duration::from_secs(3), || proxy.logs().iter().any(closed)),
+        "{}",
+        logs()
+    );
+    let line = proxy.logs().into_iter().find(closed).unwrap_or_default();
+    assert!(line.contains(" via tcp "), "{line}");
+}
+
+#[test]
+fn a_request_too_large_to_replay_ends_cleanly_at_the_deadline() {
+    // 4 KiB relay buffers bound the replay prefix; the client sends 6 KB before any answer.
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let mut proxy = start(&dc, &["--tier-order", "ws", "--buf-kb", "4"]);
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    dc.freeze_live();
+    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    opts.timeout = Duration::from_secs(10);
+    let t = Instant::now();
+    let mut big = MtClient::connect(&opts).unwrap();
+    big.send_packet(&vec![7u8; 6000]).unwrap();
+    // Another client meanwhile takes the dead sibling: its small request is replayed.
+    let (outcome, _, detail) = timed_probe(&proxy, &mut rng);
+    assert_eq!(
+        outcome,
+        Outcome::Ok,
+        "{detail}\n{}",
+        proxy.logs().join("\n")
+    );
+    let got = big.recv_packet_until(t + FIRST_BYTE + MARGIN);
+    let took = t.elapsed();
+    let logs = || proxy.logs().join("\n");
+    let err = got.expect_err("a frozen front never answers");
+    assert_ne!(
+        err.kind(),
+        ErrorKind::TimedOut,
+        "hung past the deadline\n{}",
+        logs()
+    );
+    assert!(
+        took >= FIRST_BYTE,
+        "closed after {took:?}, before the deadline"
+    );
+    assert!(
+        proxy.wait_log("reason=upstream-silent", Duration::from_secs(3)),
+        "{}",
+        logs()
+    );
+    assert!(proxy.count_log("too large to replay") >= 1, "{}", logs());
+    assert!(proxy.count_log("panicked") == 0, "{}", logs());
+    // The proxy carries on.
+    assert_eq!(timed_probe(&proxy, &mut rng).0, Outcome::Ok);
+    assert!(proxy.try_wait().is_none(), "the proxy exited");
+}
