@@ -220,6 +220,9 @@ impl Conn {
             ),
         );
         debug!("client {peer} {dc}: retrying after a silent pooled upstream");
+        // Until the retry connects (start_relay names the new upstream), the close line says so.
+        let label = self.info.target.trim_end_matches(" (pooled)").to_string();
+        self.info.target = format!("{label} (pooled, retrying)");
         self.info.route = None;
         self.info.connected_ms = None;
         self.info.connect_rtt = None;
