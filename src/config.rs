@@ -101,7 +101,8 @@ pub struct Config {
     /// Slab capacity: concurrent client sessions (`--max-connections`, default from RLIMIT_NOFILE).
     pub max_connections: usize,
     /// Per relay buffer size in bytes (`--buf-kb`, default 16 KiB): the buffer pool's block size
-    /// (up to two per session, only while data waits); the shared scratch is 4 × this.
+    /// (up to two per session, only while data waits); the shared scratch is 4 × this. Also the
+    /// bound of a pooled upstream's replayable request (one block of a separate replay pool).
     pub buf_size: usize,
     /// Extra trust anchors in PEM (`--ca-file`), added to the bundled web PKI roots.
     pub ca_file: Option<PathBuf>,

@@ -372,8 +372,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         meta: "D", default: "2s", group: Ladder,
         help: "a pooled upstream that sends nothing for D after the client's first bytes is \
                taken for dead (a NAT flush leaves no RST): the client's request (up to one \
-               --buf-kb) is replayed once on a freshly dialled route; well under a client's \
-               patience, several slow round trips; 0 = never",
+               --buf-kb) is replayed once on a freshly dialled route, a larger one is closed \
+               then; 2s is several slow round trips, well under a client's patience; 0 = never",
         kind: Value(|d, s| duration(s).map(|v| d.config.pool_first_byte_timeout = v)),
     },
     Opt {
@@ -444,7 +444,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--buf-kb", short: None, aliases: &[], env: &["TG_BUF_KB"],
         meta: "N", default: "16", group: Clients,
-        help: "relay buffer size in KiB (up to two per session, from a pool, only while data waits), 4-1024",
+        help: "relay buffer size in KiB (up to two per session, from a pool, only while data waits; \
+               one more until a pooled upstream's first byte), 4-1024",
         kind: Value(|d, s| {
             parse_in_range(s, 4, 1024).map(|n| d.config.buf_size = n as usize * 1024)
         }),
