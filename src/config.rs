@@ -168,6 +168,10 @@ pub struct Config {
     pub log_max_bytes: u64,
     /// Host (IP address or DNS name) put in printed links (`--link-ip`); `None` = detect.
     pub link_ip: Option<String>,
+    /// An upstream close this soon after a session started, after a reply of at most
+    /// `route::ladder::SHORT_REPLY_MAX` bytes, is a short session (`--short-session`, 3 s;
+    /// docs/design.md §4 rule 6).
+    pub short_session: Duration,
 }
 
 /// Default listen port, as in the other implementations.
@@ -231,6 +235,7 @@ impl Config {
             log_file: None,
             log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,
             link_ip: None,
+            short_session: Duration::from_secs(3),
         }
     }
 }

@@ -161,6 +161,10 @@ pub enum Failure {
     ClosedEarly,
     /// Local failure creating the socket (descriptors exhausted…).
     Local,
+    /// Sessions the upstream ended soon after a tiny reply, repeatedly, with no normal session
+    /// in between (a front that answers `resPQ` and then closes every session; decided by the
+    /// ladder, docs/design.md §4 rule 6).
+    ClosedAfterReply,
 }
 
 impl fmt::Display for Failure {
@@ -173,6 +177,7 @@ impl fmt::Display for Failure {
             Failure::Http(code) => write!(f, "http-{code}"),
             Failure::ClosedEarly => f.write_str("closed-early"),
             Failure::Local => f.write_str("local-error"),
+            Failure::ClosedAfterReply => f.write_str("closed-after-reply"),
         }
     }
 }
@@ -197,5 +202,6 @@ mod tests {
             CloseReason::WsClose(0).index()
         );
         assert_eq!(Failure::Http(302).to_string(), "http-302");
+        assert_eq!(Failure::ClosedAfterReply.to_string(), "closed-after-reply");
     }
 }

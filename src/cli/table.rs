@@ -396,6 +396,19 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         help: "nameservers for the resolver",
         kind: Path(|d, p| { d.config.resolv_conf = p; Ok(()) }),
     },
+    Opt {
+        long: "--short-session", short: None, aliases: &[], env: &["TG_SHORT_SESSION"],
+        meta: "D", default: "3s", group: Ladder,
+        help: "a session the upstream ends within D after at most 1 KiB down is short; 3 in a \
+               row on one route put it down as closed-after-reply",
+        kind: Value(|d, s| positive(s).map(|v| d.config.short_session = v)),
+    },
+    Opt {
+        long: "--closed-after-reply-cooldown", short: None, aliases: &[],
+        env: &["TG_CLOSED_AFTER_REPLY_COOLDOWN"], meta: "D", default: "60s", group: Ladder,
+        help: "minimum cooldown of a route down for closed-after-reply",
+        kind: Value(|d, s| positive_ms(s).map(|v| d.config.health.closed_after_reply_ms = v)),
+    },
     // Clients and resources.
     Opt {
         long: "--handshake-timeout", short: None, aliases: &[], env: &["TG_HANDSHAKE_TIMEOUT"],

@@ -44,6 +44,18 @@ pub const HEDGE_FLOOR_MS: u64 = 50;
 /// DCs whose routes are probed once at start (`--startup-probes`): the production DCs.
 pub const STARTUP_DCS: [u16; 5] = [1, 2, 3, 4, 5];
 
+/// Largest reply (bytes down) of a short session (docs/design.md §4 rule 6): a `resPQ` or a
+/// short error, not a working session.
+pub const SHORT_REPLY_MAX: u64 = 1024;
+
+/// Short sessions in a row on one route, with no normal session in between and within
+/// [`SHORT_WINDOW_SESSIONS`] × `--short-session`, that put it down as `closed-after-reply`.
+/// One alone is not enough: a DC legitimately closes a client with a bad key after a short error.
+pub const SHORT_ENDS_TO_FAIL: u8 = 3;
+
+/// The window of [`SHORT_ENDS_TO_FAIL`], in units of `--short-session` (60 s at the default).
+pub const SHORT_WINDOW_SESSIONS: u64 = 20;
+
 /// When a route's next probe runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sched {
@@ -90,6 +102,9 @@ struct Slot<U> {
     /// When the last doubt probe was handed out (ms; 0 = never): doubts are answered at most
     /// once per `--cooldown-base`.
     doubt_probed_at: u64,
+    /// Short sessions in a row (rule 6) and when the first of them ended (ms).
+    short_ends: u8,
+    short_since: u64,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
@@ -188,6 +203,8 @@ impl<U: Pooled> Ladder<U> {
                 fill_retry_at: 0,
                 dialled: false,
                 doubt_probed_at: 0,
+                short_ends: 0,
+                short_since: 0,
             });
         }
         ids

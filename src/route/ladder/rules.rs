@@ -7,7 +7,10 @@ use std::net::IpAddr;
 use log::{debug, info, warn};
 
 use super::facts::SessionEnd;
-use super::{ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, RETRY_MS};
+use super::{
+    ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, RETRY_MS, SHORT_ENDS_TO_FAIL,
+    SHORT_REPLY_MAX, SHORT_WINDOW_SESSIONS,
+};
 use crate::config::Tier;
 use crate::error::Failure;
 use crate::net::dial::DialSpec;
@@ -98,6 +101,9 @@ impl<U: Pooled> Ladder<U> {
         end: SessionEnd,
         now: u64,
     ) -> Option<Change> {
+        if let Some(change) = self.count_short(route, end, now) {
+            return Some(change);
+        }
         let asked_got_nothing = end.bytes_up > 0 && end.bytes_down == 0;
         if !asked_got_nothing {
             return None;
@@ -120,6 +126,36 @@ impl<U: Pooled> Ladder<U> {
             return self.fail(route, Failure::ClosedEarly, None, now);
         }
         None
+    }
+
+    /// docs/design.md §4 rule 6: a session the upstream ended within `--short-session` of its
+    /// start after a tiny reply (1..=[`SHORT_REPLY_MAX`] bytes down) is short; the
+    /// [`SHORT_ENDS_TO_FAIL`]th short session in a row on `route` within the window fails it
+    /// as `closed-after-reply`. A normal session (longer, or more bytes down) resets the count;
+    /// one the client or we ended that was short neither counts nor resets.
+    fn count_short(&mut self, route: RouteId, end: SessionEnd, now: u64) -> Option<Change> {
+        let short_ms = ms(self.cfg.short_session);
+        let quick = now.saturating_sub(end.connected_at) <= short_ms;
+        let tiny = end.bytes_down > 0 && end.bytes_down <= SHORT_REPLY_MAX;
+        let slot = &mut self.slots[route];
+        if !(quick && (tiny || end.bytes_down == 0)) {
+            slot.short_ends = 0;
+            return None;
+        }
+        if !(tiny && end.by_upstream) {
+            return None;
+        }
+        let window = short_ms.saturating_mul(SHORT_WINDOW_SESSIONS);
+        if slot.short_ends == 0 || now.saturating_sub(slot.short_since) > window {
+            slot.short_ends = 0;
+            slot.short_since = now;
+        }
+        slot.short_ends += 1;
+        if slot.short_ends < SHORT_ENDS_TO_FAIL {
+            return None;
+        }
+        slot.short_ends = 0;
+        self.fail(route, Failure::ClosedAfterReply, None, now)
     }
 
     pub(super) fn probe_done(

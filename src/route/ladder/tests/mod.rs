@@ -472,3 +472,88 @@ fn the_hedge_delay_never_exceeds_a_small_hedge_delay_flag_before_a_p95() {
         l.hedge_delay(ws)
     );
 }
+
+/// A session on `route` that started at `start` and ended at `end_at`.
+fn ended(
+    l: &mut Ladder<Fake>,
+    route: RouteId,
+    (start, end_at): (u64, u64),
+    bytes_down: u64,
+    by_upstream: bool,
+) -> Option<Change> {
+    let end = SessionEnd {
+        connected_at: start,
+        bytes_up: 72,
+        bytes_down,
+        by_upstream,
+    };
+    l.observe(Observation::SessionEnded { route, end }, end_at)
+}
+
+#[test]
+fn reconnect_storm_on_a_front_that_answers_then_closes_fails_the_route_as_closed_after_reply() {
+    // Issue 10, item 2: every session got ~100 bytes and was then closed by the front; the
+    // first byte counted as a success and only a 0-byte close was blamed.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    let mut t = 0;
+    for i in 0..SHORT_ENDS_TO_FAIL {
+        first_byte(&mut l, ws, t, t + 20);
+        let change = ended(&mut l, ws, (t, t + 500), 100, true);
+        if i + 1 < SHORT_ENDS_TO_FAIL {
+            assert!(
+                change.is_none(),
+                "session {i}: one short end alone is no verdict"
+            );
+            assert!(is_up(&l, ws));
+        } else {
+            let change = change.expect("the route goes down");
+            assert_eq!(change.failure, Some(Failure::ClosedAfterReply));
+            assert!(change.cooldown_ms >= 48_000, "its own floor: {change:?}");
+        }
+        t += 600;
+    }
+    assert_eq!(plan(&mut l, t)[0], worker, "new sessions move on");
+}
+
+#[test]
+fn a_normal_session_resets_the_short_session_count_and_client_ends_never_count() {
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    let mut t = 100;
+    let short = |l: &mut Ladder<Fake>, t: &mut u64| {
+        let r = ended(l, ws, (*t, *t + 200), 100, true);
+        *t += 300;
+        r
+    };
+    for _ in 0..10 {
+        assert!(short(&mut l, &mut t).is_none());
+        assert!(short(&mut l, &mut t).is_none());
+        // Long, or lots of bytes down: normal, the count starts over.
+        if t % 2 == 0 {
+            assert!(ended(&mut l, ws, (t, t + 10_000), 100, true).is_none());
+        } else {
+            assert!(ended(&mut l, ws, (t, t + 200), 64 * 1024, true).is_none());
+        }
+        t += 10_100;
+    }
+    // Client-ended short sessions and 0-byte ones (rule 1's business) do not count.
+    for _ in 0..10 {
+        assert!(ended(&mut l, ws, (t, t + 200), 100, false).is_none());
+        t += 300;
+    }
+    assert!(is_up(&l, ws));
+    // Short ends spread wider than the window do not add up either.
+    for _ in 0..5 {
+        assert!(ended(&mut l, ws, (t, t + 200), 100, true).is_none());
+        t += 40_000;
+    }
+    assert!(is_up(&l, ws));
+    t += 100_000;
+    assert!(short(&mut l, &mut t).is_none());
+    assert!(short(&mut l, &mut t).is_none());
+    assert!(short(&mut l, &mut t).is_some(), "three within the window");
+}
