@@ -54,7 +54,7 @@ impl Tier {
         self as usize
     }
 
-    /// True for tiers that pass through Cloudflare (WS pings keep them alive; quotas apply).
+    /// True for tiers that pass through Cloudflare (quotas apply; only a Worker is pinged).
     pub fn is_cloudflare(self) -> bool {
         matches!(self, Tier::Worker | Tier::CfProxy)
     }
@@ -147,9 +147,12 @@ pub struct Config {
     /// Pooled upstreams are dropped after this age (`--pool-max-age`, 50 s: Telegram's front
     /// closes idle WebSockets after about 60 s).
     pub pool_max_age: Duration,
-    /// WS ping interval toward Telegram's front (`--ws-ping-interval`, 0 = never).
+    /// WS ping interval of idle sessions toward Telegram's front, directly (ws) or through a
+    /// Cloudflare-proxied domain (cfproxy), which passes pings on to it
+    /// (`--ws-ping-interval`, 0 = never, the default: that front reportedly closes on them).
     pub ws_ping_interval: Duration,
-    /// WS ping interval toward Cloudflare tiers (`--cf-ping-interval`, 30 s; 0 = never).
+    /// WS ping interval of idle sessions toward a Worker, where the ping ends at Cloudflare's
+    /// edge (`--cf-ping-interval`, 30 s; 0 = never).
     pub cf_ping_interval: Duration,
     /// TCP keepalive idle time on every socket (`--tcp-keepalive`, 60 s; 0 = off).
     pub tcp_keepalive: Duration,

@@ -1,6 +1,7 @@
 //! Black-box tests of issue 10's ladder items ("under fire"): faults the ladder did not
 //! survive, each pinned by a test named after it — a front that answers and then closes every
-//! session (docs/design.md §4 rule 6).
+//! session (docs/design.md §4 rule 6), and fronts that close sessions on our WS pings (§5
+//! keepalive: pings only toward a Worker, only after real idleness, learned off per route).
 //!
 //! Owns only this file; the rig is tests/common. Loopback only; time is compressed through
 //! flags; every wait polls a condition against a deadline.
@@ -61,6 +62,35 @@ fn ws_flag(dc: &FakeDc) -> [String; 2] {
 
 fn tcp_flag(dc: &FakeDc) -> [String; 2] {
     [s("--tcp-dc-ip"), format!("2:{}", dc.addr())]
+}
+
+fn worker_flag(w: &FakeDc) -> [String; 2] {
+    [s("--cf-worker-domain"), format!("{WORKER}:{}", w.port())]
+}
+
+fn cf_flag(front: &FakeDc) -> [String; 2] {
+    [s("--cf-domain"), format!("example.com:{}", front.port())]
+}
+
+/// Lets `d` pass (pacing of a client's traffic, not a wait for a condition).
+fn pause(d: Duration) {
+    let t = Instant::now();
+    common::wait_until(d, || false);
+    assert!(t.elapsed() >= d);
+}
+
+/// Keeps the `active` sessions busy (an echo every 100 ms each) and leaves the others idle
+/// for `d`.
+fn run_for(d: Duration, active: &mut [MtClient], p: &Proxy) {
+    let t = Instant::now();
+    let mut i = 0;
+    while t.elapsed() < d {
+        for c in active.iter_mut() {
+            echo(c, p, i, 64);
+        }
+        i += 1;
+        pause(Duration::from_millis(100));
+    }
 }
 
 fn connect(p: &Proxy) -> MtClient {
@@ -130,4 +160,103 @@ fn reconnect_storm_on_front_that_answers_then_closes_moves_to_next_tier() {
         echo(&mut c, &p, i, 2048);
     }
     assert_eq!(ws.inits(), 3, "{}", p.dump());
+}
+
+// ---- item 5: pings that kill sessions --------------------------------------------------------
+
+#[test]
+fn cfproxy_front_closing_on_ping_keeps_six_of_six_idle_and_active_sessions() {
+    // Through a Cloudflare-proxied domain the ping reaches Telegram's front, which closes on
+    // it: 6 of 6 sessions were cut at the first ping. Even with a short Worker ping interval
+    // set, cfproxy sessions are never pinged.
+    let front = FakeDc::start_tls_ws(DcConfig::with_fault(Fault::CloseOnPing));
+    let mut args = vec![
+        s("--tier-order"),
+        s("cfproxy"),
+        s("--cf-ping-interval"),
+        s("0.3"),
+    ];
+    args.extend(cf_flag(&front));
+    let p = proxy(&args);
+    let mut idle: Vec<MtClient> = (0..3).map(|_| connect(&p)).collect();
+    let mut active: Vec<MtClient> = (0..3).map(|_| connect(&p)).collect();
+    for (i, c) in idle.iter_mut().chain(active.iter_mut()).enumerate() {
+        echo(c, &p, i as u32, 100);
+    }
+    // Five ping intervals.
+    run_for(Duration::from_millis(1_500), &mut active, &p);
+    for (i, c) in idle.iter_mut().chain(active.iter_mut()).enumerate() {
+        echo(c, &p, 100 + i as u32, 100);
+    }
+    assert_eq!(front.pings(), 0, "{}", p.dump());
+    assert_eq!(front.live_sessions(), 6, "{}", p.dump());
+}
+
+#[test]
+fn active_worker_session_never_gets_a_ping_only_an_idle_one_does() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(DcConfig::default());
+    let mut args = vec![
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-ping-interval"),
+        s("0.3"),
+    ];
+    args.extend(worker_flag(&w));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    let mut active = vec![connect(&p)];
+    // Traffic every 100 ms for five ping intervals: no ping.
+    run_for(Duration::from_millis(1_500), &mut active, &p);
+    assert_eq!(w.pings(), 0, "an active session was pinged\n{}", p.dump());
+    // Idle: the keepalive starts.
+    assert!(
+        common::wait_until(WAIT, || w.pings() >= 1),
+        "no ping while idle\n{}",
+        p.dump()
+    );
+    echo(&mut active[0], &p, 1, 64);
+}
+
+#[test]
+fn worker_closing_on_ping_is_learned_after_the_first_such_end_and_later_sessions_survive() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(DcConfig::with_fault(Fault::CloseOnPing));
+    let mut args = vec![
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-ping-interval"),
+        s("0.3"),
+    ];
+    args.extend(worker_flag(&w));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    // The first idle session is pinged and cut.
+    let mut first = connect(&p);
+    echo(&mut first, &p, 0, 64);
+    let end = first.recv_packet_until(Instant::now() + WAIT);
+    let kind = end.as_ref().map_err(std::io::Error::kind);
+    assert!(
+        matches!(kind, Err(std::io::ErrorKind::UnexpectedEof)),
+        "the pinged session was not cut: {kind:?}\n{}",
+        p.dump()
+    );
+    assert_eq!(w.pings(), 1);
+    let line = p
+        .wait_line(&["closes sessions after a WS ping: pings off for it"], WAIT)
+        .unwrap_or_else(|| panic!("not learned\n{}", p.dump()));
+    assert!(line.contains("worker:DC2"), "{line}");
+    // Later sessions on it, idle and active, are not pinged and survive.
+    let mut idle: Vec<MtClient> = (0..2).map(|_| connect(&p)).collect();
+    let mut active: Vec<MtClient> = (0..2).map(|_| connect(&p)).collect();
+    for (i, c) in idle.iter_mut().chain(active.iter_mut()).enumerate() {
+        echo(c, &p, i as u32, 64);
+    }
+    run_for(Duration::from_millis(1_500), &mut active, &p);
+    for (i, c) in idle.iter_mut().chain(active.iter_mut()).enumerate() {
+        echo(c, &p, 10 + i as u32, 64);
+    }
+    assert_eq!(w.pings(), 1, "{}", p.dump());
+    assert_eq!(p.count_log("pings off for it"), 1, "logged once");
+    assert!(!p.logs().join("\n").contains("down for"), "{}", p.dump());
 }

@@ -369,13 +369,17 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--ws-ping-interval", short: None, aliases: &[], env: &["TG_WS_PING_INTERVAL"],
         meta: "D", default: "0", group: Ladder,
-        help: "WS ping toward Telegram's front, 0 = never",
+        help: "WS ping of a session idle for D toward Telegram's front, directly (ws) or \
+               through a Cloudflare-proxied domain (cfproxy, which passes it on); 0 = never: \
+               that front reportedly closes on client pings",
         kind: Value(|d, s| duration(s).map(|v| d.config.ws_ping_interval = v)),
     },
     Opt {
         long: "--cf-ping-interval", short: None, aliases: &[], env: &["TG_CF_PING_INTERVAL"],
         meta: "D", default: "30s", group: Ladder,
-        help: "WS ping toward Worker/cfproxy, 0 = never",
+        help: "WS ping of a session idle for D toward a Worker (it ends at Cloudflare's edge, \
+               which closes WS idle for ~100 s); 0 = never. A route whose sessions end right \
+               after a ping is not pinged again",
         kind: Value(|d, s| duration(s).map(|v| d.config.cf_ping_interval = v)),
     },
     Opt {

@@ -185,7 +185,7 @@ impl Relay {
         self.end.linger_reason()
     }
 
-    /// Queues a WS ping (keepalive toward Cloudflare) unless a control frame is already waiting
+    /// Queues a WS ping (keepalive toward a Worker, docs/design.md §5) unless a control frame is already waiting
     /// or the upstream ended. The payload is the low 4 bytes of `now` (ms) so pongs can be told
     /// apart. No-op on raw TCP.
     pub fn queue_ping(&mut self, now: u64) {

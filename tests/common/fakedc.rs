@@ -73,6 +73,9 @@ pub enum Fault {
     /// WS front: close (WS close + TLS close_notify) once nothing arrived for this long, like
     /// an intermediary's idle timeout.
     CloseWhenIdle(Duration),
+    /// WS front and Worker: close the session at the first WS ping received (counted in
+    /// `pings`), like a front that does not take client pings (docs/protocol.md §6.4).
+    CloseOnPing,
 }
 
 /// Start-up settings of a [`FakeDc`].
@@ -784,6 +787,9 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
             Ok(Message::Ping(_)) => {
                 // tungstenite queues the pong itself.
                 shared.lock().pings += 1;
+                if fault == Fault::CloseOnPing {
+                    return;
+                }
                 continue;
             }
             Ok(_) => continue, // pong, close handshake

@@ -74,6 +74,9 @@ pub struct SessionEnd {
     pub bytes_down: u64,
     /// The upstream ended it (EOF, reset, WS close); false when the client or we did.
     pub by_upstream: bool,
+    /// The upstream ended it within `--short-session` after our WS ping, before any further
+    /// downstream byte (docs/design.md §5 keepalive: the route's front closes on pings).
+    pub after_ping: bool,
 }
 
 /// A fact the ladder learns from.

@@ -105,6 +105,9 @@ struct Slot<U> {
     /// Short sessions in a row (rule 6) and when the first of them ended (ms).
     short_ends: u8,
     short_since: u64,
+    /// A session on this route was ended by the upstream right after our WS ping: its
+    /// sessions are not pinged (for the process lifetime).
+    no_pings: bool,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
@@ -205,6 +208,7 @@ impl<U: Pooled> Ladder<U> {
                 doubt_probed_at: 0,
                 short_ends: 0,
                 short_since: 0,
+                no_pings: false,
             });
         }
         ids
@@ -272,6 +276,12 @@ impl<U: Pooled> Ladder<U> {
             );
         }
         got
+    }
+
+    /// Whether sessions on `route` may send WS keepalive pings: false once a session on it
+    /// was ended by the upstream right after our ping (docs/design.md §5 keepalive).
+    pub fn pings_allowed(&self, route: RouteId) -> bool {
+        !self.slots.get(route).is_some_and(|s| s.no_pings)
     }
 
     /// Client handshakes that pacing could not spread (see `route::pace`).

@@ -101,6 +101,13 @@ impl<U: Pooled> Ladder<U> {
         end: SessionEnd,
         now: u64,
     ) -> Option<Change> {
+        if end.after_ping && !self.slots[route].no_pings {
+            self.slots[route].no_pings = true;
+            warn!(
+                "route {} closes sessions after a WS ping: pings off for it",
+                self.table.routes[route].label()
+            );
+        }
         if let Some(change) = self.count_short(route, end, now) {
             return Some(change);
         }
@@ -132,8 +139,12 @@ impl<U: Pooled> Ladder<U> {
     /// start after a tiny reply (1..=[`SHORT_REPLY_MAX`] bytes down) is short; the
     /// [`SHORT_ENDS_TO_FAIL`]th short session in a row on `route` within the window fails it
     /// as `closed-after-reply`. A normal session (longer, or more bytes down) resets the count;
-    /// one the client or we ended that was short neither counts nor resets.
+    /// one the client or we ended that was short, or one our WS ping ended, neither counts nor
+    /// resets.
     fn count_short(&mut self, route: RouteId, end: SessionEnd, now: u64) -> Option<Change> {
+        if end.after_ping {
+            return None;
+        }
         let short_ms = ms(self.cfg.short_session);
         let quick = now.saturating_sub(end.connected_at) <= short_ms;
         let tiny = end.bytes_down > 0 && end.bytes_down <= SHORT_REPLY_MAX;

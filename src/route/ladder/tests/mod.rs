@@ -194,6 +194,7 @@ fn total_outage_through_a_warm_pool_pooled_sessions_teach_their_route() {
         bytes_up: 72,
         bytes_down: 0,
         by_upstream: true,
+        after_ping: false,
     };
     l.observe(Observation::SessionEnded { route: ws, end }, 120);
     assert_eq!(l.route(ws).health.state(), State::Suspect);
@@ -222,6 +223,7 @@ fn hedge_delay_is_zero_while_the_first_probe_runs_then_the_default_then_twice_th
                 bytes_up: 1,
                 bytes_down: 0,
                 by_upstream: false,
+                after_ping: false,
             },
         },
         0,
@@ -366,6 +368,7 @@ fn a_state_change_leaves_existing_sessions_alone() {
         bytes_up: 5_000,
         bytes_down: 900_000,
         by_upstream: false,
+        after_ping: false,
     };
     assert!(l
         .observe(Observation::SessionEnded { route: ws, end }, 60_000)
@@ -403,6 +406,7 @@ fn a_prompt_close_by_a_client_that_got_bytes_is_not_a_route_failure() {
             bytes_up: 72,
             bytes_down: down,
             by_upstream,
+            after_ping: false,
         };
         assert!(l
             .observe(Observation::SessionEnded { route: ws, end }, 20)
@@ -418,6 +422,7 @@ fn a_prompt_close_by_a_client_that_got_bytes_is_not_a_route_failure() {
         bytes_up: 72,
         bytes_down: 0,
         by_upstream: true,
+        after_ping: false,
     };
     assert!(l
         .observe(Observation::SessionEnded { route: ws, end }, 120_000)
@@ -486,6 +491,7 @@ fn ended(
         bytes_up: 72,
         bytes_down,
         by_upstream,
+        after_ping: false,
     };
     l.observe(Observation::SessionEnded { route, end }, end_at)
 }
@@ -556,4 +562,58 @@ fn a_normal_session_resets_the_short_session_count_and_client_ends_never_count()
     assert!(short(&mut l, &mut t).is_none());
     assert!(short(&mut l, &mut t).is_none());
     assert!(short(&mut l, &mut t).is_some(), "three within the window");
+}
+
+#[test]
+fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
+    // Issue 10, item 5: a front that closes on client pings cut every pinged session.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    first_byte(&mut l, worker, 0, 10);
+    let end = |by_upstream, after_ping| SessionEnd {
+        connected_at: 10,
+        bytes_up: 500,
+        bytes_down: 50_000,
+        by_upstream,
+        after_ping,
+    };
+    // Ends without a ping before them teach nothing about pings.
+    for (by_upstream, t) in [(true, 60_000), (false, 70_000)] {
+        let e = end(by_upstream, false);
+        l.observe(
+            Observation::SessionEnded {
+                route: worker,
+                end: e,
+            },
+            t,
+        );
+        assert!(l.pings_allowed(worker));
+    }
+    let e = end(true, true);
+    let change = l.observe(
+        Observation::SessionEnded {
+            route: worker,
+            end: e,
+        },
+        80_000,
+    );
+    assert!(
+        change.is_none(),
+        "not a route failure: the session was idle"
+    );
+    assert!(!l.pings_allowed(worker), "learned");
+    assert!(is_up(&l, worker));
+    assert!(l.pings_allowed(ws), "another route's pings are untouched");
+    // It stays learned, whatever later sessions do.
+    first_byte(&mut l, worker, 90_000, 90_010);
+    let e = end(false, false);
+    l.observe(
+        Observation::SessionEnded {
+            route: worker,
+            end: e,
+        },
+        200_000,
+    );
+    assert!(!l.pings_allowed(worker));
 }
