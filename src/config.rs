@@ -175,6 +175,12 @@ pub struct Config {
     /// `route::ladder::SHORT_REPLY_MAX` bytes, is a short session (`--short-session`, 3 s;
     /// docs/design.md §4 rule 6).
     pub short_session: Duration,
+    /// A session whose upstream sent nothing for this long after the client asked twice is
+    /// stalled (`--stall-timeout`, 8 s; 0 = never; docs/design.md §4 rule 7).
+    pub stall_timeout: Duration,
+    /// Bytes a probe of a route whose last failure was `stalled` must pull down
+    /// (`--stall-probe-bytes`, 32 KiB: more than the ~16–20 KB a freeze lets through).
+    pub stall_probe_bytes: u32,
 }
 
 /// Default listen port, as in the other implementations.
@@ -239,6 +245,8 @@ impl Config {
             log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,
             link_ip: None,
             short_session: Duration::from_secs(3),
+            stall_timeout: Duration::from_secs(8),
+            stall_probe_bytes: 32 * 1024,
         }
     }
 }

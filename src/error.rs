@@ -165,6 +165,10 @@ pub enum Failure {
     /// in between (a front that answers `resPQ` and then closes every session; decided by the
     /// ladder, docs/design.md §4 rule 6).
     ClosedAfterReply,
+    /// The upstream went silent while the client waited: no byte down for `--stall-timeout`
+    /// after the client asked twice (a session), or a probe that got `resPQ` but not its byte
+    /// goal in time (the "16 KB freeze", docs/design.md §4 rule 7).
+    Stalled,
 }
 
 impl fmt::Display for Failure {
@@ -178,6 +182,7 @@ impl fmt::Display for Failure {
             Failure::ClosedEarly => f.write_str("closed-early"),
             Failure::Local => f.write_str("local-error"),
             Failure::ClosedAfterReply => f.write_str("closed-after-reply"),
+            Failure::Stalled => f.write_str("stalled"),
         }
     }
 }
@@ -203,5 +208,6 @@ mod tests {
         );
         assert_eq!(Failure::Http(302).to_string(), "http-302");
         assert_eq!(Failure::ClosedAfterReply.to_string(), "closed-after-reply");
+        assert_eq!(Failure::Stalled.to_string(), "stalled");
     }
 }

@@ -1,7 +1,8 @@
 //! Black-box tests of issue 10's ladder items ("under fire"): faults the ladder did not
 //! survive, each pinned by a test named after it — a front that answers and then closes every
 //! session (docs/design.md §4 rule 6), and fronts that close sessions on our WS pings (§5
-//! keepalive: pings only toward a Worker, only after real idleness, learned off per route).
+//! keepalive: pings only toward a Worker, only after real idleness, learned off per route), and
+//! the "16 KB freeze" (§4 rule 7: a stall moves new sessions, a pulling probe proves recovery).
 //!
 //! Owns only this file; the rig is tests/common. Loopback only; time is compressed through
 //! flags; every wait polls a condition against a deadline.
@@ -10,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::fakedc::{DcConfig, FakeDc, Fault};
+use common::fakedc::{bulk_request, DcConfig, FakeDc, Fault};
 use common::{client_opts, name_args, os_rng, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::MtClient;
 use tg_ws_proxy::mtproto::obfs2::Tag;
@@ -259,4 +260,100 @@ fn worker_closing_on_ping_is_learned_after_the_first_such_end_and_later_sessions
     assert_eq!(w.pings(), 1, "{}", p.dump());
     assert_eq!(p.count_log("pings off for it"), 1, "logged once");
     assert!(!p.logs().join("\n").contains("down for"), "{}", p.dump());
+}
+
+// ---- item 11: the 16 KB freeze ---------------------------------------------------------------
+
+/// The freeze threshold of the fake front (bytes down per connection).
+const FREEZE: usize = 16 * 1024;
+
+#[test]
+fn sixteen_kb_freeze_moves_new_sessions_and_probe_proves_recovery() {
+    let ws = FakeDc::start_tls_ws(DcConfig::with_fault(Fault::StallAfterSent(FREEZE)));
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let mut args = vec![s("--tier-order"), s("ws,tcp"), s("--stall-timeout"), s("1")];
+    args.extend(ws_flag(&ws));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    // A photo download: 64 KiB asked for, the first ~16 KiB arrive, then nothing.
+    let mut photo = connect(&p);
+    photo
+        .send_packet(&bulk_request(16, 4096))
+        .expect("send the bulk request");
+    let mut got = 0;
+    while let Ok(pk) = photo.recv_packet_until(Instant::now() + Duration::from_millis(500)) {
+        got += pk.len();
+    }
+    assert!(
+        (FREEZE - 4096..=FREEZE + 4096).contains(&got),
+        "{got} bytes before the freeze\n{}",
+        p.dump()
+    );
+    // The client asks again (a retry, a ping) and gets nothing; the stall is seen.
+    let start = Instant::now();
+    let mut i = 0;
+    while p.count_log("stalled") < 2 && start.elapsed() < WAIT {
+        i += 1;
+        photo
+            .send_packet(&[i as u8 | 0x40; 64])
+            .expect("send a retry");
+        pause(Duration::from_millis(200));
+    }
+    let line = p
+        .wait_line(&["route ws:DC2", "down for", "stalled"], WAIT)
+        .unwrap_or_else(|| panic!("no stall seen\n{}", p.dump()));
+    assert!(!line.contains("closed"), "{line}");
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "before the stall timeout"
+    );
+    assert_eq!(
+        p.count_log("stalled: nothing down for 1.0s"),
+        1,
+        "{}",
+        p.dump()
+    );
+    // New sessions go to tcp.
+    let mut next = connect(&p);
+    echo(&mut next, &p, 1, 8192);
+    assert_eq!(dc.inits(), 1, "{}", p.dump());
+    // Still frozen: recovery probes pull, get stuck at the freeze, and the route stays down
+    // (a plain resPQ would have brought it back).
+    let probes_before = ws.connections();
+    let ups = || p.lines_with(&["route ws:DC2", "→ up"]);
+    assert!(
+        common::wait_until(WAIT, || ws.connections() >= probes_before + 2
+            || ups().len() > 1),
+        "no recovery probes\n{}",
+        p.dump()
+    );
+    assert_eq!(
+        ups().len(),
+        1,
+        "back up while still frozen (only the first session's proof may be there)\n{}",
+        p.dump()
+    );
+    // Thawed: only a probe that moved more than the freeze brings it back.
+    ws.set_fault(Fault::None);
+    let line = p
+        .wait_line(
+            &["route ws:DC2", "down → up (probe pulled 32768 bytes"],
+            WAIT,
+        )
+        .unwrap_or_else(|| panic!("never came back\n{}", p.dump()));
+    assert!(
+        ws.max_sent() > FREEZE as u64 * 2,
+        "{} bytes, {line}",
+        ws.max_sent()
+    );
+    // The stalled session itself was never cut by us.
+    let still = photo.recv_packet_until(Instant::now() + Duration::from_millis(200));
+    let kind = still.as_ref().map_err(std::io::Error::kind);
+    assert!(
+        matches!(
+            kind,
+            Err(std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)
+        ),
+        "the stalled session ended: {kind:?}"
+    );
 }

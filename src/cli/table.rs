@@ -404,7 +404,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         long: "--short-session", short: None, aliases: &[], env: &["TG_SHORT_SESSION"],
         meta: "D", default: "3s", group: Ladder,
         help: "a session the upstream ends within D after at most 1 KiB down is short; 3 in a \
-               row on one route put it down as closed-after-reply",
+               row on one route put it down as closed-after-reply. An upstream close within D \
+               after our WS ping turns pings off for the route",
         kind: Value(|d, s| positive(s).map(|v| d.config.short_session = v)),
     },
     Opt {
@@ -412,6 +413,22 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         env: &["TG_CLOSED_AFTER_REPLY_COOLDOWN"], meta: "D", default: "60s", group: Ladder,
         help: "minimum cooldown of a route down for closed-after-reply",
         kind: Value(|d, s| positive_ms(s).map(|v| d.config.health.closed_after_reply_ms = v)),
+    },
+    Opt {
+        long: "--stall-timeout", short: None, aliases: &[], env: &["TG_STALL_TIMEOUT"],
+        meta: "D", default: "8s", group: Ladder,
+        help: "a session whose upstream sends nothing for D after the client asked twice is \
+               stalled: its route goes down (the session is left alone); 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.stall_timeout = v)),
+    },
+    Opt {
+        long: "--stall-probe-bytes", short: None, aliases: &[], env: &["TG_STALL_PROBE_BYTES"],
+        meta: "N", default: "32768", group: Ladder,
+        help: "a probe of a route that stalled must pull N bytes down (pipelined resPQ \
+               replies) within --probe-timeout, 1024-1048576",
+        kind: Value(|d, s| {
+            parse_in_range(s, 1024, 1 << 20).map(|n| d.config.stall_probe_bytes = n as u32)
+        }),
     },
     // Clients and resources.
     Opt {

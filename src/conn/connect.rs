@@ -352,7 +352,8 @@ impl Conn {
             SessionTimer::Handshake
             | SessionTimer::Ping
             | SessionTimer::Idle
-            | SessionTimer::Linger => Step::Progress,
+            | SessionTimer::Linger
+            | SessionTimer::Stall => Step::Progress,
         }
     }
 

@@ -30,7 +30,7 @@ use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
 use crate::net::dial::{set_keepalive, Upstream};
-use crate::relay::{Meter, Scratch};
+use crate::relay::{Meter, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::{Ladder, Observation, SessionEnd};
 use crate::route::prober::Prober;
@@ -64,6 +64,8 @@ pub enum SessionTimer {
     Idle,
     /// End of a bad client's drain, or of the post-close linger.
     Linger,
+    /// The stall watch's deadline: check whether the upstream stalled (`relay::StallWatch`).
+    Stall,
 }
 
 /// A timer entry of the wheel: which session armed it and what for.
@@ -165,6 +167,9 @@ pub struct Conn {
     /// Our last WS ping: when (ms) and the bytes down then (a close right after it, before any
     /// further downstream byte, is reported to the ladder).
     ping_sent: Option<(u64, u64)>,
+    /// Watches for the upstream going silent while the client waits (docs/design.md §4 rule 7).
+    stall: StallWatch,
+    stall_timer: Option<TimerId>,
     info: SessionInfo,
 }
 
@@ -226,6 +231,8 @@ impl Conn {
             ping_timer: None,
             last_activity: ctx.now,
             ping_sent: None,
+            stall: StallWatch::new(ctx.cfg.stall_timeout.as_millis() as u64),
+            stall_timer: None,
             info: SessionInfo::default(),
         })
     }
@@ -313,6 +320,11 @@ impl Conn {
                 }
                 Step::Progress
             }
+            SessionTimer::Stall => {
+                self.stall_timer = None;
+                self.check_stall(ctx);
+                Step::Progress
+            }
             SessionTimer::Idle => {
                 self.idle_timer = None;
                 let idle_ms = ctx.cfg.idle_timeout.as_millis() as u64;
@@ -389,6 +401,28 @@ impl Conn {
         self.ping_timer = Some(ctx.wheel.insert(at, ev));
     }
 
+    /// The stall watch's deadline passed: a stall is reported to the ladder (once per
+    /// session) and logged (folded per client); the session itself goes on (rule 4).
+    fn check_stall(&mut self, ctx: &mut Ctx<'_>) {
+        // Only while both sides are open: after one side ended, silence is the end.
+        let open = matches!(&self.phase, Phase::Relay(r) if !r.wants_linger());
+        if !open || !self.stall.stalled(ctx.now) {
+            return;
+        }
+        let Some(route) = self.info.route else { return };
+        let label = ctx.ladder.route(route).label();
+        let secs = ctx.cfg.stall_timeout.as_secs_f64();
+        let peer = self.peer;
+        ctx.warn_client(
+            peer,
+            format_args!(
+                "upstream {label} stalled: nothing down for {secs:.1}s while the client waited"
+            ),
+        );
+        ctx.ladder
+            .observe(Observation::SessionStalled { route }, ctx.now);
+    }
+
     /// Tells the ladder the first downstream byte arrived (once): the whole path works.
     fn report_first_byte(&mut self, ctx: &mut Ctx<'_>) {
         if self.info.first_byte_reported || self.info.meter.first_down_ms.is_none() {
@@ -425,6 +459,9 @@ impl Conn {
             ctx.wheel.cancel(t);
         }
         if let Some(t) = self.ping_timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        if let Some(t) = self.stall_timer.take() {
             ctx.wheel.cancel(t);
         }
         if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
@@ -512,6 +549,14 @@ impl Conn {
         let wants_linger = r.wants_linger();
         if self.info.meter.bytes_up + self.info.meter.bytes_down != before {
             self.last_activity = ctx.now;
+        }
+        let (up, down) = (self.info.meter.bytes_up, self.info.meter.bytes_down);
+        if let Some(at) = self.stall.observe(ctx.now, up, down) {
+            if let Some(t) = self.stall_timer.take() {
+                ctx.wheel.cancel(t);
+            }
+            let ev = self.timer_ev(SessionTimer::Stall);
+            self.stall_timer = Some(ctx.wheel.insert(at, ev));
         }
         if wants_linger && self.timer.is_none() {
             self.arm(

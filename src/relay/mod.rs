@@ -13,12 +13,13 @@
 //! one large [`Scratch`] (fewer, larger reads and writes); a WS data header is put in front of its
 //! payload so both leave in one write (one TLS record, not a tiny one). Framing, masking and
 //! control frames are `net::wslink`'s; the end of the session is `end`'s one state machine;
-//! timers, logging and route health are the shell's.
+//! whether the upstream stalled is `stall`'s; timers, logging and route health are the shell's.
 
 pub mod end;
 #[cfg(test)]
 mod pipe;
 mod scratch;
+pub mod stall;
 #[cfg(test)]
 mod tests;
 
@@ -31,6 +32,7 @@ use crate::rng::Rng;
 
 use end::{End, EndAction, EndEvent};
 pub use scratch::Scratch;
+pub use stall::StallWatch;
 
 /// Read/process/write rounds per direction in one [`Relay::step`] before yielding.
 pub const PUMP_ROUNDS: usize = 64;

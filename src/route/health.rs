@@ -21,6 +21,7 @@
 //! | `Reset`, `Http(5xx)`, `ClosedEarly`       | soft     | Down    | Suspect | Down    | unchanged     | Down (longer)  |
 //! | `Local`                                   | not ours | —       | —       | —       | —             | —              |
 //! | `ClosedAfterReply`                        | hard     | Down ≥ floor | Down ≥ floor | Down ≥ floor | unchanged | Down (longer) |
+//! | `Stalled`                                 | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //!
 //! `Http(!5xx)` covers 3xx (redirect TTL), 403/404, 429 (honours `Retry-After`) and any other
 //! non-101 status. `ClosedEarly` is soft; a caller that knows the route answered 101 and then
@@ -30,6 +31,8 @@
 //! answers and then closes every session), so it is hard, and its cooldown is at least
 //! `Policy::closed_after_reply_ms` (jittered): a plain `resPQ` probe cannot see this fault, so
 //! a short cooldown would only hand the route back to the next storm of reconnects.
+//! `Stalled` (the upstream froze while a client waited) is hard: every transfer on such a route
+//! hangs, and its recovery is proven only by a probe that pulls more than the freeze threshold.
 
 use crate::error::Failure;
 use crate::rng::Rng;
@@ -135,7 +138,7 @@ pub fn classify(f: Failure) -> Class {
         Failure::Http(_) => Class::Hard,
         Failure::Reset | Failure::ClosedEarly => Class::Soft,
         Failure::Local => Class::NotRoute,
-        Failure::ClosedAfterReply => Class::Hard,
+        Failure::ClosedAfterReply | Failure::Stalled => Class::Hard,
     }
 }
 
@@ -434,7 +437,8 @@ fn backoff(base: u64, max: u64, level: u32) -> u64 {
 mod tests {
     use super::*;
 
-    const HARD: [Failure; 7] = [
+    const HARD: [Failure; 8] = [
+        Failure::Stalled,
         Failure::Timeout,
         Failure::Refused,
         Failure::Tls,

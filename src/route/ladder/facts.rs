@@ -48,6 +48,10 @@ pub enum Work {
         spec: DialSpec,
         /// Give up at this time (ms).
         deadline: u64,
+        /// Bytes the probe must pull down (pipelined `resPQ` replies) before it counts as a
+        /// success: `--stall-probe-bytes` when the route's last failure was `stalled`, else 0
+        /// (one `resPQ`).
+        pull_bytes: u32,
     },
     /// Dial `route` over `spec` to the upgrade and report the upstream with
     /// [`Ladder::fill_ready`] (or [`Observation::FillFailed`]).
@@ -148,6 +152,12 @@ pub enum Observation {
         /// cannot start for a route's reason is a failed probe (health and backoff apply);
         /// `None` or `Failure::Local` only retry later.
         failure: Option<Failure>,
+    },
+    /// A session on `route` stalled: its upstream sent nothing for `--stall-timeout` while the
+    /// client waited (`relay::StallWatch`). The session itself goes on (rule 4).
+    SessionStalled {
+        /// The route.
+        route: RouteId,
     },
 }
 

@@ -108,6 +108,9 @@ struct Slot<U> {
     /// A session on this route was ended by the upstream right after our WS ping: its
     /// sessions are not pinged (for the process lifetime).
     no_pings: bool,
+    /// The route's last failure was `stalled`: its probes must pull `--stall-probe-bytes`
+    /// (rule 7) until one succeeds.
+    stall_probe: bool,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
@@ -209,6 +212,7 @@ impl<U: Pooled> Ladder<U> {
                 short_ends: 0,
                 short_since: 0,
                 no_pings: false,
+                stall_probe: false,
             });
         }
         ids
@@ -398,6 +402,7 @@ impl<U: Pooled> Ladder<U> {
                 }
                 None
             }
+            Observation::SessionStalled { route } => self.fail(route, Failure::Stalled, None, now),
         }
     }
 

@@ -45,6 +45,9 @@ impl<U: Pooled> Ladder<U> {
         retry_after: Option<u32>,
         now: u64,
     ) -> Option<Change> {
+        if f == Failure::Stalled {
+            self.slots[route].stall_probe = true;
+        }
         let r = &mut self.table.routes[route];
         let change = r
             .health
@@ -180,7 +183,13 @@ impl<U: Pooled> Ladder<U> {
         let interval = ms(self.cfg.probe_interval);
         match result {
             Ok(rtt) => {
-                let change = self.succeed(route, Some(rtt), "probe", now);
+                let pulled = std::mem::take(&mut self.slots[route].stall_probe);
+                let via = if pulled {
+                    format!("probe pulled {} bytes", self.cfg.stall_probe_bytes)
+                } else {
+                    "probe".to_string()
+                };
+                let change = self.succeed(route, Some(rtt), &via, now);
                 // Liveness probes only for routes clients dial (winning, losing or failing): a
                 // route proven at start that no client has tried stays Up without costing a
                 // request every interval (a Worker's quota); its first dial puts it back on the
@@ -280,10 +289,16 @@ impl<U: Pooled> Ladder<U> {
                 }
                 self.slots[route].sched = Sched::Running;
                 debug!("probe {} started", self.table.routes[route].label());
+                let pull_bytes = if self.slots[route].stall_probe {
+                    self.cfg.stall_probe_bytes
+                } else {
+                    0
+                };
                 Some(Work::Probe {
                     route,
                     spec,
                     deadline: now + ms(self.cfg.probe_timeout),
+                    pull_bytes,
                 })
             }
             Err(retry_at) => {

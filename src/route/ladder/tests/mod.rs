@@ -617,3 +617,69 @@ fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
     );
     assert!(!l.pings_allowed(worker));
 }
+
+/// The byte goal of the probe of `route` handed out at `now` (it must be handed out).
+fn probe_pull(l: &mut Ladder<Fake>, route: RouteId, now: u64) -> u32 {
+    drain(l, now)
+        .iter()
+        .find_map(|w| match w {
+            Work::Probe {
+                route: r,
+                pull_bytes,
+                ..
+            } if *r == route => Some(*pull_bytes),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no probe of {route} at {now}"))
+}
+
+fn down_until(l: &Ladder<Fake>, r: RouteId) -> u64 {
+    match l.route(r).health.state() {
+        State::Down { until } => until,
+        s => panic!("expected Down, got {s:?}"),
+    }
+}
+
+#[test]
+fn sixteen_kb_freeze_a_stalled_session_fails_its_route_and_only_a_pulling_probe_revives_it() {
+    // Issue 10, item 11: the first downstream byte marked the route good, so a route that
+    // answered resPQ and then froze every transfer stayed Up.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    l.observe(Observation::SessionStarted { route: ws }, 0);
+    first_byte(&mut l, ws, 0, 10);
+    let change = l
+        .observe(Observation::SessionStalled { route: ws }, 9_000)
+        .expect("the route leaves Up");
+    assert_eq!(change.failure, Some(Failure::Stalled));
+    assert_eq!(plan(&mut l, 9_001)[0], worker, "new sessions go elsewhere");
+    // The recovery probe must pull more than the freeze lets through.
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+    // Still frozen: the pulling probe fails (stalled), and the next one pulls again.
+    let failed = Observation::ProbeDone {
+        route: ws,
+        result: Err((Failure::Stalled, None)),
+    };
+    l.observe(failed, until + 500);
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+    // A timeout of the pulling probe does not make the next one plain either.
+    let failed = Observation::ProbeDone {
+        route: ws,
+        result: Err((Failure::Timeout, None)),
+    };
+    l.observe(failed, until + 500);
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+    // Thawed: the pulling probe succeeds, the route is Up, later probes are plain again.
+    probe_ok(&mut l, ws, until + 50);
+    assert!(is_up(&l, ws));
+    let later = until + 50 + 2 * ms(c.probe_interval);
+    assert_eq!(probe_pull(&mut l, ws, later), 0);
+    // A plain route's probes never pull.
+    fail(&mut l, worker, Failure::Timeout, later);
+    let until = down_until(&l, worker);
+    assert_eq!(probe_pull(&mut l, worker, until), 0);
+}
