@@ -417,8 +417,9 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--stall-timeout", short: None, aliases: &[], env: &["TG_STALL_TIMEOUT"],
         meta: "D", default: "8s", group: Ladder,
-        help: "a session whose upstream sends nothing for D after the client asked twice is \
-               stalled: its route goes down (the session is left alone); 0 = never",
+        help: "a session whose upstream sends nothing for D after the client's latest send, \
+               having asked at least twice, is stalled: its route goes down (the session is \
+               left alone); 0 = never",
         kind: Value(|d, s| duration(s).map(|v| d.config.stall_timeout = v)),
     },
     Opt {

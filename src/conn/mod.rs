@@ -322,7 +322,16 @@ impl Conn {
             }
             SessionTimer::Stall => {
                 self.stall_timer = None;
-                self.check_stall(ctx);
+                // Only while both sides are open: after one side ended, silence is the end.
+                let open = matches!(&self.phase, Phase::Relay(r) if !r.wants_linger());
+                if open {
+                    self.check_stall(ctx);
+                }
+                if let (true, Some(at)) = (open, self.stall.due()) {
+                    // The client sent again since: check one bound after its latest send.
+                    let ev = self.timer_ev(SessionTimer::Stall);
+                    self.stall_timer = Some(ctx.wheel.insert(at.max(ctx.now + 1), ev));
+                }
                 Step::Progress
             }
             SessionTimer::Idle => {
@@ -401,12 +410,11 @@ impl Conn {
         self.ping_timer = Some(ctx.wheel.insert(at, ev));
     }
 
-    /// The stall watch's deadline passed: a stall is reported to the ladder (once per
-    /// session) and logged (folded per client); the session itself goes on (rule 4).
+    /// The stall watch's deadline passed while both sides are open: a stall is reported to the
+    /// ladder (once per session) and logged (folded per client); the session itself goes on
+    /// (rule 4).
     fn check_stall(&mut self, ctx: &mut Ctx<'_>) {
-        // Only while both sides are open: after one side ended, silence is the end.
-        let open = matches!(&self.phase, Phase::Relay(r) if !r.wants_linger());
-        if !open || !self.stall.stalled(ctx.now) {
+        if !self.stall.stalled(ctx.now) {
             return;
         }
         let Some(route) = self.info.route else { return };

@@ -5,10 +5,11 @@
 //!
 //! A stall is the upstream silent for the bound while the client waits for it: the client sent
 //! at least twice (two relay steps that moved bytes up) since the last downstream byte, and
-//! nothing came down for the bound after the second of them. One send alone is not waiting: a
+//! nothing came down for the bound after the latest of them. One send alone is not waiting: a
 //! client acknowledges what it received (`msgs_ack`), which the server never answers, so an
 //! idle session usually ends with one unanswered send. A stalled session asks again (a retry,
-//! a ping) and gets nothing.
+//! a ping) and gets nothing. Counting from the latest send keeps a slow upload (many sends, the
+//! answer only after the last) from looking stalled.
 
 /// Watches one session's counters for a stall. Reports at most once per session.
 #[derive(Clone, Copy, Debug)]
@@ -18,8 +19,8 @@ pub struct StallWatch {
     down: u64,
     /// Steps that moved bytes up since the last downstream byte (saturating at 2).
     sends: u8,
-    /// When the second unanswered send happened (ms).
-    armed_at: Option<u64>,
+    /// The latest of those steps (ms).
+    last_send: u64,
     reported: bool,
 }
 
@@ -31,14 +32,16 @@ impl StallWatch {
             up: 0,
             down: 0,
             sends: 0,
-            armed_at: None,
+            last_send: 0,
             reported: false,
         }
     }
 
     /// After a relay step at `now` with the session's payload totals (bytes up, bytes down):
-    /// `Some(deadline)` (ms) when the watch has just armed and the caller should check at
-    /// `deadline` ([`StallWatch::stalled`]); `None` otherwise.
+    /// `Some(deadline)` (ms) when the watch has just armed (the client's second unanswered
+    /// send) and the caller should check at `deadline` ([`StallWatch::stalled`], then
+    /// [`StallWatch::due`]); `None` otherwise. Later sends push the deadline back without a
+    /// new timer: the check re-arms lazily.
     pub fn observe(&mut self, now: u64, bytes_up: u64, bytes_down: u64) -> Option<u64> {
         let went_up = bytes_up > self.up;
         let came_down = bytes_down > self.down;
@@ -51,30 +54,33 @@ impl StallWatch {
             // A send in the same step as a downstream byte is not counted: it may be the
             // request just answered, or an ack of what came.
             self.sends = 0;
-            self.armed_at = None;
             return None;
         }
-        if !went_up || self.sends >= 2 {
+        if !went_up {
+            return None;
+        }
+        self.last_send = now;
+        if self.sends >= 2 {
             return None;
         }
         self.sends += 1;
-        if self.sends < 2 {
-            return None;
-        }
-        self.armed_at = Some(now);
-        Some(now + self.timeout_ms)
+        (self.sends == 2).then_some(now + self.timeout_ms)
     }
 
-    /// True (once per session) when the upstream has been silent for the bound at `now` while
-    /// the client waited.
+    /// True (once per session) when the client sent at least twice since the last downstream
+    /// byte and nothing came down for the bound after its latest send, at `now`.
     pub fn stalled(&mut self, now: u64) -> bool {
-        match self.armed_at {
-            Some(at) if !self.reported && now.saturating_sub(at) >= self.timeout_ms => {
-                self.reported = true;
-                true
-            }
-            _ => false,
+        let waited = now.saturating_sub(self.last_send) >= self.timeout_ms;
+        if self.reported || self.sends < 2 || !waited {
+            return false;
         }
+        self.reported = true;
+        true
+    }
+
+    /// When to check again (ms), if the watch is still armed and has not reported.
+    pub fn due(&self) -> Option<u64> {
+        (!self.reported && self.sends >= 2).then_some(self.last_send + self.timeout_ms)
     }
 }
 
@@ -107,20 +113,34 @@ mod tests {
             Some(11_000),
             "asked again: armed"
         );
-        assert_eq!(
-            w.observe(5_000, 400, 16_384),
-            None,
-            "later sends do not move it"
-        );
         assert!(!w.stalled(10_999));
         assert!(w.stalled(11_000));
         assert!(!w.stalled(20_000), "reported once");
+        assert_eq!(w.due(), None);
         assert_eq!(w.observe(30_000, 500, 16_384), None);
+    }
+
+    #[test]
+    fn later_sends_push_the_check_back_so_a_slow_upload_is_not_a_stall() {
+        // A 512 KiB file part trickling up for 20 s; the answer comes right after the last.
+        let mut w = StallWatch::new(8_000);
+        w.observe(0, 0, 100);
+        assert_eq!(w.observe(1_000, 16_384, 100), None);
+        assert_eq!(w.observe(2_000, 32_768, 100), Some(10_000));
+        for t in (3..=21).map(|s| s * 1_000) {
+            w.observe(t, t * 25, 100);
+        }
+        assert!(!w.stalled(10_000), "the client is still sending");
+        assert_eq!(w.due(), Some(29_000), "re-armed from the latest send");
+        assert_eq!(w.observe(21_300, 525_000, 150), None, "answered");
+        assert!(!w.stalled(29_000));
+        assert_eq!(w.due(), None);
     }
 
     #[test]
     fn an_answer_in_time_disarms_it() {
         let mut w = waiting(&[1_000, 2_000]);
+        assert_eq!(w.due(), Some(10_000));
         assert_eq!(
             w.observe(9_999, 300, 10_300),
             None,
@@ -141,11 +161,12 @@ mod tests {
             !w.stalled(600_000),
             "an ack after the last reply, then idleness"
         );
-        // An ack in the same step as the data it acknowledges does not count twice.
+        assert_eq!(w.due(), None);
+        // An ack in the same step as the data it acknowledges does not count.
         let mut w = StallWatch::new(8_000);
         w.observe(0, 100, 5_000);
         assert_eq!(w.observe(10, 200, 6_000), None);
-        assert_eq!(w.observe(20, 200, 6_000), None);
+        assert_eq!(w.observe(20, 300, 6_000), None);
         assert!(!w.stalled(100_000));
         // Nothing sent at all.
         let mut w = StallWatch::new(8_000);
@@ -160,5 +181,6 @@ mod tests {
             assert_eq!(w.observe(t * 1_000, t * 100, 0), None);
         }
         assert!(!w.stalled(1_000_000));
+        assert_eq!(w.due(), None);
     }
 }
