@@ -3,7 +3,8 @@
 //! Sans-IO, in the style of `dns`: facts in, decisions out, time as a parameter (`now`, u64 ms on
 //! the caller's monotonic clock), randomness owned (seeded by the caller). Owns: the route table,
 //! per-route health and its logging, the Worker request budgets, handshake pacing, the probe
-//! schedule, pool policy and the pools' entries (generic over [`Pooled`]). Must not touch:
+//! schedule (and a probe's byte goal), pool policy and the pools' entries (generic over
+//! [`Pooled`]), and whether a route's sessions may be pinged ([`Ladder::pings_allowed`]). Must not touch:
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
 //! reports what sessions saw. The rules are docs/design.md §4; each one is a unit test in
 //! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`).

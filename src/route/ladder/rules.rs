@@ -1,5 +1,6 @@
-//! The ladder's private rules: what a failure, a proof, a session's end and a probe's result
-//! do to a route and its schedule, and how background work gets its job slot, pacing slot and
+//! The ladder's private rules: what a failure, a proof, a session's end (short sessions, rule
+//! 6; an end right after our WS ping) and a probe's result do to a route and its schedule, which
+//! probes must pull bytes (rule 7), and how background work gets its job slot, pacing slot and
 //! budget. Reached only through `Ladder::observe` and `Ladder::next_work` (`mod.rs`).
 
 use std::net::IpAddr;
