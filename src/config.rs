@@ -54,7 +54,7 @@ impl Tier {
         self as usize
     }
 
-    /// True for tiers that pass through Cloudflare (WS pings keep them alive; quotas apply).
+    /// True for tiers that pass through Cloudflare (quotas apply; only a Worker is pinged).
     pub fn is_cloudflare(self) -> bool {
         matches!(self, Tier::Worker | Tier::CfProxy)
     }
@@ -152,9 +152,12 @@ pub struct Config {
     /// bytes written to it (`--pool-first-byte-timeout`, 2 s; 0 = never): past it the upstream is
     /// taken for dead and the client's request is replayed on a fresh route, once.
     pub pool_first_byte_timeout: Duration,
-    /// WS ping interval toward Telegram's front (`--ws-ping-interval`, 0 = never).
+    /// WS ping interval of idle sessions toward Telegram's front, directly (ws) or through a
+    /// Cloudflare-proxied domain (cfproxy), which passes pings on to it
+    /// (`--ws-ping-interval`, 0 = never, the default: that front reportedly closes on them).
     pub ws_ping_interval: Duration,
-    /// WS ping interval toward Cloudflare tiers (`--cf-ping-interval`, 30 s; 0 = never).
+    /// WS ping interval of idle sessions toward a Worker, where the ping ends at Cloudflare's
+    /// edge (`--cf-ping-interval`, 30 s; 0 = never).
     pub cf_ping_interval: Duration,
     /// TCP keepalive idle time on every socket (`--tcp-keepalive`, 60 s; 0 = off).
     pub tcp_keepalive: Duration,
@@ -173,6 +176,16 @@ pub struct Config {
     pub log_max_bytes: u64,
     /// Host (IP address or DNS name) put in printed links (`--link-ip`); `None` = detect.
     pub link_ip: Option<String>,
+    /// An upstream close this soon after a session started, after a reply of at most
+    /// `route::ladder::SHORT_REPLY_MAX` bytes, is a short session (`--short-session`, 3 s;
+    /// docs/design.md §4 rule 6).
+    pub short_session: Duration,
+    /// A session whose upstream sent nothing for this long after the client asked twice is
+    /// stalled (`--stall-timeout`, 8 s; 0 = never; docs/design.md §4 rule 7).
+    pub stall_timeout: Duration,
+    /// Bytes a probe of a route whose last failure was `stalled` must pull down
+    /// (`--stall-probe-bytes`, 32 KiB: more than the ~16–20 KB a freeze lets through).
+    pub stall_probe_bytes: u32,
 }
 
 /// Default listen port, as in the other implementations.
@@ -237,6 +250,9 @@ impl Config {
             log_file: None,
             log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,
             link_ip: None,
+            short_session: Duration::from_secs(3),
+            stall_timeout: Duration::from_secs(8),
+            stall_probe_bytes: 32 * 1024,
         }
     }
 }

@@ -169,6 +169,14 @@ pub enum Failure {
     /// A pooled upstream sent nothing within `--pool-first-byte-timeout` of a client's request
     /// (a flushed NAT or conntrack entry leaves it silent, no RST).
     SilentPooled,
+    /// Sessions the upstream ended soon after a tiny reply, repeatedly, with no normal session
+    /// in between (a front that answers `resPQ` and then closes every session; decided by the
+    /// ladder, docs/design.md §4 rule 6).
+    ClosedAfterReply,
+    /// The upstream went silent while the client waited: no byte down for `--stall-timeout`
+    /// after the client asked twice (a session), or a probe that got `resPQ` but not its byte
+    /// goal in time (the "16 KB freeze", docs/design.md §4 rule 7).
+    Stalled,
 }
 
 impl fmt::Display for Failure {
@@ -182,6 +190,8 @@ impl fmt::Display for Failure {
             Failure::ClosedEarly => f.write_str("closed-early"),
             Failure::Local => f.write_str("local-error"),
             Failure::SilentPooled => f.write_str("pooled-silent"),
+            Failure::ClosedAfterReply => f.write_str("closed-after-reply"),
+            Failure::Stalled => f.write_str("stalled"),
         }
     }
 }
@@ -206,5 +216,7 @@ mod tests {
             CloseReason::WsClose(0).index()
         );
         assert_eq!(Failure::Http(302).to_string(), "http-302");
+        assert_eq!(Failure::ClosedAfterReply.to_string(), "closed-after-reply");
+        assert_eq!(Failure::Stalled.to_string(), "stalled");
     }
 }

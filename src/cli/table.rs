@@ -379,13 +379,17 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--ws-ping-interval", short: None, aliases: &[], env: &["TG_WS_PING_INTERVAL"],
         meta: "D", default: "0", group: Ladder,
-        help: "WS ping toward Telegram's front, 0 = never",
+        help: "WS ping of a session idle for D toward Telegram's front, directly (ws) or \
+               through a Cloudflare-proxied domain (cfproxy, which passes it on); 0 = never: \
+               that front reportedly closes on client pings",
         kind: Value(|d, s| duration(s).map(|v| d.config.ws_ping_interval = v)),
     },
     Opt {
         long: "--cf-ping-interval", short: None, aliases: &[], env: &["TG_CF_PING_INTERVAL"],
         meta: "D", default: "30s", group: Ladder,
-        help: "WS ping toward Worker/cfproxy, 0 = never",
+        help: "WS ping of a session idle for D toward a Worker (it ends at Cloudflare's edge, \
+               which closes WS idle for ~100 s); 0 = never. A route whose sessions end right \
+               after a ping is not pinged again",
         kind: Value(|d, s| duration(s).map(|v| d.config.cf_ping_interval = v)),
     },
     Opt {
@@ -405,6 +409,37 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         meta: "PATH", default: "/etc/resolv.conf", group: Ladder,
         help: "nameservers for the resolver",
         kind: Path(|d, p| { d.config.resolv_conf = p; Ok(()) }),
+    },
+    Opt {
+        long: "--short-session", short: None, aliases: &[], env: &["TG_SHORT_SESSION"],
+        meta: "D", default: "3s", group: Ladder,
+        help: "a session the upstream ends within D after at most 1 KiB down is short; 3 in a \
+               row on one route put it down as closed-after-reply. An upstream close within D \
+               after our WS ping turns pings off for the route",
+        kind: Value(|d, s| positive(s).map(|v| d.config.short_session = v)),
+    },
+    Opt {
+        long: "--closed-after-reply-cooldown", short: None, aliases: &[],
+        env: &["TG_CLOSED_AFTER_REPLY_COOLDOWN"], meta: "D", default: "60s", group: Ladder,
+        help: "minimum cooldown of a route down for closed-after-reply",
+        kind: Value(|d, s| positive_ms(s).map(|v| d.config.health.closed_after_reply_ms = v)),
+    },
+    Opt {
+        long: "--stall-timeout", short: None, aliases: &[], env: &["TG_STALL_TIMEOUT"],
+        meta: "D", default: "8s", group: Ladder,
+        help: "a session whose upstream sends nothing for D after the client's latest send, \
+               having asked at least twice, is stalled: its route goes down (the session is \
+               left alone); 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.stall_timeout = v)),
+    },
+    Opt {
+        long: "--stall-probe-bytes", short: None, aliases: &[], env: &["TG_STALL_PROBE_BYTES"],
+        meta: "N", default: "32768", group: Ladder,
+        help: "a probe of a route that stalled must pull N bytes down (pipelined resPQ \
+               replies) within --probe-timeout, 1024-1048576",
+        kind: Value(|d, s| {
+            parse_in_range(s, 1024, 1 << 20).map(|n| d.config.stall_probe_bytes = n as u32)
+        }),
     },
     // Clients and resources.
     Opt {

@@ -403,7 +403,8 @@ impl Conn {
             | SessionTimer::Ping
             | SessionTimer::Idle
             | SessionTimer::Linger
-            | SessionTimer::FirstByte => Step::Progress,
+            | SessionTimer::FirstByte
+            | SessionTimer::Stall => Step::Progress,
         }
     }
 

@@ -31,7 +31,7 @@ use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
 use crate::net::dial::{set_keepalive, Upstream};
-use crate::relay::{Meter, Scratch};
+use crate::relay::{Meter, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::{Ladder, Observation, SessionEnd};
 use crate::route::prober::Prober;
@@ -59,7 +59,7 @@ pub enum SessionTimer {
     Budget,
     /// Attempt slot `i`'s paced handshake may start now.
     Pace(u8),
-    /// Send a WS ping toward a Cloudflare tier.
+    /// Send a WS keepalive ping if the session is still idle (see `Conn::arm_ping`).
     Ping,
     /// Idle check (lazily re-armed).
     Idle,
@@ -67,6 +67,8 @@ pub enum SessionTimer {
     Linger,
     /// A pooled upstream's first byte is overdue (`--pool-first-byte-timeout`).
     FirstByte,
+    /// The stall watch's deadline: check whether the upstream stalled (`relay::StallWatch`).
+    Stall,
 }
 
 /// A timer entry of the wheel: which session armed it and what for.
@@ -167,6 +169,12 @@ pub struct Conn {
     /// Deadline for a pooled upstream's first byte (see `relay::Relaying`).
     first_byte_timer: Option<TimerId>,
     last_activity: u64,
+    /// Our last WS ping: when (ms) and the bytes down then (a close right after it, before any
+    /// further downstream byte, is reported to the ladder).
+    ping_sent: Option<(u64, u64)>,
+    /// Watches for the upstream going silent while the client waits (docs/design.md §4 rule 7).
+    stall: StallWatch,
+    stall_timer: Option<TimerId>,
     info: SessionInfo,
 }
 
@@ -228,6 +236,9 @@ impl Conn {
             ping_timer: None,
             first_byte_timer: None,
             last_activity: ctx.now,
+            ping_sent: None,
+            stall: StallWatch::new(ctx.cfg.stall_timeout.as_millis() as u64),
+            stall_timer: None,
             info: SessionInfo::default(),
         })
     }
@@ -301,10 +312,15 @@ impl Conn {
             | SessionTimer::Pace(_) => self.connect_timer(kind, ctx),
             SessionTimer::Ping => {
                 self.ping_timer = None;
-                if let Phase::Relay(r) = &mut self.phase {
-                    r.queue_ping(ctx.now);
-                    let tier = self.info.tier;
-                    if let Some(t) = tier {
+                if let Some(t) = self.info.tier {
+                    // Only after real idleness: traffic either way since the last ping (or the
+                    // start) pushes the ping back (lazy re-arm).
+                    let idle = ctx.now >= self.ping_due(t, ctx);
+                    if let (Phase::Relay(r), true) = (&mut self.phase, idle) {
+                        r.queue_ping(ctx.now);
+                        self.ping_sent = Some((ctx.now, self.info.meter.bytes_down));
+                    }
+                    if matches!(self.phase, Phase::Relay(_)) {
                         self.arm_ping(t, ctx);
                     }
                 }
@@ -313,6 +329,20 @@ impl Conn {
             SessionTimer::FirstByte => {
                 self.first_byte_timer = None;
                 self.first_byte_overdue(ctx)
+            }
+            SessionTimer::Stall => {
+                self.stall_timer = None;
+                // Only while both sides are open: after one side ended, silence is the end.
+                let open = matches!(&self.phase, Phase::Relay(r) if !r.wants_linger());
+                if open {
+                    self.check_stall(ctx);
+                }
+                if let (true, Some(at)) = (open, self.stall.due()) {
+                    // The client sent again since: check one bound after its latest send.
+                    let ev = self.timer_ev(SessionTimer::Stall);
+                    self.stall_timer = Some(ctx.wheel.insert(at.max(ctx.now + 1), ev));
+                }
+                Step::Progress
             }
             SessionTimer::Idle => {
                 self.idle_timer = None;
@@ -348,22 +378,67 @@ impl Conn {
         self.idle_timer = Some(ctx.wheel.insert(at, self.timer_ev(SessionTimer::Idle)));
     }
 
-    /// Arms the WS keepalive ping for Cloudflare tiers (`--cf-ping-interval`) or Telegram's
-    /// front (`--ws-ping-interval`, off by default); none for raw TCP.
-    fn arm_ping(&mut self, tier: Tier, ctx: &mut Ctx<'_>) {
+    /// The WS keepalive interval of `tier` (docs/design.md §5 keepalive): a Worker, where the
+    /// ping ends at the intermediary, `--cf-ping-interval`; Telegram's front, directly or
+    /// through a Cloudflare-proxied domain (which passes pings on to it),
+    /// `--ws-ping-interval`, off by default; none for raw TCP. Zero = never.
+    fn ping_every(tier: Tier, cfg: &Config) -> u64 {
         let every = match tier {
-            Tier::Worker | Tier::CfProxy => ctx.cfg.cf_ping_interval,
-            Tier::Ws => ctx.cfg.ws_ping_interval,
-            Tier::Tcp => return,
+            Tier::Worker => cfg.cf_ping_interval,
+            Tier::Ws | Tier::CfProxy => cfg.ws_ping_interval,
+            Tier::Tcp => return 0,
         };
-        if every.is_zero() {
-            return;
-        }
+        every.as_millis() as u64
+    }
+
+    /// When the next ping is due (ms): one interval after the last payload byte either way,
+    /// our last ping, or the relay's start, whichever is latest.
+    fn ping_due(&self, tier: Tier, ctx: &Ctx<'_>) -> u64 {
+        let since = self
+            .last_activity
+            .max(self.ping_sent.map_or(0, |(at, _)| at))
+            .max(self.info.connected_ms.unwrap_or(0));
+        since + Self::ping_every(tier, ctx.cfg)
+    }
+
+    /// Arms the WS keepalive ping (lazily: [`SessionTimer::Ping`] checks real idleness when it
+    /// fires). Nothing when the tier pings never or the ladder learned that the route's front
+    /// closes sessions after a ping.
+    fn arm_ping(&mut self, tier: Tier, ctx: &mut Ctx<'_>) {
         if let Some(t) = self.ping_timer.take() {
             ctx.wheel.cancel(t);
         }
+        let pings_off = self
+            .info
+            .route
+            .is_some_and(|r| !ctx.ladder.pings_allowed(r));
+        if Self::ping_every(tier, ctx.cfg) == 0 || pings_off {
+            return;
+        }
+        let at = self.ping_due(tier, ctx).max(ctx.now + 1);
         let ev = self.timer_ev(SessionTimer::Ping);
-        self.ping_timer = Some(ctx.wheel.insert(ctx.now + every.as_millis() as u64, ev));
+        self.ping_timer = Some(ctx.wheel.insert(at, ev));
+    }
+
+    /// The stall watch's deadline passed while both sides are open: a stall is reported to the
+    /// ladder (once per session) and logged (folded per client); the session itself goes on
+    /// (rule 4).
+    fn check_stall(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.stall.stalled(ctx.now) {
+            return;
+        }
+        let Some(route) = self.info.route else { return };
+        let label = ctx.ladder.route(route).label();
+        let secs = ctx.cfg.stall_timeout.as_secs_f64();
+        let peer = self.peer;
+        ctx.warn_client(
+            peer,
+            format_args!(
+                "upstream {label} stalled: nothing down for {secs:.1}s while the client waited"
+            ),
+        );
+        ctx.ladder
+            .observe(Observation::SessionStalled { route }, ctx.now);
     }
 
     /// Tells the ladder the first downstream byte arrived (once): the whole path works.
@@ -407,15 +482,25 @@ impl Conn {
         if let Some(t) = self.first_byte_timer.take() {
             ctx.wheel.cancel(t);
         }
+        if let Some(t) = self.stall_timer.take() {
+            ctx.wheel.cancel(t);
+        }
         if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
+            let by_upstream = matches!(
+                reason,
+                CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
+            );
+            let short_ms = ctx.cfg.short_session.as_millis() as u64;
+            let after_ping = by_upstream
+                && self.ping_sent.is_some_and(|(at, down)| {
+                    down == self.info.meter.bytes_down && ctx.now.saturating_sub(at) <= short_ms
+                });
             let end = SessionEnd {
                 connected_at,
                 bytes_up: self.info.meter.bytes_up,
                 bytes_down: self.info.meter.bytes_down,
-                by_upstream: matches!(
-                    reason,
-                    CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
-                ),
+                by_upstream,
+                after_ping,
             };
             ctx.ladder
                 .observe(Observation::SessionEnded { route, end }, ctx.now);
@@ -485,6 +570,14 @@ impl Conn {
         let wants_linger = r.wants_linger();
         if self.info.meter.bytes_up + self.info.meter.bytes_down != before {
             self.last_activity = ctx.now;
+        }
+        let (up, down) = (self.info.meter.bytes_up, self.info.meter.bytes_down);
+        if let Some(at) = self.stall.observe(ctx.now, up, down) {
+            if let Some(t) = self.stall_timer.take() {
+                ctx.wheel.cancel(t);
+            }
+            let ev = self.timer_ev(SessionTimer::Stall);
+            self.stall_timer = Some(ctx.wheel.insert(at, ev));
         }
         if wants_linger && self.timer.is_none() {
             self.arm(

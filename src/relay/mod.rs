@@ -14,14 +14,15 @@
 //! payload so both leave in one write (one TLS record, not a tiny one). Framing, masking and
 //! control frames are `net::wslink`'s; the end of the session is `end`'s one state machine; the
 //! replayable prefix of a session on a pooled upstream (kept until the upstream's first byte, and
-//! handed back by [`Relay::rewind`]) is `replay`'s; timers, logging and route health are the
-//! shell's.
+//! handed back by [`Relay::rewind`]) is `replay`'s; whether the upstream stalled is `stall`'s;
+//! timers, logging and route health are the shell's.
 
 pub mod end;
 #[cfg(test)]
 mod pipe;
 pub mod replay;
 mod scratch;
+pub mod stall;
 #[cfg(test)]
 mod tests;
 
@@ -35,6 +36,7 @@ use crate::rng::Rng;
 use end::{End, EndAction, EndEvent};
 use replay::Replay;
 pub use scratch::Scratch;
+pub use stall::StallWatch;
 
 /// Read/process/write rounds per direction in one [`Relay::step`] before yielding.
 pub const PUMP_ROUNDS: usize = 64;
@@ -268,7 +270,7 @@ impl Relay {
         self.end.linger_reason()
     }
 
-    /// Queues a WS ping (keepalive toward Cloudflare) unless a control frame is already waiting
+    /// Queues a WS ping (keepalive toward a Worker, docs/design.md §5) unless a control frame is already waiting
     /// or the upstream ended. The payload is the low 4 bytes of `now` (ms) so pongs can be told
     /// apart. No-op on raw TCP.
     pub fn queue_ping(&mut self, now: u64) {

@@ -20,11 +20,19 @@
 //! | `Timeout`, `Refused`, `Tls`, `Http(!5xx)` | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `Reset`, `Http(5xx)`, `ClosedEarly`       | soft     | Down    | Suspect | Down    | unchanged     | Down (longer)  |
 //! | `Local`                                   | not ours | —       | —       | —       | —             | —              |
+//! | `ClosedAfterReply`                        | hard     | Down ≥ floor | Down ≥ floor | Down ≥ floor | unchanged | Down (longer) |
+//! | `Stalled`                                 | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //!
 //! `Http(!5xx)` covers 3xx (redirect TTL), 403/404, 429 (honours `Retry-After`) and any other
 //! non-101 status. `ClosedEarly` is soft; a caller that knows the route answered 101 and then
 //! stayed silent (a Worker that cannot reach Telegram) reports `Timeout` to make it hard.
 //! `Local` (descriptors exhausted…) says nothing about the route and is ignored.
+//! `ClosedAfterReply` is already the ladder's verdict over several sessions (a front that
+//! answers and then closes every session), so it is hard, and its cooldown is at least
+//! `Policy::closed_after_reply_ms` (jittered): a plain `resPQ` probe cannot see this fault, so
+//! a short cooldown would only hand the route back to the next storm of reconnects.
+//! `Stalled` (the upstream froze while a client waited) is hard: every transfer on such a route
+//! hangs, and its recovery is proven only by a probe that pulls more than the freeze threshold.
 
 use crate::error::Failure;
 use crate::rng::Rng;
@@ -57,6 +65,8 @@ pub struct Policy {
     pub redirect_ttl_ms: u64,
     /// Longest `Retry-After` honoured on a 429/503; longer values are cut to this. Default 3600 s.
     pub max_retry_after_ms: u64,
+    /// Minimum cooldown (before jitter) after `ClosedAfterReply`. Default 60 s.
+    pub closed_after_reply_ms: u64,
 }
 
 impl Default for Policy {
@@ -70,6 +80,7 @@ impl Default for Policy {
             quarantine_ms: 1_800_000,
             redirect_ttl_ms: 3_600_000,
             max_retry_after_ms: 3_600_000,
+            closed_after_reply_ms: 60_000,
         }
     }
 }
@@ -129,6 +140,7 @@ pub fn classify(f: Failure) -> Class {
         // Old flows died (a NAT flush), the route may well be fine: doubt, and a probe.
         Failure::SilentPooled => Class::Soft,
         Failure::Local => Class::NotRoute,
+        Failure::ClosedAfterReply | Failure::Stalled => Class::Hard,
     }
 }
 
@@ -304,6 +316,9 @@ impl Health {
             let asked = u64::from(s).saturating_mul(1000);
             cooldown = cooldown.max(asked.min(policy.max_retry_after_ms));
         }
+        if f == Failure::ClosedAfterReply {
+            cooldown = cooldown.max(rng.jitter(policy.closed_after_reply_ms, policy.jitter_pct));
+        }
         if quarantined {
             cooldown = cooldown.max(rng.jitter(policy.quarantine_ms, policy.jitter_pct));
         }
@@ -424,7 +439,8 @@ fn backoff(base: u64, max: u64, level: u32) -> u64 {
 mod tests {
     use super::*;
 
-    const HARD: [Failure; 7] = [
+    const HARD: [Failure; 8] = [
+        Failure::Stalled,
         Failure::Timeout,
         Failure::Refused,
         Failure::Tls,
@@ -796,6 +812,33 @@ mod tests {
         assert_eq!(
             (quarantines(50), quarantines(0), quarantines(1)),
             (1, 0, FLAP_RING)
+        );
+    }
+
+    #[test]
+    fn closed_after_reply_is_hard_with_its_own_cooldown_floor() {
+        assert_eq!(classify(Failure::ClosedAfterReply), Class::Hard);
+        let mut t = Rig::exact(15).up(0);
+        let c = t.change(1_000, Failure::ClosedAfterReply, None);
+        assert_eq!(
+            (c.from, c.cooldown_ms),
+            (State::Up, 60_000),
+            "the floor, not the base"
+        );
+        // A doubled cooldown above the floor wins.
+        let mut t = Rig::with(
+            Policy {
+                jitter_pct: 0,
+                closed_after_reply_ms: 5_000,
+                ..Policy::default()
+            },
+            15,
+        );
+        t.fail(0, TIMEOUT);
+        let end = t.until();
+        assert_eq!(
+            t.change(end, Failure::ClosedAfterReply, None).cooldown_ms,
+            20_000
         );
     }
 

@@ -7,6 +7,12 @@
 //! state machine for one probe and never blocks. Probe traffic is tiny (one init, one 44-byte
 //! packet, one reply), so it is kept in small heap buffers bounded by [`MAX_REPLY`]. WS frames are
 //! built and stripped by `net::wslink`, the codec the relay uses.
+//!
+//! A probe with a byte goal ([`Probe::pulling`], docs/design.md §4 rule 7: the recovery probe of
+//! a route that stalled) keeps up to [`PULL_BATCH`] `req_pq_multi` requests in flight, each
+//! answered by a `resPQ`, until that many payload bytes came down; the deadline cuts it, and one
+//! that got a `resPQ` but not its goal fails as `stalled`. Replies are decoded as they arrive,
+//! so the buffers stay bounded whatever the goal.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -23,8 +29,11 @@ use crate::net::io::Io;
 use crate::net::wslink::{Decoder as WsDecoder, Encoder, Event, Split};
 use crate::rng::Rng;
 
-/// Largest reply a probe accepts before calling it malformed (bytes).
+/// Largest undecoded input a probe holds at once before calling the reply malformed (bytes).
 pub const MAX_REPLY: usize = 16 * 1024;
+
+/// Requests a pulling probe keeps in flight (a new batch goes out when half are answered).
+pub const PULL_BATCH: usize = 32;
 
 /// Outcome of a finished probe.
 pub enum ProbeOutcome {
@@ -78,7 +87,15 @@ pub struct Probe {
     out_sent: usize,
     raw_in: Vec<u8>,
     relay_dec: Option<Cipher>,
+    relay_enc: Option<Cipher>,
     decoder: Decoder,
+    /// Payload bytes to pull down before success (0 = the first `resPQ`).
+    pull: usize,
+    /// Payload bytes of the `resPQ` replies so far, their count, and requests sent.
+    pulled: usize,
+    replies: usize,
+    asked: usize,
+    msg_id_base: u64,
     /// The WS link's two halves (unused on raw TCP).
     ws_enc: Encoder,
     ws_dec: WsDecoder,
@@ -137,10 +154,28 @@ impl Probe {
             out_sent: 0,
             raw_in: Vec::new(),
             relay_dec: None,
+            relay_enc: None,
             decoder: Decoder::new(Tag::Intermediate),
+            pull: 0,
+            pulled: 0,
+            replies: 0,
+            asked: 0,
+            msg_id_base: 0,
             ws_enc: Encoder::new(Split::Packets(Tag::Intermediate)),
             ws_dec: WsDecoder::new(),
         }
+    }
+
+    /// Gives a [`Goal::ResPq`] probe a byte goal: it succeeds only once `bytes` of `resPQ`
+    /// payload came down (0 = the first `resPQ`, the default).
+    pub fn pulling(mut self, bytes: usize) -> Probe {
+        self.pull = bytes;
+        self
+    }
+
+    /// Payload bytes of the `resPQ` replies received so far.
+    pub fn pulled(&self) -> usize {
+        self.pulled
     }
 
     /// How far this probe goes.
@@ -159,6 +194,10 @@ impl Probe {
     /// Failure to report when the probe's deadline fires: after a successful upgrade a silent
     /// upstream is "upgraded-but-silent", a hard failure.
     pub fn timeout_failure(&self) -> ProbeOutcome {
+        if self.pull > 0 && self.replies > 0 {
+            let detail = format!("stalled after {} of {} bytes", self.pulled, self.pull);
+            return ProbeOutcome::Failed(Failure::Stalled, None, detail);
+        }
         let detail = if matches!(self.phase, Phase::Exchanging(_)) {
             "upgraded but silent"
         } else {
@@ -199,15 +238,32 @@ impl Probe {
                     }
                 },
                 Phase::Exchanging(up) => {
-                    let closed = match exchange(up, &self.out, &mut self.out_sent, &mut self.raw_in)
-                    {
-                        Ok(closed) => closed,
+                    let got = exchange(up, &self.out, &mut self.out_sent, &mut self.raw_in);
+                    let (closed, full) = match got {
+                        Ok(read) => read,
                         Err(outcome) => {
                             self.phase = Phase::Done;
                             return Some(outcome);
                         }
                     };
-                    match self.check_reply(rng) {
+                    let pending = self.out.len() - self.out_sent;
+                    let checked = self.check_reply(rng);
+                    // Requests (or a pong) queued by the replies go out now: no writable edge
+                    // comes for a socket that was writable all along.
+                    let queued = self.out.len() - self.out_sent > pending;
+                    if checked == Ok(false) && queued && !closed {
+                        continue;
+                    }
+                    if checked == Ok(false) && full {
+                        if self.raw_in.len() >= MAX_REPLY {
+                            self.phase = Phase::Done;
+                            let detail = "reply too large".to_string();
+                            return Some(ProbeOutcome::Failed(Failure::ClosedEarly, None, detail));
+                        }
+                        // Stopped reading at the bound: decode, then read on.
+                        continue;
+                    }
+                    match checked {
                         Ok(true) => {
                             self.phase = Phase::Done;
                             return Some(ProbeOutcome::Ok(now.saturating_sub(self.started)));
@@ -229,25 +285,45 @@ impl Probe {
         }
     }
 
-    /// Builds the relay init and the `req_pq_multi` packet (each its own WS message).
+    /// Builds the relay init and the first `req_pq_multi` packet(s) (each its own WS message).
     fn prepare(&mut self, rng: &mut Rng) {
         let init = obfs2::initiate(Tag::Intermediate, self.dc.relay_index(), None, rng);
-        let mut enc = init.encrypt;
+        self.relay_enc = Some(init.encrypt);
         self.relay_dec = Some(init.decrypt);
         rng.fill(&mut self.nonce);
         let unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let msg = packet::req_pq_multi(&self.nonce, packet::msg_id(unix_ms));
-        let mut pkt = framing::encode(Tag::Intermediate, &msg, rng);
-        enc.apply(&mut pkt);
+        self.msg_id_base = packet::msg_id(unix_ms);
         if self.framing == Framing::Ws {
             self.ws_enc.push_message(&mut self.out, &init.init, rng);
-            self.ws_enc.push_message(&mut self.out, &pkt, rng);
         } else {
             self.out.extend_from_slice(&init.init);
-            self.out.extend_from_slice(&pkt);
+        }
+        self.ask(if self.pull > 0 { PULL_BATCH } else { 1 }, rng);
+    }
+
+    /// Queues `n` more `req_pq_multi` requests (message ids 4 apart, as a client's are).
+    fn ask(&mut self, n: usize, rng: &mut Rng) {
+        let Some(enc) = self.relay_enc.as_mut() else {
+            return;
+        };
+        if self.out_sent == self.out.len() {
+            self.out.clear();
+            self.out_sent = 0;
+        }
+        for _ in 0..n {
+            let msg_id = self.msg_id_base + 4 * self.asked as u64;
+            self.asked += 1;
+            let msg = packet::req_pq_multi(&self.nonce, msg_id);
+            let mut pkt = framing::encode(Tag::Intermediate, &msg, rng);
+            enc.apply(&mut pkt);
+            if self.framing == Framing::Ws {
+                self.ws_enc.push_message(&mut self.out, &pkt, rng);
+            } else {
+                self.out.extend_from_slice(&pkt);
+            }
         }
     }
 
@@ -281,25 +357,38 @@ impl Probe {
             dec.apply(&mut data);
             self.decoder.push(&data);
         }
-        match self.decoder.next() {
-            Ok(Some(msg)) => match packet::parse_res_pq(&msg, &self.nonce) {
-                Ok(_) => Ok(true),
-                Err(e) => Err(format!("bad resPQ: {e}")),
-            },
-            Ok(None) => Ok(false),
-            Err(e) => Err(format!("bad transport packet: {e}")),
+        loop {
+            match self.decoder.next() {
+                Ok(Some(msg)) => {
+                    if let Err(e) = packet::parse_res_pq(&msg, &self.nonce) {
+                        return Err(format!("bad resPQ: {e}"));
+                    }
+                    self.replies += 1;
+                    self.pulled += msg.len();
+                    if self.pulled >= self.pull {
+                        return Ok(true);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return Err(format!("bad transport packet: {e}")),
+            }
         }
+        if self.pull > 0 && self.asked - self.replies <= PULL_BATCH / 2 {
+            self.ask(PULL_BATCH, rng);
+        }
+        Ok(false)
     }
 }
 
-/// Writes what is pending and reads what arrived (non-blocking).
-/// `Ok(true)` when the peer has closed (what arrived is all there will be).
+/// Writes what is pending and reads what arrived (non-blocking), until `WouldBlock` or
+/// [`MAX_REPLY`] bytes are held. `Ok((closed, full))`: the peer has closed (what arrived is
+/// all there will be); reading stopped at the bound (decode, then call again).
 fn exchange(
     up: &mut Upstream,
     out: &[u8],
     sent: &mut usize,
     raw_in: &mut Vec<u8>,
-) -> Result<bool, ProbeOutcome> {
+) -> Result<(bool, bool), ProbeOutcome> {
     if up.has_backlog() {
         let _ = up.flush();
     }
@@ -318,18 +407,12 @@ fn exchange(
     }
     let mut buf = [0u8; 4096];
     loop {
+        if raw_in.len() + buf.len() > MAX_REPLY {
+            return Ok((false, true));
+        }
         match up.read(&mut buf) {
-            Io::Done(n) => {
-                if raw_in.len() + n > MAX_REPLY {
-                    return Err(ProbeOutcome::Failed(
-                        Failure::ClosedEarly,
-                        None,
-                        "reply too large".into(),
-                    ));
-                }
-                raw_in.extend_from_slice(&buf[..n]);
-            }
-            Io::Blocked => return Ok(false),
+            Io::Done(n) => raw_in.extend_from_slice(&buf[..n]),
+            Io::Blocked => return Ok((false, false)),
             Io::Eof => {
                 // Let the caller parse what came; a complete resPQ still counts.
                 if raw_in.is_empty() {
@@ -339,9 +422,138 @@ fn exchange(
                         "closed before resPQ".into(),
                     ));
                 }
-                return Ok(true);
+                return Ok((true, false));
             }
             Io::Failed(e) => return Err(ProbeOutcome::Failed(Failure::Reset, None, e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mtproto::obfs2::Accepted;
+
+    /// A raw-TCP probe toward DC 2 with byte goal `pull`, past its dial (sans-IO: the test
+    /// plays the DC on the probe's buffers).
+    fn probe(pull: usize) -> Probe {
+        let mut p = Probe {
+            route: 0,
+            id: 1,
+            started: 0,
+            phase: Phase::Done,
+            goal: Goal::ResPq,
+            framing: Framing::Raw,
+            dc: DcId::plain(2),
+            nonce: [0; 16],
+            out: Vec::new(),
+            out_sent: 0,
+            raw_in: Vec::new(),
+            relay_dec: None,
+            relay_enc: None,
+            decoder: Decoder::new(Tag::Intermediate),
+            pull: 0,
+            pulled: 0,
+            replies: 0,
+            asked: 0,
+            msg_id_base: 0,
+            ws_enc: Encoder::new(Split::Packets(Tag::Intermediate)),
+            ws_dec: WsDecoder::new(),
+        }
+        .pulling(pull);
+        p.prepare(&mut Rng::from_seed([3; 48]));
+        p
+    }
+
+    /// The DC side: reads what the probe queued since `*seen` and answers every
+    /// `req_pq_multi` with a `resPQ` into the probe's input. Returns the requests answered.
+    fn answer(p: &mut Probe, dc: &mut Option<(Accepted, Decoder)>, seen: &mut usize) -> usize {
+        let rng = &mut Rng::from_seed([4; 48]);
+        if dc.is_none() {
+            let init: [u8; 64] = p.out[..64].try_into().unwrap();
+            let a = obfs2::accept_raw(&init).expect("the probe's init");
+            *dc = Some((a, Decoder::new(Tag::Intermediate)));
+            *seen = 64;
+        }
+        let (a, dec) = dc.as_mut().unwrap();
+        let mut data = p.out[*seen..].to_vec();
+        *seen = p.out.len();
+        a.decrypt.apply(&mut data);
+        dec.push(&data);
+        let mut n = 0;
+        while let Some(req) = dec.next().unwrap() {
+            let nonce = packet::parse_req_pq_multi(&req).expect("a req_pq_multi");
+            let mut w =
+                framing::encode(Tag::Intermediate, &packet::res_pq(&nonce, &[5; 16], 1), rng);
+            a.encrypt.apply(&mut w);
+            p.raw_in.extend_from_slice(&w);
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn a_plain_probe_asks_once_and_succeeds_on_the_first_res_pq() {
+        let mut p = probe(0);
+        let (mut dc, mut seen) = (None, 0);
+        assert_eq!(answer(&mut p, &mut dc, &mut seen), 1);
+        assert_eq!(p.check_reply(&mut Rng::from_seed([6; 48])), Ok(true));
+        assert_eq!((p.asked, p.replies), (1, 1));
+    }
+
+    #[test]
+    fn a_pulling_probe_keeps_asking_until_its_byte_goal_came_down() {
+        let goal = 32 * 1024;
+        let mut p = probe(goal);
+        let rng = &mut Rng::from_seed([6; 48]);
+        let (mut dc, mut seen) = (None, 0);
+        assert_eq!(p.asked, PULL_BATCH, "a batch in flight from the start");
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            assert!(rounds < 1_000, "never reached the goal: {}", p.pulled());
+            let answered = answer(&mut p, &mut dc, &mut seen);
+            assert!(
+                answered > 0,
+                "the probe stopped asking at {} bytes",
+                p.pulled()
+            );
+            if p.check_reply(rng).unwrap() {
+                break;
+            }
+            assert!(p.pulled() < goal);
+            assert!(
+                p.asked - p.replies <= PULL_BATCH + PULL_BATCH / 2,
+                "bounded in flight"
+            );
+        }
+        assert!(p.pulled() >= goal, "{}", p.pulled());
+        assert!(p.replies > goal / 128, "many resPQ replies: {}", p.replies);
+        assert!(
+            p.raw_in.is_empty() && p.out.len() < 64 + 2 * goal,
+            "buffers stay bounded"
+        );
+    }
+
+    #[test]
+    fn a_pulling_probe_cut_by_its_deadline_after_a_res_pq_is_stalled() {
+        let mut p = probe(32 * 1024);
+        let (mut dc, mut seen) = (None, 0);
+        answer(&mut p, &mut dc, &mut seen);
+        assert_eq!(p.check_reply(&mut Rng::from_seed([6; 48])), Ok(false));
+        // The freeze: nothing more comes down; the deadline fires.
+        match p.timeout_failure() {
+            ProbeOutcome::Failed(f, None, detail) => {
+                assert_eq!(f, Failure::Stalled, "{detail}");
+                assert!(detail.contains("of 32768 bytes"), "{detail}");
+            }
+            _ => panic!("not a failure"),
+        }
+        // Without any resPQ it is the plain deadline.
+        let p = probe(32 * 1024);
+        assert!(matches!(
+            p.timeout_failure(),
+            ProbeOutcome::Failed(Failure::Timeout, ..)
+        ));
     }
 }

@@ -95,7 +95,8 @@ impl Prober {
         self.next_id
     }
 
-    /// Starts dialling `spec` for `route` toward `goal`, giving up at `deadline` (ms).
+    /// Starts dialling `spec` for `route` toward `goal`, giving up at `deadline` (ms). `pull`
+    /// is a probe's byte goal ([`Probe::pulling`]; 0 = one `resPQ`).
     ///
     /// Errors: the socket could not be created or registered.
     #[allow(clippy::too_many_arguments)]
@@ -104,7 +105,7 @@ impl Prober {
         route: RouteId,
         dc: DcId,
         spec: &DialSpec,
-        goal: Goal,
+        (goal, pull): (Goal, usize),
         deadline: u64,
         registry: &Registry,
         now: u64,
@@ -112,7 +113,7 @@ impl Prober {
         let id = self.next_id();
         let entry = self.slab.vacant_entry();
         let token = token::encode(entry.key(), id, Role::Probe);
-        let probe = Probe::start(route, id, dc, spec, goal, registry, token, now)?;
+        let probe = Probe::start(route, id, dc, spec, goal, registry, token, now)?.pulling(pull);
         entry.insert(Job {
             probe,
             deadline,
@@ -286,7 +287,7 @@ impl Shell<'_> {
             let dns = &mut *self.dns;
             let work = ladder.next_work(now, &mut |h| crate::dns::cached(dns, h, now));
             let Some(work) = work else { return };
-            let (route, spec, deadline, goal) = match work {
+            let (route, spec, deadline, goal, pull) = match work {
                 Work::Sweep => {
                     let slept = self.watch.slept(now);
                     ladder.sweep_pools(now, slept);
@@ -296,21 +297,22 @@ impl Shell<'_> {
                     route,
                     spec,
                     deadline,
-                } => (route, spec, deadline, Goal::ResPq),
+                    pull_bytes,
+                } => (route, spec, deadline, Goal::ResPq, pull_bytes as usize),
                 Work::Fill {
                     route,
                     spec,
                     deadline,
-                } => (route, spec, deadline, Goal::Upgrade),
+                } => (route, spec, deadline, Goal::Upgrade, 0),
             };
             let dc = ladder.route(route).dc;
             match goal {
                 Goal::ResPq => self.stats.probes[0] += 1,
                 Goal::Upgrade => self.stats.pool_fills += 1,
             }
-            let launched = self
-                .prober
-                .launch(route, dc, &spec, goal, deadline, self.registry, now);
+            let launched =
+                self.prober
+                    .launch(route, dc, &spec, (goal, pull), deadline, self.registry, now);
             if let Err(f) = launched {
                 debug!("{} could not start: {f}", ladder.route(route).label());
                 let probe = goal == Goal::ResPq;

@@ -74,6 +74,13 @@ pub enum Fault {
     /// WS front: close (WS close + TLS close_notify) once nothing arrived for this long, like
     /// an intermediary's idle timeout.
     CloseWhenIdle(Duration),
+    /// WS front and Worker: close the session at the first WS ping received (counted in
+    /// `pings`), like a front that does not take client pings (docs/protocol.md §6.4).
+    CloseOnPing,
+    /// WS front and TCP DC: once at least this many bytes went out (whole packets, the one
+    /// that crosses it sent complete), the connection goes silent: it reads and discards,
+    /// never answers, never closes (the "16 KB freeze").
+    StallAfterSent(usize),
 }
 
 /// Start-up settings of a [`FakeDc`].
@@ -168,6 +175,7 @@ struct State {
     violations: Vec<String>,
     bytes_in: u64,
     bytes_out: u64,
+    max_sent: u64,
     live: usize,
     next_id: usize,
     socks: HashMap<usize, TcpStream>,
@@ -229,7 +237,9 @@ impl DcHandle {
     }
     /// Applies to connections accepted from now on; running sessions keep theirs.
     pub fn set_fault(&self, fault: Fault) {
-        self.shared.lock().fault = Some(fault);
+        let mut s = self.shared.lock();
+        s.fault = Some(fault);
+        s.max_sent = 0;
     }
     pub fn set_delay(&self, delay: Duration) {
         self.shared.lock().delay = delay;
@@ -314,6 +324,11 @@ impl DcHandle {
     /// Application bytes sent (encoded packets).
     pub fn bytes_out(&self) -> u64 {
         self.shared.lock().bytes_out
+    }
+    /// The most application bytes one session sent since start or the last
+    /// [`DcHandle::set_fault`] (WS front and TCP DC; encoded packets).
+    pub fn max_sent(&self) -> u64 {
+        self.shared.lock().max_sent
     }
     /// Connections currently open.
     pub fn live_sessions(&self) -> usize {
@@ -657,12 +672,18 @@ fn answer(
     send: &mut dyn FnMut(Vec<u8>) -> io::Result<()>,
 ) -> bool {
     let mut emit = |s: &mut Session, payload: &[u8]| -> bool {
+        if matches!(fault, Fault::StallAfterSent(limit) if s.bytes_out >= limit) {
+            return true;
+        }
         let w = s.wire(payload);
         let n = w.len() as u64;
         if send(w).is_err() {
             return false;
         }
-        shared.lock().bytes_out += n;
+        let mut st = shared.lock();
+        st.bytes_out += n;
+        st.max_sent = st.max_sent.max(s.bytes_out as u64);
+        drop(st);
         !matches!(fault, Fault::CloseAfterSent(limit) if s.bytes_out >= limit)
     };
     for r in replies {
@@ -808,6 +829,9 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
             Ok(Message::Ping(_)) => {
                 // tungstenite queues the pong itself.
                 shared.lock().pings += 1;
+                if fault == Fault::CloseOnPing {
+                    return;
+                }
                 continue;
             }
             Ok(_) => continue, // pong, close handshake

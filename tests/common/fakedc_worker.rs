@@ -233,7 +233,12 @@ fn pipe(shared: &Shared, ws: &mut WebSocket<TlsStream>, tcp: TcpStream, fault: F
                 }
             }
             Ok(Message::Text(_)) => shared.violation("worker: text WS message".to_string()),
-            Ok(Message::Ping(_)) => shared.lock().pings += 1,
+            Ok(Message::Ping(_)) => {
+                shared.lock().pings += 1;
+                if fault == Fault::CloseOnPing {
+                    break 'run;
+                }
+            }
             Ok(Message::Close(_)) => break,
             Ok(_) => {}
             Err(tungstenite::Error::Io(e))

@@ -372,7 +372,7 @@ fn run_round(
                 i,
                 rows[i].dc,
                 &spec,
-                Goal::ResPq,
+                (Goal::ResPq, 0),
                 now + timeout,
                 poll.registry(),
                 now,

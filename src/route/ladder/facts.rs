@@ -48,6 +48,10 @@ pub enum Work {
         spec: DialSpec,
         /// Give up at this time (ms).
         deadline: u64,
+        /// Bytes the probe must pull down (pipelined `resPQ` replies) before it counts as a
+        /// success: `--stall-probe-bytes` when the route's last failure was `stalled`, else 0
+        /// (one `resPQ`).
+        pull_bytes: u32,
     },
     /// Dial `route` over `spec` to the upgrade and report the upstream with
     /// [`Ladder::fill_ready`] (or [`Observation::FillFailed`]).
@@ -74,6 +78,9 @@ pub struct SessionEnd {
     pub bytes_down: u64,
     /// The upstream ended it (EOF, reset, WS close); false when the client or we did.
     pub by_upstream: bool,
+    /// The upstream ended it within `--short-session` after our WS ping, before any further
+    /// downstream byte (docs/design.md §5 keepalive: the route's front closes on pings).
+    pub after_ping: bool,
 }
 
 /// A fact the ladder learns from.
@@ -156,6 +163,12 @@ pub enum Observation {
         /// When the session took the dead entry (ms). It was the newest then, so every entry
         /// ready by this time is as old or older.
         taken_at: u64,
+    },
+    /// A session on `route` stalled: its upstream sent nothing for `--stall-timeout` while the
+    /// client waited (`relay::StallWatch`). The session itself goes on (rule 4).
+    SessionStalled {
+        /// The route.
+        route: RouteId,
     },
 }
 

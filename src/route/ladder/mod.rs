@@ -3,7 +3,8 @@
 //! Sans-IO, in the style of `dns`: facts in, decisions out, time as a parameter (`now`, u64 ms on
 //! the caller's monotonic clock), randomness owned (seeded by the caller). Owns: the route table,
 //! per-route health and its logging, the Worker request budgets, handshake pacing, the probe
-//! schedule, pool policy and the pools' entries (generic over [`Pooled`]). Must not touch:
+//! schedule (and a probe's byte goal), pool policy and the pools' entries (generic over
+//! [`Pooled`]), and whether a route's sessions may be pinged ([`Ladder::pings_allowed`]). Must not touch:
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
 //! reports what sessions saw. The rules are docs/design.md §4; each one is a unit test in
 //! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`).
@@ -43,6 +44,18 @@ pub const HEDGE_FLOOR_MS: u64 = 50;
 
 /// DCs whose routes are probed once at start (`--startup-probes`): the production DCs.
 pub const STARTUP_DCS: [u16; 5] = [1, 2, 3, 4, 5];
+
+/// Largest reply (bytes down) of a short session (docs/design.md §4 rule 6): a `resPQ` or a
+/// short error, not a working session.
+pub const SHORT_REPLY_MAX: u64 = 1024;
+
+/// Short sessions in a row on one route, with no normal session in between and within
+/// [`SHORT_WINDOW_SESSIONS`] × `--short-session`, that put it down as `closed-after-reply`.
+/// One alone is not enough: a DC legitimately closes a client with a bad key after a short error.
+pub const SHORT_ENDS_TO_FAIL: u8 = 3;
+
+/// The window of [`SHORT_ENDS_TO_FAIL`], in units of `--short-session` (60 s at the default).
+pub const SHORT_WINDOW_SESSIONS: u64 = 20;
 
 /// When a route's next probe runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +103,15 @@ struct Slot<U> {
     /// When the last doubt probe was handed out (ms; 0 = never): doubts are answered at most
     /// once per `--cooldown-base`.
     doubt_probed_at: u64,
+    /// Short sessions in a row (rule 6) and when the first of them ended (ms).
+    short_ends: u8,
+    short_since: u64,
+    /// A session on this route was ended by the upstream right after our WS ping: its
+    /// sessions are not pinged (for the process lifetime).
+    no_pings: bool,
+    /// The route's last failure was `stalled`: its probes must pull `--stall-probe-bytes`
+    /// (rule 7) until one succeeds.
+    stall_probe: bool,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
@@ -188,6 +210,10 @@ impl<U: Pooled> Ladder<U> {
                 fill_retry_at: 0,
                 dialled: false,
                 doubt_probed_at: 0,
+                short_ends: 0,
+                short_since: 0,
+                no_pings: false,
+                stall_probe: false,
             });
         }
         ids
@@ -255,6 +281,12 @@ impl<U: Pooled> Ladder<U> {
             );
         }
         got
+    }
+
+    /// Whether sessions on `route` may send WS keepalive pings: false once a session on it
+    /// was ended by the upstream right after our ping (docs/design.md §5 keepalive).
+    pub fn pings_allowed(&self, route: RouteId) -> bool {
+        !self.slots.get(route).is_some_and(|s| s.no_pings)
     }
 
     /// Client handshakes that pacing could not spread (see `route::pace`).
@@ -374,6 +406,7 @@ impl<U: Pooled> Ladder<U> {
             Observation::PooledSilent { route, taken_at } => {
                 self.pooled_silent(route, taken_at, now)
             }
+            Observation::SessionStalled { route } => self.fail(route, Failure::Stalled, None, now),
         }
     }
 

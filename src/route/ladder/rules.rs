@@ -1,5 +1,6 @@
-//! The ladder's private rules: what a failure, a proof, a session's end and a probe's result
-//! do to a route and its schedule, and how background work gets its job slot, pacing slot and
+//! The ladder's private rules: what a failure, a proof, a session's end (short sessions, rule
+//! 6; an end right after our WS ping) and a probe's result do to a route and its schedule, which
+//! probes must pull bytes (rule 7), and how background work gets its job slot, pacing slot and
 //! budget. Reached only through `Ladder::observe` and `Ladder::next_work` (`mod.rs`).
 
 use std::net::IpAddr;
@@ -7,7 +8,10 @@ use std::net::IpAddr;
 use log::{debug, info, warn};
 
 use super::facts::SessionEnd;
-use super::{ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, RETRY_MS};
+use super::{
+    ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, RETRY_MS, SHORT_ENDS_TO_FAIL,
+    SHORT_REPLY_MAX, SHORT_WINDOW_SESSIONS,
+};
 use crate::config::Tier;
 use crate::error::Failure;
 use crate::net::dial::DialSpec;
@@ -42,6 +46,9 @@ impl<U: Pooled> Ladder<U> {
         retry_after: Option<u32>,
         now: u64,
     ) -> Option<Change> {
+        if f == Failure::Stalled {
+            self.slots[route].stall_probe = true;
+        }
         let r = &mut self.table.routes[route];
         let change = r
             .health
@@ -98,6 +105,16 @@ impl<U: Pooled> Ladder<U> {
         end: SessionEnd,
         now: u64,
     ) -> Option<Change> {
+        if end.after_ping && !self.slots[route].no_pings {
+            self.slots[route].no_pings = true;
+            warn!(
+                "route {} closes sessions after a WS ping: pings off for it",
+                self.table.routes[route].label()
+            );
+        }
+        if let Some(change) = self.count_short(route, end, now) {
+            return Some(change);
+        }
         let asked_got_nothing = end.bytes_up > 0 && end.bytes_down == 0;
         if !asked_got_nothing {
             return None;
@@ -122,6 +139,40 @@ impl<U: Pooled> Ladder<U> {
         None
     }
 
+    /// docs/design.md §4 rule 6: a session the upstream ended within `--short-session` of its
+    /// start after a tiny reply (1..=[`SHORT_REPLY_MAX`] bytes down) is short; the
+    /// [`SHORT_ENDS_TO_FAIL`]th short session in a row on `route` within the window fails it
+    /// as `closed-after-reply`. A normal session (longer, or more bytes down) resets the count;
+    /// one the client or we ended that was short, or one our WS ping ended, neither counts nor
+    /// resets.
+    fn count_short(&mut self, route: RouteId, end: SessionEnd, now: u64) -> Option<Change> {
+        if end.after_ping {
+            return None;
+        }
+        let short_ms = ms(self.cfg.short_session);
+        let quick = now.saturating_sub(end.connected_at) <= short_ms;
+        let tiny = end.bytes_down > 0 && end.bytes_down <= SHORT_REPLY_MAX;
+        let slot = &mut self.slots[route];
+        if !(quick && (tiny || end.bytes_down == 0)) {
+            slot.short_ends = 0;
+            return None;
+        }
+        if !(tiny && end.by_upstream) {
+            return None;
+        }
+        let window = short_ms.saturating_mul(SHORT_WINDOW_SESSIONS);
+        if slot.short_ends == 0 || now.saturating_sub(slot.short_since) > window {
+            slot.short_ends = 0;
+            slot.short_since = now;
+        }
+        slot.short_ends += 1;
+        if slot.short_ends < SHORT_ENDS_TO_FAIL {
+            return None;
+        }
+        slot.short_ends = 0;
+        self.fail(route, Failure::ClosedAfterReply, None, now)
+    }
+
     pub(super) fn probe_done(
         &mut self,
         route: RouteId,
@@ -133,7 +184,13 @@ impl<U: Pooled> Ladder<U> {
         let interval = ms(self.cfg.probe_interval);
         match result {
             Ok(rtt) => {
-                let change = self.succeed(route, Some(rtt), "probe", now);
+                let pulled = std::mem::take(&mut self.slots[route].stall_probe);
+                let via = if pulled {
+                    format!("probe pulled {} bytes", self.cfg.stall_probe_bytes)
+                } else {
+                    "probe".to_string()
+                };
+                let change = self.succeed(route, Some(rtt), &via, now);
                 // Liveness probes only for routes clients dial (winning, losing or failing): a
                 // route proven at start that no client has tried stays Up without costing a
                 // request every interval (a Worker's quota); its first dial puts it back on the
@@ -233,10 +290,16 @@ impl<U: Pooled> Ladder<U> {
                 }
                 self.slots[route].sched = Sched::Running;
                 debug!("probe {} started", self.table.routes[route].label());
+                let pull_bytes = if self.slots[route].stall_probe {
+                    self.cfg.stall_probe_bytes
+                } else {
+                    0
+                };
                 Some(Work::Probe {
                     route,
                     spec,
                     deadline: now + ms(self.cfg.probe_timeout),
+                    pull_bytes,
                 })
             }
             Err(retry_at) => {

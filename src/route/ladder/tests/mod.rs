@@ -194,6 +194,7 @@ fn total_outage_through_a_warm_pool_pooled_sessions_teach_their_route() {
         bytes_up: 72,
         bytes_down: 0,
         by_upstream: true,
+        after_ping: false,
     };
     l.observe(Observation::SessionEnded { route: ws, end }, 120);
     assert_eq!(l.route(ws).health.state(), State::Suspect);
@@ -222,6 +223,7 @@ fn hedge_delay_is_zero_while_the_first_probe_runs_then_the_default_then_twice_th
                 bytes_up: 1,
                 bytes_down: 0,
                 by_upstream: false,
+                after_ping: false,
             },
         },
         0,
@@ -366,6 +368,7 @@ fn a_state_change_leaves_existing_sessions_alone() {
         bytes_up: 5_000,
         bytes_down: 900_000,
         by_upstream: false,
+        after_ping: false,
     };
     assert!(l
         .observe(Observation::SessionEnded { route: ws, end }, 60_000)
@@ -403,6 +406,7 @@ fn a_prompt_close_by_a_client_that_got_bytes_is_not_a_route_failure() {
             bytes_up: 72,
             bytes_down: down,
             by_upstream,
+            after_ping: false,
         };
         assert!(l
             .observe(Observation::SessionEnded { route: ws, end }, 20)
@@ -418,6 +422,7 @@ fn a_prompt_close_by_a_client_that_got_bytes_is_not_a_route_failure() {
         bytes_up: 72,
         bytes_down: 0,
         by_upstream: true,
+        after_ping: false,
     };
     assert!(l
         .observe(Observation::SessionEnded { route: ws, end }, 120_000)
@@ -471,4 +476,210 @@ fn the_hedge_delay_never_exceeds_a_small_hedge_delay_flag_before_a_p95() {
         "never above --hedge-delay: {}",
         l.hedge_delay(ws)
     );
+}
+
+/// A session on `route` that started at `start` and ended at `end_at`.
+fn ended(
+    l: &mut Ladder<Fake>,
+    route: RouteId,
+    (start, end_at): (u64, u64),
+    bytes_down: u64,
+    by_upstream: bool,
+) -> Option<Change> {
+    let end = SessionEnd {
+        connected_at: start,
+        bytes_up: 72,
+        bytes_down,
+        by_upstream,
+        after_ping: false,
+    };
+    l.observe(Observation::SessionEnded { route, end }, end_at)
+}
+
+#[test]
+fn reconnect_storm_on_a_front_that_answers_then_closes_fails_the_route_as_closed_after_reply() {
+    // Issue 10, item 2: every session got ~100 bytes and was then closed by the front; the
+    // first byte counted as a success and only a 0-byte close was blamed.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    let mut t = 0;
+    for i in 0..SHORT_ENDS_TO_FAIL {
+        first_byte(&mut l, ws, t, t + 20);
+        let change = ended(&mut l, ws, (t, t + 500), 100, true);
+        if i + 1 < SHORT_ENDS_TO_FAIL {
+            assert!(
+                change.is_none(),
+                "session {i}: one short end alone is no verdict"
+            );
+            assert!(is_up(&l, ws));
+        } else {
+            let change = change.expect("the route goes down");
+            assert_eq!(change.failure, Some(Failure::ClosedAfterReply));
+            assert!(change.cooldown_ms >= 48_000, "its own floor: {change:?}");
+        }
+        t += 600;
+    }
+    assert_eq!(plan(&mut l, t)[0], worker, "new sessions move on");
+}
+
+#[test]
+fn a_normal_session_resets_the_short_session_count_and_client_ends_never_count() {
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    let mut t = 100;
+    let short = |l: &mut Ladder<Fake>, t: &mut u64| {
+        let r = ended(l, ws, (*t, *t + 200), 100, true);
+        *t += 300;
+        r
+    };
+    for _ in 0..10 {
+        assert!(short(&mut l, &mut t).is_none());
+        assert!(short(&mut l, &mut t).is_none());
+        // Long, or lots of bytes down: normal, the count starts over.
+        if t % 2 == 0 {
+            assert!(ended(&mut l, ws, (t, t + 10_000), 100, true).is_none());
+        } else {
+            assert!(ended(&mut l, ws, (t, t + 200), 64 * 1024, true).is_none());
+        }
+        t += 10_100;
+    }
+    // Client-ended short sessions and 0-byte ones (rule 1's business) do not count.
+    for _ in 0..10 {
+        assert!(ended(&mut l, ws, (t, t + 200), 100, false).is_none());
+        t += 300;
+    }
+    assert!(is_up(&l, ws));
+    // Short ends spread wider than the window do not add up either.
+    for _ in 0..5 {
+        assert!(ended(&mut l, ws, (t, t + 200), 100, true).is_none());
+        t += 40_000;
+    }
+    assert!(is_up(&l, ws));
+    t += 100_000;
+    assert!(short(&mut l, &mut t).is_none());
+    assert!(short(&mut l, &mut t).is_none());
+    assert!(short(&mut l, &mut t).is_some(), "three within the window");
+}
+
+#[test]
+fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
+    // Issue 10, item 5: a front that closes on client pings cut every pinged session.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    first_byte(&mut l, worker, 0, 10);
+    let end = |by_upstream, after_ping| SessionEnd {
+        connected_at: 10,
+        bytes_up: 500,
+        bytes_down: 50_000,
+        by_upstream,
+        after_ping,
+    };
+    // Ends without a ping before them teach nothing about pings.
+    for (by_upstream, t) in [(true, 60_000), (false, 70_000)] {
+        let e = end(by_upstream, false);
+        l.observe(
+            Observation::SessionEnded {
+                route: worker,
+                end: e,
+            },
+            t,
+        );
+        assert!(l.pings_allowed(worker));
+    }
+    let e = end(true, true);
+    let change = l.observe(
+        Observation::SessionEnded {
+            route: worker,
+            end: e,
+        },
+        80_000,
+    );
+    assert!(
+        change.is_none(),
+        "not a route failure: the session was idle"
+    );
+    assert!(!l.pings_allowed(worker), "learned");
+    assert!(is_up(&l, worker));
+    assert!(l.pings_allowed(ws), "another route's pings are untouched");
+    // It stays learned, whatever later sessions do.
+    first_byte(&mut l, worker, 90_000, 90_010);
+    let e = end(false, false);
+    l.observe(
+        Observation::SessionEnded {
+            route: worker,
+            end: e,
+        },
+        200_000,
+    );
+    assert!(!l.pings_allowed(worker));
+}
+
+/// The byte goal of the probe of `route` handed out at `now` (it must be handed out).
+fn probe_pull(l: &mut Ladder<Fake>, route: RouteId, now: u64) -> u32 {
+    drain(l, now)
+        .iter()
+        .find_map(|w| match w {
+            Work::Probe {
+                route: r,
+                pull_bytes,
+                ..
+            } if *r == route => Some(*pull_bytes),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no probe of {route} at {now}"))
+}
+
+fn down_until(l: &Ladder<Fake>, r: RouteId) -> u64 {
+    match l.route(r).health.state() {
+        State::Down { until } => until,
+        s => panic!("expected Down, got {s:?}"),
+    }
+}
+
+#[test]
+fn sixteen_kb_freeze_a_stalled_session_fails_its_route_and_only_a_pulling_probe_revives_it() {
+    // Issue 10, item 11: the first downstream byte marked the route good, so a route that
+    // answered resPQ and then froze every transfer stayed Up.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    l.observe(Observation::SessionStarted { route: ws }, 0);
+    first_byte(&mut l, ws, 0, 10);
+    let change = l
+        .observe(Observation::SessionStalled { route: ws }, 9_000)
+        .expect("the route leaves Up");
+    assert_eq!(change.failure, Some(Failure::Stalled));
+    assert_eq!(plan(&mut l, 9_001)[0], worker, "new sessions go elsewhere");
+    // The recovery probe must pull more than the freeze lets through.
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+    // Still frozen: the pulling probe fails (stalled), and the next one pulls again.
+    let failed = Observation::ProbeDone {
+        route: ws,
+        result: Err((Failure::Stalled, None)),
+    };
+    l.observe(failed, until + 500);
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+    // A timeout of the pulling probe does not make the next one plain either.
+    let failed = Observation::ProbeDone {
+        route: ws,
+        result: Err((Failure::Timeout, None)),
+    };
+    l.observe(failed, until + 500);
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+    // Thawed: the pulling probe succeeds, the route is Up, later probes are plain again.
+    probe_ok(&mut l, ws, until + 50);
+    assert!(is_up(&l, ws));
+    let later = until + 50 + 2 * ms(c.probe_interval);
+    assert_eq!(probe_pull(&mut l, ws, later), 0);
+    // A plain route's probes never pull.
+    fail(&mut l, worker, Failure::Timeout, later);
+    let until = down_until(&l, worker);
+    assert_eq!(probe_pull(&mut l, worker, until), 0);
 }

@@ -1,0 +1,355 @@
+//! Black-box tests of issue 10's ladder items ("under fire"): faults the ladder did not
+//! survive, each pinned by a test named after it — a front that answers and then closes every
+//! session (docs/design.md §4 rule 6), and fronts that close sessions on our WS pings (§5
+//! keepalive: pings only toward a Worker, only after real idleness, learned off per route), and
+//! the "16 KB freeze" (§4 rule 7: a stall moves new sessions, a pulling probe proves recovery).
+//!
+//! Owns only this file; the rig is tests/common. Loopback only; time is compressed through
+//! flags; every wait polls a condition against a deadline.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::fakedc::{bulk_request, DcConfig, FakeDc, Fault};
+use common::{client_opts, name_args, os_rng, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::MtClient;
+use tg_ws_proxy::mtproto::obfs2::Tag;
+
+/// Bound on waits for a condition that should hold almost at once.
+const WAIT: Duration = Duration::from_secs(5);
+/// The Worker's host name and the Cloudflare-proxied domain's names (test hosts file).
+const WORKER: &str = "w.workers.dev";
+const CF_NAMES: [&str; 3] = [WORKER, "kws2.example.com", "kws2-1.example.com"];
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+/// A proxy with compressed-time ladder flags, then `extra` (a later flag wins).
+fn proxy(extra: &[String]) -> Proxy {
+    let mut args: Vec<String> = [
+        "--secret",
+        SECRET,
+        "--cooldown-base",
+        "0.3",
+        "--cooldown-max",
+        "2",
+        "--probe-timeout",
+        "0.5",
+        "--probe-interval",
+        "30",
+        "--hedge-delay",
+        "0.1",
+        "--connect-budget",
+        "2",
+        "--ws-connect-timeout",
+        "0.3",
+        "--pool-size",
+        "0",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(name_args(&CF_NAMES));
+    args.extend(extra.iter().cloned());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    Proxy::start(&refs)
+}
+
+fn ws_flag(dc: &FakeDc) -> [String; 2] {
+    [s("--dc-ip"), format!("2:{}", dc.addr())]
+}
+
+fn tcp_flag(dc: &FakeDc) -> [String; 2] {
+    [s("--tcp-dc-ip"), format!("2:{}", dc.addr())]
+}
+
+fn worker_flag(w: &FakeDc) -> [String; 2] {
+    [s("--cf-worker-domain"), format!("{WORKER}:{}", w.port())]
+}
+
+fn cf_flag(front: &FakeDc) -> [String; 2] {
+    [s("--cf-domain"), format!("example.com:{}", front.port())]
+}
+
+/// Lets `d` pass (pacing of a client's traffic, not a wait for a condition).
+fn pause(d: Duration) {
+    let t = Instant::now();
+    common::wait_until(d, || false);
+    assert!(t.elapsed() >= d);
+}
+
+/// Keeps the `active` sessions busy (an echo every 100 ms each) and leaves the others idle
+/// for `d`.
+fn run_for(d: Duration, active: &mut [MtClient], p: &Proxy) {
+    let t = Instant::now();
+    let mut i = 0;
+    while t.elapsed() < d {
+        for c in active.iter_mut() {
+            echo(c, p, i, 64);
+        }
+        i += 1;
+        pause(Duration::from_millis(100));
+    }
+}
+
+fn connect(p: &Proxy) -> MtClient {
+    let opts = client_opts(p.addr(), SECRET, Tag::Intermediate, 2);
+    MtClient::connect_with(&opts, &mut os_rng())
+        .unwrap_or_else(|e| panic!("connect: {e}\n{}", p.dump()))
+}
+
+/// Sends one packet and checks that it comes back unchanged.
+fn echo(c: &mut MtClient, p: &Proxy, i: u32, len: u32) {
+    let pk: Vec<u8> = (0..len).map(|j| (j * 7 + i) as u8 | 0x40).collect();
+    c.send_packet(&pk)
+        .unwrap_or_else(|e| panic!("send {i}: {e}\n{}", p.dump()));
+    let back = c
+        .recv_packet_until(Instant::now() + WAIT)
+        .unwrap_or_else(|e| panic!("echo {i}: {e}\n{}", p.dump()));
+    assert_eq!(back, pk, "echo {i}");
+}
+
+// ---- item 2: a front that answers and then closes --------------------------------------------
+
+#[test]
+fn reconnect_storm_on_front_that_answers_then_closes_moves_to_next_tier() {
+    // The front echoes one ~100-byte packet and closes every session, like the "phone
+    // reconnects every half second" report; the tcp DC is healthy.
+    let ws = FakeDc::start_tls_ws(DcConfig::with_fault(Fault::CloseAfterSent(1)));
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let mut args = vec![s("--tier-order"), s("ws,tcp")];
+    args.extend(ws_flag(&ws));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    let mut sessions = 0;
+    while sessions < 8 {
+        sessions += 1;
+        let mut c = connect(&p);
+        echo(&mut c, &p, sessions, 96);
+        if dc.inits() > 0 {
+            break;
+        }
+        // The front closes; the proxy passes the close on.
+        let end = c.recv_packet_until(Instant::now() + WAIT);
+        let kind = end.as_ref().map_err(std::io::Error::kind);
+        assert!(
+            matches!(kind, Err(std::io::ErrorKind::UnexpectedEof)),
+            "session {sessions} was not closed: {kind:?}"
+        );
+    }
+    assert!(
+        dc.inits() >= 1,
+        "{sessions} sessions, none reached the tcp DC\n{}",
+        p.dump()
+    );
+    assert!(
+        sessions <= 4,
+        "{sessions} sessions before the move\n{}",
+        p.dump()
+    );
+    assert_eq!(ws.inits(), 3, "three short sessions made the verdict");
+    let line = p
+        .wait_line(&["route ws:DC2", "down for", "closed-after-reply"], WAIT)
+        .unwrap_or_else(|| panic!("no closed-after-reply line\n{}", p.dump()));
+    assert!(!line.contains("closed-early"), "{line}");
+    assert_eq!(p.count_log("closed-after-reply"), 1, "{}", p.dump());
+    // The next sessions stay on tcp and work.
+    let mut c = connect(&p);
+    for i in 0..3 {
+        echo(&mut c, &p, i, 2048);
+    }
+    assert_eq!(ws.inits(), 3, "{}", p.dump());
+}
+
+// ---- item 5: pings that kill sessions --------------------------------------------------------
+
+#[test]
+fn cfproxy_front_closing_on_ping_keeps_six_of_six_idle_and_active_sessions() {
+    // Through a Cloudflare-proxied domain the ping reaches Telegram's front, which closes on
+    // it: 6 of 6 sessions were cut at the first ping. Even with a short Worker ping interval
+    // set, cfproxy sessions are never pinged.
+    let front = FakeDc::start_tls_ws(DcConfig::with_fault(Fault::CloseOnPing));
+    let mut args = vec![
+        s("--tier-order"),
+        s("cfproxy"),
+        s("--cf-ping-interval"),
+        s("0.3"),
+    ];
+    args.extend(cf_flag(&front));
+    let p = proxy(&args);
+    let mut idle: Vec<MtClient> = (0..3).map(|_| connect(&p)).collect();
+    let mut active: Vec<MtClient> = (0..3).map(|_| connect(&p)).collect();
+    for (i, c) in idle.iter_mut().chain(active.iter_mut()).enumerate() {
+        echo(c, &p, i as u32, 100);
+    }
+    // Five ping intervals.
+    run_for(Duration::from_millis(1_500), &mut active, &p);
+    for (i, c) in idle.iter_mut().chain(active.iter_mut()).enumerate() {
+        echo(c, &p, 100 + i as u32, 100);
+    }
+    assert_eq!(front.pings(), 0, "{}", p.dump());
+    assert_eq!(front.live_sessions(), 6, "{}", p.dump());
+}
+
+#[test]
+fn active_worker_session_never_gets_a_ping_only_an_idle_one_does() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(DcConfig::default());
+    let mut args = vec![
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-ping-interval"),
+        s("0.3"),
+    ];
+    args.extend(worker_flag(&w));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    let mut active = vec![connect(&p)];
+    // Traffic every 100 ms for five ping intervals: no ping.
+    run_for(Duration::from_millis(1_500), &mut active, &p);
+    assert_eq!(w.pings(), 0, "an active session was pinged\n{}", p.dump());
+    // Idle: the keepalive starts.
+    assert!(
+        common::wait_until(WAIT, || w.pings() >= 1),
+        "no ping while idle\n{}",
+        p.dump()
+    );
+    echo(&mut active[0], &p, 1, 64);
+}
+
+#[test]
+fn worker_closing_on_ping_is_learned_after_the_first_such_end_and_later_sessions_survive() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(DcConfig::with_fault(Fault::CloseOnPing));
+    let mut args = vec![
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-ping-interval"),
+        s("0.3"),
+    ];
+    args.extend(worker_flag(&w));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    // The first idle session is pinged and cut.
+    let mut first = connect(&p);
+    echo(&mut first, &p, 0, 64);
+    let end = first.recv_packet_until(Instant::now() + WAIT);
+    let kind = end.as_ref().map_err(std::io::Error::kind);
+    assert!(
+        matches!(kind, Err(std::io::ErrorKind::UnexpectedEof)),
+        "the pinged session was not cut: {kind:?}\n{}",
+        p.dump()
+    );
+    assert_eq!(w.pings(), 1);
+    let line = p
+        .wait_line(&["closes sessions after a WS ping: pings off for it"], WAIT)
+        .unwrap_or_else(|| panic!("not learned\n{}", p.dump()));
+    assert!(line.contains("worker:DC2"), "{line}");
+    // Later sessions on it, idle and active, are not pinged and survive.
+    let mut idle: Vec<MtClient> = (0..2).map(|_| connect(&p)).collect();
+    let mut active: Vec<MtClient> = (0..2).map(|_| connect(&p)).collect();
+    for (i, c) in idle.iter_mut().chain(active.iter_mut()).enumerate() {
+        echo(c, &p, i as u32, 64);
+    }
+    run_for(Duration::from_millis(1_500), &mut active, &p);
+    for (i, c) in idle.iter_mut().chain(active.iter_mut()).enumerate() {
+        echo(c, &p, 10 + i as u32, 64);
+    }
+    assert_eq!(w.pings(), 1, "{}", p.dump());
+    assert_eq!(p.count_log("pings off for it"), 1, "logged once");
+    assert!(!p.logs().join("\n").contains("down for"), "{}", p.dump());
+}
+
+// ---- item 11: the 16 KB freeze ---------------------------------------------------------------
+
+/// The freeze threshold of the fake front (bytes down per connection).
+const FREEZE: usize = 16 * 1024;
+
+#[test]
+fn sixteen_kb_freeze_moves_new_sessions_and_probe_proves_recovery() {
+    let ws = FakeDc::start_tls_ws(DcConfig::with_fault(Fault::StallAfterSent(FREEZE)));
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let mut args = vec![s("--tier-order"), s("ws,tcp"), s("--stall-timeout"), s("1")];
+    args.extend(ws_flag(&ws));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    // A photo download: 64 KiB asked for, the first ~16 KiB arrive, then nothing.
+    let mut photo = connect(&p);
+    photo
+        .send_packet(&bulk_request(16, 4096))
+        .expect("send the bulk request");
+    let mut got = 0;
+    while let Ok(pk) = photo.recv_packet_until(Instant::now() + Duration::from_millis(500)) {
+        got += pk.len();
+    }
+    assert!(
+        (FREEZE - 4096..=FREEZE + 4096).contains(&got),
+        "{got} bytes before the freeze\n{}",
+        p.dump()
+    );
+    // The client asks again twice (a retry, a ping) and gets nothing; the stall is seen one
+    // --stall-timeout after the last of them.
+    photo.send_packet(&[0x41; 64]).expect("send a retry");
+    pause(Duration::from_millis(100));
+    photo.send_packet(&[0x42; 64]).expect("send a ping");
+    let start = Instant::now();
+    let line = p
+        .wait_line(&["route ws:DC2", "down for", "stalled"], WAIT)
+        .unwrap_or_else(|| panic!("no stall seen\n{}", p.dump()));
+    assert!(!line.contains("closed"), "{line}");
+    assert!(
+        start.elapsed() >= Duration::from_secs(1),
+        "before the stall timeout"
+    );
+    assert_eq!(
+        p.count_log("stalled: nothing down for 1.0s"),
+        1,
+        "{}",
+        p.dump()
+    );
+    // New sessions go to tcp.
+    let mut next = connect(&p);
+    echo(&mut next, &p, 1, 8192);
+    assert_eq!(dc.inits(), 1, "{}", p.dump());
+    // Still frozen: recovery probes pull, get stuck at the freeze, and the route stays down
+    // (a plain resPQ would have brought it back).
+    let probes_before = ws.connections();
+    let ups = || p.lines_with(&["route ws:DC2", "→ up"]);
+    assert!(
+        common::wait_until(WAIT, || ws.connections() >= probes_before + 2
+            || ups().len() > 1),
+        "no recovery probes\n{}",
+        p.dump()
+    );
+    assert_eq!(
+        ups().len(),
+        1,
+        "back up while still frozen (only the first session's proof may be there)\n{}",
+        p.dump()
+    );
+    // Thawed: only a probe that moved more than the freeze brings it back.
+    ws.set_fault(Fault::None);
+    let line = p
+        .wait_line(
+            &["route ws:DC2", "down → up (probe pulled 32768 bytes"],
+            WAIT,
+        )
+        .unwrap_or_else(|| panic!("never came back\n{}", p.dump()));
+    assert!(
+        ws.max_sent() > FREEZE as u64 * 2,
+        "{} bytes, {line}",
+        ws.max_sent()
+    );
+    // The stalled session itself was never cut by us.
+    let still = photo.recv_packet_until(Instant::now() + Duration::from_millis(200));
+    let kind = still.as_ref().map_err(std::io::Error::kind);
+    assert!(
+        matches!(
+            kind,
+            Err(std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)
+        ),
+        "the stalled session ended: {kind:?}"
+    );
+}
