@@ -193,3 +193,51 @@ fn a_request_too_large_to_replay_ends_cleanly_at_the_deadline() {
     assert_eq!(timed_probe(&proxy, &mut rng).0, Outcome::Ok);
     assert!(proxy.try_wait().is_none(), "the proxy exited");
 }
+
+#[test]
+fn a_request_too_large_to_replay_waits_from_its_last_bytes_then_ends() {
+    // A large request still going out (a slow uplink sends it in parts) says nothing against
+    // the upstream: the deadline counts from the last bytes it took, and it still fires.
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, &["--tier-order", "ws", "--buf-kb", "4"]);
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    dc.freeze_live();
+    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    opts.timeout = Duration::from_secs(10);
+    let mut big = MtClient::connect(&opts).unwrap();
+    big.send_packet(&vec![7u8; 6000]).unwrap();
+    let first = Instant::now();
+    // The second part, well inside the deadline of the first: once the frozen front has read
+    // the first one (init, then the part).
+    assert!(
+        wait_until(Duration::from_secs(5), || dc.frozen_reads() >= 2),
+        "the dead one never got the first part"
+    );
+    std::thread::sleep(FIRST_BYTE / 2);
+    big.send_packet(&vec![8u8; 6000]).unwrap();
+    let second = Instant::now();
+    assert!(second < first + FIRST_BYTE, "the test was too slow to tell");
+    let got = big.recv_packet_until(second + FIRST_BYTE + MARGIN);
+    let closed = Instant::now();
+    let logs = || proxy.logs().join("\n");
+    let err = got.expect_err("a frozen front never answers");
+    assert_ne!(
+        err.kind(),
+        ErrorKind::TimedOut,
+        "hung past the deadline\n{}",
+        logs()
+    );
+    // The proxy's clock counts in whole ms and its wheel in 10 ms ticks.
+    assert!(
+        closed + Duration::from_millis(20) >= second + FIRST_BYTE,
+        "closed {:?} after the last part, before the deadline\n{}",
+        closed - second,
+        logs()
+    );
+    assert!(
+        proxy.wait_log("reason=upstream-silent", Duration::from_secs(3)),
+        "{}",
+        logs()
+    );
+}

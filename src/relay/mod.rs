@@ -377,10 +377,11 @@ impl Relay {
                 Io::Failed(_) => return Err(CloseReason::ClientReset),
             }
         }
+        let written = self.up_written;
         let pumped = self.pump_up(upstream, up_ready, rng);
         scratch.take_back(&mut self.up);
         progress |= pumped?;
-        if self.up_written > 0 {
+        if self.up_written > written {
             self.replay.client_sent(now);
         }
         // Upstream → down buffer (the scratch if ours is empty and the client can take bytes).

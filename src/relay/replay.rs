@@ -7,7 +7,8 @@
 //! Bounded: one buffer (a block of the reactor's small replay pool, `--buf-kb`), taken when the
 //! relay starts and dropped at the first upstream byte. A client that sends more than that before
 //! any answer cannot be replayed ([`Replay::Overflowed`]); the session then only waits for its
-//! deadline. Owns only the prefix and when the wait began; the deadline itself (a flag) and what
+//! deadline, counted from the last bytes the upstream took (a large request on a slow uplink is
+//! still going out, which says nothing against the upstream). Owns only the prefix and when the wait began; the deadline itself (a flag) and what
 //! follows it are the session shell's (`conn`), the blame is the ladder's.
 
 use crate::buf::RelayBuf;
@@ -28,7 +29,7 @@ pub enum Replay {
     /// Waiting for the upstream's first byte, but the prefix outgrew its buffer (or no buffer was
     /// free): it cannot be replayed.
     Overflowed {
-        /// First client bytes written upstream at this time (ms), if yet.
+        /// Client bytes last written upstream at this time (ms), if yet.
         sent_at: Option<u64>,
     },
 }
@@ -59,10 +60,16 @@ impl Replay {
     }
 
     /// Client bytes went out to the upstream at `now` (ms): the wait for its first byte begins
-    /// (the first time only).
+    /// (the first time only). A prefix that cannot be replayed counts from the last bytes the
+    /// upstream took instead: a request too large to replay that is still being taken (a slow
+    /// uplink) is no sign of a dead upstream, and closing it would be for nothing.
     pub fn client_sent(&mut self, now: u64) {
-        if let Replay::Keeping { sent_at, .. } | Replay::Overflowed { sent_at } = self {
-            sent_at.get_or_insert(now);
+        match self {
+            Replay::Keeping { sent_at, .. } => {
+                sent_at.get_or_insert(now);
+            }
+            Replay::Overflowed { sent_at } => *sent_at = Some(now),
+            Replay::Off => {}
         }
     }
 
@@ -72,7 +79,7 @@ impl Replay {
     }
 
     /// When the wait for the upstream's first byte began (ms): `Some` while waiting and client
-    /// bytes have gone out.
+    /// bytes have gone out (the last of them, once the prefix cannot be replayed).
     pub fn waiting_since(&self) -> Option<u64> {
         match self {
             Replay::Off => None,

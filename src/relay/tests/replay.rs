@@ -174,3 +174,52 @@ fn a_replay_buffer_comes_from_the_replay_pool_and_goes_back_when_dropped() {
     assert_eq!(replay.available(), 1);
     assert!(Scratch::new(1, None).replay_buffer().is_none());
 }
+
+#[test]
+fn a_request_too_large_to_replay_is_not_silent_while_the_upstream_keeps_taking_it() {
+    // A slow uplink: the upstream takes the 20 KB request 1000 bytes per 500 ms. It is alive,
+    // only slow; it must not be taken for dead 2 s after the first bytes while it still takes
+    // them. Once it stops taking bytes, the wait runs from the last ones it took.
+    let mut rig = Rig::new(LinkKind::Raw, 4096, 1000, 4096).plain();
+    rig.relay.keep_replay(Some(RelayBuf::new(1024)));
+    rig.app_send(&packet(20_000, 1));
+    let mut last_taken = None;
+    for i in 0..12u64 {
+        rig.now = 1_000 + i * 500;
+        push(&mut rig.app, &mut rig.app_out);
+        for _ in 0..4 {
+            assert!(!matches!(rig.step_ready(), Outcome::Close(_)));
+        }
+        // The front takes what the pipe holds (1000 bytes at most).
+        let mut buf = [0u8; 2048];
+        let mut took = 0;
+        while let Ok(n @ 1..) = rig.front.read(&mut buf) {
+            took += n;
+        }
+        if took > 0 {
+            last_taken = Some(rig.now);
+        }
+        assert!(!rig.relay.replayable(), "20 KB do not fit in 1 KiB");
+        assert!(
+            !rig.relay.silent_past(2_000, rig.now),
+            "taken for dead at {} while the upstream keeps taking the request",
+            rig.now
+        );
+    }
+    assert_eq!(
+        last_taken,
+        Some(6_500),
+        "still taking it at the end of the loop"
+    );
+    // The relay fills the pipe the front emptied last, then the front stops taking bytes (the
+    // flow died): the wait now counts from the last bytes that went out.
+    for now in [7_000, 7_500, 8_000] {
+        rig.now = now;
+        for _ in 0..4 {
+            assert!(!matches!(rig.step_ready(), Outcome::Close(_)));
+        }
+    }
+    assert_eq!(rig.relay.waiting_since(), Some(7_000));
+    assert!(!rig.relay.silent_past(2_000, 8_999));
+    assert!(rig.relay.silent_past(2_000, 9_000));
+}
