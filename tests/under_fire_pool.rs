@@ -12,6 +12,7 @@ use common::fakedc::{DcConfig, DcHandle, FakeDc, Fault};
 use common::{client_opts, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
+use tg_ws_proxy::mtproto::packet;
 use tg_ws_proxy::rng::Rng;
 
 /// `--pool-first-byte-timeout` of these tests.
@@ -237,6 +238,39 @@ fn a_request_too_large_to_replay_waits_from_its_last_bytes_then_ends() {
     );
     assert!(
         proxy.wait_log("reason=upstream-silent", Duration::from_secs(3)),
+        "{}",
+        logs()
+    );
+}
+
+#[test]
+fn a_half_closed_client_on_a_dead_pooled_upstream_is_replayed_not_lingered_out() {
+    // The client asks and half-closes at once. The linger that bounds the other side's flush
+    // (here as long as the first-byte deadline, as at the defaults) must not close the session
+    // before the deadline can replay the request on a fresh route.
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, &["--tier-order", "ws", "--close-linger", "1s"]);
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    dc.freeze_live();
+    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    opts.timeout = Duration::from_secs(10);
+    let t = Instant::now();
+    let mut c = MtClient::connect(&opts).unwrap();
+    let nonce = [0x29; 16];
+    let req = packet::req_pq_multi(&nonce, packet::msg_id(1_700_000_000_000));
+    c.send_packet(&req).unwrap();
+    c.shutdown_write().unwrap();
+    let logs = || proxy.logs().join("\n");
+    let reply = c
+        .recv_packet_until(t + FIRST_BYTE + MARGIN)
+        .unwrap_or_else(|e| {
+            proxy.wait_log("session ", Duration::from_secs(3));
+            panic!("no reply after {:?}: {e}\n{}", t.elapsed(), logs())
+        });
+    packet::parse_res_pq(&reply, &nonce).expect("resPQ for our nonce");
+    assert!(
+        proxy.wait_log("(pooled, retried)", Duration::from_secs(3)),
         "{}",
         logs()
     );

@@ -86,9 +86,11 @@ impl Relaying {
         self.up_ready.write |= writable;
     }
 
-    /// True once one side ended: the session arms its linger timer.
+    /// True once one side ended: the session arms its linger timer. Not while a pooled
+    /// upstream's first byte is awaited: `--pool-first-byte-timeout` bounds that wait, and only
+    /// its deadline replays the request of a client that half-closed after asking.
     pub fn wants_linger(&self) -> bool {
-        self.core.wants_linger()
+        self.core.wants_linger() && self.core.waiting_since().is_none()
     }
 
     /// Reason reported if the linger deadline fires.
