@@ -223,3 +223,44 @@ fn a_request_too_large_to_replay_is_not_silent_while_the_upstream_keeps_taking_i
     assert!(!rig.relay.silent_past(2_000, 8_999));
     assert!(rig.relay.silent_past(2_000, 9_000));
 }
+
+#[test]
+fn a_packet_half_sent_at_the_deadline_is_replayed_whole_and_finished_by_the_client() {
+    // The client's second packet is split across reads, and only its first part came before
+    // the deadline: the fresh upstream gets every packet whole, one message each, framed anew.
+    for kind in [LinkKind::WsPackets, LinkKind::WsStream, LinkKind::Raw] {
+        let mut rig = Rig::new(kind, 4096, 4096, 4096);
+        rig.relay.keep_replay(Some(RelayBuf::new(4096)));
+        rig.run();
+        let (a, b) = (packet(300, 1), packet(900, 2));
+        rig.app_send(&a);
+        rig.app_send(&b[..250]);
+        assert_eq!(rig.run(), None);
+        let old = std::mem::replace(&mut rig.relay, Rig::new(kind, 16, 16, 16).relay);
+        let resume = old.rewind(&mut rig.scratch).expect("replayable");
+        let relay = Relay::new(
+            resume.accepted,
+            2,
+            kind,
+            resume.up,
+            RelayBuf::new(4096),
+            resume.client_eof,
+            &mut rig.rng,
+        );
+        refront(&mut rig, relay);
+        assert_eq!(rig.run(), None);
+        rig.app_send(&b[250..]);
+        let c = packet(40, 3);
+        rig.app_send(&c);
+        assert_eq!(rig.run(), None);
+        let all = [a.clone(), b.clone(), c.clone()];
+        assert_eq!(rig.front_plain, all.concat(), "{kind:?}");
+        if kind == LinkKind::WsPackets {
+            assert_eq!(rig.front_messages(), all.to_vec(), "one message per packet");
+        }
+        let answer = packet(64, 9);
+        rig.front_data(&answer);
+        assert_eq!(rig.run(), None);
+        assert_eq!(rig.app_in, answer, "{kind:?}");
+    }
+}
