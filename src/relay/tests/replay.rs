@@ -264,3 +264,45 @@ fn a_packet_half_sent_at_the_deadline_is_replayed_whole_and_finished_by_the_clie
         assert_eq!(rig.app_in, answer, "{kind:?}");
     }
 }
+
+#[test]
+fn replay_blocks_come_back_over_many_rewinds() {
+    // 200 sessions on dead pooled upstreams, one replay block between them: each takes it,
+    // rewinds, replays; the block is back once the replayed request went out, never leaked.
+    let main = BufPool::new(4, 4096, 0);
+    let replay = BufPool::new(1, 4096, 0);
+    for i in 0..200u32 {
+        let mut rig = Rig::pooled(LinkKind::WsPackets, 4096, 4096, &main, false);
+        rig.scratch = Scratch::new(4 * 4096, Some(main.clone())).with_replay(replay.clone());
+        let buf = rig.scratch.replay_buffer();
+        assert!(buf.is_some(), "session {i}: the block was not given back");
+        rig.relay.keep_replay(buf);
+        rig.run();
+        let req = packet(100 + (i as usize % 7) * 300, i as u8);
+        rig.app_send(&req);
+        assert_eq!(rig.run(), None);
+        assert_eq!(replay.available(), 0, "held while the wait lasts");
+        let old = std::mem::replace(&mut rig.relay, Rig::new(LinkKind::Raw, 16, 16, 16).relay);
+        let resume = old.rewind(&mut rig.scratch).expect("replayable");
+        let down = rig.scratch.own_buffer(4096);
+        let relay = Relay::new(
+            resume.accepted,
+            2,
+            LinkKind::WsPackets,
+            resume.up,
+            down,
+            resume.client_eof,
+            &mut rig.rng,
+        );
+        refront(&mut rig, relay);
+        assert_eq!(rig.run(), None);
+        assert_eq!(rig.front_plain, req, "session {i}");
+        assert_eq!(replay.available(), 1, "session {i}: sent, so given back");
+        // Every session's own blocks are back once it is dropped.
+        let mut scratch = std::mem::replace(&mut rig.scratch, Scratch::new(1, None));
+        rig.relay.release(&mut scratch);
+        drop(rig);
+        drop(scratch);
+        assert_eq!(main.available(), 4, "session {i}");
+    }
+}
