@@ -75,9 +75,10 @@ impl Relaying {
     }
 
     /// Keeps the client's request replayable until the upstream's first byte (a pooled
-    /// upstream), in a replay buffer of `scratch` if one is free.
+    /// upstream), in a replay buffer of `scratch` if one is free once the client has sent
+    /// something.
     pub fn keep_replay(&mut self, scratch: &Scratch) {
-        self.core.keep_replay(scratch.replay_buffer());
+        self.core.arm_replay(scratch);
     }
 
     /// Remembers a readiness edge on the upstream socket.

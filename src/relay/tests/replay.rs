@@ -306,3 +306,51 @@ fn replay_blocks_come_back_over_many_rewinds() {
         assert_eq!(main.available(), 4, "session {i}");
     }
 }
+
+#[test]
+fn a_silent_client_holds_no_replay_block() {
+    // A pooled session whose client has sent nothing yet has nothing to replay: it must not
+    // hold one of the few replay blocks (up to its idle timeout) that others need.
+    let replay = BufPool::new(1, 4096, 0);
+    let mut rig = Rig::new(LinkKind::WsPackets, 4096, 4096, 4096);
+    rig.scratch = Scratch::new(4 * 4096, None).with_replay(replay.clone());
+    rig.relay.arm_replay(&rig.scratch);
+    assert_eq!(rig.run(), None);
+    assert_eq!(replay.available(), 1, "nothing sent, nothing held");
+    assert_eq!(rig.relay.waiting_since(), None);
+    // The first client bytes take it, and the prefix is whole.
+    rig.now = 1_200;
+    let req = packet(500, 1);
+    rig.app_send(&req);
+    assert_eq!(rig.run(), None);
+    assert_eq!(replay.available(), 0);
+    assert_eq!(rig.relay.waiting_since(), Some(1_200));
+    assert!(rig.relay.replayable());
+    let old = std::mem::replace(&mut rig.relay, Rig::new(LinkKind::Raw, 16, 16, 16).relay);
+    let resume = old.rewind(&mut rig.scratch).expect("replayable");
+    assert_eq!(resume.up.unprocessed(), &req[..]);
+    // Bytes read while connecting are kept at once.
+    let mut rig = Rig::new(LinkKind::Raw, 4096, 4096, 4096);
+    rig.scratch = Scratch::new(4 * 4096, None).with_replay(replay.clone());
+    let mut up = RelayBuf::new(4096);
+    up.space()[..3].copy_from_slice(b"abc");
+    up.fill(3);
+    let accepted = accept(
+        &initiate(Tag::Intermediate, 2, Some(&SECRET), &mut rig.rng).init,
+        &[SECRET],
+    )
+    .unwrap();
+    let mut relay = Relay::new(
+        accepted,
+        2,
+        LinkKind::Raw,
+        up,
+        RelayBuf::new(64),
+        false,
+        &mut rig.rng,
+    );
+    drop(resume);
+    relay.arm_replay(&rig.scratch);
+    assert_eq!(replay.available(), 0, "taken for the bytes already read");
+    assert!(relay.replayable());
+}
