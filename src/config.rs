@@ -150,7 +150,8 @@ pub struct Config {
     pub pool_max_age: Duration,
     /// Bound on the wait for a pooled upstream's first byte, counted from the client's first
     /// bytes written to it (`--pool-first-byte-timeout`, 2 s; 0 = never): past it the upstream is
-    /// taken for dead and the client's request is replayed on a fresh route, once.
+    /// taken for dead and the client's request is replayed on a fresh route, once (a request
+    /// too large to replay is closed instead, counted from the last bytes the upstream took).
     pub pool_first_byte_timeout: Duration,
     /// WS ping interval of idle sessions toward Telegram's front, directly (ws) or through a
     /// Cloudflare-proxied domain (cfproxy), which passes pings on to it

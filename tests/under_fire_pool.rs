@@ -12,6 +12,7 @@ use common::fakedc::{DcConfig, DcHandle, FakeDc, Fault};
 use common::{client_opts, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
+use tg_ws_proxy::mtproto::packet;
 use tg_ws_proxy::rng::Rng;
 
 /// `--pool-first-byte-timeout` of these tests.
@@ -192,4 +193,85 @@ fn a_request_too_large_to_replay_ends_cleanly_at_the_deadline() {
     // The proxy carries on.
     assert_eq!(timed_probe(&proxy, &mut rng).0, Outcome::Ok);
     assert!(proxy.try_wait().is_none(), "the proxy exited");
+}
+
+#[test]
+fn a_request_too_large_to_replay_waits_from_its_last_bytes_then_ends() {
+    // A large request still going out (a slow uplink sends it in parts) says nothing against
+    // the upstream: the deadline counts from the last bytes it took, and it still fires.
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, &["--tier-order", "ws", "--buf-kb", "4"]);
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    dc.freeze_live();
+    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    opts.timeout = Duration::from_secs(10);
+    let mut big = MtClient::connect(&opts).unwrap();
+    big.send_packet(&vec![7u8; 6000]).unwrap();
+    let first = Instant::now();
+    // The second part, well inside the deadline of the first: once the frozen front has read
+    // the first one (init, then the part).
+    assert!(
+        wait_until(Duration::from_secs(5), || dc.frozen_reads() >= 2),
+        "the dead one never got the first part"
+    );
+    std::thread::sleep(FIRST_BYTE / 2);
+    big.send_packet(&vec![8u8; 6000]).unwrap();
+    let second = Instant::now();
+    assert!(second < first + FIRST_BYTE, "the test was too slow to tell");
+    let got = big.recv_packet_until(second + FIRST_BYTE + MARGIN);
+    let closed = Instant::now();
+    let logs = || proxy.logs().join("\n");
+    let err = got.expect_err("a frozen front never answers");
+    assert_ne!(
+        err.kind(),
+        ErrorKind::TimedOut,
+        "hung past the deadline\n{}",
+        logs()
+    );
+    // The proxy's clock counts in whole ms and its wheel in 10 ms ticks.
+    assert!(
+        closed + Duration::from_millis(20) >= second + FIRST_BYTE,
+        "closed {:?} after the last part, before the deadline\n{}",
+        closed - second,
+        logs()
+    );
+    assert!(
+        proxy.wait_log("reason=upstream-silent", Duration::from_secs(3)),
+        "{}",
+        logs()
+    );
+}
+
+#[test]
+fn a_half_closed_client_on_a_dead_pooled_upstream_is_replayed_not_lingered_out() {
+    // The client asks and half-closes at once. The linger that bounds the other side's flush
+    // (here as long as the first-byte deadline, as at the defaults) must not close the session
+    // before the deadline can replay the request on a fresh route.
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, &["--tier-order", "ws", "--close-linger", "1s"]);
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    dc.freeze_live();
+    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    opts.timeout = Duration::from_secs(10);
+    let t = Instant::now();
+    let mut c = MtClient::connect(&opts).unwrap();
+    let nonce = [0x29; 16];
+    let req = packet::req_pq_multi(&nonce, packet::msg_id(1_700_000_000_000));
+    c.send_packet(&req).unwrap();
+    c.shutdown_write().unwrap();
+    let logs = || proxy.logs().join("\n");
+    let reply = c
+        .recv_packet_until(t + FIRST_BYTE + MARGIN)
+        .unwrap_or_else(|e| {
+            proxy.wait_log("session ", Duration::from_secs(3));
+            panic!("no reply after {:?}: {e}\n{}", t.elapsed(), logs())
+        });
+    packet::parse_res_pq(&reply, &nonce).expect("resPQ for our nonce");
+    assert!(
+        proxy.wait_log("(pooled, retried)", Duration::from_secs(3)),
+        "{}",
+        logs()
+    );
 }

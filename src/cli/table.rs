@@ -372,8 +372,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         meta: "D", default: "2s", group: Ladder,
         help: "a pooled upstream that sends nothing for D after the client's first bytes is \
                taken for dead (a NAT flush leaves no RST): the client's request (up to one \
-               --buf-kb) is replayed once on a freshly dialled route, a larger one is closed \
-               then; 2s is several slow round trips, well under a client's patience; 0 = never",
+               --buf-kb) is replayed once on a freshly dialled route, a larger one is closed D \
+               after the last bytes the upstream took; 2s is several slow round trips, well under a client's patience; 0 = never",
         kind: Value(|d, s| duration(s).map(|v| d.config.pool_first_byte_timeout = v)),
     },
     Opt {

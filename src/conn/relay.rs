@@ -75,9 +75,10 @@ impl Relaying {
     }
 
     /// Keeps the client's request replayable until the upstream's first byte (a pooled
-    /// upstream), in a replay buffer of `scratch` if one is free.
+    /// upstream), in a replay buffer of `scratch` if one is free once the client has sent
+    /// something.
     pub fn keep_replay(&mut self, scratch: &Scratch) {
-        self.core.keep_replay(scratch.replay_buffer());
+        self.core.arm_replay(scratch);
     }
 
     /// Remembers a readiness edge on the upstream socket.
@@ -86,9 +87,11 @@ impl Relaying {
         self.up_ready.write |= writable;
     }
 
-    /// True once one side ended: the session arms its linger timer.
+    /// True once one side ended: the session arms its linger timer. Not while a pooled
+    /// upstream's first byte is awaited: `--pool-first-byte-timeout` bounds that wait, and only
+    /// its deadline replays the request of a client that half-closed after asking.
     pub fn wants_linger(&self) -> bool {
-        self.core.wants_linger()
+        self.core.wants_linger() && self.core.waiting_since().is_none()
     }
 
     /// Reason reported if the linger deadline fires.

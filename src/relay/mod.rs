@@ -213,6 +213,17 @@ impl Relay {
         self.replay = Replay::keep(buf, self.up.unprocessed());
     }
 
+    /// [`Relay::keep_replay`] with a buffer of `scratch`'s replay pool, taken only once there
+    /// is something to keep: now if client bytes were read while connecting, else with the
+    /// first ones [`Relay::step`] reads (a client that sends nothing holds none).
+    pub fn arm_replay(&mut self, scratch: &Scratch) {
+        if self.up.unprocessed().is_empty() {
+            self.replay = Replay::Armed;
+        } else {
+            self.keep_replay(scratch.replay_buffer());
+        }
+    }
+
     /// When the wait for the upstream's first byte began (ms): `Some` on a relay that keeps a
     /// replay (or overflowed it), once client bytes went out and until the upstream speaks.
     pub fn waiting_since(&self) -> Option<u64> {
@@ -366,6 +377,9 @@ impl Relay {
             match read_once(client, space) {
                 Io::Done(n) => {
                     self.client_dec.apply(&mut space[..n]);
+                    if self.replay.armed() {
+                        self.replay = Replay::keep(scratch.replay_buffer(), &[]);
+                    }
                     self.replay.client_read(&space[..n]);
                     self.up.fill(n);
                     meter.bytes_up += n as u64;
@@ -379,10 +393,11 @@ impl Relay {
                 Io::Failed(_) => return Err(CloseReason::ClientReset),
             }
         }
+        let written = self.up_written;
         let pumped = self.pump_up(upstream, up_ready, rng);
         scratch.take_back(&mut self.up);
         progress |= pumped?;
-        if self.up_written > 0 {
+        if self.up_written > written {
             self.replay.client_sent(now);
         }
         // Upstream → down buffer (the scratch if ours is empty and the client can take bytes).

@@ -4,10 +4,12 @@
 //! (a NAT or conntrack flush leaves it silent, no RST), the request can be replayed on a fresh
 //! upstream with its own relay init and the client never notices.
 //!
-//! Bounded: one buffer (a block of the reactor's small replay pool, `--buf-kb`), taken when the
-//! relay starts and dropped at the first upstream byte. A client that sends more than that before
+//! Bounded: one buffer (a block of the reactor's small replay pool, `--buf-kb`), taken with the
+//! client's first bytes (a client that sends nothing holds none) and dropped at the first
+//! upstream byte. A client that sends more than that before
 //! any answer cannot be replayed ([`Replay::Overflowed`]); the session then only waits for its
-//! deadline. Owns only the prefix and when the wait began; the deadline itself (a flag) and what
+//! deadline, counted from the last bytes the upstream took (a large request on a slow uplink is
+//! still going out, which says nothing against the upstream). Owns only the prefix and when the wait began; the deadline itself (a flag) and what
 //! follows it are the session shell's (`conn`), the blame is the ladder's.
 
 use crate::buf::RelayBuf;
@@ -16,6 +18,9 @@ use crate::buf::RelayBuf;
 pub enum Replay {
     /// Nothing kept: a dialled upstream, or the upstream has spoken (or ended).
     Off,
+    /// A pooled upstream whose client has sent nothing yet: no buffer taken so far (the relay
+    /// takes one with the first client bytes, [`Replay::keep`]).
+    Armed,
     /// Waiting for the upstream's first byte with every client byte so far in `buf` (plaintext,
     /// as unprocessed bytes). `sent_at`: when client bytes were first written to the upstream
     /// (ms), if yet.
@@ -28,7 +33,7 @@ pub enum Replay {
     /// Waiting for the upstream's first byte, but the prefix outgrew its buffer (or no buffer was
     /// free): it cannot be replayed.
     Overflowed {
-        /// First client bytes written upstream at this time (ms), if yet.
+        /// Client bytes last written upstream at this time (ms), if yet.
         sent_at: Option<u64>,
     },
 }
@@ -59,10 +64,16 @@ impl Replay {
     }
 
     /// Client bytes went out to the upstream at `now` (ms): the wait for its first byte begins
-    /// (the first time only).
+    /// (the first time only). A prefix that cannot be replayed counts from the last bytes the
+    /// upstream took instead: a request too large to replay that is still being taken (a slow
+    /// uplink) is no sign of a dead upstream, and closing it would be for nothing.
     pub fn client_sent(&mut self, now: u64) {
-        if let Replay::Keeping { sent_at, .. } | Replay::Overflowed { sent_at } = self {
-            sent_at.get_or_insert(now);
+        match self {
+            Replay::Keeping { sent_at, .. } => {
+                sent_at.get_or_insert(now);
+            }
+            Replay::Overflowed { sent_at } => *sent_at = Some(now),
+            Replay::Off | Replay::Armed => {}
         }
     }
 
@@ -72,10 +83,10 @@ impl Replay {
     }
 
     /// When the wait for the upstream's first byte began (ms): `Some` while waiting and client
-    /// bytes have gone out.
+    /// bytes have gone out (the last of them, once the prefix cannot be replayed).
     pub fn waiting_since(&self) -> Option<u64> {
         match self {
-            Replay::Off => None,
+            Replay::Off | Replay::Armed => None,
             Replay::Keeping { sent_at, .. } | Replay::Overflowed { sent_at } => *sent_at,
         }
     }
@@ -85,6 +96,11 @@ impl Replay {
     pub fn silent_past(&self, timeout_ms: u64, now: u64) -> bool {
         self.waiting_since()
             .is_some_and(|t| now >= t.saturating_add(timeout_ms))
+    }
+
+    /// True while no client byte came yet, so no buffer was taken.
+    pub fn armed(&self) -> bool {
+        matches!(self, Replay::Armed)
     }
 
     /// True while the prefix can still be replayed.

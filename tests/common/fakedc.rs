@@ -254,7 +254,8 @@ impl DcHandle {
     }
     /// Freezes every connection open now, like a NAT or conntrack flush that leaves them
     /// established on our side: each reads and discards whatever arrives (the relay init
-    /// included), never answers, never closes on its own. Connections accepted later behave.
+    /// included), never answers (not a WS Close or Ping either: from one of those on it only
+    /// drains raw bytes), never closes on its own. Connections accepted later behave.
     /// TLS + WS front only.
     pub fn freeze_live(&self) {
         let mut s = self.shared.lock();
@@ -816,11 +817,34 @@ fn serve_ws(
     close_tls(ws.get_mut());
 }
 
+/// Reads and discards raw bytes until the peer closes (or resets) the connection.
+fn drain_until_closed(sock: &mut TcpStream) {
+    let _ = sock.set_read_timeout(None);
+    let mut buf = [0u8; 4096];
+    while let Ok(1..) = sock.read(&mut buf) {}
+}
+
 fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng: Rng, id: usize) {
     let mut rng = Some(rng);
     let mut session: Option<Session> = None;
     loop {
-        let mut data: Vec<u8> = match ws.read() {
+        let msg = ws.read();
+        if let Ok(m) = &msg {
+            let mut st = shared.lock();
+            if id <= st.frozen_upto {
+                // A dead flow answers nothing, not even the WS close handshake or a ping
+                // (tungstenite would reply to those on the next call): stop speaking WS.
+                st.bytes_in += m.len() as u64;
+                st.frozen_reads += 1;
+                if matches!(m, Message::Close(_) | Message::Ping(_)) {
+                    drop(st);
+                    drain_until_closed(&mut ws.get_mut().sock);
+                    return;
+                }
+                continue;
+            }
+        }
+        let mut data: Vec<u8> = match msg {
             Ok(Message::Binary(b)) => b.into(),
             Ok(Message::Text(_)) => {
                 shared.violation("text WS message".to_string());
@@ -844,14 +868,7 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
                 return;
             }
         };
-        {
-            let mut st = shared.lock();
-            st.bytes_in += data.len() as u64;
-            if id <= st.frozen_upto {
-                st.frozen_reads += 1;
-                continue;
-            }
-        }
+        shared.lock().bytes_in += data.len() as u64;
         let s = match session.as_mut() {
             Some(s) => s,
             None => {
