@@ -88,7 +88,7 @@ pub fn main(mut args: Arguments) -> i32 {
             };
             log::error!("{line}");
             if to_file {
-                eprintln!("tg-ws-proxy: {line}");
+                logging::write_stderr(format!("tg-ws-proxy: {line}\n").as_bytes());
             }
             1
         }

@@ -1,0 +1,95 @@
+//! Black-box regressions for issue 10's smaller field failures (items 6, 7, 8, 9, 10, 12): each
+//! test is named after the failure it pins and runs the built binary against fake peers on
+//! 127.0.0.1 only.
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::fakedc::{DcConfig, FakeDc};
+use common::{client_opts, wait_until, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, Outcome};
+use tg_ws_proxy::mtproto::obfs2::Tag;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Item 9: the reader of stderr goes away (logd restarted, `| logger` killed). The next log
+/// line used to abort the process (`eprintln!` panics on EPIPE, the release profile aborts:
+/// exit 134). Now the broken sink is dropped: the proxy keeps serving and ends only by the
+/// SIGTERM the rig sends.
+#[test]
+fn stderr_reader_gone_does_not_kill_proxy() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let tcp = format!("2:{}", dc.handle().addr());
+    let mut cmd = common::command(&[
+        "run",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--pool-size",
+        "0",
+        "--startup-probes",
+        "off",
+        "--dc-ip",
+        common::LOOPBACK_DEAD_DCS,
+        "--tcp-dc-ip",
+        &tcp,
+        "--tier-order",
+        "tcp",
+        "--secret",
+        SECRET,
+        "--stats-interval",
+        "0.05",
+        "-v",
+    ]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn tg-ws-proxy");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr pipe"));
+    let mut addr = None;
+    let mut seen = String::new();
+    for _ in 0..50 {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            let word = rest.split_whitespace().next().unwrap_or("");
+            addr = word.trim_end_matches([',', ';', ')']).parse().ok();
+            break;
+        }
+    }
+    let addr: std::net::SocketAddr = addr.unwrap_or_else(|| panic!("no listen line:\n{seen}"));
+    // The reader goes away: the read end of the pipe is closed.
+    drop(err);
+    // Make it log: sessions (a close line each at -v) and stats lines every 50 ms.
+    let mut rng = common::os_rng();
+    for _ in 0..5 {
+        let a = probe_once(&client_opts(addr, SECRET, Tag::Intermediate, 2), &mut rng);
+        assert_eq!(a.outcome, Outcome::Ok, "{a:?}");
+    }
+    // Several stats ticks later it is still there and still serves a client.
+    let exited = wait_until(Duration::from_millis(300), || {
+        child.try_wait().ok().flatten().is_some()
+    });
+    assert!(!exited, "proxy exited: {:?}", child.try_wait());
+    let a = probe_once(&client_opts(addr, SECRET, Tag::Intermediate, 2), &mut rng);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}");
+    assert_eq!(child.try_wait().ok().flatten(), None, "proxy exited");
+    // Its end is the rig's SIGTERM, not an abort.
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let mut status = None;
+    wait_until(WAIT, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    let _ = child.kill();
+    let status = status.unwrap_or_else(|| child.wait().expect("wait"));
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert!(!status.core_dumped(), "{status:?}");
+}
