@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::fakedc::{DcConfig, FakeDc};
-use common::{client_opts, wait_until, SECRET};
+use common::{client_opts, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 
@@ -92,4 +92,68 @@ fn stderr_reader_gone_does_not_kill_proxy() {
     let status = status.unwrap_or_else(|| child.wait().expect("wait"));
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
     assert!(!status.core_dumped(), "{status:?}");
+}
+
+/// Item 6: with `--tcp-dc-ip 2:…` set, test-DC 2 sessions (init index 10002) were sent to that
+/// production address, over the tcp tier and as a Worker's `dst`. A test DC takes only its own
+/// `10002:` override; the production fake DC sees nothing.
+#[test]
+fn test_dc_never_reaches_production_override() {
+    const WORKER: &str = "w.workers.dev";
+    let prod = FakeDc::start_tcp(DcConfig::default());
+    let test = FakeDc::start_tcp(DcConfig::default());
+    let worker = FakeDc::start_worker(DcConfig::default());
+    let prod_flag = format!("2:{}", prod.addr());
+    let test_flag = format!("10002:{}", test.addr());
+    let mut rng = common::os_rng();
+    // The tcp tier.
+    let proxy = Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--tcp-dc-ip",
+        &prod_flag,
+        "--tcp-dc-ip",
+        &test_flag,
+        "--tier-order",
+        "tcp",
+    ]);
+    for idx in [10002i16, -10002] {
+        let a = probe_once(
+            &client_opts(proxy.addr(), SECRET, Tag::Intermediate, idx),
+            &mut rng,
+        );
+        assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", proxy.dump());
+    }
+    assert_eq!(prod.handle().connections(), 0, "{}", proxy.dump());
+    assert_eq!(
+        test.handle().init_dcs(),
+        vec![(Tag::Intermediate, 2), (Tag::Intermediate, -2)]
+    );
+    drop(proxy);
+    // The Worker tier: its `dst` is the test DC's address, not production DC 2's.
+    let mut args: Vec<String> = [
+        "--secret",
+        SECRET,
+        "--tcp-dc-ip",
+        &prod_flag,
+        "--tcp-dc-ip",
+        &test_flag,
+        "--tier-order",
+        "worker",
+        "--cf-worker-domain",
+        &format!("{WORKER}:{}", worker.port()),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(common::name_args(&[WORKER]));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = Proxy::start(&refs);
+    let a = probe_once(
+        &client_opts(proxy.addr(), SECRET, Tag::Intermediate, 10002),
+        &mut rng,
+    );
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", proxy.dump());
+    assert_eq!(worker.handle().dsts(), vec![test.addr().to_string()]);
+    assert_eq!(prod.handle().connections(), 0, "{}", proxy.dump());
 }

@@ -247,16 +247,37 @@ impl Default for Table {
     }
 }
 
+/// The key of `dc` in the `--dc-ip` / `--tcp-dc-ip` maps: the DC number for a production DC,
+/// the init's test index (10000 + N, e.g. `--tcp-dc-ip 10002:IP`) for test DC N. `None` for a
+/// test DC whose index does not fit the init's i16 (no override can name it).
+pub fn override_key(dc: DcId) -> Option<u16> {
+    if !dc.test {
+        return Some(dc.dc);
+    }
+    dc.dc.checked_add(10_000).filter(|&k| k <= 32_767)
+}
+
+/// The DC's own address: its `--tcp-dc-ip` override, else the built-in table (port 443). A
+/// test DC is looked up by its test index only, so `--tcp-dc-ip 2:…` (production DC 2) never
+/// sends test-DC 2 sessions (index 10002) to a production address — neither over the tcp tier
+/// nor as a Worker's `dst` (docs/design.md §4, issue 10 item 6).
+pub fn dc_addr(dc: DcId, cfg: &Config) -> Option<SocketAddr> {
+    override_key(dc)
+        .and_then(|k| cfg.tcp_addrs.get(&k).copied())
+        .or_else(|| dc.table_ip().map(|ip| SocketAddr::from((ip, 443))))
+}
+
 /// The concrete targets of one tier for one DC.
 fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
-    let table_addr = || {
-        cfg.tcp_addrs
-            .get(&dc.dc)
-            .copied()
-            .or_else(|| dc.table_ip().map(|ip| SocketAddr::from((ip, 443))))
-    };
+    let table_addr = || dc_addr(dc, cfg);
+    // Telegram's WS front serves test DCs too (the path `/apiws_test` picks them, the `kwsN`
+    // names are the same), so a test DC uses its own `--dc-ip 1000N:` front if one is given,
+    // else DC N's front.
+    let ws_addr = override_key(dc)
+        .and_then(|k| cfg.ws_addrs.get(&k))
+        .or_else(|| cfg.ws_addrs.get(&dc.dc));
     match tier {
-        Tier::Ws => match cfg.ws_addrs.get(&dc.dc) {
+        Tier::Ws => match ws_addr {
             Some(&addr) => vec![Target::Ws {
                 addr,
                 hosts: dc.ws_hosts(),
@@ -356,6 +377,54 @@ mod tests {
         let mut t = Table::new();
         let ids = t.routes_for(dc2(), &cfg, "0.0.0.0:1443".parse().unwrap());
         assert!(ids.iter().all(|&i| t.routes[i].tier != Tier::Ws));
+    }
+
+    #[test]
+    fn test_dc_never_takes_a_production_override() {
+        let test2 = DcId::from_index(10002).unwrap();
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::Worker, Tier::Tcp];
+        cfg.worker_domains = vec![CfEndpoint {
+            host: "w.example.workers.dev".into(),
+            port: 443,
+        }];
+        cfg.tcp_addrs.insert(2, "10.0.0.2:443".parse().unwrap());
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let targets = |cfg: &Config| {
+            let mut t = Table::new();
+            let ids = t.routes_for(test2, cfg, listen);
+            ids.iter()
+                .map(|&i| match &t.routes[i].target {
+                    Target::Worker { path, .. } => path.clone(),
+                    Target::Tcp { addr } => addr.to_string(),
+                    _ => panic!("unexpected tier"),
+                })
+                .collect::<Vec<_>>()
+        };
+        // Only production DC 2 is overridden: test DC 2 keeps its built-in test address.
+        assert_eq!(
+            targets(&cfg),
+            vec![
+                "/apiws?dst=149.154.167.40&dc=2&media=0".to_string(),
+                "149.154.167.40:443".to_string()
+            ]
+        );
+        // Its own override (the test index) is honoured.
+        cfg.tcp_addrs.insert(10002, "10.0.0.3:443".parse().unwrap());
+        assert_eq!(
+            targets(&cfg),
+            vec![
+                "/apiws?dst=10.0.0.3&dc=2&media=0".to_string(),
+                "10.0.0.3:443".to_string()
+            ]
+        );
+        // Production DC 2 still uses its own.
+        assert_eq!(dc_addr(dc2(), &cfg), Some("10.0.0.2:443".parse().unwrap()));
+        assert_eq!(override_key(test2), Some(10002));
+        assert_eq!(
+            override_key(DcId::from_index(i16::MAX).unwrap()),
+            Some(32767)
+        );
     }
 
     #[test]

@@ -184,11 +184,12 @@ pub fn parse_dc_list(s: &str) -> Result<Vec<u16>, String> {
     Ok(out.into_iter().collect())
 }
 
-/// Every DC named in `--dc-ip` or `--tcp-dc-ip`, plus DCs 1–5, ascending.
+/// Every production DC named in `--dc-ip` or `--tcp-dc-ip`, plus DCs 1–5, ascending (keys of
+/// 10000 and up name test DCs, which `check` does not probe).
 pub fn default_dcs(cfg: &Config) -> Vec<u16> {
     let mut set: BTreeSet<u16> = DEFAULT_DCS.into_iter().collect();
-    set.extend(cfg.ws_addrs.keys().copied());
-    set.extend(cfg.tcp_addrs.keys().copied());
+    set.extend(cfg.ws_addrs.keys().copied().filter(|&k| k < 10_000));
+    set.extend(cfg.tcp_addrs.keys().copied().filter(|&k| k < 10_000));
     set.into_iter().collect()
 }
 
