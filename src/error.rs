@@ -64,6 +64,10 @@ pub enum CloseReason {
     SlabFull,
     /// Socket could not be created (e.g. out of descriptors).
     LocalResource,
+    /// The init's DC index names a DC that is neither in the built-in table nor configured
+    /// (`--dc-ip`, `--tcp-dc-ip`): refused at the init, so client input never grows per-DC
+    /// state (`route::table::known_dc`).
+    UnknownDc,
 }
 
 impl CloseReason {
@@ -86,6 +90,7 @@ impl CloseReason {
             CloseReason::ProtocolError => "protocol-error",
             CloseReason::SlabFull => "slab-full",
             CloseReason::LocalResource => "local-resource",
+            CloseReason::UnknownDc => "unknown-dc",
         }
     }
 
@@ -97,7 +102,8 @@ impl CloseReason {
             | CloseReason::HandshakeEof
             | CloseReason::BadInit
             | CloseReason::HttpRequest
-            | CloseReason::TlsClientHello => Side::Client,
+            | CloseReason::TlsClientHello
+            | CloseReason::UnknownDc => Side::Client,
             CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_) => {
                 Side::Upstream
             }
@@ -106,7 +112,7 @@ impl CloseReason {
     }
 
     /// All reasons, for stats tables (`WsClose` represented once).
-    pub const ALL: [CloseReason; 16] = [
+    pub const ALL: [CloseReason; 17] = [
         CloseReason::ClientEof,
         CloseReason::ClientReset,
         CloseReason::UpstreamEof,
@@ -123,6 +129,7 @@ impl CloseReason {
         CloseReason::ProtocolError,
         CloseReason::SlabFull,
         CloseReason::LocalResource,
+        CloseReason::UnknownDc,
     ];
 
     /// Index into [`CloseReason::ALL`].

@@ -157,3 +157,56 @@ fn test_dc_never_reaches_production_override() {
     assert_eq!(worker.handle().dsts(), vec![test.addr().to_string()]);
     assert_eq!(prod.handle().connections(), 0, "{}", proxy.dump());
 }
+
+/// Item 8: every distinct DC index a client sent left a route-table entry behind (up to 65,536).
+/// An index that is neither in the table nor configured is now refused at the init as
+/// `unknown-dc`: nothing is dialled, the log stays folded, and known DCs are served as before.
+#[test]
+fn unknown_dc_index_refused_and_state_bounded() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let tcp = format!("2:{}", dc.addr());
+    let proxy = Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--tcp-dc-ip",
+        &tcp,
+        "--tier-order",
+        "tcp",
+        "--stats-interval",
+        "0.1",
+    ]);
+    let mut rng = common::os_rng();
+    let unknown: Vec<i16> = (6..46)
+        .chain(10_006..10_026)
+        .chain(-9_999..-9_979)
+        .collect();
+    for &idx in &unknown {
+        let a = probe_once(
+            &client_opts(proxy.addr(), SECRET, Tag::Intermediate, idx),
+            &mut rng,
+        );
+        assert_ne!(a.outcome, Outcome::Ok, "DC index {idx} was served: {a:?}");
+    }
+    let n = unknown.len() as u64;
+    let mut last = String::new();
+    let counted = wait_until(WAIT, || {
+        last = proxy.next_stats(WAIT).unwrap_or_default();
+        common::stats_field(&last, "unknown-dc") == Some(vec![n])
+    });
+    assert!(counted, "{last}\n{}", proxy.dump());
+    assert_eq!(dc.connections(), 0, "{}", proxy.dump());
+    // One folded warning, not one per client.
+    let lines = proxy.count_log("unknown-dc");
+    assert!(lines <= 3 + proxy.count_log("stats: "), "{}", proxy.dump());
+    assert!(
+        proxy.wait_log("is not a known DC", WAIT),
+        "{}",
+        proxy.dump()
+    );
+    // A known DC still works.
+    let a = probe_once(
+        &client_opts(proxy.addr(), SECRET, Tag::Intermediate, -2),
+        &mut rng,
+    );
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", proxy.dump());
+}

@@ -3,8 +3,9 @@
 //!
 //! Bad input (wrong secret, HTTP, TLS to a plain port, garbage) gets one rate-limited log line
 //! with a distinct reason, then a short bounded drain (`--bad-client-drain`) and a close; an
-//! init whose DC index names no DC (§1.4) is closed as `no-route` at once. Only this session is
-//! affected. On success it hands over to `connect::Connecting` and arms the idle timer; nothing
+//! init whose DC index names no DC (§1.4) is closed as `no-route` at once, and one naming a DC
+//! that is neither in the table nor configured (`route::table::known_dc`) as `unknown-dc`, so
+//! client input never creates per-DC state. Only this session is affected. On success it hands over to `connect::Connecting` and arms the idle timer; nothing
 //! here dials upstream.
 
 use log::{debug, warn};
@@ -15,6 +16,7 @@ use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::{self, INIT_LEN};
 use crate::net::io::{read_once, Io};
+use crate::route::table::known_dc;
 
 /// Bytes discarded per drain read.
 const DRAIN_CHUNK: usize = 4096;
@@ -96,6 +98,14 @@ impl Conn {
                 return Step::Close(CloseReason::NoRoute);
             }
         };
+        if !known_dc(dc, ctx.cfg) {
+            self.log_bad(
+                CloseReason::UnknownDc,
+                &format!("DC index {} ({dc}) is not a known DC", accepted.dc),
+                ctx,
+            );
+            return Step::Close(CloseReason::UnknownDc);
+        }
         if let Some(t) = self.timer.take() {
             ctx.wheel.cancel(t);
         }

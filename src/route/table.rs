@@ -204,10 +204,15 @@ impl Table {
     }
 
     /// Route indices for `dc` in tier order, creating them on first use. Our own listen
-    /// address is never a target.
+    /// address is never a target. A DC that is not [`known_dc`] gets no routes and leaves no
+    /// entry behind, so the table holds at most two entries (non-media, media) per DC the
+    /// built-in table or the configuration names, whatever DC indices clients send.
     pub fn routes_for(&mut self, dc: DcId, cfg: &Config, listen: SocketAddr) -> Vec<usize> {
         if let Some(ids) = self.by_dc.get(&dc) {
             return ids.clone();
+        }
+        if !known_dc(dc, cfg) {
+            return Vec::new();
         }
         let mut ids = Vec::new();
         for &tier in &cfg.tier_order {
@@ -230,6 +235,11 @@ impl Table {
         }
         self.by_dc.insert(dc, ids.clone());
         ids
+    }
+
+    /// DCs (with media and test flags) that have entries.
+    pub fn dc_count(&self) -> usize {
+        self.by_dc.len()
     }
 
     /// Index of this route's endpoint among the configured Workers (for its budget).
@@ -265,6 +275,21 @@ pub fn dc_addr(dc: DcId, cfg: &Config) -> Option<SocketAddr> {
     override_key(dc)
         .and_then(|k| cfg.tcp_addrs.get(&k).copied())
         .or_else(|| dc.table_ip().map(|ip| SocketAddr::from((ip, 443))))
+}
+
+/// True if `dc` is a DC this proxy knows: a production DC of the built-in table (1–5, 203) or
+/// named by `--dc-ip` / `--tcp-dc-ip`; a test DC of the built-in test table (1–3), named by its
+/// test index (`1000N:`), or whose DC N has a WS front (the front serves test DCs too). Media
+/// follows its DC. Any other index a client sends is refused at the init (`unknown-dc`).
+pub fn known_dc(dc: DcId, cfg: &Config) -> bool {
+    if dc.table_ip().is_some() {
+        return true;
+    }
+    let named = |k: u16| cfg.ws_addrs.contains_key(&k) || cfg.tcp_addrs.contains_key(&k);
+    match override_key(dc) {
+        Some(k) if named(k) => true,
+        _ => dc.test && cfg.ws_addrs.contains_key(&dc.dc),
+    }
 }
 
 /// The concrete targets of one tier for one DC.
@@ -425,6 +450,37 @@ mod tests {
             override_key(DcId::from_index(i16::MAX).unwrap()),
             Some(32767)
         );
+    }
+
+    #[test]
+    fn unknown_dc_indices_leave_no_state() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.cf_domains = vec![CfEndpoint {
+            host: "example.com".into(),
+            port: 443,
+        }];
+        cfg.tcp_addrs.insert(7, "10.0.0.7:443".parse().unwrap());
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let mut t = Table::new();
+        // Every index a client can send: only the known DCs get entries.
+        for idx in i16::MIN..=i16::MAX {
+            if let Ok(dc) = DcId::from_index(idx) {
+                let _ = t.routes_for(dc, &cfg, listen);
+            }
+        }
+        // Production 1-5, 203, 7 (configured); test 1-3 (table), 2 and 4 (WS front): × media.
+        assert_eq!(
+            t.dc_count(),
+            2 * (7 + 4),
+            "{:?}",
+            t.by_dc.keys().collect::<Vec<_>>()
+        );
+        let id = |i: i16| DcId::from_index(i).unwrap();
+        assert!(known_dc(id(203), &cfg) && known_dc(id(-7), &cfg) && known_dc(id(10004), &cfg));
+        assert!(!known_dc(id(9999), &cfg) && !known_dc(id(6), &cfg) && !known_dc(id(10005), &cfg));
+        assert!(t.routes_for(id(9999), &cfg, listen).is_empty());
+        cfg.tcp_addrs.insert(10005, "10.0.0.8:443".parse().unwrap());
+        assert!(known_dc(id(-10005), &cfg));
     }
 
     #[test]
