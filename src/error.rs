@@ -168,6 +168,24 @@ pub enum Failure {
     ClosedEarly,
     /// Local failure creating the socket (descriptors exhausted…).
     Local,
+    /// `ENETUNREACH` / `ENETDOWN`: this host has no route to the network (a dead WAN link, no
+    /// default route). Says nothing about the route ([`Failure::is_network`]).
+    NetUnreachable,
+    /// `EHOSTUNREACH`: the destination host cannot be reached (ICMP host unreachable, no ARP
+    /// answer). Counts against the route like a refused connect.
+    HostUnreachable,
+    /// `EADDRNOTAVAIL`: no local address can reach the destination (no IPv6 address, the
+    /// interface went away, ephemeral ports exhausted). Says nothing about the route.
+    AddrUnavailable,
+}
+
+impl Failure {
+    /// True for failures of this host's network rather than of the route (network unreachable,
+    /// no address available): health does not cool a route down for them, and the ladder says
+    /// "network unreachable" once instead of marking every route dead.
+    pub fn is_network(self) -> bool {
+        matches!(self, Failure::NetUnreachable | Failure::AddrUnavailable)
+    }
 }
 
 impl fmt::Display for Failure {
@@ -180,6 +198,9 @@ impl fmt::Display for Failure {
             Failure::Http(code) => write!(f, "http-{code}"),
             Failure::ClosedEarly => f.write_str("closed-early"),
             Failure::Local => f.write_str("local-error"),
+            Failure::NetUnreachable => f.write_str("network-unreachable"),
+            Failure::HostUnreachable => f.write_str("host-unreachable"),
+            Failure::AddrUnavailable => f.write_str("no-address"),
         }
     }
 }
@@ -204,5 +225,8 @@ mod tests {
             CloseReason::WsClose(0).index()
         );
         assert_eq!(Failure::Http(302).to_string(), "http-302");
+        assert_eq!(Failure::NetUnreachable.to_string(), "network-unreachable");
+        assert!(Failure::NetUnreachable.is_network() && Failure::AddrUnavailable.is_network());
+        assert!(!Failure::HostUnreachable.is_network() && !Failure::Refused.is_network());
     }
 }

@@ -268,3 +268,123 @@ fn log_stays_bounded_under_client_storms() {
         proxy.dump()
     );
 }
+
+/// `unshare -rn` (a new user and network namespace: only a `lo` that is down) in front of
+/// `tg-ws-proxy ARGS`, with `TG_*` removed, or `None` when this machine does not allow
+/// unprivileged namespaces. In there 127.0.0.1 gives `ENETUNREACH` and `[::1]` gives
+/// `EADDRNOTAVAIL` at once, and no packet can leave the namespace.
+fn in_empty_netns(args: &[&str]) -> Option<std::process::Command> {
+    let ok = std::process::Command::new("unshare")
+        .args(["-rn", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("NOTE: unprivileged `unshare -rn` not available: network-namespace part skipped");
+        return None;
+    }
+    let mut cmd = std::process::Command::new("unshare");
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TG_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.arg("-rn")
+        .arg(common::bin())
+        .args(args)
+        .stdin(Stdio::null());
+    Some(cmd)
+}
+
+/// Item 10: with no route to the network, `check` and `run` called every failure
+/// `closed-early`, and `run` cooled every route down for a dead WAN link. Now network
+/// unreachable and no address are their own classes, `check` blames the network, and `run`
+/// says "network unreachable" once and cools no route down.
+#[test]
+fn os_errors_named_as_what_they_are() {
+    let Some(mut check) = in_empty_netns(&[
+        "check",
+        "--dc",
+        "2",
+        "--tier-order",
+        "ws,tcp",
+        "--dc-ip",
+        "2:127.0.0.1:9",
+        "--tcp-dc-ip",
+        "2:[::1]:9",
+        "--probe-timeout",
+        "1",
+    ]) else {
+        return;
+    };
+    let out = check.output().expect("run check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(!text.contains("closed-early"), "{text}");
+    let rows = |class: &str| text.lines().filter(|l| l.contains(class)).count();
+    assert_eq!(rows(" network-unreachable "), 4, "{text}");
+    assert_eq!(rows(" no-address "), 2, "{text}");
+    assert_eq!(
+        rows("FAILED: network unreachable from this host"),
+        2,
+        "{text}"
+    );
+
+    // `run` with startup probes of DCs 1-5 that all fail for the network: said once, no
+    // route cooled down, probes retried every --cooldown-base.
+    let mut run = in_empty_netns(&[
+        "run",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--secret",
+        SECRET,
+        "--pool-size",
+        "0",
+        "--startup-probes",
+        "on",
+        "--dc-ip",
+        common::LOOPBACK_DEAD_DCS,
+        "--tcp-dc-ip",
+        "1:[::1]:9,2:[::1]:9,3:[::1]:9,4:[::1]:9,5:[::1]:9,203:[::1]:9",
+        "--cooldown-base",
+        "0.1",
+        "--stats-interval",
+        "0.1",
+    ])
+    .expect("unshare worked a moment ago");
+    run.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = run.spawn().expect("spawn run in a namespace");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = lines.clone();
+        let err = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                lines.lock().unwrap_or_else(|e| e.into_inner()).push(l);
+            }
+        })
+    };
+    let snapshot = || lines.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    // Each of the 10 routes probed at least three times.
+    let probed = wait_until(WAIT, || {
+        snapshot()
+            .iter()
+            .any(|l| common::stats_field(l, "probes").is_some_and(|p| p.len() == 3 && p[2] >= 30))
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    let log = snapshot().join("\n");
+    assert!(probed, "{log}");
+    let count = |needles: &[&str]| {
+        let all = snapshot();
+        all.iter()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .count()
+    };
+    assert_eq!(count(&["network unreachable ("]), 1, "{log}");
+    assert_eq!(count(&["] route ", " down for "]), 0, "{log}");
+    assert_eq!(count(&["closed-early"]), 0, "{log}");
+}
