@@ -388,3 +388,52 @@ fn os_errors_named_as_what_they_are() {
     assert_eq!(count(&["] route ", " down for "]), 0, "{log}");
     assert_eq!(count(&["closed-early"]), 0, "{log}");
 }
+
+/// Item 12: an HTTP `CONNECT` or an HTTP/2 preface (both shorter than an init) held a slot
+/// until the handshake deadline. They are rejected as soon as their first bytes show them,
+/// like `GET`: with a 30 s deadline and no drain, both are closed at once.
+#[test]
+fn http_connect_and_h2_preface_rejected_at_once() {
+    use std::io::{Read, Write};
+    let proxy = Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--handshake-timeout",
+        "30",
+        "--bad-client-drain",
+        "0",
+        "--stats-interval",
+        "0.1",
+    ]);
+    let starts: [&[u8]; 2] = [
+        b"CONNECT kws2.web.telegram.org:443 HTTP/1.1\r\n\r\n",
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    ];
+    for start in starts {
+        let mut s = std::net::TcpStream::connect(proxy.addr()).expect("connect");
+        s.set_read_timeout(Some(WAIT)).expect("timeout");
+        s.write_all(start).expect("send");
+        let began = std::time::Instant::now();
+        let mut buf = [0u8; 64];
+        let got = s.read(&mut buf);
+        assert!(
+            matches!(got, Ok(0))
+                || got
+                    .as_ref()
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{got:?} after {:?}",
+            began.elapsed()
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            began.elapsed()
+        );
+    }
+    let mut last = String::new();
+    let counted = wait_until(WAIT, || {
+        last = proxy.next_stats(WAIT).unwrap_or_default();
+        common::stats_field(&last, "http-request") == Some(vec![2])
+    });
+    assert!(counted, "{last}\n{}", proxy.dump());
+}
