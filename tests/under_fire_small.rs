@@ -8,7 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::fakedc::{DcConfig, FakeDc};
+use common::fakedc::{DcConfig, FakeDc, Fault};
 use common::{client_opts, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
@@ -436,4 +436,67 @@ fn http_connect_and_h2_preface_rejected_at_once() {
         common::stats_field(&last, "http-request") == Some(vec![2])
     });
     assert!(counted, "{last}\n{}", proxy.dump());
+}
+
+/// One session through a WS front with `fault`: resPQ, then what the client sees next (`Ok` =
+/// a packet was relayed after the front's reply).
+fn ws_session_after_reply(fault: Fault) -> (Proxy, Result<Vec<u8>, std::io::Error>) {
+    use tg_ws_proxy::applet::probe::MtClient;
+    use tg_ws_proxy::mtproto::packet;
+    let dc = FakeDc::start_tls_ws(DcConfig::with_fault(fault));
+    let ws = format!("2:{}", dc.addr());
+    let proxy = Proxy::start(&["--secret", SECRET, "--dc-ip", &ws, "--tier-order", "ws"]);
+    let mut rng = common::os_rng();
+    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    let mut c = MtClient::connect_with(&opts, &mut rng).expect("connect");
+    let nonce = [0x42; 16];
+    c.send_packet(&packet::req_pq_multi(
+        &nonce,
+        packet::msg_id(1_700_000_000_000),
+    ))
+    .expect("send req_pq_multi");
+    let reply = c.recv_packet().expect("resPQ");
+    packet::parse_res_pq(&reply, &nonce).expect("resPQ for our nonce");
+    let next = c.recv_packet();
+    (proxy, next)
+}
+
+/// Item 12: a WS Close with a code RFC 6455 §7.4 forbids (999) was accepted as `ws-close(999)`,
+/// and data frames after a Close were still relayed. Now the first is a protocol error and
+/// what follows a Close never reaches the client.
+#[test]
+fn ws_invalid_close_code_and_data_after_close() {
+    let (proxy, next) = ws_session_after_reply(Fault::CloseCodeAfterReply(999));
+    assert!(next.is_err(), "{next:?}");
+    let line = proxy
+        .wait_line(&["session ", "reason="], WAIT)
+        .unwrap_or_default();
+    assert!(
+        line.contains("reason=protocol-error"),
+        "{line}\n{}",
+        proxy.dump()
+    );
+
+    let (proxy, next) = ws_session_after_reply(Fault::DataAfterClose);
+    assert!(next.is_err(), "relayed after the front's Close: {next:?}");
+    let line = proxy
+        .wait_line(&["session ", "reason="], WAIT)
+        .unwrap_or_default();
+    assert!(
+        line.contains("reason=ws-close(1000)"),
+        "{line}\n{}",
+        proxy.dump()
+    );
+
+    // A valid code in the private range is an ordinary close.
+    let (proxy, next) = ws_session_after_reply(Fault::CloseCodeAfterReply(4000));
+    assert!(next.is_err(), "{next:?}");
+    let line = proxy
+        .wait_line(&["session ", "reason="], WAIT)
+        .unwrap_or_default();
+    assert!(
+        line.contains("reason=ws-close(4000)"),
+        "{line}\n{}",
+        proxy.dump()
+    );
 }
