@@ -1,7 +1,9 @@
 //! The process logger (`log` facade backend) and the [`RateLimited`] folding helper.
 //!
 //! Owns where log lines go (stderr, or `--log-file` with a size cap and ONE rotation to
-//! `PATH.1`), their one-line format, and what happens when a sink breaks: a line that cannot be
+//! `PATH.1`), their one-line format, the last-line redaction of the configured private host
+//! names ([`set_redactions`]: no line, a dependency's included, shows them), and what happens
+//! when a sink breaks: a line that cannot be
 //! written is dropped and counted ([`lost_lines`]), never a panic. A stderr whose reader went
 //! away (logd restarted, `| logger` killed: `EPIPE`) is dropped for good, because `eprintln!`
 //! (and so the `simple_logger` crate) panics on it and the release profile aborts on a panic.
@@ -20,7 +22,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{LevelFilter, Log, Metadata, Record};
@@ -50,6 +52,42 @@ pub fn init(level: LevelFilter, file: Option<&Path>, max_bytes: u64) -> Result<(
 /// a full disk under `--log-file`). Shown in the stats line as `log-lost=N` when not 0.
 pub fn lost_lines() -> usize {
     LOST.load(Ordering::Relaxed)
+}
+
+/// Sets the host names no log line may show, each with what to print instead (`(private host,
+/// redacted form)`, e.g. the `--cf-worker-domain` and `--cf-domain` names and their
+/// `route::table::redact` forms). Our own lines redact at the call site, but a dependency's
+/// (tungstenite's `-v -v` trace of the upgrade request names the Worker in `Host:`) and error
+/// texts we pass on (rustls: "certificate not valid for name …") are rewritten here. The first
+/// call wins; later ones are ignored.
+pub fn set_redactions(mut pairs: Vec<(String, String)>) {
+    // Longer names first, so a name that contains another is replaced whole.
+    pairs.sort_by_key(|(host, _)| std::cmp::Reverse(host.len()));
+    pairs.retain(|(host, _)| !host.is_empty());
+    let _ = REDACTIONS.set(pairs);
+}
+
+/// See [`set_redactions`].
+static REDACTIONS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// The text of `record` with the configured private names redacted (in our own lines too: an
+/// error text from a dependency, such as a certificate that is "not valid for name …", can
+/// carry the name into a line of ours).
+fn message(record: &Record) -> String {
+    redact_with(
+        record.args().to_string(),
+        REDACTIONS.get().map_or(&[], Vec::as_slice),
+    )
+}
+
+/// `msg` with every `(host, shown)` host replaced by its shown form.
+fn redact_with(mut msg: String, pairs: &[(String, String)]) -> String {
+    for (host, shown) in pairs {
+        if msg.contains(host.as_str()) {
+            msg = msg.replace(host.as_str(), shown);
+        }
+    }
+    msg
 }
 
 /// Lines dropped by a broken sink (a `usize`: MIPS32 has no 64-bit atomics).
@@ -255,7 +293,7 @@ fn format_line(now: SystemTime, record: &Record) -> String {
         line.push_str(target);
         line.push_str("] ");
     }
-    let msg = record.args().to_string();
+    let msg = message(record);
     line.extend(
         msg.chars()
             .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
@@ -268,7 +306,7 @@ fn format_line(now: SystemTime, record: &Record) -> String {
 /// the shape the `simple_logger` crate printed before this sink replaced it), no time stamp
 /// (logd adds one), newlines flattened as in [`format_line`], and a trailing newline.
 fn stderr_line(record: &Record) -> String {
-    let msg = record.args().to_string();
+    let msg = message(record);
     let mut line = format!("{:<5} [{}] ", record.level().as_str(), record.target());
     line.extend(
         msg.chars()
@@ -433,6 +471,28 @@ mod tests {
                 .build(),
         );
         assert_eq!(line, "WARN  [tg_ws_proxy::conn] a b\n");
+    }
+
+    #[test]
+    fn dependency_lines_hide_configured_names() {
+        let pairs = vec![
+            (
+                "myproxy.someone.workers.dev".to_string(),
+                "my…workers.dev".to_string(),
+            ),
+            ("example.com".to_string(), "ex…".to_string()),
+        ];
+        assert_eq!(
+            redact_with(
+                "Host: myproxy.someone.workers.dev\r\nHost: kws2.example.com".to_string(),
+                &pairs
+            ),
+            "Host: my…workers.dev\r\nHost: kws2.ex…"
+        );
+        assert_eq!(
+            redact_with("nothing here".to_string(), &pairs),
+            "nothing here"
+        );
     }
 
     #[test]

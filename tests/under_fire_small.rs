@@ -500,3 +500,59 @@ fn ws_invalid_close_code_and_data_after_close() {
         proxy.dump()
     );
 }
+
+/// A proxy at `-v -v` on the worker tier through `worker` named `name`, and one client's result.
+fn worker_trace_session(name: &str) -> (Proxy, tg_ws_proxy::applet::probe::Attempt) {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let worker = FakeDc::start_worker(DcConfig::default());
+    let mut args: Vec<String> = [
+        "--secret",
+        SECRET,
+        "--tcp-dc-ip",
+        &format!("2:{}", dc.addr()),
+        "--tier-order",
+        "worker",
+        "--cf-worker-domain",
+        &format!("{name}:{}", worker.port()),
+        "-v",
+        "-v",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(common::name_args(&[name]));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = Proxy::start(&refs);
+    let a = probe_once(
+        &client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2),
+        &mut common::os_rng(),
+    );
+    (proxy, a)
+}
+
+/// Item 12: at `-v -v` a dependency's trace line (tungstenite's upgrade request) printed the
+/// Worker host unredacted, and so did our attempt-failure line when a certificate did not match
+/// it (rustls names it). Every line now shows only the redacted name.
+#[test]
+fn trace_lines_never_show_the_worker_host() {
+    const WORKER: &str = "myproxy.workers.dev";
+    let (proxy, a) = worker_trace_session(WORKER);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", proxy.dump());
+    // The dependency's trace of the upgrade request is there, with the name redacted.
+    let request = proxy.wait_line(&["[tungstenite", "Host: my…workers.dev"], WAIT);
+    assert!(request.is_some(), "{}", proxy.dump());
+    assert_eq!(proxy.count_log(WORKER), 0, "{}", proxy.dump());
+    // The test certificate covers *.workers.dev only: this name fails TLS with an error text
+    // that names it.
+    const DEEP: &str = "myproxy.someone.workers.dev";
+    let (proxy, a) = worker_trace_session(DEEP);
+    assert_ne!(a.outcome, Outcome::Ok, "{a:?}");
+    assert!(
+        proxy
+            .wait_line(&["tls-error", "not valid for name"], WAIT)
+            .is_some(),
+        "{}",
+        proxy.dump()
+    );
+    assert_eq!(proxy.count_log(DEEP), 0, "{}", proxy.dump());
+}
