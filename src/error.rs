@@ -67,6 +67,10 @@ pub enum CloseReason {
     /// A pooled upstream sent nothing within `--pool-first-byte-timeout` and the client's
     /// request was too large to replay; the client is closed so it reconnects.
     UpstreamSilent,
+    /// The init's DC index names a DC that is neither in the built-in table nor configured
+    /// (`--dc-ip`, `--tcp-dc-ip`): refused at the init, so client input never grows per-DC
+    /// state (`route::table::known_dc`).
+    UnknownDc,
 }
 
 impl CloseReason {
@@ -90,6 +94,7 @@ impl CloseReason {
             CloseReason::SlabFull => "slab-full",
             CloseReason::LocalResource => "local-resource",
             CloseReason::UpstreamSilent => "upstream-silent",
+            CloseReason::UnknownDc => "unknown-dc",
         }
     }
 
@@ -101,7 +106,8 @@ impl CloseReason {
             | CloseReason::HandshakeEof
             | CloseReason::BadInit
             | CloseReason::HttpRequest
-            | CloseReason::TlsClientHello => Side::Client,
+            | CloseReason::TlsClientHello
+            | CloseReason::UnknownDc => Side::Client,
             CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_) => {
                 Side::Upstream
             }
@@ -110,7 +116,7 @@ impl CloseReason {
     }
 
     /// All reasons, for stats tables (`WsClose` represented once).
-    pub const ALL: [CloseReason; 17] = [
+    pub const ALL: [CloseReason; 18] = [
         CloseReason::ClientEof,
         CloseReason::ClientReset,
         CloseReason::UpstreamEof,
@@ -128,6 +134,7 @@ impl CloseReason {
         CloseReason::SlabFull,
         CloseReason::LocalResource,
         CloseReason::UpstreamSilent,
+        CloseReason::UnknownDc,
     ];
 
     /// Index into [`CloseReason::ALL`].
@@ -177,6 +184,24 @@ pub enum Failure {
     /// after the client asked twice (a session), or a probe that got `resPQ` but not its byte
     /// goal in time (the "16 KB freeze", docs/design.md §4 rule 7).
     Stalled,
+    /// `ENETUNREACH` / `ENETDOWN`: this host has no route to the network (a dead WAN link, no
+    /// default route). Says nothing about the route ([`Failure::is_network`]).
+    NetUnreachable,
+    /// `EHOSTUNREACH`: the destination host cannot be reached (ICMP host unreachable, no ARP
+    /// answer). Counts against the route like a refused connect.
+    HostUnreachable,
+    /// `EADDRNOTAVAIL`: no local address can reach the destination (no IPv6 address, the
+    /// interface went away, ephemeral ports exhausted). Says nothing about the route.
+    AddrUnavailable,
+}
+
+impl Failure {
+    /// True for failures of this host's network rather than of the route (network unreachable,
+    /// no address available): health does not cool a route down for them, and the ladder says
+    /// "network unreachable" once instead of marking every route dead.
+    pub fn is_network(self) -> bool {
+        matches!(self, Failure::NetUnreachable | Failure::AddrUnavailable)
+    }
 }
 
 impl fmt::Display for Failure {
@@ -192,6 +217,9 @@ impl fmt::Display for Failure {
             Failure::SilentPooled => f.write_str("pooled-silent"),
             Failure::ClosedAfterReply => f.write_str("closed-after-reply"),
             Failure::Stalled => f.write_str("stalled"),
+            Failure::NetUnreachable => f.write_str("network-unreachable"),
+            Failure::HostUnreachable => f.write_str("host-unreachable"),
+            Failure::AddrUnavailable => f.write_str("no-address"),
         }
     }
 }
@@ -218,5 +246,8 @@ mod tests {
         assert_eq!(Failure::Http(302).to_string(), "http-302");
         assert_eq!(Failure::ClosedAfterReply.to_string(), "closed-after-reply");
         assert_eq!(Failure::Stalled.to_string(), "stalled");
+        assert_eq!(Failure::NetUnreachable.to_string(), "network-unreachable");
+        assert!(Failure::NetUnreachable.is_network() && Failure::AddrUnavailable.is_network());
+        assert!(!Failure::HostUnreachable.is_network() && !Failure::Refused.is_network());
     }
 }

@@ -1,11 +1,17 @@
 //! The process logger (`log` facade backend) and the [`RateLimited`] folding helper.
 //!
 //! Owns where log lines go (stderr, or `--log-file` with a size cap and ONE rotation to
-//! `PATH.1`) and their one-line format. It must not decide *what* is logged or at which level:
-//! callers do (the session close line lives in `conn`, the stats line in `stats`). Nothing here
-//! reads the monotonic clock the reactor owns; [`RateLimited`] takes time as a parameter.
+//! `PATH.1`), their one-line format, the last-line redaction of the configured private host
+//! names ([`set_redactions`]: no line, a dependency's included, shows them), and what happens
+//! when a sink breaks: a line that cannot be
+//! written is dropped and counted ([`lost_lines`]), never a panic. A stderr whose reader went
+//! away (logd restarted, `| logger` killed: `EPIPE`) is dropped for good, because `eprintln!`
+//! (and so the `simple_logger` crate) panics on it and the release profile aborts on a panic.
+//! It must not decide *what* is logged or at which level: callers do (the session close line
+//! lives in `conn`, the stats line in `stats`). Nothing here reads the monotonic clock the
+//! reactor owns; [`RateLimited`] takes time as a parameter.
 //!
-//! Timestamps are UTC wall time (`2026-11-30T12:34:56.789Z`). Routers boot with a wrong clock
+//! Log file time stamps are UTC wall time (`2026-11-30T12:34:56.789Z`). Routers boot with a wrong clock
 //! that NTP corrects minutes later, so the first lines after boot may carry a 1970 or build-date
 //! stamp; we accept that because (a) line order in the file stays true regardless, (b) once the
 //! clock is synced the stamps line up with the user's experience ("it broke at 21:00") and with
@@ -15,39 +21,98 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{LevelFilter, Log, Metadata, Record};
 
 /// Installs the global logger. `level` bounds our own crate's records; other crates (rustls)
-/// are capped at `Info` unless `level` is `Trace`. `file = None` writes to stderr; otherwise
-/// lines are appended to `file`, and when the next line would push it past `max_bytes` it is
+/// are capped at `Info` unless `level` is `Trace`. `file = None` writes to stderr as
+/// `LEVEL [target] message` (logd adds the time stamp); otherwise lines (with a UTC stamp) are
+/// appended to `file`, and when the next line would push it past `max_bytes` it is
 /// renamed to `PATH.1` (replacing an older one) and a fresh `PATH` is started. `max_bytes` of 0
-/// is treated as 1 (rotate before every line), never as "unbounded".
+/// is treated as 1 (rotate before every line), never as "unbounded". Write errors never panic:
+/// the line is counted in [`lost_lines`]; stderr stops being written after its first error.
 ///
 /// Errors: the file cannot be opened for appending (message names the path), or a logger was
 /// already installed.
 pub fn init(level: LevelFilter, file: Option<&Path>, max_bytes: u64) -> Result<(), String> {
-    let Some(path) = file else {
-        // stderr (procd hands it to logd, which stamps each line): simple_logger, the backend
-        // the project was asked to use. Same level rule as the file sink below.
-        let others = if level == LevelFilter::Trace {
-            level
-        } else {
-            level.min(LevelFilter::Info)
-        };
-        return simple_logger::SimpleLogger::new()
-            .with_level(others)
-            .with_module_level(env!("CARGO_CRATE_NAME"), level)
-            .init()
-            .map_err(|_| "a logger is already installed".to_string());
+    let sink = match file {
+        None => Sink::Stderr,
+        Some(path) => Sink::File(Mutex::new(LogFile::open(path, max_bytes)?)),
     };
-    let sink = Sink::File(Mutex::new(LogFile::open(path, max_bytes)?));
     let logger: &'static Logger = Box::leak(Box::new(Logger { level, sink }));
     log::set_logger(logger).map_err(|_| "a logger is already installed".to_string())?;
     log::set_max_level(level);
     Ok(())
+}
+
+/// Log lines dropped since start because their sink could not take them (stderr's reader gone,
+/// a full disk under `--log-file`). Shown in the stats line as `log-lost=N` when not 0.
+pub fn lost_lines() -> usize {
+    LOST.load(Ordering::Relaxed)
+}
+
+/// Sets the host names no log line may show, each with what to print instead (`(private host,
+/// redacted form)`, e.g. the `--cf-worker-domain` and `--cf-domain` names and their
+/// `route::table::redact` forms). Our own lines redact at the call site, but a dependency's
+/// (tungstenite's `-v -v` trace of the upgrade request names the Worker in `Host:`) and error
+/// texts we pass on (rustls: "certificate not valid for name …") are rewritten here. The first
+/// call wins; later ones are ignored.
+pub fn set_redactions(mut pairs: Vec<(String, String)>) {
+    // Longer names first, so a name that contains another is replaced whole.
+    pairs.sort_by_key(|(host, _)| std::cmp::Reverse(host.len()));
+    pairs.retain(|(host, _)| !host.is_empty());
+    let _ = REDACTIONS.set(pairs);
+}
+
+/// See [`set_redactions`].
+static REDACTIONS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+/// The text of `record` with the configured private names redacted (in our own lines too: an
+/// error text from a dependency, such as a certificate that is "not valid for name …", can
+/// carry the name into a line of ours).
+fn message(record: &Record) -> String {
+    redact_with(
+        record.args().to_string(),
+        REDACTIONS.get().map_or(&[], Vec::as_slice),
+    )
+}
+
+/// `msg` with every `(host, shown)` host replaced by its shown form.
+fn redact_with(mut msg: String, pairs: &[(String, String)]) -> String {
+    for (host, shown) in pairs {
+        if msg.contains(host.as_str()) {
+            msg = msg.replace(host.as_str(), shown);
+        }
+    }
+    msg
+}
+
+/// Lines dropped by a broken sink (a `usize`: MIPS32 has no 64-bit atomics).
+static LOST: AtomicUsize = AtomicUsize::new(0);
+
+/// Set once writing to stderr failed: the sink is dropped, later lines are only counted.
+static STDERR_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Writes `bytes` to stderr in one call unless stderr already failed once; a failure (`EPIPE`
+/// when the reader went away, anything else but `EINTR`) drops stderr for good. Returns whether
+/// the bytes were written. Never panics (unlike `eprintln!`). Also used for the few lines the
+/// process writes to stderr next to a `--log-file`.
+pub fn write_stderr(bytes: &[u8]) -> bool {
+    if STDERR_GONE.load(Ordering::Relaxed) {
+        LOST.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    match std::io::stderr().lock().write_all(bytes) {
+        Ok(()) => true,
+        Err(_) => {
+            STDERR_GONE.store(true, Ordering::Relaxed);
+            LOST.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
 }
 
 /// Folds repeated identical warnings: at most one line per `interval_ms`, and the line that is
@@ -95,8 +160,11 @@ impl RateLimited {
     }
 }
 
-/// Where formatted lines go (only the file sink is ours; stderr goes through simple_logger).
+/// Where formatted lines go.
 enum Sink {
+    /// stderr, through [`write_stderr`].
+    Stderr,
+    /// `--log-file`.
     File(Mutex<LogFile>),
 }
 
@@ -120,9 +188,12 @@ impl Log for Logger {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let line = format_line(SystemTime::now(), record);
         match &self.sink {
+            Sink::Stderr => {
+                write_stderr(stderr_line(record).as_bytes());
+            }
             Sink::File(file) => {
+                let line = format_line(SystemTime::now(), record);
                 // A poisoned lock only means another thread panicked mid-write; keep logging.
                 let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
                 file.write_line(line.as_bytes());
@@ -131,8 +202,8 @@ impl Log for Logger {
     }
 
     fn flush(&self) {
-        let Sink::File(file) = &self.sink;
-        {
+        // stderr is unbuffered; only the file may hold bytes.
+        if let Sink::File(file) = &self.sink {
             let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
             let _ = file.file.flush();
         }
@@ -173,7 +244,10 @@ impl LogFile {
         }
         match self.file.write_all(line) {
             Ok(()) => self.size = self.size.saturating_add(len),
-            Err(e) => self.report(&format!("cannot write {}: {e}", self.path.display())),
+            Err(e) => {
+                LOST.fetch_add(1, Ordering::Relaxed);
+                self.report(&format!("cannot write {}: {e}", self.path.display()));
+            }
         }
     }
 
@@ -191,7 +265,8 @@ impl LogFile {
     fn report(&mut self, msg: &str) {
         if !self.failed {
             self.failed = true;
-            eprintln!("tg-ws-proxy: log file: {msg} (further errors not shown)");
+            let line = format!("tg-ws-proxy: log file: {msg} (further errors not shown)\n");
+            write_stderr(line.as_bytes());
         }
     }
 }
@@ -218,7 +293,21 @@ fn format_line(now: SystemTime, record: &Record) -> String {
         line.push_str(target);
         line.push_str("] ");
     }
-    let msg = record.args().to_string();
+    let msg = message(record);
+    line.extend(
+        msg.chars()
+            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
+    );
+    line.push('\n');
+    line
+}
+
+/// One record as one stderr line: `WARN  [tg_ws_proxy::conn] message` (the level padded to 5,
+/// the shape the `simple_logger` crate printed before this sink replaced it), no time stamp
+/// (logd adds one), newlines flattened as in [`format_line`], and a trailing newline.
+fn stderr_line(record: &Record) -> String {
+    let msg = message(record);
+    let mut line = format!("{:<5} [{}] ", record.level().as_str(), record.target());
     line.extend(
         msg.chars()
             .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
@@ -370,6 +459,40 @@ mod tests {
                 .build(),
         );
         assert_eq!(other, "1970-01-01T00:01:00.000Z INFO [rustls::client] x\n");
+    }
+
+    #[test]
+    fn stderr_line_keeps_the_old_shape_and_flattens_newlines() {
+        let line = stderr_line(
+            &Record::builder()
+                .level(log::Level::Warn)
+                .target("tg_ws_proxy::conn")
+                .args(format_args!("a\nb"))
+                .build(),
+        );
+        assert_eq!(line, "WARN  [tg_ws_proxy::conn] a b\n");
+    }
+
+    #[test]
+    fn dependency_lines_hide_configured_names() {
+        let pairs = vec![
+            (
+                "myproxy.someone.workers.dev".to_string(),
+                "my…workers.dev".to_string(),
+            ),
+            ("example.com".to_string(), "ex…".to_string()),
+        ];
+        assert_eq!(
+            redact_with(
+                "Host: myproxy.someone.workers.dev\r\nHost: kws2.example.com".to_string(),
+                &pairs
+            ),
+            "Host: my…workers.dev\r\nHost: kws2.ex…"
+        );
+        assert_eq!(
+            redact_with("nothing here".to_string(), &pairs),
+            "nothing here"
+        );
     }
 
     #[test]

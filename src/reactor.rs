@@ -102,6 +102,8 @@ struct Shared {
     watch: SuspendWatch,
     /// The relay's one large buffer (`relay::Scratch`).
     scratch: Scratch,
+    /// Folds close lines of sessions that never reached an upstream (`Ctx::unserved_log`).
+    unserved_log: [RateLimited; CloseReason::ALL.len()],
 }
 
 impl Shared {
@@ -135,6 +137,7 @@ impl Shared {
             attempt_log: &mut self.attempt_log,
             client_log: &mut self.client_log,
             scratch: &mut self.scratch,
+            unserved_log: &mut self.unserved_log,
         }
     }
 }
@@ -225,6 +228,7 @@ impl Reactor {
                 bad_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
                 attempt_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
                 client_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
+                unserved_log: std::array::from_fn(|_| RateLimited::new(BAD_LOG_INTERVAL_MS / 10)),
                 listen,
                 ladder,
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
@@ -365,7 +369,10 @@ impl Reactor {
                     return;
                 }
                 Err(e) => {
-                    warn!("accept: {e}");
+                    // Per-client (a peer that reset before we took it): folded.
+                    if let Some(n) = self.full_log.allow(now) {
+                        warn!("accept: {e}{}", suppressed(n));
+                    }
                     self.accept = Accept::Idle;
                     return;
                 }
@@ -386,7 +393,7 @@ impl Reactor {
                     let status = self.slab[slot].on_event(Role::Client, true, true, &mut ctx);
                     finish(&mut self.slab, slot, status, &mut self.again);
                 }
-                Err(e) => warn!("client {peer}: cannot register: {e}"),
+                Err(e) => ctx.warn_client(peer, format_args!("cannot register: {e}")),
             }
         }
     }

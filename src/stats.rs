@@ -107,6 +107,10 @@ impl Stats {
                 s.push_str(&format!(" {}={n}", r.name()));
             }
         }
+        let lost = crate::logging::lost_lines();
+        if lost > 0 {
+            s.push_str(&format!(" log-lost={lost}"));
+        }
         if let Some(kib) = rss_kib() {
             s.push_str(&format!(" rss={kib}KiB"));
         }

@@ -322,9 +322,10 @@ fn test_dc_uses_apiws_test_and_the_dc2_ws_address() {
 }
 
 #[test]
-fn test_dc_over_tcp_tier_uses_the_dc2_override() {
+fn test_dc_over_tcp_tier_uses_its_test_index_override() {
     let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.addr());
+    // Test DC 2 is overridden as 10002 (a `2:` override is production DC 2's only).
+    let tcp = format!("10002:{}", dc.addr());
     let proxy = Proxy::start(&[
         "--secret",
         SECRET,

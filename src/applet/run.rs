@@ -61,6 +61,14 @@ pub fn main(mut args: Arguments) -> i32 {
         eprintln!("tg-ws-proxy: --log-file: {e}");
         return 2;
     }
+    logging::set_redactions(
+        config
+            .worker_domains
+            .iter()
+            .chain(&config.cf_domains)
+            .map(|e| (e.host.clone(), crate::route::table::redact(&e.host)))
+            .collect(),
+    );
     for (level, note) in &parsed.notes {
         log::log!(*level, "{note}");
     }
@@ -88,7 +96,7 @@ pub fn main(mut args: Arguments) -> i32 {
             };
             log::error!("{line}");
             if to_file {
-                eprintln!("tg-ws-proxy: {line}");
+                logging::write_stderr(format!("tg-ws-proxy: {line}\n").as_bytes());
             }
             1
         }

@@ -189,13 +189,15 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         long: "--dc-ip", short: None, aliases: &[], env: &["TG_DC_IP"],
         meta: "DC:IP[:PORT]", default: "2:149.154.167.220, 4:149.154.167.220", group: Upstream,
         help: "WebSocket front for a DC, IPv6 in brackets, port 443 if omitted; repeatable, \
-               comma list; replaces the defaults",
+               comma list; replaces the defaults; test DC N uses DC N's front unless 1000N is \
+               given",
         kind: List(|d, s| parse_dc_addr(s).map(|(dc, a)| { d.config.ws_addrs.insert(dc, a); })),
     },
     Opt {
         long: "--tcp-dc-ip", short: None, aliases: &[], env: &["TG_TCP_DC_IP"],
         meta: "DC:IP[:PORT]", default: "built-in DC table, port 443", group: Upstream,
-        help: "raw TCP target for a DC, same forms; repeatable, comma list",
+        help: "raw TCP target for a DC, same forms; repeatable, comma list; test DC N (init \
+               index 1000N) is set only as 1000N, never by N",
         kind: List(|d, s| parse_dc_addr(s).map(|(dc, a)| { d.config.tcp_addrs.insert(dc, a); })),
     },
     Opt {

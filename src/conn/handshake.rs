@@ -2,10 +2,12 @@
 //! secret (docs/protocol.md §1.1–1.3), and either start connecting or drain a bad client.
 //!
 //! Bad input (wrong secret, HTTP, TLS to a plain port, garbage) gets one rate-limited log line
+//! (HTTP as soon as its first bytes show it: `GET `, `POST`, `CONNECT `, the HTTP/2 preface…)
 //! with a distinct reason, then a short bounded drain (`--bad-client-drain`) and a close; an
-//! init whose DC index names no DC (§1.4) is closed as `no-route` at once. Only this session is
-//! affected. On success it hands over to `connect::Connecting` and arms the idle timer; nothing
-//! here dials upstream.
+//! init whose DC index names no DC (§1.4) is closed as `no-route` at once, and one naming a DC
+//! that is neither in the table nor configured (`route::table::known_dc`) as `unknown-dc`, so
+//! client input never creates per-DC state. Only this session is affected. On success it hands
+//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream.
 
 use log::{debug, warn};
 
@@ -15,6 +17,7 @@ use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::{self, INIT_LEN};
 use crate::net::io::{read_once, Io};
+use crate::route::table::known_dc;
 
 /// Bytes discarded per drain read.
 const DRAIN_CHUNK: usize = 4096;
@@ -22,6 +25,12 @@ const DRAIN_CHUNK: usize = 4096;
 /// Prefixes a Telegram client never sends as the start of an init (docs/protocol.md §3.1), so they
 /// can be rejected before 64 bytes arrive.
 const HTTP_PREFIXES: [&[u8; 4]; 4] = [b"GET ", b"POST", b"HEAD", b"OPTI"];
+
+/// Longer starts of HTTP that a client is not barred from sending as the first bytes of an init
+/// (an `HTTP CONNECT` and the HTTP/2 connection preface, RFC 9113 §3.4): rejected once this many
+/// bytes match, a chance of 2^-64 or less for a random init, instead of holding a slot until the
+/// handshake deadline.
+const HTTP_STARTS: [&[u8]; 2] = [b"CONNECT ", b"PRI * HTTP/2.0\r\n"];
 
 /// The init being collected.
 pub struct Handshake {
@@ -43,9 +52,15 @@ impl Handshake {
     }
 }
 
+/// True if `prefix` (the first bytes a client sent) is already known to be HTTP.
+fn is_http(prefix: &[u8]) -> bool {
+    (prefix.len() >= 4 && HTTP_PREFIXES.iter().any(|p| &prefix[..4] == *p))
+        || HTTP_STARTS.iter().any(|p| prefix.starts_with(p))
+}
+
 /// Classifies bytes that failed (or cannot become) an init.
 fn classify_bad(prefix: &[u8]) -> CloseReason {
-    if prefix.len() >= 4 && HTTP_PREFIXES.iter().any(|p| &prefix[..4] == *p) {
+    if is_http(prefix) {
         CloseReason::HttpRequest
     } else if prefix.len() >= 3 && prefix[0] == 0x16 && prefix[1] == 0x03 && prefix[2] <= 0x04 {
         CloseReason::TlsClientHello
@@ -71,10 +86,7 @@ impl Conn {
             Io::Failed(_) => return Step::Close(CloseReason::ClientReset),
             Io::Done(n) => h.got += n,
         }
-        if h.got >= 4
-            && h.got < INIT_LEN
-            && classify_bad(&h.init[..h.got]) == CloseReason::HttpRequest
-        {
+        if h.got >= 4 && h.got < INIT_LEN && is_http(&h.init[..h.got]) {
             return self.reject(CloseReason::HttpRequest, ctx);
         }
         if h.got < INIT_LEN {
@@ -96,6 +108,14 @@ impl Conn {
                 return Step::Close(CloseReason::NoRoute);
             }
         };
+        if !known_dc(dc, ctx.cfg) {
+            self.log_bad(
+                CloseReason::UnknownDc,
+                &format!("DC index {} ({dc}) is not a known DC", accepted.dc),
+                ctx,
+            );
+            return Step::Close(CloseReason::UnknownDc);
+        }
         if let Some(t) = self.timer.take() {
             ctx.wheel.cancel(t);
         }
@@ -182,5 +202,15 @@ mod tests {
         );
         assert_eq!(classify_bad(&[0u8; 64]), CloseReason::BadInit);
         assert_eq!(classify_bad(b"GE"), CloseReason::BadInit);
+        assert_eq!(
+            classify_bad(b"CONNECT kws2.web.telegram.org:443 HTTP/1.1\r\n"),
+            CloseReason::HttpRequest
+        );
+        assert_eq!(
+            classify_bad(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+            CloseReason::HttpRequest
+        );
+        // Too short to tell from a random init yet.
+        assert!(!is_http(b"CONNECT") && !is_http(b"PRI * HTTP/2.0\r"));
     }
 }

@@ -116,6 +116,10 @@ pub struct Ctx<'a> {
     pub client_log: &'a mut RateLimited,
     /// The reactor's large relay buffer, lent to one session step at a time.
     pub scratch: &'a mut Scratch,
+    /// Folds the close lines of sessions that never reached an upstream (the storm cases:
+    /// every route failed, the connect budget, no descriptors, clients that leave while we
+    /// connect), one limiter per [`CloseReason::index`].
+    pub unserved_log: &'a mut [RateLimited; CloseReason::ALL.len()],
 }
 
 impl Ctx<'_> {
@@ -534,8 +538,19 @@ impl Conn {
             Some(t) => format!("{}ms", t.saturating_sub(self.started)),
             None => "-".to_string(),
         };
+        // A session that relayed is logged always (one line per real session); one that never
+        // reached an upstream is a storm case a client can repeat at will: folded, and counted
+        // per reason in the stats line anyway.
+        let mut folded = String::new();
+        if self.info.connected_ms.is_none() {
+            match ctx.unserved_log[reason.index()].allow(ctx.now) {
+                Some(0) => {}
+                Some(n) => folded = format!(" ({n} similar folded)"),
+                None => return,
+            }
+        }
         info!(
-            "session {} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}",
+            "session {} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{folded}",
             self.peer,
             self.info.dc.map(|d| d.label()).unwrap_or_else(|| "-".into()),
             self.info.tier.map(|t| t.name()).unwrap_or("-"),

@@ -336,17 +336,52 @@ fn failed_upgrade(e: UpgradeError) -> DialStep {
     }
 }
 
-/// Maps an I/O error during connect/TLS/upgrade to a failure class.
+/// Maps an I/O error during connect/TLS/upgrade to a failure class: an OS error is named as
+/// what it is (network unreachable, host unreachable, no address, refused, timeout, reset);
+/// only errors without such a class count as `ClosedEarly`.
 pub fn classify_io(e: &std::io::Error) -> Failure {
+    use std::io::ErrorKind;
     if is_tls_error(e) {
         Failure::Tls
-    } else if e.kind() == std::io::ErrorKind::ConnectionRefused {
+    } else if e.kind() == ErrorKind::ConnectionRefused {
         Failure::Refused
-    } else if e.kind() == std::io::ErrorKind::TimedOut {
+    } else if e.kind() == ErrorKind::TimedOut {
         Failure::Timeout
+    } else if matches!(
+        e.kind(),
+        ErrorKind::NetworkUnreachable | ErrorKind::NetworkDown
+    ) {
+        Failure::NetUnreachable
+    } else if e.kind() == ErrorKind::HostUnreachable {
+        Failure::HostUnreachable
+    } else if e.kind() == ErrorKind::AddrNotAvailable {
+        Failure::AddrUnavailable
     } else if is_reset(e) {
         Failure::Reset
     } else {
         Failure::ClosedEarly
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_errors_are_named_as_what_they_are() {
+        let class = |errno: i32| classify_io(&std::io::Error::from_raw_os_error(errno));
+        assert_eq!(class(libc::ENETUNREACH), Failure::NetUnreachable);
+        assert_eq!(class(libc::ENETDOWN), Failure::NetUnreachable);
+        assert_eq!(class(libc::EHOSTUNREACH), Failure::HostUnreachable);
+        assert_eq!(class(libc::EADDRNOTAVAIL), Failure::AddrUnavailable);
+        assert_eq!(class(libc::ECONNREFUSED), Failure::Refused);
+        assert_eq!(class(libc::ETIMEDOUT), Failure::Timeout);
+        assert_eq!(class(libc::ECONNRESET), Failure::Reset);
+        assert_eq!(class(libc::EPIPE), Failure::Reset);
+        // Only what has no class of its own is "closed early".
+        assert_eq!(
+            classify_io(&std::io::Error::other("upgrade cut short")),
+            Failure::ClosedEarly
+        );
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! client→front  Encoder: plain bytes ─► [frame header | masked payload]… + queued control frames
-//! front→client  Decoder: frames ─► payload ranges, pings answered, close echoed, bad frames refused
+//! front→client  Decoder: frames ─► payload ranges, pings answered, close echoed (nothing after
+//!               it is payload), bad frames and forbidden close codes refused
 //! ```
 //! Toward Telegram's front (and Cloudflare-proxied domains) every MTProto transport packet is one
 //! binary message whose header carries the packet length ([`Split::Packets`]); toward a Worker,
@@ -34,6 +35,17 @@ pub const MAX_SMALL: usize = MAX_HEADER + MAX_CONTROL;
 /// Close status code we send when the client ended (RFC 6455 §7.4.1 "normal closure").
 pub const CLOSE_NORMAL: u16 = 1000;
 
+/// Close status code we send when the front broke the protocol (RFC 6455 §7.4.1).
+pub const CLOSE_PROTOCOL_ERROR: u16 = 1002;
+
+/// True if `code` may appear in a Close frame (RFC 6455 §7.4.1–§7.4.2 and the IANA registry):
+/// 1000–1003, 1007–1014, and 3000–4999 (registered and private use). 1004–1006 and 1015 are
+/// reserved and never sent; everything below 1000, the rest of 1000–2999 and 5000 and up are
+/// invalid.
+pub fn close_code_valid(code: u16) -> bool {
+    matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
+}
+
 /// How client→front bytes are cut into binary messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Split {
@@ -54,6 +66,10 @@ pub enum LinkError {
     Text,
     /// The client declared a transport packet longer than `framing::MAX_PACKET` (bytes).
     PacketTooLong(usize),
+    /// The front's Close breaks RFC 6455 §5.5.1 / §7.4: a status code no endpoint may send
+    /// (this code; 0 for a one-byte body), or a reason that is not UTF-8. Our Close 1002
+    /// (protocol error) is queued in answer.
+    BadClose(u16),
 }
 
 impl fmt::Display for LinkError {
@@ -63,6 +79,7 @@ impl fmt::Display for LinkError {
             LinkError::MaskedByServer => f.write_str("ws server frame is masked"),
             LinkError::Text => f.write_str("ws text frame on a binary link"),
             LinkError::PacketTooLong(n) => write!(f, "transport packet of {n} bytes is too long"),
+            LinkError::BadClose(code) => write!(f, "ws close with an invalid status ({code})"),
         }
     }
 }
@@ -326,18 +343,26 @@ pub enum Event {
     Closed(u16, usize),
     /// An incomplete header or control frame: wait for more bytes.
     NeedMore,
+    /// The first `n` input bytes arrived after the front's Close: nothing may follow a Close
+    /// (RFC 6455 §5.5.1), so they are never relayed. Drop them.
+    AfterClose(usize),
 }
 
 /// Front→client half: strips data frame headers and recognises control frames.
 pub struct Decoder {
     /// Payload bytes left in the current data frame.
     left: u64,
+    /// The front's Close was seen: everything after it is [`Event::AfterClose`] (sticky).
+    closed: bool,
 }
 
 impl Decoder {
     /// A decoder at a frame boundary.
     pub fn new() -> Decoder {
-        Decoder { left: 0 }
+        Decoder {
+            left: 0,
+            closed: false,
+        }
     }
 
     /// True inside a data frame's payload.
@@ -348,8 +373,15 @@ impl Decoder {
     /// Looks at the start of `input` (bytes as received from the front). Pings and closes are
     /// answered through `enc`; they may arrive between any two frames, also mid-packet.
     ///
-    /// Errors: a bad header, a masked frame, a text frame.
+    /// Errors: a bad header, a masked frame, a text frame, a Close with a forbidden status or a
+    /// reason that is not UTF-8 (our Close 1002 is queued).
     pub fn next(&mut self, input: &[u8], enc: &mut Encoder) -> Result<Event, LinkError> {
+        if self.closed {
+            return Ok(match input.len() {
+                0 => Event::NeedMore,
+                n => Event::AfterClose(n),
+            });
+        }
         if self.left > 0 {
             if input.is_empty() {
                 return Ok(Event::NeedMore);
@@ -384,10 +416,22 @@ impl Decoder {
                     }
                     Opcode::Close => {
                         let code = match payload {
-                            [a, b, ..] => Some(u16::from_be_bytes([*a, *b])),
-                            _ => None,
+                            [] => None,
+                            [a, b, reason @ ..] => {
+                                let code = u16::from_be_bytes([*a, *b]);
+                                if !close_code_valid(code) || std::str::from_utf8(reason).is_err() {
+                                    enc.queue_close(Some(CLOSE_PROTOCOL_ERROR));
+                                    return Err(LinkError::BadClose(code));
+                                }
+                                Some(code)
+                            }
+                            [_] => {
+                                enc.queue_close(Some(CLOSE_PROTOCOL_ERROR));
+                                return Err(LinkError::BadClose(0));
+                            }
                         };
                         enc.queue_close(code);
+                        self.closed = true;
                         Ok(Event::Closed(code.unwrap_or(0), hl + len))
                     }
                     _ => Ok(Event::Control(hl + len)),

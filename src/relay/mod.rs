@@ -644,7 +644,7 @@ impl Relay {
                 Link::Raw => avail,
                 Link::Ws(enc, dec) => match dec.next(self.down.unprocessed(), enc) {
                     Ok(Event::Payload(n)) => n,
-                    Ok(Event::Header(n) | Event::Control(n)) => {
+                    Ok(Event::Header(n) | Event::Control(n) | Event::AfterClose(n)) => {
                         self.down.skip(n);
                         progress = true;
                         continue;

@@ -19,14 +19,18 @@
 //! |-------------------------------------------|----------|---------|---------|---------|---------------|----------------|
 //! | `Timeout`, `Refused`, `Tls`, `Http(!5xx)` | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `Reset`, `Http(5xx)`, `ClosedEarly`       | soft     | Down    | Suspect | Down    | unchanged     | Down (longer)  |
+//! | `HostUnreachable`                         | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `Local`                                   | not ours | —       | —       | —       | —             | —              |
 //! | `ClosedAfterReply`                        | hard     | Down ≥ floor | Down ≥ floor | Down ≥ floor | unchanged | Down (longer) |
 //! | `Stalled`                                 | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
+//! | `NetUnreachable`, `AddrUnavailable`       | not ours | —       | —       | —       | —             | —              |
 //!
 //! `Http(!5xx)` covers 3xx (redirect TTL), 403/404, 429 (honours `Retry-After`) and any other
 //! non-101 status. `ClosedEarly` is soft; a caller that knows the route answered 101 and then
 //! stayed silent (a Worker that cannot reach Telegram) reports `Timeout` to make it hard.
-//! `Local` (descriptors exhausted…) says nothing about the route and is ignored.
+//! `Local` (descriptors exhausted…) says nothing about the route and is ignored; so do the
+//! network-class failures ([`Failure::is_network`]): a dead WAN link is not a dead route, and
+//! cooling every route down for it would keep clients off them after the link returns.
 //! `ClosedAfterReply` is already the ladder's verdict over several sessions (a front that
 //! answers and then closes every session), so it is hard, and its cooldown is at least
 //! `Policy::closed_after_reply_ms` (jittered): a plain `resPQ` probe cannot see this fault, so
@@ -141,6 +145,8 @@ pub fn classify(f: Failure) -> Class {
         Failure::SilentPooled => Class::Soft,
         Failure::Local => Class::NotRoute,
         Failure::ClosedAfterReply | Failure::Stalled => Class::Hard,
+        Failure::HostUnreachable => Class::Hard,
+        Failure::NetUnreachable | Failure::AddrUnavailable => Class::NotRoute,
     }
 }
 
@@ -570,6 +576,23 @@ mod tests {
             assert_eq!(t.fail(now, Failure::Local), None);
         }
         assert_eq!((t.h.state(), t.h.level()), (State::Up, 0));
+    }
+
+    #[test]
+    fn network_failures_do_not_cool_routes_but_host_unreachable_does() {
+        for f in [Failure::NetUnreachable, Failure::AddrUnavailable] {
+            assert_eq!(classify(f), Class::NotRoute);
+            for mut t in [Rig::exact(3), Rig::exact(3).up(0)] {
+                let before = t.h.state();
+                for now in 0..5 {
+                    assert_eq!(t.fail(now, f), None);
+                }
+                assert_eq!((t.h.state(), t.h.level()), (before, 0));
+            }
+        }
+        let mut t = Rig::exact(3).up(0);
+        t.fail(0, Failure::HostUnreachable);
+        assert!(matches!(t.h.state(), State::Down { .. }));
     }
 
     #[test]

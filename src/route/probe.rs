@@ -340,7 +340,7 @@ impl Probe {
                 match self.ws_dec.next(&self.raw_in[at..], &mut self.ws_enc) {
                     Err(e) => return Err(format!("bad WS frame: {e}")),
                     Ok(Event::NeedMore) => break,
-                    Ok(Event::Header(n) | Event::Control(n)) => at += n,
+                    Ok(Event::Header(n) | Event::Control(n) | Event::AfterClose(n)) => at += n,
                     Ok(Event::Payload(n)) => {
                         let payload = &mut self.raw_in[at..at + n];
                         dec.apply(payload);

@@ -204,10 +204,15 @@ impl Table {
     }
 
     /// Route indices for `dc` in tier order, creating them on first use. Our own listen
-    /// address is never a target.
+    /// address is never a target. A DC that is not [`known_dc`] gets no routes and leaves no
+    /// entry behind, so the table holds at most two entries (non-media, media) per DC the
+    /// built-in table or the configuration names, whatever DC indices clients send.
     pub fn routes_for(&mut self, dc: DcId, cfg: &Config, listen: SocketAddr) -> Vec<usize> {
         if let Some(ids) = self.by_dc.get(&dc) {
             return ids.clone();
+        }
+        if !known_dc(dc, cfg) {
+            return Vec::new();
         }
         let mut ids = Vec::new();
         for &tier in &cfg.tier_order {
@@ -232,6 +237,11 @@ impl Table {
         ids
     }
 
+    /// DCs (with media and test flags) that have entries.
+    pub fn dc_count(&self) -> usize {
+        self.by_dc.len()
+    }
+
     /// Index of this route's endpoint among the configured Workers (for its budget).
     pub fn worker_index(&self, id: usize, cfg: &Config) -> Option<usize> {
         match &self.routes[id].target {
@@ -247,16 +257,52 @@ impl Default for Table {
     }
 }
 
+/// The key of `dc` in the `--dc-ip` / `--tcp-dc-ip` maps: the DC number for a production DC,
+/// the init's test index (10000 + N, e.g. `--tcp-dc-ip 10002:IP`) for test DC N. `None` for a
+/// test DC whose index does not fit the init's i16 (no override can name it).
+pub fn override_key(dc: DcId) -> Option<u16> {
+    if !dc.test {
+        return Some(dc.dc);
+    }
+    dc.dc.checked_add(10_000).filter(|&k| k <= 32_767)
+}
+
+/// The DC's own address: its `--tcp-dc-ip` override, else the built-in table (port 443). A
+/// test DC is looked up by its test index only, so `--tcp-dc-ip 2:…` (production DC 2) never
+/// sends test-DC 2 sessions (index 10002) to a production address — neither over the tcp tier
+/// nor as a Worker's `dst` (docs/design.md §4, issue 10 item 6).
+pub fn dc_addr(dc: DcId, cfg: &Config) -> Option<SocketAddr> {
+    override_key(dc)
+        .and_then(|k| cfg.tcp_addrs.get(&k).copied())
+        .or_else(|| dc.table_ip().map(|ip| SocketAddr::from((ip, 443))))
+}
+
+/// True if `dc` is a DC this proxy knows: a production DC of the built-in table (1–5, 203) or
+/// named by `--dc-ip` / `--tcp-dc-ip`; a test DC of the built-in test table (1–3), named by its
+/// test index (`1000N:`), or whose DC N has a WS front (the front serves test DCs too). Media
+/// follows its DC. Any other index a client sends is refused at the init (`unknown-dc`).
+pub fn known_dc(dc: DcId, cfg: &Config) -> bool {
+    if dc.table_ip().is_some() {
+        return true;
+    }
+    let named = |k: u16| cfg.ws_addrs.contains_key(&k) || cfg.tcp_addrs.contains_key(&k);
+    match override_key(dc) {
+        Some(k) if named(k) => true,
+        _ => dc.test && cfg.ws_addrs.contains_key(&dc.dc),
+    }
+}
+
 /// The concrete targets of one tier for one DC.
 fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
-    let table_addr = || {
-        cfg.tcp_addrs
-            .get(&dc.dc)
-            .copied()
-            .or_else(|| dc.table_ip().map(|ip| SocketAddr::from((ip, 443))))
-    };
+    let table_addr = || dc_addr(dc, cfg);
+    // Telegram's WS front serves test DCs too (the path `/apiws_test` picks them, the `kwsN`
+    // names are the same), so a test DC uses its own `--dc-ip 1000N:` front if one is given,
+    // else DC N's front.
+    let ws_addr = override_key(dc)
+        .and_then(|k| cfg.ws_addrs.get(&k))
+        .or_else(|| cfg.ws_addrs.get(&dc.dc));
     match tier {
-        Tier::Ws => match cfg.ws_addrs.get(&dc.dc) {
+        Tier::Ws => match ws_addr {
             Some(&addr) => vec![Target::Ws {
                 addr,
                 hosts: dc.ws_hosts(),
@@ -356,6 +402,85 @@ mod tests {
         let mut t = Table::new();
         let ids = t.routes_for(dc2(), &cfg, "0.0.0.0:1443".parse().unwrap());
         assert!(ids.iter().all(|&i| t.routes[i].tier != Tier::Ws));
+    }
+
+    #[test]
+    fn test_dc_never_takes_a_production_override() {
+        let test2 = DcId::from_index(10002).unwrap();
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::Worker, Tier::Tcp];
+        cfg.worker_domains = vec![CfEndpoint {
+            host: "w.example.workers.dev".into(),
+            port: 443,
+        }];
+        cfg.tcp_addrs.insert(2, "10.0.0.2:443".parse().unwrap());
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let targets = |cfg: &Config| {
+            let mut t = Table::new();
+            let ids = t.routes_for(test2, cfg, listen);
+            ids.iter()
+                .map(|&i| match &t.routes[i].target {
+                    Target::Worker { path, .. } => path.clone(),
+                    Target::Tcp { addr } => addr.to_string(),
+                    _ => panic!("unexpected tier"),
+                })
+                .collect::<Vec<_>>()
+        };
+        // Only production DC 2 is overridden: test DC 2 keeps its built-in test address.
+        assert_eq!(
+            targets(&cfg),
+            vec![
+                "/apiws?dst=149.154.167.40&dc=2&media=0".to_string(),
+                "149.154.167.40:443".to_string()
+            ]
+        );
+        // Its own override (the test index) is honoured.
+        cfg.tcp_addrs.insert(10002, "10.0.0.3:443".parse().unwrap());
+        assert_eq!(
+            targets(&cfg),
+            vec![
+                "/apiws?dst=10.0.0.3&dc=2&media=0".to_string(),
+                "10.0.0.3:443".to_string()
+            ]
+        );
+        // Production DC 2 still uses its own.
+        assert_eq!(dc_addr(dc2(), &cfg), Some("10.0.0.2:443".parse().unwrap()));
+        assert_eq!(override_key(test2), Some(10002));
+        assert_eq!(
+            override_key(DcId::from_index(i16::MAX).unwrap()),
+            Some(32767)
+        );
+    }
+
+    #[test]
+    fn unknown_dc_indices_leave_no_state() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.cf_domains = vec![CfEndpoint {
+            host: "example.com".into(),
+            port: 443,
+        }];
+        cfg.tcp_addrs.insert(7, "10.0.0.7:443".parse().unwrap());
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let mut t = Table::new();
+        // Every index a client can send: only the known DCs get entries.
+        for idx in i16::MIN..=i16::MAX {
+            if let Ok(dc) = DcId::from_index(idx) {
+                let _ = t.routes_for(dc, &cfg, listen);
+            }
+        }
+        // Production 1-5, 203, 7 (configured); test 1-3 (table), 2 and 4 (WS front): × media.
+        assert_eq!(
+            t.dc_count(),
+            2 * (7 + 4),
+            "{:?}",
+            t.by_dc.keys().collect::<Vec<_>>()
+        );
+        let id = |i: i16| DcId::from_index(i).unwrap();
+        assert!(known_dc(id(203), &cfg) && known_dc(id(-7), &cfg) && known_dc(id(10004), &cfg));
+        assert!(!known_dc(id(9999), &cfg) && !known_dc(id(6), &cfg) && !known_dc(id(10005), &cfg));
+        assert!(t.routes_for(id(9999), &cfg, listen).is_empty());
+        cfg.tcp_addrs.insert(10005, "10.0.0.8:443".parse().unwrap());
+        assert!(known_dc(id(-10005), &cfg));
     }
 
     #[test]

@@ -81,6 +81,12 @@ pub enum Fault {
     /// that crosses it sent complete), the connection goes silent: it reads and discards,
     /// never answers, never closes (the "16 KB freeze").
     StallAfterSent(usize),
+    /// WS front: after the first reply, a hand-made Close frame with this status code (e.g. a
+    /// forbidden 999), then the end of the connection.
+    CloseCodeAfterReply(u16),
+    /// WS front: after the first reply, a Close (1000) and then, against RFC 6455 §5.5.1, a
+    /// binary frame holding one more transport packet (`AFTER-CLOSE!`), then the end.
+    DataAfterClose,
 }
 
 /// Start-up settings of a [`FakeDc`].
@@ -913,7 +919,37 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
         }) {
             return;
         }
+        let raw = match fault {
+            Fault::CloseCodeAfterReply(code) => raw_frame(0x88, &code.to_be_bytes()),
+            Fault::DataAfterClose => {
+                let mut raw = raw_frame(0x88, &1000u16.to_be_bytes());
+                raw.extend(raw_frame(0x82, &s.wire(b"AFTER-CLOSE!")));
+                raw
+            }
+            _ => continue,
+        };
+        let tls = ws.get_mut();
+        let _ = tls.write_all(&raw).and_then(|_| tls.flush());
+        // Stay until the proxy hangs up, so it meets the frames before our FIN.
+        let _ = tls.sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+        let mut sink = [0u8; 1024];
+        while matches!(tls.read(&mut sink), Ok(n) if n > 0) {}
+        return;
     }
+}
+
+/// An unmasked server frame (FIN set) with `first` as its first byte (FIN | opcode), for the
+/// faults that break RFC 6455 on purpose. Payloads up to 65535 bytes.
+fn raw_frame(first: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![first];
+    if payload.len() < 126 {
+        f.push(payload.len() as u8);
+    } else {
+        f.push(126);
+        f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    }
+    f.extend_from_slice(payload);
+    f
 }
 
 /// Handles decrypted bytes for either transport; false = end the session.

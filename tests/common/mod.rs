@@ -35,6 +35,11 @@ pub const SECRET: &str = "0123456789abcdef0123456789abcdef";
 pub const LOOPBACK_DEAD_DCS: &str =
     "1:127.0.0.1:9,2:127.0.0.1:9,3:127.0.0.1:9,4:127.0.0.1:9,5:127.0.0.1:9,203:127.0.0.1:9";
 
+/// Test DCs 1–3 (init indices 1000N) mapped to the same closed port: a test DC takes only its
+/// own `--tcp-dc-ip 1000N:` entry, never DC N's, so without these it would use the built-in
+/// test DC table (the real network).
+pub const LOOPBACK_DEAD_TEST_DCS: &str = "10001:127.0.0.1:9,10002:127.0.0.1:9,10003:127.0.0.1:9";
+
 /// How long [`Proxy::start`] waits for the `listening on` line.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -173,11 +178,14 @@ impl Proxy {
             "off",
             // Every upstream defaults to a closed loopback port, so nothing a test forgot to
             // point at a fake peer can reach the real DC table (a test's own `--dc-ip 2:…` or
-            // `--tcp-dc-ip 2:…` later on the line replaces the entry for its DC).
+            // `--tcp-dc-ip 2:…` later on the line replaces the entry for its DC; test DCs are
+            // `1000N:`).
             "--dc-ip",
             LOOPBACK_DEAD_DCS,
             "--tcp-dc-ip",
             LOOPBACK_DEAD_DCS,
+            "--tcp-dc-ip",
+            LOOPBACK_DEAD_TEST_DCS,
         ]);
         cmd.arg("--ca-file")
             .arg(&ca)

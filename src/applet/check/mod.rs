@@ -68,9 +68,11 @@ work unchanged; the ones that matter here are --dc-ip, --tcp-dc-ip, --cf-worker-
 --hosts-file, --resolv-conf. No secret is needed: --secret-file and TG_SECRET are ignored.
 
 Table columns: DC, route (tier, DC, target; ws shows the kws name), result (OK, FLAKY k/N, or
-the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, dns), latency
-in ms (median of the OK rounds; of all rounds when none was OK), detail of the first failure.
-A route works when more than half of its rounds got a resPQ.
+the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, dns,
+network-unreachable, host-unreachable, no-address), latency in ms (median of the OK rounds; of
+all rounds when none was OK), detail of the first failure. A route works when more than half
+of its rounds got a resPQ. A DC whose routes all failed with network-unreachable or no-address
+is reported as `network unreachable from this host`: the WAN link, not the routes.
 
 Exit status: 0 if every checked DC, non-media and media, has a working route; 1 otherwise;
 2 on bad flags.
@@ -184,11 +186,12 @@ pub fn parse_dc_list(s: &str) -> Result<Vec<u16>, String> {
     Ok(out.into_iter().collect())
 }
 
-/// Every DC named in `--dc-ip` or `--tcp-dc-ip`, plus DCs 1–5, ascending.
+/// Every production DC named in `--dc-ip` or `--tcp-dc-ip`, plus DCs 1–5, ascending (keys of
+/// 10000 and up name test DCs, which `check` does not probe).
 pub fn default_dcs(cfg: &Config) -> Vec<u16> {
     let mut set: BTreeSet<u16> = DEFAULT_DCS.into_iter().collect();
-    set.extend(cfg.ws_addrs.keys().copied());
-    set.extend(cfg.tcp_addrs.keys().copied());
+    set.extend(cfg.ws_addrs.keys().copied().filter(|&k| k < 10_000));
+    set.extend(cfg.tcp_addrs.keys().copied().filter(|&k| k < 10_000));
     set.into_iter().collect()
 }
 

@@ -3,6 +3,7 @@
 //! the results; the probing is `mod.rs`'s.
 
 use crate::config::Tier;
+use crate::error::Failure;
 use crate::mtproto::dc::DcId;
 use crate::net::dial::DialSpec;
 
@@ -177,6 +178,17 @@ pub fn dc_ids(dcs: &[u16]) -> impl Iterator<Item = DcId> + '_ {
     })
 }
 
+/// True if `row` was tried and every round failed for a network-class reason
+/// (`Failure::is_network`: network unreachable, no address).
+fn network_only(row: &Row) -> bool {
+    let network = [Failure::NetUnreachable, Failure::AddrUnavailable].map(|f| f.to_string());
+    !row.attempts.is_empty()
+        && row.attempts.iter().all(|a| match a {
+            Attempt::Failed { class, .. } => network.contains(class),
+            Attempt::Ok(_) => false,
+        })
+}
+
 /// One verdict per DC in `dcs` × {non-media, media}.
 pub fn verdicts(rows: &[Row], dcs: &[u16]) -> Vec<Verdict> {
     let mut out = Vec::new();
@@ -193,6 +205,11 @@ pub fn verdicts(rows: &[Row], dcs: &[u16]) -> Vec<Verdict> {
                 false,
                 "FAILED: no route configured (no --dc-ip / --tcp-dc-ip, not in the built-in table)"
                     .to_string(),
+            )
+        } else if tiers.is_empty() && mine.iter().all(|r| network_only(r)) {
+            (
+                false,
+                "FAILED: network unreachable from this host (no route is at fault)".to_string(),
             )
         } else if tiers.is_empty() {
             (false, "FAILED: no working route".to_string())

@@ -259,3 +259,48 @@ fn header_incomplete_only_for_a_partial_length_at_a_boundary() {
     p.truncate(2);
     assert!(!enc.header_incomplete(&p));
 }
+
+#[test]
+fn decoder_refuses_invalid_close_codes_and_drops_what_follows_a_close() {
+    let mut rng = rng();
+    for (body, code) in [
+        (999u16.to_be_bytes().to_vec(), 999),
+        (1005u16.to_be_bytes().to_vec(), 1005),
+        (2999u16.to_be_bytes().to_vec(), 2999),
+        (5000u16.to_be_bytes().to_vec(), 5000),
+        (vec![0x03], 0),
+        ([&1000u16.to_be_bytes()[..], &[0xff, 0xfe]].concat(), 1000),
+    ] {
+        let mut enc = Encoder::new(Split::Stream);
+        let mut dec = Decoder::new();
+        assert_eq!(
+            dec.next(&server_frame(Opcode::Close, &body), &mut enc),
+            Err(LinkError::BadClose(code)),
+            "{body:?}"
+        );
+        let frames = server_read(&encode_all(&mut enc, &mut Vec::new(), &mut rng).unwrap());
+        assert_eq!(
+            frames,
+            vec![(Opcode::Close, 1002u16.to_be_bytes().to_vec())]
+        );
+    }
+    for code in [1000, 1003, 1007, 1014, 3000, 4999] {
+        assert!(close_code_valid(code), "{code}");
+    }
+    // A valid Close, then a data frame: the data is never payload.
+    let mut enc = Encoder::new(Split::Stream);
+    let mut dec = Decoder::new();
+    let mut input = server_frame(
+        Opcode::Close,
+        &[&1000u16.to_be_bytes()[..], b"bye"].concat(),
+    );
+    let close_len = input.len();
+    input.extend(server_frame(Opcode::Binary, b"after"));
+    assert_eq!(
+        dec.next(&input, &mut enc),
+        Ok(Event::Closed(1000, close_len))
+    );
+    let rest = &input[close_len..];
+    assert_eq!(dec.next(rest, &mut enc), Ok(Event::AfterClose(rest.len())));
+    assert_eq!(dec.next(&[], &mut enc), Ok(Event::NeedMore));
+}

@@ -131,6 +131,9 @@ pub struct Ladder<U> {
     sweep_at: Option<u64>,
     /// What the stats line shows.
     pub counters: Counters,
+    /// A network-class failure ([`Failure::is_network`]) was seen and no route has worked
+    /// since: "network unreachable" is logged once per such outage, not per route.
+    network_down: bool,
 }
 
 impl<U: Pooled> Ladder<U> {
@@ -157,6 +160,7 @@ impl<U: Pooled> Ladder<U> {
             in_flight: 0,
             sweep_at: (cfg.pool_size > 0).then(|| now + sweep_every(cfg)),
             counters: Counters::default(),
+            network_down: false,
         };
         if cfg.startup_probes {
             for dc in STARTUP_DCS {
@@ -182,6 +186,12 @@ impl<U: Pooled> Ladder<U> {
     pub fn pool_len(&self, id: RouteId) -> (usize, usize) {
         let p = &self.slots[id].pool;
         (p.len(), p.filling())
+    }
+
+    /// True while this host's network is unreachable: a network-class failure was seen and no
+    /// route has worked since.
+    pub fn network_down(&self) -> bool {
+        self.network_down
     }
 
     /// Background jobs handed out and not reported yet.

@@ -50,6 +50,19 @@ impl<U: Pooled> Ladder<U> {
             self.slots[route].stall_probe = true;
         }
         let r = &mut self.table.routes[route];
+        if f.is_network() {
+            // A dead WAN link is not a dead route: no route is cooled down for it, and it is
+            // said once per outage, not once per route.
+            if !self.network_down {
+                self.network_down = true;
+                warn!(
+                    "network unreachable ({f}, first seen on route {}): routes are not cooled \
+                     down for it; said again only after a route has worked",
+                    r.label()
+                );
+            }
+            return None;
+        }
         let change = r
             .health
             .on_failure(now, f, retry_after, &self.cfg.health, &mut self.rng)?;
@@ -85,6 +98,12 @@ impl<U: Pooled> Ladder<U> {
         via: &str,
         now: u64,
     ) -> Option<Change> {
+        if std::mem::take(&mut self.network_down) {
+            info!(
+                "network reachable again (route {} works)",
+                self.table.routes[route].label()
+            );
+        }
         let r = &mut self.table.routes[route];
         r.last_ok = now;
         let change = r.health.on_proof(now, rtt_ms)?;

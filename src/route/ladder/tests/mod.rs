@@ -683,3 +683,30 @@ fn sixteen_kb_freeze_a_stalled_session_fails_its_route_and_only_a_pulling_probe_
     let until = down_until(&l, worker);
     assert_eq!(probe_pull(&mut l, worker, until), 0);
 }
+
+#[test]
+fn a_dead_network_cools_no_route_and_is_said_once_per_outage() {
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, tcp) = ids(&mut l);
+    probe_ok(&mut l, ws, 0);
+    assert!(!l.network_down());
+    // Every route fails with a network-class error: none is cooled down or leaves the plan.
+    for (now, f) in [
+        (10, Failure::NetUnreachable),
+        (20, Failure::AddrUnavailable),
+    ] {
+        for r in [ws, worker, tcp] {
+            assert_eq!(fail(&mut l, r, f, now), None);
+        }
+    }
+    assert!(l.network_down());
+    assert!(is_up(&l, ws));
+    assert_eq!(plan(&mut l, 30), vec![ws, worker, tcp]);
+    // A route that works ends the outage.
+    first_byte(&mut l, tcp, 40, 50);
+    assert!(!l.network_down());
+    // Host unreachable is the route's own failure.
+    assert!(fail(&mut l, worker, Failure::HostUnreachable, 60).is_some());
+    assert_eq!(plan(&mut l, 70), vec![ws, tcp]);
+}
