@@ -572,7 +572,8 @@ impl Conn {
             self.last_activity = ctx.now;
         }
         let (up, down) = (self.info.meter.bytes_up, self.info.meter.bytes_down);
-        if let Some(at) = self.stall.observe(ctx.now, up, down) {
+        let on_client = r.waits_on_client();
+        if let Some(at) = self.stall.observe(ctx.now, (up, down), on_client) {
             if let Some(t) = self.stall_timer.take() {
                 ctx.wheel.cancel(t);
             }

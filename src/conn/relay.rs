@@ -91,6 +91,11 @@ impl Relaying {
         self.core.wants_linger()
     }
 
+    /// True while upstream bytes wait for the client ([`crate::relay::Relay::waits_on_client`]).
+    pub fn waits_on_client(&self) -> bool {
+        self.core.waits_on_client()
+    }
+
     /// Reason reported if the linger deadline fires.
     pub fn linger_reason(&self) -> CloseReason {
         self.core.linger_reason()
