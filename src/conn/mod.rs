@@ -411,7 +411,7 @@ impl Conn {
         let pings_off = self
             .info
             .route
-            .is_some_and(|r| !ctx.ladder.pings_allowed(r));
+            .is_some_and(|r| !ctx.ladder.pings_allowed(r, ctx.now));
         if Self::ping_every(tier, ctx.cfg) == 0 || pings_off {
             return;
         }
