@@ -401,3 +401,36 @@ fn a_client_that_does_not_read_is_not_a_stalled_upstream() {
     }
     assert_eq!(p.count_log("stalled"), 0, "{}", p.dump());
 }
+
+#[test]
+fn a_session_already_running_when_pings_go_off_is_not_pinged_either() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(DcConfig::with_fault(Fault::CloseOnPing));
+    let mut args = vec![
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-ping-interval"),
+        s("0.6"),
+    ];
+    args.extend(worker_flag(&w));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    // Session A's ping falls due at ~800 ms, B's timer fires (not idle) at ~700 ms and is
+    // re-armed for ~1100 ms: before the route is learned.
+    let mut a = connect(&p);
+    echo(&mut a, &p, 0, 64);
+    pause(Duration::from_millis(100));
+    let mut b = connect(&p);
+    echo(&mut b, &p, 1, 64);
+    pause(Duration::from_millis(100));
+    echo(&mut a, &p, 2, 64);
+    pause(Duration::from_millis(300));
+    echo(&mut b, &p, 3, 64);
+    p.wait_line(&["closes sessions after a WS ping: pings off"], WAIT)
+        .unwrap_or_else(|| panic!("not learned\n{}", p.dump()));
+    assert_eq!(w.pings(), 1, "{}", p.dump());
+    // B's timer, armed while pings were allowed, must not ping it (and get it cut) anyway.
+    let pinged_again = common::wait_until(Duration::from_millis(1_000), || w.pings() > 1);
+    assert!(!pinged_again, "{} pings\n{}", w.pings(), p.dump());
+    echo(&mut b, &p, 4, 64);
+}

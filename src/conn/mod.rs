@@ -314,9 +314,14 @@ impl Conn {
                 self.ping_timer = None;
                 if let Some(t) = self.info.tier {
                     // Only after real idleness: traffic either way since the last ping (or the
-                    // start) pushes the ping back (lazy re-arm).
+                    // start) pushes the ping back (lazy re-arm). And only while the route may
+                    // be pinged: a timer armed before the ladder learned otherwise is void.
                     let idle = ctx.now >= self.ping_due(t, ctx);
-                    if let (Phase::Relay(r), true) = (&mut self.phase, idle) {
+                    let allowed = self
+                        .info
+                        .route
+                        .is_none_or(|r| ctx.ladder.pings_allowed(r, ctx.now));
+                    if let (Phase::Relay(r), true) = (&mut self.phase, idle && allowed) {
                         r.queue_ping(ctx.now);
                         self.ping_sent = Some((ctx.now, self.info.meter.bytes_down));
                     }
