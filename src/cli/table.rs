@@ -413,7 +413,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--short-session", short: None, aliases: &[], env: &["TG_SHORT_SESSION"],
         meta: "D", default: "3s", group: Ladder,
-        help: "a session the upstream ends within D after at most 1 KiB down is short; 3 in a \
+        help: "a session the upstream ends within D after 24 B to 1 KiB down is short; 3 in a \
                row on one route put it down as closed-after-reply. An upstream close within D \
                after our WS ping turns pings off for the route for an hour",
         kind: Value(|d, s| positive(s).map(|v| d.config.short_session = v)),

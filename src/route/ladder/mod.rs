@@ -49,6 +49,12 @@ pub const STARTUP_DCS: [u16; 5] = [1, 2, 3, 4, 5];
 /// short error, not a working session.
 pub const SHORT_REPLY_MAX: u64 = 1024;
 
+/// Smallest reply (bytes down) of a short session: anything shorter is a transport error code
+/// (4 bytes in the client's framing, at most 23 with padded intermediate), the DC's verdict on
+/// the client (-404: an auth key it does not know), which a broken client may loop on at once
+/// forever. Such a session neither counts as short nor resets the count.
+pub const SHORT_REPLY_MIN: u64 = 24;
+
 /// Short sessions in a row on one route, with no normal session in between and within
 /// [`SHORT_WINDOW_SESSIONS`] × `--short-session`, that put it down as `closed-after-reply`.
 /// One alone is not enough: a DC legitimately closes a client with a bad key after a short error.

@@ -565,6 +565,33 @@ fn a_normal_session_resets_the_short_session_count_and_client_ends_never_count()
 }
 
 #[test]
+fn a_client_looping_on_a_transport_error_is_not_a_front_that_closes_after_reply() {
+    // A client with an auth key the DC does not know gets -404 (a 4-byte transport error in
+    // its framing: 5..23 bytes) and the DC closes; a broken client retries at once, forever.
+    // That is the DC's verdict on the client, not on the route: one such client must not take
+    // every route down in turn.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    let mut t = 100;
+    for down in [8, 5, 23, 8, 8, 8] {
+        assert!(
+            ended(&mut l, ws, (t, t + 200), down, true).is_none(),
+            "{down} B"
+        );
+        t += 300;
+    }
+    assert!(is_up(&l, ws));
+    // A resPQ-sized reply still counts.
+    for _ in 0..SHORT_ENDS_TO_FAIL - 1 {
+        assert!(ended(&mut l, ws, (t, t + 200), 100, true).is_none());
+        t += 300;
+    }
+    assert!(ended(&mut l, ws, (t, t + 200), 100, true).is_some());
+}
+
+#[test]
 fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
     // Issue 10, item 5: a front that closes on client pings cut every pinged session.
     let c = cfg();
