@@ -40,6 +40,14 @@ impl StallWatch {
         }
     }
 
+    /// The watch starting from the session's payload totals so far (bytes up, bytes down): a
+    /// fresh upstream after a replay counts only what the client sends from then on.
+    pub fn after(mut self, bytes_up: u64, bytes_down: u64) -> StallWatch {
+        self.up = bytes_up;
+        self.down = bytes_down;
+        self
+    }
+
     /// After a relay step at `now` with the session's payload totals (bytes up, bytes down)
     /// and whether upstream bytes wait for the client to take them (`on_client`):
     /// `Some(deadline)` (ms) when the watch has just armed (the client's second unanswered
