@@ -300,10 +300,9 @@ impl<U: Pooled> Ladder<U> {
     /// [`PINGS_OFF_MS`] after a session on it was ended by the upstream right after our ping
     /// (docs/design.md §5 keepalive).
     pub fn pings_allowed(&self, route: RouteId, now: u64) -> bool {
-        !self
-            .slots
+        self.slots
             .get(route)
-            .is_some_and(|s| now < s.pings_off_until)
+            .is_none_or(|s| now >= s.pings_off_until)
     }
 
     /// Client handshakes that pacing could not spread (see `route::pace`).
