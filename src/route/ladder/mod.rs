@@ -380,6 +380,14 @@ impl<U: Pooled> Ladder<U> {
                 if changed > 0 && dial_started <= changed {
                     return None;
                 }
+                // A route down as stalled lets a session's first bytes through (the freeze
+                // comes after ~16 KB): only a pulling probe proves it recovered (rule 7). A
+                // last-resort session on it goes on, it just proves nothing.
+                if self.slots[route].stall_probe
+                    && matches!(self.table.routes[route].health.state(), State::Down { .. })
+                {
+                    return None;
+                }
                 let change = self.succeed(route, rtt_ms, "session", now);
                 // Keep an eye on it once real traffic stops: a sparse liveness probe.
                 if self.slots[route].sched == Sched::Idle {

@@ -729,3 +729,29 @@ fn sixteen_kb_freeze_a_stalled_session_fails_its_route_and_only_a_pulling_probe_
     let until = down_until(&l, worker);
     assert_eq!(probe_pull(&mut l, worker, until), 0);
 }
+
+#[test]
+fn a_last_resort_sessions_first_byte_does_not_revive_a_stalled_route() {
+    // Every route down: clients get them all as a last resort. The frozen route answers the
+    // first bytes of such a session (the freeze lets ~16 KB through): that is "just resPQ",
+    // not the proof of recovery rule 7 asks for.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, tcp) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    l.observe(Observation::SessionStalled { route: ws }, 9_000)
+        .expect("down as stalled");
+    fail(&mut l, worker, Failure::Timeout, 9_000);
+    fail(&mut l, tcp, Failure::Timeout, 9_000);
+    assert_eq!(plan(&mut l, 9_100).len(), 3, "all listed as a last resort");
+    first_byte(&mut l, ws, 9_100, 9_150);
+    assert!(!is_up(&l, ws), "revived by a session's first byte");
+    // Another route's session proof still works as before.
+    first_byte(&mut l, tcp, 9_100, 9_150);
+    assert!(is_up(&l, tcp));
+    // Only the pulling probe brings it back.
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+    probe_ok(&mut l, ws, until + 50);
+    assert!(is_up(&l, ws));
+}
