@@ -177,8 +177,8 @@ pub struct Config {
     pub log_max_bytes: u64,
     /// Host (IP address or DNS name) put in printed links (`--link-ip`); `None` = detect.
     pub link_ip: Option<String>,
-    /// An upstream close this soon after a session started, after a reply of at most
-    /// `route::ladder::SHORT_REPLY_MAX` bytes, is a short session (`--short-session`, 3 s;
+    /// An upstream close this soon after a session started, after a reply of
+    /// `route::ladder::SHORT_REPLY_MIN..=SHORT_REPLY_MAX` bytes, is a short session (`--short-session`, 3 s;
     /// docs/design.md §4 rule 6).
     pub short_session: Duration,
     /// A session whose upstream sent nothing for this long after the client asked twice is

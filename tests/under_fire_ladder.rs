@@ -353,3 +353,84 @@ fn sixteen_kb_freeze_moves_new_sessions_and_probe_proves_recovery() {
         "the stalled session ended: {kind:?}"
     );
 }
+
+#[test]
+fn a_client_that_does_not_read_is_not_a_stalled_upstream() {
+    // A slow phone in the middle of a big download: the proxy holds bytes the client has not
+    // taken yet while the client keeps sending (acks, a new request). The upstream is not
+    // silent, the client is: its route must not go down as stalled.
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let mut args = vec![s("--tier-order"), s("tcp"), s("--stall-timeout"), s("0.5")];
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    let mut c = connect(&p);
+    // 32 MiB: far more than the socket buffers on both sides hold, so the proxy's own buffer
+    // waits on the client.
+    let (count, size) = (2048u32, 16 * 1024u32);
+    c.send_packet(&bulk_request(count, size))
+        .expect("send the bulk request");
+    // Until every buffer on the way is full: the DC's output stops growing (for 300 ms).
+    let (mut last, mut since) = (0, Instant::now());
+    let full = common::wait_until(WAIT * 2, || {
+        let now = dc.max_sent();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+        now > 1 << 20 && since.elapsed() >= Duration::from_millis(300)
+    });
+    assert!(
+        full && last < u64::from(count * size),
+        "the DC never got ahead of the client: {last}\n{}",
+        p.dump()
+    );
+    c.send_packet(&[0x41; 64]).expect("send an ack");
+    pause(Duration::from_millis(100));
+    c.send_packet(&[0x42; 64]).expect("send a request");
+    let line = p.wait_line(&["stalled"], Duration::from_millis(1_500));
+    assert!(line.is_none(), "{line:?}\n{}", p.dump());
+    // The client reads again: everything comes down, then the two echoes.
+    let mut got = 0;
+    while got < count as usize {
+        c.recv_packet_until(Instant::now() + WAIT)
+            .unwrap_or_else(|e| panic!("packet {got}: {e}\n{}", p.dump()));
+        got += 1;
+    }
+    for _ in 0..2 {
+        c.recv_packet_until(Instant::now() + WAIT)
+            .unwrap_or_else(|e| panic!("echo: {e}\n{}", p.dump()));
+    }
+    assert_eq!(p.count_log("stalled"), 0, "{}", p.dump());
+}
+
+#[test]
+fn a_session_already_running_when_pings_go_off_is_not_pinged_either() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(DcConfig::with_fault(Fault::CloseOnPing));
+    let mut args = vec![
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-ping-interval"),
+        s("0.6"),
+    ];
+    args.extend(worker_flag(&w));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    // Session A's ping falls due at ~800 ms, B's timer fires (not idle) at ~700 ms and is
+    // re-armed for ~1100 ms: before the route is learned.
+    let mut a = connect(&p);
+    echo(&mut a, &p, 0, 64);
+    pause(Duration::from_millis(100));
+    let mut b = connect(&p);
+    echo(&mut b, &p, 1, 64);
+    pause(Duration::from_millis(100));
+    echo(&mut a, &p, 2, 64);
+    pause(Duration::from_millis(300));
+    echo(&mut b, &p, 3, 64);
+    p.wait_line(&["closes sessions after a WS ping: pings off"], WAIT)
+        .unwrap_or_else(|| panic!("not learned\n{}", p.dump()));
+    assert_eq!(w.pings(), 1, "{}", p.dump());
+    // B's timer, armed while pings were allowed, must not ping it (and get it cut) anyway.
+    let pinged_again = common::wait_until(Duration::from_millis(1_000), || w.pings() > 1);
+    assert!(!pinged_again, "{} pings\n{}", w.pings(), p.dump());
+    echo(&mut b, &p, 4, 64);
+}

@@ -275,3 +275,41 @@ fn a_half_closed_client_on_a_dead_pooled_upstream_is_replayed_not_lingered_out()
         logs()
     );
 }
+
+#[test]
+fn a_replayed_request_does_not_carry_the_dead_upstreams_wait_into_a_stall_of_the_fresh_route() {
+    // The client asked twice on the dead pooled upstream; the fresh route that gets the replay
+    // answers a second later. The silence before the rewind was the dead upstream's: the fresh
+    // route must not be put down as stalled for it.
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let tcp_dc = format!("2:{}", tcp.addr());
+    let proxy = start(
+        &ws,
+        &[
+            "--tier-order",
+            "ws,tcp",
+            "--tcp-dc-ip",
+            &tcp_dc,
+            "--stall-timeout",
+            "1.5",
+        ],
+    );
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    ws.freeze_live();
+    ws.set_fault(Fault::Refuse);
+    tcp.set_delay(Duration::from_millis(1000));
+    let logs = || proxy.logs().join("\n");
+    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    let mut c = MtClient::connect_with(&opts, &mut rng).expect("connect");
+    c.send_packet(&[0x41; 64]).expect("send");
+    wait_until(Duration::from_millis(100), || false);
+    c.send_packet(&[0x42; 64]).expect("send");
+    for i in 0..2 {
+        c.recv_packet_until(Instant::now() + Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("echo {i}: {e}\n{}", logs()));
+    }
+    assert!(proxy.count_log("replaying the request") >= 1, "{}", logs());
+    assert_eq!(proxy.count_log("stalled"), 0, "{}", logs());
+}

@@ -391,7 +391,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         meta: "D", default: "30s", group: Ladder,
         help: "WS ping of a session idle for D toward a Worker (it ends at Cloudflare's edge, \
                which closes WS idle for ~100 s); 0 = never. A route whose sessions end right \
-               after a ping is not pinged again",
+               after a ping is not pinged for an hour",
         kind: Value(|d, s| duration(s).map(|v| d.config.cf_ping_interval = v)),
     },
     Opt {
@@ -415,9 +415,9 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--short-session", short: None, aliases: &[], env: &["TG_SHORT_SESSION"],
         meta: "D", default: "3s", group: Ladder,
-        help: "a session the upstream ends within D after at most 1 KiB down is short; 3 in a \
+        help: "a session the upstream ends within D after 24 B to 1 KiB down is short; 3 in a \
                row on one route put it down as closed-after-reply. An upstream close within D \
-               after our WS ping turns pings off for the route",
+               after our WS ping turns pings off for the route for an hour",
         kind: Value(|d, s| positive(s).map(|v| d.config.short_session = v)),
     },
     Opt {

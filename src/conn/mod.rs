@@ -318,9 +318,14 @@ impl Conn {
                 self.ping_timer = None;
                 if let Some(t) = self.info.tier {
                     // Only after real idleness: traffic either way since the last ping (or the
-                    // start) pushes the ping back (lazy re-arm).
+                    // start) pushes the ping back (lazy re-arm). And only while the route may
+                    // be pinged: a timer armed before the ladder learned otherwise is void.
                     let idle = ctx.now >= self.ping_due(t, ctx);
-                    if let (Phase::Relay(r), true) = (&mut self.phase, idle) {
+                    let allowed = self
+                        .info
+                        .route
+                        .is_none_or(|r| ctx.ladder.pings_allowed(r, ctx.now));
+                    if let (Phase::Relay(r), true) = (&mut self.phase, idle && allowed) {
                         r.queue_ping(ctx.now);
                         self.ping_sent = Some((ctx.now, self.info.meter.bytes_down));
                     }
@@ -415,7 +420,7 @@ impl Conn {
         let pings_off = self
             .info
             .route
-            .is_some_and(|r| !ctx.ladder.pings_allowed(r));
+            .is_some_and(|r| !ctx.ladder.pings_allowed(r, ctx.now));
         if Self::ping_every(tier, ctx.cfg) == 0 || pings_off {
             return;
         }
@@ -587,7 +592,8 @@ impl Conn {
             self.last_activity = ctx.now;
         }
         let (up, down) = (self.info.meter.bytes_up, self.info.meter.bytes_down);
-        if let Some(at) = self.stall.observe(ctx.now, up, down) {
+        let on_client = r.waits_on_client();
+        if let Some(at) = self.stall.observe(ctx.now, (up, down), on_client) {
             if let Some(t) = self.stall_timer.take() {
                 ctx.wheel.cancel(t);
             }

@@ -25,7 +25,7 @@ use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::Upstream;
-use crate::relay::{LinkKind, Outcome, Relay, Scratch};
+use crate::relay::{LinkKind, Outcome, Relay, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::Observation;
 
@@ -92,6 +92,11 @@ impl Relaying {
     /// its deadline replays the request of a client that half-closed after asking.
     pub fn wants_linger(&self) -> bool {
         self.core.wants_linger() && self.core.waiting_since().is_none()
+    }
+
+    /// True while upstream bytes wait for the client ([`crate::relay::Relay::waits_on_client`]).
+    pub fn waits_on_client(&self) -> bool {
+        self.core.waits_on_client()
     }
 
     /// Reason reported if the linger deadline fires.
@@ -205,13 +210,22 @@ impl Conn {
             // `replayable` said yes a moment ago; nothing can be replayed after all.
             return Step::Close(CloseReason::UpstreamSilent);
         };
-        // The old relay's timers (ping, a linger begun by a half-close) are not the new one's.
-        for t in [self.ping_timer.take(), self.timer.take()]
-            .into_iter()
-            .flatten()
+        // The old relay's timers (ping, a linger begun by a half-close, the stall check) and
+        // watches are not the new one's: the silence so far was the dead upstream's, and the
+        // replay is not the client asking again.
+        for t in [
+            self.ping_timer.take(),
+            self.timer.take(),
+            self.stall_timer.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             ctx.wheel.cancel(t);
         }
+        self.stall = StallWatch::new(ctx.cfg.stall_timeout.as_millis() as u64)
+            .after(self.info.meter.bytes_up, self.info.meter.bytes_down);
+        self.ping_sent = None;
         ctx.stats.pool_retries += 1;
         ctx.warn_client(
             peer,

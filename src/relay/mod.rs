@@ -276,6 +276,12 @@ impl Relay {
         self.end.lingers()
     }
 
+    /// True while upstream bytes wait for the client to take them (the client is the slow
+    /// side, not the upstream: see `stall`).
+    pub fn waits_on_client(&self) -> bool {
+        !self.down.ready().is_empty()
+    }
+
     /// Reason reported if the linger deadline fires.
     pub fn linger_reason(&self) -> CloseReason {
         self.end.linger_reason()

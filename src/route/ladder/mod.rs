@@ -49,6 +49,12 @@ pub const STARTUP_DCS: [u16; 5] = [1, 2, 3, 4, 5];
 /// short error, not a working session.
 pub const SHORT_REPLY_MAX: u64 = 1024;
 
+/// Smallest reply (bytes down) of a short session: anything shorter is a transport error code
+/// (4 bytes in the client's framing, at most 23 with padded intermediate), the DC's verdict on
+/// the client (-404: an auth key it does not know), which a broken client may loop on at once
+/// forever. Such a session neither counts as short nor resets the count.
+pub const SHORT_REPLY_MIN: u64 = 24;
+
 /// Short sessions in a row on one route, with no normal session in between and within
 /// [`SHORT_WINDOW_SESSIONS`] × `--short-session`, that put it down as `closed-after-reply`.
 /// One alone is not enough: a DC legitimately closes a client with a bad key after a short error.
@@ -56,6 +62,13 @@ pub const SHORT_ENDS_TO_FAIL: u8 = 3;
 
 /// The window of [`SHORT_ENDS_TO_FAIL`], in units of `--short-session` (60 s at the default).
 pub const SHORT_WINDOW_SESSIONS: u64 = 20;
+
+/// How long a route stays unpinged after a session the upstream ended right after our WS ping
+/// (1 h, docs/design.md §5 keepalive). Not for good: one coincidental close (an edge restart
+/// cutting every session, one just pinged) would otherwise cost a router that runs for months
+/// its Worker keepalive, and Cloudflare then cuts every idle session. A front that really
+/// closes on pings is learned again at the price of one session per expiry.
+pub const PINGS_OFF_MS: u64 = 3_600_000;
 
 /// When a route's next probe runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,8 +120,8 @@ struct Slot<U> {
     short_ends: u8,
     short_since: u64,
     /// A session on this route was ended by the upstream right after our WS ping: its
-    /// sessions are not pinged (for the process lifetime).
-    no_pings: bool,
+    /// sessions are not pinged before this time (ms; 0 = pings allowed), [`PINGS_OFF_MS`].
+    pings_off_until: u64,
     /// The route's last failure was `stalled`: its probes must pull `--stall-probe-bytes`
     /// (rule 7) until one succeeds.
     stall_probe: bool,
@@ -222,7 +235,7 @@ impl<U: Pooled> Ladder<U> {
                 doubt_probed_at: 0,
                 short_ends: 0,
                 short_since: 0,
-                no_pings: false,
+                pings_off_until: 0,
                 stall_probe: false,
             });
         }
@@ -293,10 +306,13 @@ impl<U: Pooled> Ladder<U> {
         got
     }
 
-    /// Whether sessions on `route` may send WS keepalive pings: false once a session on it
-    /// was ended by the upstream right after our ping (docs/design.md §5 keepalive).
-    pub fn pings_allowed(&self, route: RouteId) -> bool {
-        !self.slots.get(route).is_some_and(|s| s.no_pings)
+    /// Whether sessions on `route` may send WS keepalive pings at `now`: false for
+    /// [`PINGS_OFF_MS`] after a session on it was ended by the upstream right after our ping
+    /// (docs/design.md §5 keepalive).
+    pub fn pings_allowed(&self, route: RouteId, now: u64) -> bool {
+        self.slots
+            .get(route)
+            .is_none_or(|s| now >= s.pings_off_until)
     }
 
     /// Client handshakes that pacing could not spread (see `route::pace`).
@@ -372,6 +388,14 @@ impl<U: Pooled> Ladder<U> {
                 // about the new state: it must not undo a fresh Down or a quarantine.
                 let changed = self.table.routes[route].health.last_change();
                 if changed > 0 && dial_started <= changed {
+                    return None;
+                }
+                // A route down as stalled lets a session's first bytes through (the freeze
+                // comes after ~16 KB): only a pulling probe proves it recovered (rule 7). A
+                // last-resort session on it goes on, it just proves nothing.
+                if self.slots[route].stall_probe
+                    && matches!(self.table.routes[route].health.state(), State::Down { .. })
+                {
                     return None;
                 }
                 let change = self.succeed(route, rtt_ms, "session", now);

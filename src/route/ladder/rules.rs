@@ -9,8 +9,8 @@ use log::{debug, info, warn};
 
 use super::facts::SessionEnd;
 use super::{
-    ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, RETRY_MS, SHORT_ENDS_TO_FAIL,
-    SHORT_REPLY_MAX, SHORT_WINDOW_SESSIONS,
+    ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, PINGS_OFF_MS, RETRY_MS,
+    SHORT_ENDS_TO_FAIL, SHORT_REPLY_MAX, SHORT_REPLY_MIN, SHORT_WINDOW_SESSIONS,
 };
 use crate::config::Tier;
 use crate::error::Failure;
@@ -124,11 +124,12 @@ impl<U: Pooled> Ladder<U> {
         end: SessionEnd,
         now: u64,
     ) -> Option<Change> {
-        if end.after_ping && !self.slots[route].no_pings {
-            self.slots[route].no_pings = true;
+        if end.after_ping && now >= self.slots[route].pings_off_until {
+            self.slots[route].pings_off_until = now + PINGS_OFF_MS;
             warn!(
-                "route {} closes sessions after a WS ping: pings off for it",
-                self.table.routes[route].label()
+                "route {} closes sessions after a WS ping: pings off for it for {}s",
+                self.table.routes[route].label(),
+                PINGS_OFF_MS / 1000
             );
         }
         if let Some(change) = self.count_short(route, end, now) {
@@ -159,20 +160,21 @@ impl<U: Pooled> Ladder<U> {
     }
 
     /// docs/design.md §4 rule 6: a session the upstream ended within `--short-session` of its
-    /// start after a tiny reply (1..=[`SHORT_REPLY_MAX`] bytes down) is short; the
-    /// [`SHORT_ENDS_TO_FAIL`]th short session in a row on `route` within the window fails it
-    /// as `closed-after-reply`. A normal session (longer, or more bytes down) resets the count;
-    /// one the client or we ended that was short, or one our WS ping ended, neither counts nor
-    /// resets.
+    /// start after a tiny reply ([`SHORT_REPLY_MIN`]..=[`SHORT_REPLY_MAX`] bytes down) is
+    /// short; the [`SHORT_ENDS_TO_FAIL`]th short session in a row on `route` within the window
+    /// fails it as `closed-after-reply`. A normal session (longer, or more bytes down) resets
+    /// the count; one the client or we ended that was short, one our WS ping ended, or one
+    /// whose reply was only a transport error code (below [`SHORT_REPLY_MIN`]) neither counts
+    /// nor resets.
     fn count_short(&mut self, route: RouteId, end: SessionEnd, now: u64) -> Option<Change> {
         if end.after_ping {
             return None;
         }
         let short_ms = ms(self.cfg.short_session);
         let quick = now.saturating_sub(end.connected_at) <= short_ms;
-        let tiny = end.bytes_down > 0 && end.bytes_down <= SHORT_REPLY_MAX;
+        let tiny = (SHORT_REPLY_MIN..=SHORT_REPLY_MAX).contains(&end.bytes_down);
         let slot = &mut self.slots[route];
-        if !(quick && (tiny || end.bytes_down == 0)) {
+        if !(quick && end.bytes_down <= SHORT_REPLY_MAX) {
             slot.short_ends = 0;
             return None;
         }

@@ -565,6 +565,33 @@ fn a_normal_session_resets_the_short_session_count_and_client_ends_never_count()
 }
 
 #[test]
+fn a_client_looping_on_a_transport_error_is_not_a_front_that_closes_after_reply() {
+    // A client with an auth key the DC does not know gets -404 (a 4-byte transport error in
+    // its framing: 5..23 bytes) and the DC closes; a broken client retries at once, forever.
+    // That is the DC's verdict on the client, not on the route: one such client must not take
+    // every route down in turn.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    let mut t = 100;
+    for down in [8, 5, 23, 8, 8, 8] {
+        assert!(
+            ended(&mut l, ws, (t, t + 200), down, true).is_none(),
+            "{down} B"
+        );
+        t += 300;
+    }
+    assert!(is_up(&l, ws));
+    // A resPQ-sized reply still counts.
+    for _ in 0..SHORT_ENDS_TO_FAIL - 1 {
+        assert!(ended(&mut l, ws, (t, t + 200), 100, true).is_none());
+        t += 300;
+    }
+    assert!(ended(&mut l, ws, (t, t + 200), 100, true).is_some());
+}
+
+#[test]
 fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
     // Issue 10, item 5: a front that closes on client pings cut every pinged session.
     let c = cfg();
@@ -588,7 +615,7 @@ fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
             },
             t,
         );
-        assert!(l.pings_allowed(worker));
+        assert!(l.pings_allowed(worker, t));
     }
     let e = end(true, true);
     let change = l.observe(
@@ -602,10 +629,13 @@ fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
         change.is_none(),
         "not a route failure: the session was idle"
     );
-    assert!(!l.pings_allowed(worker), "learned");
+    assert!(!l.pings_allowed(worker, 80_000), "learned");
     assert!(is_up(&l, worker));
-    assert!(l.pings_allowed(ws), "another route's pings are untouched");
-    // It stays learned, whatever later sessions do.
+    assert!(
+        l.pings_allowed(ws, 80_000),
+        "another route's pings are untouched"
+    );
+    // It stays learned, whatever later sessions do, for PINGS_OFF_MS.
     first_byte(&mut l, worker, 90_000, 90_010);
     let e = end(false, false);
     l.observe(
@@ -615,7 +645,23 @@ fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
         },
         200_000,
     );
-    assert!(!l.pings_allowed(worker));
+    assert!(!l.pings_allowed(worker, 200_000));
+    assert!(!l.pings_allowed(worker, 80_000 + PINGS_OFF_MS - 1));
+    // Then it is tried again: one coincidental close (an edge restart cutting every session,
+    // one of them just pinged) must not cost a months-long router its Worker keepalive for
+    // good. A front that really closes on pings is learned again, at one session per expiry.
+    let again = 80_000 + PINGS_OFF_MS;
+    assert!(l.pings_allowed(worker, again), "expired");
+    let e = end(true, true);
+    l.observe(
+        Observation::SessionEnded {
+            route: worker,
+            end: e,
+        },
+        again + 40_000,
+    );
+    assert!(!l.pings_allowed(worker, again + 40_001), "learned again");
+    assert!(l.pings_allowed(worker, again + 40_000 + PINGS_OFF_MS));
 }
 
 /// The byte goal of the probe of `route` handed out at `now` (it must be handed out).
@@ -709,4 +755,30 @@ fn a_dead_network_cools_no_route_and_is_said_once_per_outage() {
     // Host unreachable is the route's own failure.
     assert!(fail(&mut l, worker, Failure::HostUnreachable, 60).is_some());
     assert_eq!(plan(&mut l, 70), vec![ws, tcp]);
+}
+
+#[test]
+fn a_last_resort_sessions_first_byte_does_not_revive_a_stalled_route() {
+    // Every route down: clients get them all as a last resort. The frozen route answers the
+    // first bytes of such a session (the freeze lets ~16 KB through): that is "just resPQ",
+    // not the proof of recovery rule 7 asks for.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, tcp) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    l.observe(Observation::SessionStalled { route: ws }, 9_000)
+        .expect("down as stalled");
+    fail(&mut l, worker, Failure::Timeout, 9_000);
+    fail(&mut l, tcp, Failure::Timeout, 9_000);
+    assert_eq!(plan(&mut l, 9_100).len(), 3, "all listed as a last resort");
+    first_byte(&mut l, ws, 9_100, 9_150);
+    assert!(!is_up(&l, ws), "revived by a session's first byte");
+    // Another route's session proof still works as before.
+    first_byte(&mut l, tcp, 9_100, 9_150);
+    assert!(is_up(&l, tcp));
+    // Only the pulling probe brings it back.
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+    probe_ok(&mut l, ws, until + 50);
+    assert!(is_up(&l, ws));
 }
