@@ -160,6 +160,12 @@ pub struct Config {
     /// WS ping interval of idle sessions toward a Worker, where the ping ends at Cloudflare's
     /// edge (`--cf-ping-interval`, 30 s; 0 = never).
     pub cf_ping_interval: Duration,
+    /// How long a route stays unpinged after a session the upstream ended right after our WS
+    /// ping (`--pings-off-for`, 1 h; docs/design.md §5 keepalive). Not for good: one coincidental
+    /// close (an edge restart cutting every session, one just pinged) would otherwise cost a
+    /// router that runs for months its Worker keepalive; a front that really closes on pings is
+    /// learned again at the price of one session per expiry.
+    pub pings_off_for: Duration,
     /// TCP keepalive idle time on every socket (`--tcp-keepalive`, 60 s; 0 = off).
     pub tcp_keepalive: Duration,
     /// How long a session may keep flushing after one side closed (`--close-linger`, 2 s).
@@ -243,6 +249,7 @@ impl Config {
             pool_first_byte_timeout: Duration::from_secs(2),
             ws_ping_interval: Duration::ZERO,
             cf_ping_interval: Duration::from_secs(30),
+            pings_off_for: Duration::from_secs(3600),
             tcp_keepalive: Duration::from_secs(60),
             close_linger: Duration::from_secs(2),
             hosts_file: PathBuf::from("/etc/hosts"),

@@ -391,8 +391,15 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         meta: "D", default: "30s", group: Ladder,
         help: "WS ping of a session idle for D toward a Worker (it ends at Cloudflare's edge, \
                which closes WS idle for ~100 s); 0 = never. A route whose sessions end right \
-               after a ping is not pinged for an hour",
+               after a ping is not pinged for --pings-off-for",
         kind: Value(|d, s| duration(s).map(|v| d.config.cf_ping_interval = v)),
+    },
+    Opt {
+        long: "--pings-off-for", short: None, aliases: &[], env: &["TG_PINGS_OFF_FOR"],
+        meta: "D", default: "1h", group: Ladder,
+        help: "a route whose session the upstream ended right after our WS ping is not pinged \
+               for D (then tried again)",
+        kind: Value(|d, s| positive(s).map(|v| d.config.pings_off_for = v)),
     },
     Opt {
         long: "--tcp-keepalive", short: None, aliases: &[], env: &["TG_TCP_KEEPALIVE"],
@@ -417,7 +424,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         meta: "D", default: "3s", group: Ladder,
         help: "a session the upstream ends within D after 24 B to 1 KiB down is short; 3 in a \
                row on one route put it down as closed-after-reply. An upstream close within D \
-               after our WS ping turns pings off for the route for an hour",
+               after our WS ping turns pings off for the route for --pings-off-for",
         kind: Value(|d, s| positive(s).map(|v| d.config.short_session = v)),
     },
     Opt {

@@ -63,13 +63,6 @@ pub const SHORT_ENDS_TO_FAIL: u8 = 3;
 /// The window of [`SHORT_ENDS_TO_FAIL`], in units of `--short-session` (60 s at the default).
 pub const SHORT_WINDOW_SESSIONS: u64 = 20;
 
-/// How long a route stays unpinged after a session the upstream ended right after our WS ping
-/// (1 h, docs/design.md §5 keepalive). Not for good: one coincidental close (an edge restart
-/// cutting every session, one just pinged) would otherwise cost a router that runs for months
-/// its Worker keepalive, and Cloudflare then cuts every idle session. A front that really
-/// closes on pings is learned again at the price of one session per expiry.
-pub const PINGS_OFF_MS: u64 = 3_600_000;
-
 /// When a route's next probe runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sched {
@@ -120,7 +113,7 @@ struct Slot<U> {
     short_ends: u8,
     short_since: u64,
     /// A session on this route was ended by the upstream right after our WS ping: its
-    /// sessions are not pinged before this time (ms; 0 = pings allowed), [`PINGS_OFF_MS`].
+    /// sessions are not pinged before this time (ms; 0 = pings allowed), `--pings-off-for`.
     pings_off_until: u64,
     /// The route's last failure was `stalled`: its probes must pull `--stall-probe-bytes`
     /// (rule 7) until one succeeds.
@@ -307,7 +300,7 @@ impl<U: Pooled> Ladder<U> {
     }
 
     /// Whether sessions on `route` may send WS keepalive pings at `now`: false for
-    /// [`PINGS_OFF_MS`] after a session on it was ended by the upstream right after our ping
+    /// `--pings-off-for` after a session on it was ended by the upstream right after our ping
     /// (docs/design.md §5 keepalive).
     pub fn pings_allowed(&self, route: RouteId, now: u64) -> bool {
         self.slots

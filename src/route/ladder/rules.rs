@@ -9,8 +9,8 @@ use log::{debug, info, warn};
 
 use super::facts::SessionEnd;
 use super::{
-    ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, PINGS_OFF_MS, RETRY_MS,
-    SHORT_ENDS_TO_FAIL, SHORT_REPLY_MAX, SHORT_REPLY_MIN, SHORT_WINDOW_SESSIONS,
+    ms, Ladder, Refill, RouteId, Sched, Work, MAX_BACKGROUND, RETRY_MS, SHORT_ENDS_TO_FAIL,
+    SHORT_REPLY_MAX, SHORT_REPLY_MIN, SHORT_WINDOW_SESSIONS,
 };
 use crate::config::Tier;
 use crate::error::Failure;
@@ -125,11 +125,12 @@ impl<U: Pooled> Ladder<U> {
         now: u64,
     ) -> Option<Change> {
         if end.after_ping && now >= self.slots[route].pings_off_until {
-            self.slots[route].pings_off_until = now + PINGS_OFF_MS;
+            let off = ms(self.cfg.pings_off_for);
+            self.slots[route].pings_off_until = now + off;
             warn!(
                 "route {} closes sessions after a WS ping: pings off for it for {}s",
                 self.table.routes[route].label(),
-                PINGS_OFF_MS / 1000
+                off / 1000
             );
         }
         if let Some(change) = self.count_short(route, end, now) {

@@ -635,7 +635,7 @@ fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
         l.pings_allowed(ws, 80_000),
         "another route's pings are untouched"
     );
-    // It stays learned, whatever later sessions do, for PINGS_OFF_MS.
+    // It stays learned, whatever later sessions do, for --pings-off-for.
     first_byte(&mut l, worker, 90_000, 90_010);
     let e = end(false, false);
     l.observe(
@@ -646,11 +646,11 @@ fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
         200_000,
     );
     assert!(!l.pings_allowed(worker, 200_000));
-    assert!(!l.pings_allowed(worker, 80_000 + PINGS_OFF_MS - 1));
+    assert!(!l.pings_allowed(worker, 80_000 + ms(c.pings_off_for) - 1));
     // Then it is tried again: one coincidental close (an edge restart cutting every session,
     // one of them just pinged) must not cost a months-long router its Worker keepalive for
     // good. A front that really closes on pings is learned again, at one session per expiry.
-    let again = 80_000 + PINGS_OFF_MS;
+    let again = 80_000 + ms(c.pings_off_for);
     assert!(l.pings_allowed(worker, again), "expired");
     let e = end(true, true);
     l.observe(
@@ -661,7 +661,7 @@ fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
         again + 40_000,
     );
     assert!(!l.pings_allowed(worker, again + 40_001), "learned again");
-    assert!(l.pings_allowed(worker, again + 40_000 + PINGS_OFF_MS));
+    assert!(l.pings_allowed(worker, again + 40_000 + ms(c.pings_off_for)));
 }
 
 /// The byte goal of the probe of `route` handed out at `now` (it must be handed out).
