@@ -307,6 +307,104 @@ fn in_empty_netns(args: &[&str]) -> Option<std::process::Command> {
     Some(cmd)
 }
 
+/// Item 9, the other way a stderr breaks: its reader is alive but stopped (logd stalled, a
+/// `| logger` that is suspended), so the pipe fills. stderr is a blocking descriptor and the
+/// proxy has one thread: a blocking write there stalled every session until someone read.
+/// Now a line that does not fit in the pipe at once is dropped and counted (`log-lost=N`),
+/// and the proxy keeps serving; once the reader drains the pipe, lines flow again.
+#[test]
+fn stderr_pipe_full_does_not_stall_proxy() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let tcp = format!("2:{}", dc.handle().addr());
+    let mut cmd = common::command(&[
+        "run",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--pool-size",
+        "0",
+        "--startup-probes",
+        "off",
+        "--dc-ip",
+        common::LOOPBACK_DEAD_DCS,
+        "--tcp-dc-ip",
+        &tcp,
+        "--tier-order",
+        "tcp",
+        "--secret",
+        SECRET,
+        "--stats-interval",
+        "0.02",
+        "-v",
+    ]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn tg-ws-proxy");
+    let mut raw = child.stderr.take().expect("stderr pipe");
+    // The smallest pipe Linux makes (one page), so a few lines fill it.
+    // SAFETY: fcntl on a descriptor we own, no pointers.
+    let set = unsafe { libc::fcntl(raw.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    assert!(
+        set >= 4096,
+        "F_SETPIPE_SZ: {}",
+        std::io::Error::last_os_error()
+    );
+    // Read byte by byte until the listen line, so nothing after it is taken from the pipe.
+    let mut seen = Vec::new();
+    let addr: std::net::SocketAddr = loop {
+        let mut b = [0u8; 1];
+        assert_eq!(raw.read(&mut b).expect("read stderr"), 1, "stderr closed");
+        seen.push(b[0]);
+        if b[0] == b'\n' {
+            let text = String::from_utf8_lossy(&seen).to_string();
+            let last = text.lines().last().unwrap_or("");
+            if let Some(rest) = last.split("listening on ").nth(1) {
+                let word = rest.split_whitespace().next().unwrap_or("");
+                break word
+                    .trim_end_matches([',', ';', ')'])
+                    .parse()
+                    .expect("listen addr");
+            }
+            assert!(seen.len() < 16_384, "no listen line:\n{text}");
+        }
+    };
+    // Nobody reads now. Stats lines every 20 ms and a close line per session fill the page
+    // within a few sessions; every session must still be served in time.
+    let mut rng = common::os_rng();
+    for i in 0..200 {
+        let a = probe_once(&client_opts(addr, SECRET, Tag::Intermediate, 2), &mut rng);
+        assert_eq!(a.outcome, Outcome::Ok, "session {i}: {a:?}");
+    }
+    assert_eq!(child.try_wait().ok().flatten(), None, "proxy exited");
+    // The reader wakes up: lines flow again, and they say how many were dropped.
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(raw).lines().map_while(Result::ok) {
+                lines.lock().unwrap_or_else(|e| e.into_inner()).push(l);
+            }
+        })
+    };
+    let lost = wait_until(WAIT, || {
+        lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|l| l.contains(" log-lost="))
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    let log = lines.lock().unwrap_or_else(|e| e.into_inner()).join("\n");
+    assert!(
+        lost,
+        "no log-lost in the stats lines after the stall:\n{log}"
+    );
+}
+
 /// Item 10: with no route to the network, `check` and `run` called every failure
 /// `closed-early`, and `run` cooled every route down for a dead WAN link. Now network
 /// unreachable and no address are their own classes, `check` blames the network, and `run`
