@@ -69,6 +69,13 @@ pub fn set_redactions(mut pairs: Vec<(String, String)>) {
     let _ = REDACTIONS.set(pairs);
 }
 
+/// `text` with the names given to [`set_redactions`] redacted: for output that does not go
+/// through the logger (the `check` table, whose details carry error texts such as rustls'
+/// "certificate not valid for name …").
+pub fn redact_configured(text: String) -> String {
+    redact_with(text, REDACTIONS.get().map_or(&[], Vec::as_slice))
+}
+
 /// See [`set_redactions`].
 static REDACTIONS: OnceLock<Vec<(String, String)>> = OnceLock::new();
 
