@@ -114,8 +114,10 @@ static STDERR_GONE: AtomicBool = AtomicBool::new(false);
 /// whoever started us (so we do not make it non-blocking), and a full pipe (logd stalled, a
 /// suspended `| logger`) would stall every session until someone read. So a zero-timeout
 /// `poll` asks first; a stderr that cannot take a write now loses this line (counted, stderr
-/// kept). On a pipe, "writable" means a free page and a line of at most `PIPE_BUF` bytes
-/// ([`stderr_line`] caps ours) fits in one, so the write that follows cannot block. An
+/// kept). On a pipe, "writable" means a free page (Linux counts pages, so a line may be
+/// dropped while the last page still has room: at most a page of the pipe goes unused), and a
+/// line of at most `PIPE_BUF` bytes ([`stderr_line`] caps ours) fits in one, so the write that
+/// follows cannot block. An
 /// inherited non-blocking stderr's `EAGAIN` is treated the same way.
 pub fn write_stderr(bytes: &[u8]) -> bool {
     if STDERR_GONE.load(Ordering::Relaxed) || !stderr_writable_now() {

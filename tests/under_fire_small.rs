@@ -343,15 +343,7 @@ fn stderr_pipe_full_does_not_stall_proxy() {
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn tg-ws-proxy");
     let mut raw = child.stderr.take().expect("stderr pipe");
-    // The smallest pipe Linux makes (one page), so a few lines fill it.
-    // SAFETY: fcntl on a descriptor we own, no pointers.
-    let set = unsafe { libc::fcntl(raw.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
-    assert!(
-        set >= 4096,
-        "F_SETPIPE_SZ: {}",
-        std::io::Error::last_os_error()
-    );
-    // Read byte by byte until the listen line, so nothing after it is taken from the pipe.
+    // Read byte by byte until the listen line (the pipe still at its default size).
     let mut seen = Vec::new();
     let addr: std::net::SocketAddr = loop {
         let mut b = [0u8; 1];
@@ -370,6 +362,22 @@ fn stderr_pipe_full_does_not_stall_proxy() {
             assert!(seen.len() < 16_384, "no listen line:\n{text}");
         }
     };
+    // Then the smallest pipe Linux makes (one page), so a few lines fill it (shrinking fails
+    // while more than a page is unread: read on until it fits).
+    loop {
+        // SAFETY: fcntl on a descriptor we own, no pointers.
+        let set = unsafe { libc::fcntl(raw.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+        if set >= 4096 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::EBUSY), "F_SETPIPE_SZ: {e}");
+        let mut chunk = [0u8; 512];
+        assert!(
+            raw.read(&mut chunk).expect("read stderr") > 0,
+            "stderr closed"
+        );
+    }
     // Nobody reads now. Stats lines every 20 ms and a close line per session fill the page
     // within a few sessions; every session must still be served in time.
     let mut rng = common::os_rng();
