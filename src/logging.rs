@@ -4,7 +4,9 @@
 //! `PATH.1`), their one-line format, the last-line redaction of the configured private host
 //! names ([`set_redactions`]: no line, a dependency's included, shows them), and what happens
 //! when a sink breaks: a line that cannot be
-//! written is dropped and counted ([`lost_lines`]), never a panic. A stderr whose reader went
+//! written is dropped and counted ([`lost_lines`]), never a panic, and a stderr that cannot
+//! take a line now (a full pipe: its reader stalled) loses that line instead of blocking the
+//! one-threaded reactor ([`write_stderr`]). A stderr whose reader went
 //! away (logd restarted, `| logger` killed: `EPIPE`) is dropped for good, because `eprintln!`
 //! (and so the `simple_logger` crate) panics on it and the release profile aborts on a panic.
 //! It must not decide *what* is logged or at which level: callers do (the session close line
@@ -67,6 +69,13 @@ pub fn set_redactions(mut pairs: Vec<(String, String)>) {
     let _ = REDACTIONS.set(pairs);
 }
 
+/// `text` with the names given to [`set_redactions`] redacted: for output that does not go
+/// through the logger (the `check` table, whose details carry error texts such as rustls'
+/// "certificate not valid for name …").
+pub fn redact_configured(text: String) -> String {
+    redact_with(text, REDACTIONS.get().map_or(&[], Vec::as_slice))
+}
+
 /// See [`set_redactions`].
 static REDACTIONS: OnceLock<Vec<(String, String)>> = OnceLock::new();
 
@@ -97,22 +106,70 @@ static LOST: AtomicUsize = AtomicUsize::new(0);
 static STDERR_GONE: AtomicBool = AtomicBool::new(false);
 
 /// Writes `bytes` to stderr in one call unless stderr already failed once; a failure (`EPIPE`
-/// when the reader went away, anything else but `EINTR`) drops stderr for good. Returns whether
-/// the bytes were written. Never panics (unlike `eprintln!`). Also used for the few lines the
-/// process writes to stderr next to a `--log-file`.
+/// when the reader went away, anything else but `EINTR` and `EAGAIN`) drops stderr for good.
+/// Returns whether the bytes were written. Never panics (unlike `eprintln!`). Also used for the
+/// few lines the process writes to stderr next to a `--log-file`.
+///
+/// Never blocks the reactor on a slow reader: stderr is a blocking descriptor we share with
+/// whoever started us (so we do not make it non-blocking), and a full pipe (logd stalled, a
+/// suspended `| logger`) would stall every session until someone read. So a zero-timeout
+/// `poll` asks first; a stderr that cannot take a write now loses this line (counted, stderr
+/// kept). On a pipe, "writable" means a free page (Linux counts pages, so a line may be
+/// dropped while the last page still has room: at most a page of the pipe goes unused), and a
+/// line of at most `PIPE_BUF` bytes ([`stderr_line`] caps ours) fits in one, so the write that
+/// follows cannot block. An
+/// inherited non-blocking stderr's `EAGAIN` is treated the same way.
 pub fn write_stderr(bytes: &[u8]) -> bool {
-    if STDERR_GONE.load(Ordering::Relaxed) {
+    if STDERR_GONE.load(Ordering::Relaxed) || !stderr_writable_now() {
         LOST.fetch_add(1, Ordering::Relaxed);
         return false;
     }
     match std::io::stderr().lock().write_all(bytes) {
         Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            LOST.fetch_add(1, Ordering::Relaxed);
+            false
+        }
         Err(_) => {
             STDERR_GONE.store(true, Ordering::Relaxed);
             LOST.fetch_add(1, Ordering::Relaxed);
             false
         }
     }
+}
+
+/// False only when stderr is known to be unable to take a write now (its pipe or socket full).
+/// A reader gone or a closed descriptor counts as writable: the write then fails and drops
+/// stderr for good, as it should.
+fn stderr_writable_now() -> bool {
+    let mut p = libc::pollfd {
+        fd: libc::STDERR_FILENO,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    // An error of poll itself (EINTR) leaves the decision to the write, as before.
+    n != 0
+}
+
+/// Longest stderr line: `PIPE_BUF`, the most a pipe takes atomically (and, once `poll` said
+/// writable, without blocking).
+const STDERR_LINE_MAX: usize = 4096;
+
+/// `line` cut to at most [`STDERR_LINE_MAX`] bytes on a character boundary, ending in `…` and a
+/// newline when cut.
+fn cap_line(mut line: String) -> String {
+    if line.len() <= STDERR_LINE_MAX {
+        return line;
+    }
+    let mut end = STDERR_LINE_MAX - "…\n".len();
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line.truncate(end);
+    line.push_str("…\n");
+    line
 }
 
 /// Folds repeated identical warnings: at most one line per `interval_ms`, and the line that is
@@ -304,7 +361,8 @@ fn format_line(now: SystemTime, record: &Record) -> String {
 
 /// One record as one stderr line: `WARN  [tg_ws_proxy::conn] message` (the level padded to 5,
 /// the shape the `simple_logger` crate printed before this sink replaced it), no time stamp
-/// (logd adds one), newlines flattened as in [`format_line`], and a trailing newline.
+/// (logd adds one), newlines flattened as in [`format_line`], and a trailing newline; at most
+/// [`STDERR_LINE_MAX`] bytes (a longer one is cut, ending in `…`).
 fn stderr_line(record: &Record) -> String {
     let msg = message(record);
     let mut line = format!("{:<5} [{}] ", record.level().as_str(), record.target());
@@ -313,7 +371,7 @@ fn stderr_line(record: &Record) -> String {
             .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
     );
     line.push('\n');
-    line
+    cap_line(line)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for `t` (times before 1970 print as the epoch).
@@ -471,6 +529,23 @@ mod tests {
                 .build(),
         );
         assert_eq!(line, "WARN  [tg_ws_proxy::conn] a b\n");
+    }
+
+    #[test]
+    fn stderr_lines_are_capped_at_pipe_buf_on_a_char_boundary() {
+        let long = "é".repeat(5000);
+        let line = stderr_line(
+            &Record::builder()
+                .level(log::Level::Trace)
+                .target("tungstenite::handshake")
+                .args(format_args!("{long}"))
+                .build(),
+        );
+        assert!(line.len() <= STDERR_LINE_MAX, "{}", line.len());
+        assert!(line.len() > STDERR_LINE_MAX - 8, "{}", line.len());
+        assert!(line.ends_with("é…\n"), "{:?}", &line[line.len() - 8..]);
+        let short = "x".repeat(STDERR_LINE_MAX - 1) + "\n";
+        assert_eq!(cap_line(short.clone()), short);
     }
 
     #[test]

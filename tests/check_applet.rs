@@ -301,3 +301,34 @@ fn flags_help_and_usage_errors() {
         assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
     }
 }
+
+/// `check` output is pasted into bug reports: like the logs, it must never show a Worker's
+/// name, also not inside a passed-on error text (rustls names the host a certificate is "not
+/// valid for") nor in a dependency's trace at `-v -v`.
+#[test]
+fn check_output_never_shows_the_worker_host() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let worker = FakeDc::start_worker(DcConfig::default());
+    // The test certificate covers *.workers.dev only: this name fails TLS, named by rustls.
+    let name = "secret.someone.workers.dev";
+    let mut args: Vec<String> = vec![
+        "--cf-worker-domain".into(),
+        format!("{name}:{}", worker.port()),
+        "--tcp-dc-ip".into(),
+        format!("2:{}", dc.addr()),
+        "--tier-order".into(),
+        "worker".into(),
+        "--probe-timeout".into(),
+        "3".into(),
+        "-v".into(),
+        "-v".into(),
+    ];
+    args.extend(name_args(&[name]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = check(&args);
+    let all = format!("stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert_eq!(r.code, Some(1), "{all}");
+    assert!(all.contains("not valid for name"), "{all}");
+    assert!(!all.contains(name), "{all}");
+    assert!(!all.contains("someone"), "{all}");
+}

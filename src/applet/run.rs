@@ -61,14 +61,7 @@ pub fn main(mut args: Arguments) -> i32 {
         eprintln!("tg-ws-proxy: --log-file: {e}");
         return 2;
     }
-    logging::set_redactions(
-        config
-            .worker_domains
-            .iter()
-            .chain(&config.cf_domains)
-            .map(|e| (e.host.clone(), crate::route::table::redact(&e.host)))
-            .collect(),
-    );
+    logging::set_redactions(crate::route::table::private_names(&config));
     for (level, note) in &parsed.notes {
         log::log!(*level, "{note}");
     }

@@ -421,12 +421,14 @@ impl Decoder {
                                 let code = u16::from_be_bytes([*a, *b]);
                                 if !close_code_valid(code) || std::str::from_utf8(reason).is_err() {
                                     enc.queue_close(Some(CLOSE_PROTOCOL_ERROR));
+                                    self.closed = true;
                                     return Err(LinkError::BadClose(code));
                                 }
                                 Some(code)
                             }
                             [_] => {
                                 enc.queue_close(Some(CLOSE_PROTOCOL_ERROR));
+                                self.closed = true;
                                 return Err(LinkError::BadClose(0));
                             }
                         };

@@ -36,7 +36,8 @@ pub enum EndEvent {
     ClientEof,
     /// Everything read from the client was handed to the upstream socket.
     UpFlushed,
-    /// The upstream ended, for this reason (`UpstreamEof` or `WsClose`).
+    /// The upstream ended, for this reason (`UpstreamEof`, `WsClose`, or `ProtocolError` for a
+    /// front's Close with a forbidden status, answered with our Close 1002).
     UpstreamEnded(CloseReason),
 }
 

@@ -663,6 +663,14 @@ impl Relay {
                         return Ok((Down::Starved, true));
                     }
                     Ok(Event::NeedMore) => return Ok((Down::Starved, progress)),
+                    Err(LinkError::BadClose(_)) => {
+                        // The front's Close broke RFC 6455 §7.4: our Close 1002 (queued by the
+                        // decoder) leaves under the linger like an echo would, what came
+                        // before is delivered, and the session ends as a protocol error.
+                        let ev = EndEvent::UpstreamEnded(CloseReason::ProtocolError);
+                        self.end = self.end.on(ev).0;
+                        return Ok((Down::Starved, true));
+                    }
                     Err(e) => return Err(link_error(e)),
                 },
             };

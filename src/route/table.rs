@@ -173,6 +173,16 @@ pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     }
 }
 
+/// The private names of `cfg` (`--cf-worker-domain`, `--cf-domain`) with their [`redact`]
+/// forms, for `logging::set_redactions` (`run` for its log, `check` for its output too).
+pub fn private_names(cfg: &Config) -> Vec<(String, String)> {
+    cfg.worker_domains
+        .iter()
+        .chain(&cfg.cf_domains)
+        .map(|e| (e.host.clone(), redact(&e.host)))
+        .collect()
+}
+
 /// Shortens a private host name for logs: `myproxy.example.workers.dev` → `my…workers.dev`.
 pub fn redact(host: &str) -> String {
     if host.parse::<IpAddr>().is_ok() {

@@ -102,6 +102,8 @@ pub fn main(mut args: Arguments) -> i32 {
             return 2;
         }
     };
+    // The table's details carry passed-on error texts that may name a Worker or CF domain.
+    crate::logging::set_redactions(crate::route::table::private_names(&parsed.config));
     let mut rows = match plan_rows(&parsed.config, &parsed.dcs) {
         Ok(r) => r,
         Err(e) => {
@@ -113,10 +115,10 @@ pub fn main(mut args: Arguments) -> i32 {
         eprintln!("tg-ws-proxy: check: {e}");
         return 1;
     }
-    print!("{}", render(&rows));
+    print!("{}", crate::logging::redact_configured(render(&rows)));
     let verdicts = verdicts(&rows, &parsed.dcs);
     for v in &verdicts {
-        println!("{}", v.line);
+        println!("{}", crate::logging::redact_configured(v.line.clone()));
     }
     if verdicts.iter().all(|v| v.ok) {
         0

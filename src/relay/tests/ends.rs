@@ -177,3 +177,27 @@ fn client_eof_during_connect_forwards_the_bytes_then_shuts() {
     assert_eq!(&got[64..n], b"early bytes");
     assert!(front.at_eof() || front.read(&mut got).unwrap() == 0);
 }
+
+#[test]
+fn ws_front_close_with_a_forbidden_code_is_answered_1002_then_ends_as_protocol_error() {
+    for bad in [
+        &999u16.to_be_bytes()[..],
+        &1005u16.to_be_bytes()[..],
+        &[3u8][..],
+    ] {
+        let mut rig = Rig::new(LinkKind::WsPackets, 2048, 2048, 4096);
+        rig.run();
+        let down = bulk(700, 6);
+        rig.front_data(&down);
+        rig.front_frame(0x88, bad);
+        // Nothing after the bad Close is relayed either.
+        rig.front_data(&bulk(300, 7));
+        assert_eq!(rig.run(), Some(CloseReason::ProtocolError), "{bad:?}");
+        assert_eq!(rig.app_in, down, "what came before the Close is delivered");
+        assert_eq!(
+            rig.controls(),
+            vec![(Opcode::Close, 1002u16.to_be_bytes().to_vec())],
+            "{bad:?}: our Close 1002 reaches the front"
+        );
+    }
+}
