@@ -19,7 +19,7 @@ CROSS_CI_TARGETS := mips-unknown-linux-musl mipsel-unknown-linux-musl
 CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 	aarch64-unknown-linux-musl x86_64-unknown-linux-musl
 
-.PHONY: help test demo bench bench-burst bench-pit size cross-install cross-test cross-all cross-tiny \
+.PHONY: help test demo bench bench-burst bench-pit bench-soak size cross-install cross-test cross-all cross-tiny \
 	cross-bench
 
 help:
@@ -29,6 +29,7 @@ help:
 	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
 	@echo "  make bench-burst    only the burst of new sessions, with its --handshake-pace 0 reference (\$$BENCH_ARGS appended)"
 	@echo "  make bench-pit      run bench/pit.sh: the pit / flapping / Worker-requests A/B (report in target/bench/)"
+	@echo "  make bench-soak     run bench/soak.sh \$$BENCH_ARGS: 1,000 held + 20 new sessions/s for 30 min, fds/RSS slope"
 	@echo "  make size           x86_64 stripped release binary size in bytes"
 	@echo "  make cross-install  install the cross toolchain (Debian rustc-web, zig, qemu; root)"
 	@echo "  make cross-test     MIPS + MIPSel static musl builds, qemu smoke, unit tests on MIPS BE"
@@ -57,6 +58,9 @@ bench-burst:
 
 bench-pit:
 	bash bench/pit.sh
+
+bench-soak:
+	sh bench/soak.sh $(BENCH_ARGS)
 
 size:
 	$(CARGO) build --release $(LOCKED)
