@@ -35,17 +35,18 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 report="target/bench/soak-$stamp.md"
 body="target/bench/.soak-body-$stamp.md"
 start=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+# The tree the binaries were just built from (a 30-minute run may end on a later commit).
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain 2>/dev/null | wc -l | tr -d ' ')
 
 BENCH_CLK_TCK=$(getconf CLK_TCK) "$bench_dir"/release/examples/bench \
     --proxy target/release/tg-ws-proxy --ca tests/data/ca.pem --only soak --out "$body" "$@" >/dev/null
 
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git status --porcelain 2>/dev/null | wc -l | tr -d ' ')
 {
     echo "## Soak run $start – $(date -u '+%H:%M:%S UTC')"
     echo
     echo "- command: \`bench/soak.sh$( [ $# -gt 0 ] && printf ' %s' "$@")\` (\`make bench-soak\` runs it with \$BENCH_ARGS), release profile"
-    echo "- tree: $rev ($dirty uncommitted paths), $(rustc -V); driver built at opt-level 3 in $bench_dir"
+    echo "- tree at the build: $rev ($dirty uncommitted paths), $(rustc -V); driver built at opt-level 3 in $bench_dir"
     echo "- nproc $(nproc), open-file limit $(ulimit -n), nice $(nice), load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
     echo
     cat "$body"
