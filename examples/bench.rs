@@ -167,9 +167,18 @@ fn parse_opts() -> Result<Opts, String> {
             .unwrap_or(256.0),
         cg_mib: a.opt_value_from_str("--cg-mib").map_err(e)?.unwrap_or(32.0),
         ir_baseline: a.opt_value_from_str("--ir-baseline").map_err(e)?,
-        soak_held: a.opt_value_from_str("--soak-held").map_err(e)?.unwrap_or(1000),
-        soak_rate: a.opt_value_from_str("--soak-rate").map_err(e)?.unwrap_or(20),
-        soak_secs: a.opt_value_from_str("--soak-secs").map_err(e)?.unwrap_or(1800),
+        soak_held: a
+            .opt_value_from_str("--soak-held")
+            .map_err(e)?
+            .unwrap_or(1000),
+        soak_rate: a
+            .opt_value_from_str("--soak-rate")
+            .map_err(e)?
+            .unwrap_or(20),
+        soak_secs: a
+            .opt_value_from_str("--soak-secs")
+            .map_err(e)?
+            .unwrap_or(1800),
         soak_interval: a
             .opt_value_from_str("--soak-interval")
             .map_err(e)?

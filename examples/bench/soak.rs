@@ -103,7 +103,9 @@ pub fn run(o: &Opts) -> Result<Soak, String> {
         .map_err(|e| format!("soak: opening the held sessions: {e}"))?;
     let open_s = t_open.elapsed().as_secs_f64();
     let established = clients.len();
-    step(&format!("soak: {established} held sessions open in {open_s:.1} s"));
+    step(&format!(
+        "soak: {established} held sessions open in {open_s:.1} s"
+    ));
 
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(Mutex::new(Vec::new()));
@@ -123,7 +125,10 @@ pub fn run(o: &Opts) -> Result<Soak, String> {
         let stop = stop.clone();
         let pings = pings.clone();
         let note = note.clone();
-        let per_tick = clients.len().div_ceil(o.soak_interval.max(1) as usize).max(1);
+        let per_tick = clients
+            .len()
+            .div_ceil(o.soak_interval.max(1) as usize)
+            .max(1);
         std::thread::spawn(move || -> usize {
             let mut failed = 0;
             let mut next = 0usize;
@@ -410,7 +415,10 @@ pub fn report(r: &mut String, s: &Soak) {
             let _ = writeln!(r, "  - {e}");
         }
     }
-    let _ = writeln!(r, "\n| t (s) | proxy fds | VmRSS (KiB) | fake-DC live sessions |");
+    let _ = writeln!(
+        r,
+        "\n| t (s) | proxy fds | VmRSS (KiB) | fake-DC live sessions |"
+    );
     let _ = writeln!(r, "|---:|---:|---:|---:|");
     for (t, fds, rss, live) in &s.samples {
         let _ = writeln!(r, "| {t:.0} | {fds} | {rss} | {live} |");
