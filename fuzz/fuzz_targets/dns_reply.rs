@@ -33,13 +33,21 @@ fuzz_target!(|pkt: &[u8]| {
     }
 
     // Round trip: the input's first bytes as id, TTL and address, the rest as a name.
-    let [i0, i1, t0, t1, t2, t3, a0, a1, a2, a3, name @ ..] = pkt else { return };
-    let Ok(name) = std::str::from_utf8(name) else { return };
+    let [i0, i1, t0, t1, t2, t3, a0, a1, a2, a3, name @ ..] = pkt else {
+        return;
+    };
+    let Ok(name) = std::str::from_utf8(name) else {
+        return;
+    };
     let id = u16::from_be_bytes([*i0, *i1]);
-    let Ok(mut q) = encode_query(id, name, 1) else { return };
+    let Ok(mut q) = encode_query(id, name, 1) else {
+        return;
+    };
     q[2] |= 0x80; // QR: a response
     q[7] = 1; // ANCOUNT = 1
-    q.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, *t0, *t1, *t2, *t3, 0, 4, *a0, *a1, *a2, *a3]);
+    q.extend_from_slice(&[
+        0xc0, 0x0c, 0, 1, 0, 1, *t0, *t1, *t2, *t3, 0, 4, *a0, *a1, *a2, *a3,
+    ]);
     let r = parse_response(&q).expect("a well-formed reply parses");
     assert_eq!(r.id, id);
     assert_eq!(r.qname, name.to_ascii_lowercase());

@@ -59,7 +59,9 @@ fuzz_target!(|raw: &[u8]| {
                 if at + total > data.len() {
                     break;
                 }
-                let p = got.get(n).expect("decoder returned fewer packets than the walk");
+                let p = got
+                    .get(n)
+                    .expect("decoder returned fewer packets than the walk");
                 let hdr = total - p.len();
                 assert!(hdr == 1 || hdr == 4, "header of {hdr} bytes");
                 assert_eq!(p.as_slice(), &data[at + hdr..at + total]);
@@ -87,7 +89,10 @@ fuzz_target!(|raw: &[u8]| {
     assert_eq!(framing::next_packet(tag, &wire), Step::Packet(wire.len()));
     let mut dec = Decoder::new(tag);
     dec.push(&wire);
-    let back = dec.next().expect("own packet decodes").expect("whole packet");
+    let back = dec
+        .next()
+        .expect("own packet decodes")
+        .expect("whole packet");
     match tag {
         Tag::PaddedIntermediate => {
             assert!(back.starts_with(payload) && back.len() - payload.len() < 16);

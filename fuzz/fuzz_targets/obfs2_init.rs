@@ -44,7 +44,10 @@ fuzz_target!(|raw: &[u8]| {
         .flatten();
     let mut rng = rng_from(rest);
     let mut ini = obfs2::initiate(tag, dc, secret.as_ref(), &mut rng);
-    assert!(!obfs2::is_reserved(&ini.init), "initiate produced a reserved init");
+    assert!(
+        !obfs2::is_reserved(&ini.init),
+        "initiate produced a reserved init"
+    );
     let mut acc = match &secret {
         Some(s) => obfs2::accept(&ini.init, &[[0u8; 16], *s]),
         None => obfs2::accept_raw(&ini.init),

@@ -40,7 +40,10 @@ fuzz_target!(|raw: &[u8]| {
     assert_eq!(r.fingerprints.len(), 1);
     let mut other = nonce;
     other[0] ^= 1;
-    assert!(parse_res_pq(&reply, &other).is_err(), "another nonce is refused");
+    assert!(
+        parse_res_pq(&reply, &other).is_err(),
+        "another nonce is refused"
+    );
 
     let mut req = req_pq_multi(&nonce, msg_id);
     req.extend_from_slice(tail);

@@ -160,7 +160,11 @@ fn encode(inp: &Input) {
         at = end;
     }
     assert_eq!(back.len(), consumed);
-    assert_eq!(back.as_slice(), &inp.data[..consumed], "framing changed the bytes");
+    assert_eq!(
+        back.as_slice(),
+        &inp.data[..consumed],
+        "framing changed the bytes"
+    );
     if !failed {
         assert_eq!(consumed + pending.len(), fed);
     }
