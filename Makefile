@@ -12,6 +12,8 @@ CARGO ?= cargo
 BIN := tg-ws-proxy
 # Cargo.lock is committed: builds must use exactly it.
 LOCKED := $(if $(wildcard Cargo.lock),--locked,)
+# Seconds per fuzz target for `make fuzz` (FUZZ_RUNS=N runs N executions each instead).
+FUZZ_SECS ?= 60
 # Extra arguments for the bench driver, e.g. make bench BENCH_ARGS="--large 200 --gib 0.5"
 BENCH_ARGS ?=
 # The MIPS pair CI builds; `cross-all` adds the tier-2 targets.
@@ -19,7 +21,7 @@ CROSS_CI_TARGETS := mips-unknown-linux-musl mipsel-unknown-linux-musl
 CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 	aarch64-unknown-linux-musl x86_64-unknown-linux-musl
 
-.PHONY: help test demo bench bench-burst bench-pit size cross-install cross-test cross-all cross-tiny \
+.PHONY: help test demo bench bench-burst bench-pit bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
 	cross-bench
 
 help:
@@ -29,6 +31,9 @@ help:
 	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
 	@echo "  make bench-burst    only the burst of new sessions, with its --handshake-pace 0 reference (\$$BENCH_ARGS appended)"
 	@echo "  make bench-pit      run bench/pit.sh: the pit / flapping / Worker-requests A/B (report in target/bench/)"
+	@echo "  make bench-soak     run bench/soak.sh \$$BENCH_ARGS: 1,000 held + 20 new sessions/s for 30 min, fds/RSS slope"
+	@echo "  make fuzz           every fuzz target for FUZZ_SECS=$(FUZZ_SECS) s each (fuzz/run.sh; needs cargo-fuzz); fails on any crash"
+	@echo "  make fuzz-seeds     regenerate the committed seed corpus fuzz/corpus/ (fuzz/examples/seeds.rs)"
 	@echo "  make size           x86_64 stripped release binary size in bytes"
 	@echo "  make cross-install  install the cross toolchain (Debian rustc-web, zig, qemu; root)"
 	@echo "  make cross-test     MIPS + MIPSel static musl builds, qemu smoke, unit tests on MIPS BE"
@@ -57,6 +62,15 @@ bench-burst:
 
 bench-pit:
 	bash bench/pit.sh
+
+bench-soak:
+	sh bench/soak.sh $(BENCH_ARGS)
+
+fuzz:
+	FUZZ_SECS=$(FUZZ_SECS) fuzz/run.sh
+
+fuzz-seeds:
+	fuzz/run.sh seeds
 
 size:
 	$(CARGO) build --release $(LOCKED)

@@ -18,7 +18,10 @@
 //! * burst — `--burst` (default 500@100,1000@200): N new sessions arriving at R per second for
 //!   DC 2 over the ws tier, through a proxy at default flags, against a fake front that answers
 //!   each upgrade at once or `--burst-front-ms` later (default 0,50); served / closed and setup
-//!   median, p99, max (`bench/burst.rs`); `--burst-ref` adds a `--handshake-pace 0` run of each.
+//!   median, p99, max (`bench/burst.rs`); `--burst-ref` adds a `--handshake-pace 0` run of each;
+//! * soak — only when named (`--only soak`, `bench/soak.sh`): `--soak-held` held sessions and
+//!   `--soak-rate` new ones per second for `--soak-secs`, proxy fds and RSS every
+//!   `--soak-interval` seconds with their slope, churn setup p50/p99/max (`bench/soak.rs`).
 //!
 //! The baselines must be built at `opt-level = 3` (`bench/run.sh` builds this driver so, in its
 //! own target dir); built otherwise, the report shows the CPU targets as not judged.
@@ -49,6 +52,8 @@ mod memory;
 mod procfs;
 #[path = "bench/proxy.rs"]
 mod proxy;
+#[path = "bench/soak.rs"]
+mod soak;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -93,13 +98,20 @@ struct Opts {
     cg_mib: f64,
     /// `--ir-baseline ctr|tls:BYTES`: run one baseline and exit.
     ir_baseline: Option<String>,
-    /// Scenarios to run (`--only memory,frames,cpu,callgrind,size,burst`); empty = all.
+    /// Soak (`--only soak`): held sessions, new sessions per second, seconds, sample interval
+    /// in seconds (`--soak-held 1000 --soak-rate 20 --soak-secs 1800 --soak-interval 30`).
+    soak_held: usize,
+    soak_rate: u32,
+    soak_secs: u64,
+    soak_interval: u64,
+    /// Scenarios to run (`--only memory,frames,cpu,callgrind,size,burst,soak`); empty = all
+    /// but the soak, which runs only when named.
     only: Vec<String>,
 }
 
 impl Opts {
     fn only(&self, what: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|w| w == what)
+        (self.only.is_empty() && what != "soak") || self.only.iter().any(|w| w == what)
     }
 }
 
@@ -155,6 +167,22 @@ fn parse_opts() -> Result<Opts, String> {
             .unwrap_or(256.0),
         cg_mib: a.opt_value_from_str("--cg-mib").map_err(e)?.unwrap_or(32.0),
         ir_baseline: a.opt_value_from_str("--ir-baseline").map_err(e)?,
+        soak_held: a
+            .opt_value_from_str("--soak-held")
+            .map_err(e)?
+            .unwrap_or(1000),
+        soak_rate: a
+            .opt_value_from_str("--soak-rate")
+            .map_err(e)?
+            .unwrap_or(20),
+        soak_secs: a
+            .opt_value_from_str("--soak-secs")
+            .map_err(e)?
+            .unwrap_or(1800),
+        soak_interval: a
+            .opt_value_from_str("--soak-interval")
+            .map_err(e)?
+            .unwrap_or(30),
         only: a
             .opt_value_from_str::<_, String>("--only")
             .map_err(e)?
@@ -173,9 +201,13 @@ fn parse_opts() -> Result<Opts, String> {
         || o.gib <= 0.0
         || o.cg_mib <= 0.0
         || o.strace_mib <= 0.0
+        || o.soak_held == 0
+        || o.soak_rate == 0
+        || o.soak_secs == 0
+        || o.soak_interval == 0
     {
         return Err(
-            "need 0 < --small ≤ --large, --streams > 0, --reps > 0, --bulk-sessions > 0, --gib > 0, --cg-mib > 0, --strace-mib > 0"
+            "need 0 < --small ≤ --large, --streams > 0, --reps > 0, --bulk-sessions > 0, --gib > 0, --cg-mib > 0, --strace-mib > 0, --soak-held/-rate/-secs/-interval > 0"
                 .into(),
         );
     }
@@ -353,6 +385,10 @@ fn run(o: &Opts) -> Result<String, String> {
     if o.only("burst") {
         let runs = burst::runs(o)?;
         burst::report(&mut r, &runs);
+    }
+    if o.only("soak") {
+        let s = soak::run(o)?;
+        soak::report(&mut r, &s);
     }
     let _ = writeln!(
         r,

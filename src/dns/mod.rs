@@ -30,7 +30,8 @@
 
 mod cache;
 mod conf;
-mod wire;
+// Public for the fuzz target (fuzz/fuzz_targets/dns_reply.rs); the resolver is its only user.
+pub mod wire;
 
 use std::fs;
 use std::io;

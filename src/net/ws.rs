@@ -8,7 +8,7 @@
 use std::io;
 
 use tungstenite::client::IntoClientRequest;
-use tungstenite::handshake::client::ClientHandshake;
+use tungstenite::handshake::client::{ClientHandshake, Request};
 use tungstenite::handshake::{HandshakeError, MidHandshake};
 use tungstenite::http::HeaderValue;
 
@@ -63,20 +63,7 @@ impl Upgrade {
         subprotocol: bool,
         origin: Option<&str>,
     ) -> Result<Upgrade, UpgradeError> {
-        let url = format!("wss://{host}{path}");
-        let mut req = url
-            .as_str()
-            .into_client_request()
-            .map_err(|e| UpgradeError::Protocol(format!("bad request {url}: {e}")))?;
-        if subprotocol {
-            req.headers_mut()
-                .insert("Sec-WebSocket-Protocol", HeaderValue::from_static("binary"));
-        }
-        if let Some(o) = origin {
-            if let Ok(v) = HeaderValue::from_str(o) {
-                req.headers_mut().insert("Origin", v);
-            }
-        }
+        let req = request(host, path, subprotocol, origin)?;
         let mid = ClientHandshake::start(stream, req, None)
             .map_err(|e| UpgradeError::Protocol(e.to_string()))?;
         Ok(Upgrade { mid: Some(mid) })
@@ -103,7 +90,34 @@ impl Upgrade {
     }
 }
 
-fn classify(e: tungstenite::Error) -> UpgradeError {
+/// The upgrade request [`Upgrade::start`] sends (public for the fuzz target that drives
+/// tungstenite's response parsing over memory, fuzz/fuzz_targets/ws_upgrade.rs).
+pub fn request(
+    host: &str,
+    path: &str,
+    subprotocol: bool,
+    origin: Option<&str>,
+) -> Result<Request, UpgradeError> {
+    let url = format!("wss://{host}{path}");
+    let mut req = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| UpgradeError::Protocol(format!("bad request {url}: {e}")))?;
+    if subprotocol {
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", HeaderValue::from_static("binary"));
+    }
+    if let Some(o) = origin {
+        if let Ok(v) = HeaderValue::from_str(o) {
+            req.headers_mut().insert("Origin", v);
+        }
+    }
+    Ok(req)
+}
+
+/// Sorts a failed handshake into the classes the health logic needs: a non-101 status (with a
+/// numeric `Retry-After`), an I/O error, or a protocol violation (public for the fuzz target).
+pub fn classify(e: tungstenite::Error) -> UpgradeError {
     match e {
         tungstenite::Error::Http(resp) => {
             let retry_after = resp
