@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::fakedc::{bulk_request, DcConfig, FakeDc, Fault};
-use common::{client_opts, name_args, os_rng, Proxy, SECRET};
+use common::{client_opts, os_rng, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::MtClient;
 use tg_ws_proxy::mtproto::obfs2::Tag;
 
@@ -26,35 +26,9 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
-/// A proxy with compressed-time ladder flags, then `extra` (a later flag wins).
+/// A proxy with the rig's compressed-time ladder flags, then `extra` (a later flag wins).
 fn proxy(extra: &[String]) -> Proxy {
-    let mut args: Vec<String> = [
-        "--secret",
-        SECRET,
-        "--cooldown-base",
-        "0.3",
-        "--cooldown-max",
-        "2",
-        "--probe-timeout",
-        "0.5",
-        "--probe-interval",
-        "30",
-        "--hedge-delay",
-        "0.1",
-        "--connect-budget",
-        "2",
-        "--ws-connect-timeout",
-        "0.3",
-        "--pool-size",
-        "0",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(name_args(&CF_NAMES));
-    args.extend(extra.iter().cloned());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    Proxy::start(&refs)
+    common::ladder_proxy(&CF_NAMES, extra)
 }
 
 fn ws_flag(dc: &FakeDc) -> [String; 2] {
