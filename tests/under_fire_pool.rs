@@ -92,6 +92,15 @@ fn assert_ended_not_hung(got: std::io::Result<Vec<u8>>, logs: impl Fn() -> Strin
     );
 }
 
+/// `needle` shows up in the proxy's log within 3 s.
+fn assert_logged(proxy: &Proxy, needle: &str) {
+    assert!(
+        proxy.wait_log(needle, Duration::from_secs(3)),
+        "no {needle:?} logged\n{}",
+        proxy.logs().join("\n")
+    );
+}
+
 /// One `req_pq_multi` → `resPQ` exchange; its outcome and how long it took.
 fn timed_probe(proxy: &Proxy, rng: &mut Rng) -> (Outcome, Duration, String) {
     let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
@@ -120,17 +129,9 @@ fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
         dc.frozen_reads() >= 2,
         "the dead one got the init and the request"
     );
-    assert!(
-        proxy.wait_log("(pooled, retried)", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "(pooled, retried)");
     // Its sibling, as old, was flushed with it.
-    assert!(
-        proxy.wait_log("1 as old or older flushed", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "1 as old or older flushed");
     assert!(proxy.count_log("replaying the request") >= 1, "{}", logs());
     assert!(
         proxy.wait_log(" retried=1", Duration::from_secs(3)),
@@ -198,11 +199,7 @@ fn a_request_too_large_to_replay_ends_cleanly_at_the_deadline() {
         took >= FIRST_BYTE,
         "closed after {took:?}, before the deadline"
     );
-    assert!(
-        proxy.wait_log("reason=upstream-silent", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "reason=upstream-silent");
     assert!(proxy.count_log("too large to replay") >= 1, "{}", logs());
     assert!(proxy.count_log("panicked") == 0, "{}", logs());
     // The proxy carries on.
@@ -240,11 +237,7 @@ fn a_request_too_large_to_replay_waits_from_its_last_bytes_then_ends() {
         closed - second,
         logs()
     );
-    assert!(
-        proxy.wait_log("reason=upstream-silent", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "reason=upstream-silent");
 }
 
 #[test]
@@ -268,11 +261,7 @@ fn a_half_closed_client_on_a_dead_pooled_upstream_is_replayed_not_lingered_out()
             panic!("no reply after {:?}: {e}\n{}", t.elapsed(), logs())
         });
     packet::parse_res_pq(&reply, &nonce).expect("resPQ for our nonce");
-    assert!(
-        proxy.wait_log("(pooled, retried)", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "(pooled, retried)");
 }
 
 #[test]
