@@ -109,10 +109,10 @@ fn timed_probe(proxy: &Proxy, rng: &mut Rng) -> (Outcome, Duration, String) {
     (a.outcome, t.elapsed(), a.detail)
 }
 
-#[test]
-fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
-    let (dc, proxy, mut rng) = dead_pool(&["--tier-order", "ws"]);
-    let (outcome, took, detail) = timed_probe(&proxy, &mut rng);
+/// A [`timed_probe`] that must get its `resPQ` within the first-byte deadline plus a retry's
+/// [`MARGIN`]; how long it took.
+fn replayed_probe(proxy: &Proxy, rng: &mut Rng) -> Duration {
+    let (outcome, took, detail) = timed_probe(proxy, rng);
     let logs = || proxy.logs().join("\n");
     assert_eq!(outcome, Outcome::Ok, "{detail}\n{}", logs());
     assert!(
@@ -120,6 +120,14 @@ fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
         "resPQ after {took:?}\n{}",
         logs()
     );
+    took
+}
+
+#[test]
+fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
+    let (dc, proxy, mut rng) = dead_pool(&["--tier-order", "ws"]);
+    let took = replayed_probe(&proxy, &mut rng);
+    let logs = || proxy.logs().join("\n");
     // It did go to the dead pooled upstream first, and waited for it no longer than the flag.
     assert!(
         took >= FIRST_BYTE,
@@ -156,14 +164,8 @@ fn dead_pooled_upstream_of_a_route_gone_bad_is_retried_on_the_next_tier() {
     // The flows die, and the front takes no new connection either.
     ws.freeze_live();
     ws.set_fault(Fault::Refuse);
-    let (outcome, took, detail) = timed_probe(&proxy, &mut rng);
+    replayed_probe(&proxy, &mut rng);
     let logs = || proxy.logs().join("\n");
-    assert_eq!(outcome, Outcome::Ok, "{detail}\n{}", logs());
-    assert!(
-        took < FIRST_BYTE + MARGIN,
-        "resPQ after {took:?}\n{}",
-        logs()
-    );
     assert_eq!(tcp.inits(), tcp_before + 1, "the replay went over tcp");
     let closed = |l: &String| l.contains("session ") && l.contains("(pooled, retried)");
     assert!(
