@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::blackhole::BlackHole;
 use common::fakedc::{DcConfig, FakeDc, Fault};
-use common::{client_opts, closed_port, name_args, os_rng, stats_field, wait_until, Proxy, SECRET};
+use common::{client_opts, closed_port, os_rng, stats_field, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Attempt, MtClient, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 
@@ -27,37 +27,12 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
-/// A proxy with compressed-time ladder flags, then `extra` (a later flag wins).
+/// A proxy with the rig's compressed-time ladder flags and a stats line every 0.5 s, then
+/// `extra` (a later flag wins).
 fn proxy(extra: &[String]) -> Proxy {
-    let mut args: Vec<String> = [
-        "--secret",
-        SECRET,
-        "--cooldown-base",
-        "0.3",
-        "--cooldown-max",
-        "2",
-        "--probe-timeout",
-        "0.5",
-        "--probe-interval",
-        "30",
-        "--hedge-delay",
-        "0.1",
-        "--connect-budget",
-        "2",
-        "--ws-connect-timeout",
-        "0.3",
-        "--pool-size",
-        "0",
-        "--stats-interval",
-        "0.5",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(name_args(&[WORKER]));
+    let mut args = vec![s("--stats-interval"), s("0.5")];
     args.extend(extra.iter().cloned());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    Proxy::start(&refs)
+    common::ladder_proxy(&[WORKER], &args)
 }
 
 fn ws_flag(addr: SocketAddr) -> [String; 2] {

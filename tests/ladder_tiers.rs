@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::fakedc::{query_param, DcConfig, FakeDc, Fault};
-use common::{client_opts, closed_port, name_args, os_rng, wait_until, Proxy, SECRET};
+use common::{client_opts, closed_port, os_rng, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Attempt, MtClient, Outcome};
 use tg_ws_proxy::mtproto::framing;
 use tg_ws_proxy::mtproto::obfs2::Tag;
@@ -34,34 +34,10 @@ const NAMES: [&str; 4] = [
     "kws2-1.example.com",
 ];
 
-/// Compressed-time ladder flags shared by every test (no pools: counters stay exact).
-const FAST: [&str; 16] = [
-    "--cooldown-base",
-    "0.3",
-    "--cooldown-max",
-    "2",
-    "--probe-timeout",
-    "0.5",
-    "--probe-interval",
-    "30",
-    "--hedge-delay",
-    "0.1",
-    "--connect-budget",
-    "2",
-    "--ws-connect-timeout",
-    "0.3",
-    "--pool-size",
-    "0",
-];
-
-/// A proxy with `extra` after the shared flags (a later flag wins).
+/// A proxy with the rig's compressed-time ladder flags (no pools: counters stay exact), then
+/// `extra` (a later flag wins).
 fn proxy(extra: &[String]) -> Proxy {
-    let mut args: Vec<String> = vec!["--secret".into(), SECRET.into()];
-    args.extend(FAST.iter().map(|s| s.to_string()));
-    args.extend(name_args(&NAMES));
-    args.extend(extra.iter().cloned());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    Proxy::start(&refs)
+    common::ladder_proxy(&NAMES, extra)
 }
 
 fn s(v: &str) -> String {

@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::fakedc::{bulk_request, DcConfig, FakeDc, Fault};
-use common::{client_opts, name_args, os_rng, Proxy, SECRET};
+use common::{client_opts, os_rng, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::MtClient;
 use tg_ws_proxy::mtproto::obfs2::Tag;
 
@@ -26,35 +26,9 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
-/// A proxy with compressed-time ladder flags, then `extra` (a later flag wins).
+/// A proxy with the rig's compressed-time ladder flags, then `extra` (a later flag wins).
 fn proxy(extra: &[String]) -> Proxy {
-    let mut args: Vec<String> = [
-        "--secret",
-        SECRET,
-        "--cooldown-base",
-        "0.3",
-        "--cooldown-max",
-        "2",
-        "--probe-timeout",
-        "0.5",
-        "--probe-interval",
-        "30",
-        "--hedge-delay",
-        "0.1",
-        "--connect-budget",
-        "2",
-        "--ws-connect-timeout",
-        "0.3",
-        "--pool-size",
-        "0",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(name_args(&CF_NAMES));
-    args.extend(extra.iter().cloned());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    Proxy::start(&refs)
+    common::ladder_proxy(&CF_NAMES, extra)
 }
 
 fn ws_flag(dc: &FakeDc) -> [String; 2] {
@@ -71,6 +45,24 @@ fn worker_flag(w: &FakeDc) -> [String; 2] {
 
 fn cf_flag(front: &FakeDc) -> [String; 2] {
     [s("--cf-domain"), format!("example.com:{}", front.port())]
+}
+
+/// A proxy whose DC 2 ladder is `--tier-order worker` with `--cf-ping-interval ping_interval`:
+/// a Worker look-alike on `worker`, a raw TCP DC behind it. Returns the DC, the Worker and the
+/// proxy (keep the DC alive as long as the proxy).
+fn worker_first(worker: DcConfig, ping_interval: &str) -> (FakeDc, FakeDc, Proxy) {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(worker);
+    let mut args = vec![
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-ping-interval"),
+        s(ping_interval),
+    ];
+    args.extend(worker_flag(&w));
+    args.extend(tcp_flag(&dc));
+    let p = proxy(&args);
+    (dc, w, p)
 }
 
 /// Lets `d` pass (pacing of a client's traffic, not a wait for a condition).
@@ -195,17 +187,7 @@ fn cfproxy_front_closing_on_ping_keeps_six_of_six_idle_and_active_sessions() {
 
 #[test]
 fn active_worker_session_never_gets_a_ping_only_an_idle_one_does() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let w = FakeDc::start_worker(DcConfig::default());
-    let mut args = vec![
-        s("--tier-order"),
-        s("worker"),
-        s("--cf-ping-interval"),
-        s("0.3"),
-    ];
-    args.extend(worker_flag(&w));
-    args.extend(tcp_flag(&dc));
-    let p = proxy(&args);
+    let (_dc, w, p) = worker_first(DcConfig::default(), "0.3");
     let mut active = vec![connect(&p)];
     // Traffic every 100 ms for five ping intervals: no ping.
     run_for(Duration::from_millis(1_500), &mut active, &p);
@@ -221,17 +203,7 @@ fn active_worker_session_never_gets_a_ping_only_an_idle_one_does() {
 
 #[test]
 fn worker_closing_on_ping_is_learned_after_the_first_such_end_and_later_sessions_survive() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let w = FakeDc::start_worker(DcConfig::with_fault(Fault::CloseOnPing));
-    let mut args = vec![
-        s("--tier-order"),
-        s("worker"),
-        s("--cf-ping-interval"),
-        s("0.3"),
-    ];
-    args.extend(worker_flag(&w));
-    args.extend(tcp_flag(&dc));
-    let p = proxy(&args);
+    let (_dc, w, p) = worker_first(DcConfig::with_fault(Fault::CloseOnPing), "0.3");
     // The first idle session is pinged and cut.
     let mut first = connect(&p);
     echo(&mut first, &p, 0, 64);
@@ -404,17 +376,7 @@ fn a_client_that_does_not_read_is_not_a_stalled_upstream() {
 
 #[test]
 fn a_session_already_running_when_pings_go_off_is_not_pinged_either() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let w = FakeDc::start_worker(DcConfig::with_fault(Fault::CloseOnPing));
-    let mut args = vec![
-        s("--tier-order"),
-        s("worker"),
-        s("--cf-ping-interval"),
-        s("0.6"),
-    ];
-    args.extend(worker_flag(&w));
-    args.extend(tcp_flag(&dc));
-    let p = proxy(&args);
+    let (_dc, w, p) = worker_first(DcConfig::with_fault(Fault::CloseOnPing), "0.6");
     // Session A's ping falls due at ~800 ms, B's timer fires (not idle) at ~700 ms and is
     // re-armed for ~1100 ms: before the route is learned.
     let mut a = connect(&p);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::fakedc::{DcConfig, DcHandle, FakeDc, Fault};
 use common::{client_opts, wait_until, Proxy, SECRET};
-use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
+use tg_ws_proxy::applet::probe::{probe_once, ClientOptions, MtClient, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 use tg_ws_proxy::mtproto::packet;
 use tg_ws_proxy::rng::Rng;
@@ -62,6 +62,45 @@ fn warm(proxy: &Proxy, rng: &mut Rng) {
     );
 }
 
+/// A proxy with `extra` over a fresh ws front, its pool warmed ([`warm`]), then the front's
+/// live flows frozen: every pooled upstream is dead without a sign.
+fn dead_pool(extra: &[&str]) -> (FakeDc, Proxy, Rng) {
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(&dc, extra);
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    dc.freeze_live();
+    (dc, proxy, rng)
+}
+
+/// Client options that outwait the first-byte deadline (a 10 s client timeout).
+fn patient_opts(proxy: &Proxy) -> ClientOptions {
+    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
+    opts.timeout = Duration::from_secs(10);
+    opts
+}
+
+/// `got` is the end of a session on a frozen front: an error, and not the client's own
+/// timeout (the proxy closed it; it did not hang).
+fn assert_ended_not_hung(got: std::io::Result<Vec<u8>>, logs: impl Fn() -> String) {
+    let err = got.expect_err("a frozen front never answers");
+    assert_ne!(
+        err.kind(),
+        ErrorKind::TimedOut,
+        "hung past the deadline\n{}",
+        logs()
+    );
+}
+
+/// `needle` shows up in the proxy's log within 3 s.
+fn assert_logged(proxy: &Proxy, needle: &str) {
+    assert!(
+        proxy.wait_log(needle, Duration::from_secs(3)),
+        "no {needle:?} logged\n{}",
+        proxy.logs().join("\n")
+    );
+}
+
 /// One `req_pq_multi` → `resPQ` exchange; its outcome and how long it took.
 fn timed_probe(proxy: &Proxy, rng: &mut Rng) -> (Outcome, Duration, String) {
     let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
@@ -70,14 +109,10 @@ fn timed_probe(proxy: &Proxy, rng: &mut Rng) -> (Outcome, Duration, String) {
     (a.outcome, t.elapsed(), a.detail)
 }
 
-#[test]
-fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
-    let dc = FakeDc::start_tls_ws(DcConfig::default());
-    let proxy = start(&dc, &["--tier-order", "ws"]);
-    let mut rng = Rng::new().unwrap();
-    warm(&proxy, &mut rng);
-    dc.freeze_live();
-    let (outcome, took, detail) = timed_probe(&proxy, &mut rng);
+/// A [`timed_probe`] that must get its `resPQ` within the first-byte deadline plus a retry's
+/// [`MARGIN`]; how long it took.
+fn replayed_probe(proxy: &Proxy, rng: &mut Rng) -> Duration {
+    let (outcome, took, detail) = timed_probe(proxy, rng);
     let logs = || proxy.logs().join("\n");
     assert_eq!(outcome, Outcome::Ok, "{detail}\n{}", logs());
     assert!(
@@ -85,6 +120,14 @@ fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
         "resPQ after {took:?}\n{}",
         logs()
     );
+    took
+}
+
+#[test]
+fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
+    let (dc, proxy, mut rng) = dead_pool(&["--tier-order", "ws"]);
+    let took = replayed_probe(&proxy, &mut rng);
+    let logs = || proxy.logs().join("\n");
     // It did go to the dead pooled upstream first, and waited for it no longer than the flag.
     assert!(
         took >= FIRST_BYTE,
@@ -94,17 +137,9 @@ fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
         dc.frozen_reads() >= 2,
         "the dead one got the init and the request"
     );
-    assert!(
-        proxy.wait_log("(pooled, retried)", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "(pooled, retried)");
     // Its sibling, as old, was flushed with it.
-    assert!(
-        proxy.wait_log("1 as old or older flushed", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "1 as old or older flushed");
     assert!(proxy.count_log("replaying the request") >= 1, "{}", logs());
     assert!(
         proxy.wait_log(" retried=1", Duration::from_secs(3)),
@@ -129,14 +164,8 @@ fn dead_pooled_upstream_of_a_route_gone_bad_is_retried_on_the_next_tier() {
     // The flows die, and the front takes no new connection either.
     ws.freeze_live();
     ws.set_fault(Fault::Refuse);
-    let (outcome, took, detail) = timed_probe(&proxy, &mut rng);
+    replayed_probe(&proxy, &mut rng);
     let logs = || proxy.logs().join("\n");
-    assert_eq!(outcome, Outcome::Ok, "{detail}\n{}", logs());
-    assert!(
-        took < FIRST_BYTE + MARGIN,
-        "resPQ after {took:?}\n{}",
-        logs()
-    );
     assert_eq!(tcp.inits(), tcp_before + 1, "the replay went over tcp");
     let closed = |l: &String| l.contains("session ") && l.contains("(pooled, retried)");
     assert!(
@@ -151,13 +180,8 @@ fn dead_pooled_upstream_of_a_route_gone_bad_is_retried_on_the_next_tier() {
 #[test]
 fn a_request_too_large_to_replay_ends_cleanly_at_the_deadline() {
     // 4 KiB relay buffers bound the replay prefix; the client sends 6 KB before any answer.
-    let dc = FakeDc::start_tls_ws(DcConfig::default());
-    let mut proxy = start(&dc, &["--tier-order", "ws", "--buf-kb", "4"]);
-    let mut rng = Rng::new().unwrap();
-    warm(&proxy, &mut rng);
-    dc.freeze_live();
-    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
-    opts.timeout = Duration::from_secs(10);
+    let (_dc, mut proxy, mut rng) = dead_pool(&["--tier-order", "ws", "--buf-kb", "4"]);
+    let opts = patient_opts(&proxy);
     let t = Instant::now();
     let mut big = MtClient::connect(&opts).unwrap();
     big.send_packet(&vec![7u8; 6000]).unwrap();
@@ -172,22 +196,12 @@ fn a_request_too_large_to_replay_ends_cleanly_at_the_deadline() {
     let got = big.recv_packet_until(t + FIRST_BYTE + MARGIN);
     let took = t.elapsed();
     let logs = || proxy.logs().join("\n");
-    let err = got.expect_err("a frozen front never answers");
-    assert_ne!(
-        err.kind(),
-        ErrorKind::TimedOut,
-        "hung past the deadline\n{}",
-        logs()
-    );
+    assert_ended_not_hung(got, logs);
     assert!(
         took >= FIRST_BYTE,
         "closed after {took:?}, before the deadline"
     );
-    assert!(
-        proxy.wait_log("reason=upstream-silent", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "reason=upstream-silent");
     assert!(proxy.count_log("too large to replay") >= 1, "{}", logs());
     assert!(proxy.count_log("panicked") == 0, "{}", logs());
     // The proxy carries on.
@@ -199,13 +213,8 @@ fn a_request_too_large_to_replay_ends_cleanly_at_the_deadline() {
 fn a_request_too_large_to_replay_waits_from_its_last_bytes_then_ends() {
     // A large request still going out (a slow uplink sends it in parts) says nothing against
     // the upstream: the deadline counts from the last bytes it took, and it still fires.
-    let dc = FakeDc::start_tls_ws(DcConfig::default());
-    let proxy = start(&dc, &["--tier-order", "ws", "--buf-kb", "4"]);
-    let mut rng = Rng::new().unwrap();
-    warm(&proxy, &mut rng);
-    dc.freeze_live();
-    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
-    opts.timeout = Duration::from_secs(10);
+    let (dc, proxy, _) = dead_pool(&["--tier-order", "ws", "--buf-kb", "4"]);
+    let opts = patient_opts(&proxy);
     let mut big = MtClient::connect(&opts).unwrap();
     big.send_packet(&vec![7u8; 6000]).unwrap();
     let first = Instant::now();
@@ -222,13 +231,7 @@ fn a_request_too_large_to_replay_waits_from_its_last_bytes_then_ends() {
     let got = big.recv_packet_until(second + FIRST_BYTE + MARGIN);
     let closed = Instant::now();
     let logs = || proxy.logs().join("\n");
-    let err = got.expect_err("a frozen front never answers");
-    assert_ne!(
-        err.kind(),
-        ErrorKind::TimedOut,
-        "hung past the deadline\n{}",
-        logs()
-    );
+    assert_ended_not_hung(got, logs);
     // The proxy's clock counts in whole ms and its wheel in 10 ms ticks.
     assert!(
         closed + Duration::from_millis(20) >= second + FIRST_BYTE,
@@ -236,11 +239,7 @@ fn a_request_too_large_to_replay_waits_from_its_last_bytes_then_ends() {
         closed - second,
         logs()
     );
-    assert!(
-        proxy.wait_log("reason=upstream-silent", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "reason=upstream-silent");
 }
 
 #[test]
@@ -248,13 +247,8 @@ fn a_half_closed_client_on_a_dead_pooled_upstream_is_replayed_not_lingered_out()
     // The client asks and half-closes at once. The linger that bounds the other side's flush
     // (here as long as the first-byte deadline, as at the defaults) must not close the session
     // before the deadline can replay the request on a fresh route.
-    let dc = FakeDc::start_tls_ws(DcConfig::default());
-    let proxy = start(&dc, &["--tier-order", "ws", "--close-linger", "1s"]);
-    let mut rng = Rng::new().unwrap();
-    warm(&proxy, &mut rng);
-    dc.freeze_live();
-    let mut opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
-    opts.timeout = Duration::from_secs(10);
+    let (_dc, proxy, _) = dead_pool(&["--tier-order", "ws", "--close-linger", "1s"]);
+    let opts = patient_opts(&proxy);
     let t = Instant::now();
     let mut c = MtClient::connect(&opts).unwrap();
     let nonce = [0x29; 16];
@@ -269,11 +263,7 @@ fn a_half_closed_client_on_a_dead_pooled_upstream_is_replayed_not_lingered_out()
             panic!("no reply after {:?}: {e}\n{}", t.elapsed(), logs())
         });
     packet::parse_res_pq(&reply, &nonce).expect("resPQ for our nonce");
-    assert!(
-        proxy.wait_log("(pooled, retried)", Duration::from_secs(3)),
-        "{}",
-        logs()
-    );
+    assert_logged(&proxy, "(pooled, retried)");
 }
 
 #[test]

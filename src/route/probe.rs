@@ -144,11 +144,25 @@ impl Probe {
         goal: Goal,
         framing: Framing,
     ) -> Probe {
+        Probe::with_phase(route, id, dc, Phase::Dialing(dial), started, goal, framing)
+    }
+
+    /// A probe in `phase` with nothing sent or received yet (the one field list both a fresh
+    /// dial and the unit tests' past-the-dial probe start from).
+    fn with_phase(
+        route: usize,
+        id: u32,
+        dc: DcId,
+        phase: Phase,
+        started: u64,
+        goal: Goal,
+        framing: Framing,
+    ) -> Probe {
         Probe {
             route,
             id,
             started,
-            phase: Phase::Dialing(dial),
+            phase,
             goal,
             framing,
             dc,
@@ -440,29 +454,15 @@ mod tests {
     /// A raw-TCP probe toward DC 2 with byte goal `pull`, past its dial (sans-IO: the test
     /// plays the DC on the probe's buffers).
     fn probe(pull: usize) -> Probe {
-        let mut p = Probe {
-            route: 0,
-            id: 1,
-            started: 0,
-            phase: Phase::Done,
-            goal: Goal::ResPq,
-            framing: Framing::Raw,
-            dc: DcId::plain(2),
-            nonce: [0; 16],
-            out: Vec::new(),
-            out_sent: 0,
-            raw_in: Vec::new(),
-            relay_dec: None,
-            relay_enc: None,
-            decoder: Decoder::new(Tag::Intermediate),
-            pull: 0,
-            pulled: 0,
-            replies: 0,
-            asked: 0,
-            msg_id_base: 0,
-            ws_enc: Encoder::new(Split::Packets(Tag::Intermediate)),
-            ws_dec: WsDecoder::new(),
-        }
+        let mut p = Probe::with_phase(
+            0,
+            1,
+            DcId::plain(2),
+            Phase::Done,
+            0,
+            Goal::ResPq,
+            Framing::Raw,
+        )
         .pulling(pull);
         p.prepare(&mut Rng::from_seed([3; 48]));
         p

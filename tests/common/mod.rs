@@ -476,6 +476,37 @@ pub fn name_args(names: &[&str]) -> Vec<String> {
     ]
 }
 
+/// Compressed-time ladder flags the ladder tests share (no pools: counters stay exact).
+pub const LADDER_FAST: [&str; 16] = [
+    "--cooldown-base",
+    "0.3",
+    "--cooldown-max",
+    "2",
+    "--probe-timeout",
+    "0.5",
+    "--probe-interval",
+    "30",
+    "--hedge-delay",
+    "0.1",
+    "--connect-budget",
+    "2",
+    "--ws-connect-timeout",
+    "0.3",
+    "--pool-size",
+    "0",
+];
+
+/// A proxy on [`SECRET`] with [`LADDER_FAST`], [`name_args`]`(names)`, then `extra` (a later
+/// flag wins).
+pub fn ladder_proxy(names: &[&str], extra: &[String]) -> Proxy {
+    let mut args: Vec<String> = vec!["--secret".into(), SECRET.into()];
+    args.extend(LADDER_FAST.iter().map(|a| a.to_string()));
+    args.extend(name_args(names));
+    args.extend(extra.iter().cloned());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    Proxy::start(&refs)
+}
+
 /// An address on 127.0.0.1 where nothing listens (connects are refused).
 pub fn closed_port() -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");

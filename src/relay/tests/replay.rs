@@ -5,6 +5,21 @@
 
 use super::*;
 
+/// Carries a rewound session on over a fresh `kind` upstream with `down` as its downstream
+/// buffer: the relay [`Relay::new`] builds from `resume`, the rig pointed at it by [`refront`].
+fn resume_on(rig: &mut Rig, resume: crate::relay::Resume, kind: LinkKind, down: RelayBuf) {
+    let relay = Relay::new(
+        resume.accepted,
+        2,
+        kind,
+        resume.up,
+        down,
+        resume.client_eof,
+        &mut rig.rng,
+    );
+    refront(rig, relay);
+}
+
 /// Points the rig at a fresh upstream (new pipes, a fake front that has seen nothing) relayed
 /// by `relay`.
 fn refront(rig: &mut Rig, relay: Relay) {
@@ -98,16 +113,7 @@ fn a_silent_pooled_upstream_is_rewound_and_the_request_replayed_on_a_fresh_one()
         let resume = old.rewind(&mut rig.scratch).expect("replayable");
         assert!(!resume.client_eof);
         assert_eq!(resume.up.unprocessed(), &packets.concat()[..]);
-        let relay = Relay::new(
-            resume.accepted,
-            2,
-            kind,
-            resume.up,
-            RelayBuf::new(4096),
-            resume.client_eof,
-            &mut rig.rng,
-        );
-        refront(&mut rig, relay);
+        resume_on(&mut rig, resume, kind, RelayBuf::new(4096));
         assert_eq!(rig.run(), None);
         // A fresh init (take_init checks it), then the whole request again, framed anew.
         assert_eq!(
@@ -238,16 +244,7 @@ fn a_packet_half_sent_at_the_deadline_is_replayed_whole_and_finished_by_the_clie
         assert_eq!(rig.run(), None);
         let old = std::mem::replace(&mut rig.relay, Rig::new(kind, 16, 16, 16).relay);
         let resume = old.rewind(&mut rig.scratch).expect("replayable");
-        let relay = Relay::new(
-            resume.accepted,
-            2,
-            kind,
-            resume.up,
-            RelayBuf::new(4096),
-            resume.client_eof,
-            &mut rig.rng,
-        );
-        refront(&mut rig, relay);
+        resume_on(&mut rig, resume, kind, RelayBuf::new(4096));
         assert_eq!(rig.run(), None);
         rig.app_send(&b[250..]);
         let c = packet(40, 3);
@@ -285,16 +282,7 @@ fn replay_blocks_come_back_over_many_rewinds() {
         let old = std::mem::replace(&mut rig.relay, Rig::new(LinkKind::Raw, 16, 16, 16).relay);
         let resume = old.rewind(&mut rig.scratch).expect("replayable");
         let down = rig.scratch.own_buffer(4096);
-        let relay = Relay::new(
-            resume.accepted,
-            2,
-            LinkKind::WsPackets,
-            resume.up,
-            down,
-            resume.client_eof,
-            &mut rig.rng,
-        );
-        refront(&mut rig, relay);
+        resume_on(&mut rig, resume, LinkKind::WsPackets, down);
         assert_eq!(rig.run(), None);
         assert_eq!(rig.front_plain, req, "session {i}");
         assert_eq!(replay.available(), 1, "session {i}: sent, so given back");
