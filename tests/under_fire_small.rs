@@ -22,31 +22,7 @@ const WAIT: Duration = Duration::from_secs(10);
 #[test]
 fn stderr_reader_gone_does_not_kill_proxy() {
     let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.handle().addr());
-    let mut cmd = common::command(&[
-        "run",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--pool-size",
-        "0",
-        "--startup-probes",
-        "off",
-        "--dc-ip",
-        common::LOOPBACK_DEAD_DCS,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-        "--secret",
-        SECRET,
-        "--stats-interval",
-        "0.05",
-        "-v",
-    ]);
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn tg-ws-proxy");
+    let mut child = spawn_stderr_piped(&dc, "0.05");
     let mut err = BufReader::new(child.stderr.take().expect("stderr pipe"));
     let mut addr = None;
     let mut seen = String::new();
@@ -307,6 +283,27 @@ fn in_empty_netns(args: &[&str]) -> Option<std::process::Command> {
     Some(cmd)
 }
 
+/// The rig's `run` line, DC 2 over tcp to `dc`, `-v` stats every `stats_interval` s, stdout
+/// discarded and stderr piped to the test (which reads the listen line itself).
+fn spawn_stderr_piped(dc: &FakeDc, stats_interval: &str) -> std::process::Child {
+    let tcp = format!("2:{}", dc.handle().addr());
+    let mut args = common::run_args();
+    args.extend([
+        "--tcp-dc-ip",
+        &tcp,
+        "--tier-order",
+        "tcp",
+        "--secret",
+        SECRET,
+        "--stats-interval",
+        stats_interval,
+        "-v",
+    ]);
+    let mut cmd = common::command(&args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.spawn().expect("spawn tg-ws-proxy")
+}
+
 /// Item 9, the other way a stderr breaks: its reader is alive but stopped (logd stalled, a
 /// `| logger` that is suspended), so the pipe fills. stderr is a blocking descriptor and the
 /// proxy has one thread: a blocking write there stalled every session until someone read.
@@ -317,31 +314,7 @@ fn stderr_pipe_full_does_not_stall_proxy() {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.handle().addr());
-    let mut cmd = common::command(&[
-        "run",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--pool-size",
-        "0",
-        "--startup-probes",
-        "off",
-        "--dc-ip",
-        common::LOOPBACK_DEAD_DCS,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-        "--secret",
-        SECRET,
-        "--stats-interval",
-        "0.02",
-        "-v",
-    ]);
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn tg-ws-proxy");
+    let mut child = spawn_stderr_piped(&dc, "0.02");
     let mut raw = child.stderr.take().expect("stderr pipe");
     // Read byte by byte until the listen line (the pipe still at its default size).
     let mut seen = Vec::new();
