@@ -270,16 +270,7 @@ fn ws_tier_two_secrets_client_uses_the_second() {
 
 #[test]
 fn tcp_tier_tags_and_media_flag() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.addr());
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-    ]);
+    let (dc, proxy) = common::tcp_dc2_proxy(&[]);
     let dd = format!("dd{SECRET}");
     let mut rng = os_rng();
     let mut expected = Vec::new();

@@ -139,18 +139,7 @@ fn test_dc_never_reaches_production_override() {
 /// `unknown-dc`: nothing is dialled, the log stays folded, and known DCs are served as before.
 #[test]
 fn unknown_dc_index_refused_and_state_bounded() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.addr());
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-        "--stats-interval",
-        "0.1",
-    ]);
+    let (dc, proxy) = common::tcp_dc2_proxy(&["--stats-interval", "0.1"]);
     let mut rng = common::os_rng();
     let unknown: Vec<i16> = (6..46)
         .chain(10_006..10_026)

@@ -285,6 +285,24 @@ impl Drop for Proxy {
     }
 }
 
+/// A plain fake DC on tcp for DC 2 and a proxy that reaches it only over the tcp tier
+/// (`--secret SECRET`), `extra` arguments after those.
+pub fn tcp_dc2_proxy(extra: &[&str]) -> (fakedc::FakeDc, Proxy) {
+    let dc = fakedc::FakeDc::start_tcp(fakedc::DcConfig::default());
+    let tcp = format!("2:{}", dc.addr());
+    let mut args = vec![
+        "--secret",
+        SECRET,
+        "--tcp-dc-ip",
+        &tcp,
+        "--tier-order",
+        "tcp",
+    ];
+    args.extend_from_slice(extra);
+    let proxy = Proxy::start(&args);
+    (dc, proxy)
+}
+
 /// The rig's `run` prefix, which [`Proxy::start`] puts before a test's own arguments (an
 /// option later on the line wins). For tests that spawn the binary themselves.
 pub fn run_args() -> Vec<&'static str> {
