@@ -196,16 +196,7 @@ fn log_stays_bounded_under_client_storms() {
     const STORM: usize = 150;
     let dead = common::closed_port();
     let tcp = format!("2:{dead}");
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-        "--stats-interval",
-        "0",
-    ]);
+    let proxy = common::tcp_tier_proxy(&tcp, &["--stats-interval", "0"]);
     let before = per_client_lines(&proxy);
     let began = std::time::Instant::now();
     std::thread::scope(|s| {

@@ -285,21 +285,25 @@ impl Drop for Proxy {
     }
 }
 
-/// A plain fake DC on tcp for DC 2 and a proxy that reaches it only over the tcp tier
-/// (`--secret SECRET`), `extra` arguments after those.
-pub fn tcp_dc2_proxy(extra: &[&str]) -> (fakedc::FakeDc, Proxy) {
-    let dc = fakedc::FakeDc::start_tcp(fakedc::DcConfig::default());
-    let tcp = format!("2:{}", dc.addr());
+/// A proxy on the tcp tier only, `--secret SECRET --tcp-dc-ip <route>` (e.g. `2:127.0.0.1:N`),
+/// `extra` arguments after those.
+pub fn tcp_tier_proxy(route: &str, extra: &[&str]) -> Proxy {
     let mut args = vec![
         "--secret",
         SECRET,
         "--tcp-dc-ip",
-        &tcp,
+        route,
         "--tier-order",
         "tcp",
     ];
     args.extend_from_slice(extra);
-    let proxy = Proxy::start(&args);
+    Proxy::start(&args)
+}
+
+/// A plain fake DC on tcp for DC 2 and a [`tcp_tier_proxy`] to it.
+pub fn tcp_dc2_proxy(extra: &[&str]) -> (fakedc::FakeDc, Proxy) {
+    let dc = fakedc::FakeDc::start_tcp(fakedc::DcConfig::default());
+    let proxy = tcp_tier_proxy(&format!("2:{}", dc.addr()), extra);
     (dc, proxy)
 }
 
