@@ -536,38 +536,28 @@ fn ws_session_after_reply(fault: Fault) -> (Proxy, Result<Vec<u8>, std::io::Erro
 /// what follows a Close never reaches the client.
 #[test]
 fn ws_invalid_close_code_and_data_after_close() {
-    let (proxy, next) = ws_session_after_reply(Fault::CloseCodeAfterReply(999));
-    assert!(next.is_err(), "{next:?}");
-    let line = proxy
-        .wait_line(&["session ", "reason="], WAIT)
-        .unwrap_or_default();
-    assert!(
-        line.contains("reason=protocol-error"),
-        "{line}\n{}",
-        proxy.dump()
-    );
-
-    let (proxy, next) = ws_session_after_reply(Fault::DataAfterClose);
-    assert!(next.is_err(), "relayed after the front's Close: {next:?}");
-    let line = proxy
-        .wait_line(&["session ", "reason="], WAIT)
-        .unwrap_or_default();
-    assert!(
-        line.contains("reason=ws-close(1000)"),
-        "{line}\n{}",
-        proxy.dump()
+    // After `fault` the client's next read fails and the session line gives `reason`
+    // (`relayed` opens the failure message when something got through).
+    let ends = |fault: Fault, relayed: &str, reason: &str| {
+        let (proxy, next) = ws_session_after_reply(fault);
+        assert!(next.is_err(), "{relayed}{next:?}");
+        let line = proxy
+            .wait_line(&["session ", "reason="], WAIT)
+            .unwrap_or_default();
+        assert!(line.contains(reason), "{line}\n{}", proxy.dump());
+    };
+    ends(Fault::CloseCodeAfterReply(999), "", "reason=protocol-error");
+    ends(
+        Fault::DataAfterClose,
+        "relayed after the front's Close: ",
+        "reason=ws-close(1000)",
     );
 
     // A valid code in the private range is an ordinary close.
-    let (proxy, next) = ws_session_after_reply(Fault::CloseCodeAfterReply(4000));
-    assert!(next.is_err(), "{next:?}");
-    let line = proxy
-        .wait_line(&["session ", "reason="], WAIT)
-        .unwrap_or_default();
-    assert!(
-        line.contains("reason=ws-close(4000)"),
-        "{line}\n{}",
-        proxy.dump()
+    ends(
+        Fault::CloseCodeAfterReply(4000),
+        "",
+        "reason=ws-close(4000)",
     );
 }
 
