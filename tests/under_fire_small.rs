@@ -107,24 +107,21 @@ fn test_dc_never_reaches_production_override() {
     );
     drop(proxy);
     // The Worker tier: its `dst` is the test DC's address, not production DC 2's.
-    let mut args: Vec<String> = [
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &prod_flag,
-        "--tcp-dc-ip",
-        &test_flag,
-        "--tier-order",
-        "worker",
-        "--cf-worker-domain",
-        &format!("{WORKER}:{}", worker.port()),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(common::name_args(&[WORKER]));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let proxy = Proxy::start(&refs);
+    let proxy = common::named_proxy(
+        &[WORKER],
+        &[
+            "--secret",
+            SECRET,
+            "--tcp-dc-ip",
+            &prod_flag,
+            "--tcp-dc-ip",
+            &test_flag,
+            "--tier-order",
+            "worker",
+            "--cf-worker-domain",
+            &format!("{WORKER}:{}", worker.port()),
+        ],
+    );
     let a = probe_once(
         &client_opts(proxy.addr(), SECRET, Tag::Intermediate, 10002),
         &mut rng,
@@ -565,24 +562,21 @@ fn ws_invalid_close_code_and_data_after_close() {
 fn worker_trace_session(name: &str) -> (Proxy, tg_ws_proxy::applet::probe::Attempt) {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let worker = FakeDc::start_worker(DcConfig::default());
-    let mut args: Vec<String> = [
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &format!("2:{}", dc.addr()),
-        "--tier-order",
-        "worker",
-        "--cf-worker-domain",
-        &format!("{name}:{}", worker.port()),
-        "-v",
-        "-v",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(common::name_args(&[name]));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let proxy = Proxy::start(&refs);
+    let proxy = common::named_proxy(
+        &[name],
+        &[
+            "--secret",
+            SECRET,
+            "--tcp-dc-ip",
+            &format!("2:{}", dc.addr()),
+            "--tier-order",
+            "worker",
+            "--cf-worker-domain",
+            &format!("{name}:{}", worker.port()),
+            "-v",
+            "-v",
+        ],
+    );
     let a = probe_once(
         &client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2),
         &mut common::os_rng(),

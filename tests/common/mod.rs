@@ -524,6 +524,14 @@ pub const LADDER_FAST: [&str; 16] = [
     "0",
 ];
 
+/// A proxy started with `args`, then [`name_args`] for `names`.
+pub fn named_proxy(names: &[&str], args: &[&str]) -> Proxy {
+    let names = name_args(names);
+    let mut all = args.to_vec();
+    all.extend(names.iter().map(String::as_str));
+    Proxy::start(&all)
+}
+
 /// A proxy on [`SECRET`] with [`LADDER_FAST`], [`name_args`]`(names)`, then `extra` (a later
 /// flag wins).
 pub fn ladder_proxy(names: &[&str], extra: &[String]) -> Proxy {
