@@ -26,6 +26,25 @@ fn check(args: &[&str]) -> Run {
     run_bin(&all, &[], RUN_TIMEOUT)
 }
 
+/// `check` on the worker tier only, through the fake `worker` reached as `name` and its tunnel
+/// to the fake `dc` as DC 2, `--probe-timeout 3`, then `extra`.
+fn check_worker_tier(dc: &FakeDc, worker: &FakeDc, name: &str, extra: &[&str]) -> Run {
+    let mut args: Vec<String> = vec![
+        "--cf-worker-domain".into(),
+        format!("{name}:{}", worker.port()),
+        "--tcp-dc-ip".into(),
+        format!("2:{}", dc.addr()),
+        "--tier-order".into(),
+        "worker".into(),
+        "--probe-timeout".into(),
+        "3".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args.extend(name_args(&[name]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    check(&args)
+}
+
 /// Table lines whose route column is `route` (`ws:DC2`, `tcp:DC2m`…; the target follows it).
 fn lines<'a>(out: &'a str, route: &str) -> Vec<&'a str> {
     out.lines()
@@ -201,19 +220,7 @@ fn worker_route_is_proved_by_a_res_pq_through_the_tunnel() {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let worker = FakeDc::start_worker(DcConfig::default());
     let name = "check.workers.dev";
-    let mut args: Vec<String> = vec![
-        "--cf-worker-domain".into(),
-        format!("{name}:{}", worker.port()),
-        "--tcp-dc-ip".into(),
-        format!("2:{}", dc.addr()),
-        "--tier-order".into(),
-        "worker".into(),
-        "--probe-timeout".into(),
-        "3".into(),
-    ];
-    args.extend(name_args(&[name]));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let r = check(&args);
+    let r = check_worker_tier(&dc, &worker, name, &[]);
     assert_eq!(
         r.code,
         Some(0),
@@ -311,21 +318,7 @@ fn check_output_never_shows_the_worker_host() {
     let worker = FakeDc::start_worker(DcConfig::default());
     // The test certificate covers *.workers.dev only: this name fails TLS, named by rustls.
     let name = "secret.someone.workers.dev";
-    let mut args: Vec<String> = vec![
-        "--cf-worker-domain".into(),
-        format!("{name}:{}", worker.port()),
-        "--tcp-dc-ip".into(),
-        format!("2:{}", dc.addr()),
-        "--tier-order".into(),
-        "worker".into(),
-        "--probe-timeout".into(),
-        "3".into(),
-        "-v".into(),
-        "-v".into(),
-    ];
-    args.extend(name_args(&[name]));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let r = check(&args);
+    let r = check_worker_tier(&dc, &worker, name, &["-v", "-v"]);
     let all = format!("stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     assert_eq!(r.code, Some(1), "{all}");
     assert!(all.contains("not valid for name"), "{all}");

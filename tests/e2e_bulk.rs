@@ -238,17 +238,7 @@ fn ws_setup() -> (FakeDc, Proxy) {
 }
 
 fn tcp_setup() -> (FakeDc, Proxy) {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.addr());
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-    ]);
-    (dc, proxy)
+    common::tcp_dc2_proxy(&[])
 }
 
 /// Settles the proxy's RSS baseline: one tiny session through it first.

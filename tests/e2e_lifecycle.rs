@@ -41,17 +41,7 @@ fn ws_proxy(dc: &FakeDc, extra: &[&str]) -> Proxy {
 }
 
 fn tcp_proxy(dc: &FakeDc, extra: &[&str]) -> Proxy {
-    let tcp = format!("2:{}", dc.addr());
-    let mut args = vec![
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-    ];
-    args.extend_from_slice(extra);
-    Proxy::start(&args)
+    common::tcp_tier_proxy(&format!("2:{}", dc.addr()), extra)
 }
 
 fn connect(proxy: &Proxy, rng: &mut Rng) -> MtClient {

@@ -270,16 +270,7 @@ fn ws_tier_two_secrets_client_uses_the_second() {
 
 #[test]
 fn tcp_tier_tags_and_media_flag() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.addr());
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-    ]);
+    let (dc, proxy) = common::tcp_dc2_proxy(&[]);
     let dd = format!("dd{SECRET}");
     let mut rng = os_rng();
     let mut expected = Vec::new();
@@ -326,14 +317,7 @@ fn test_dc_over_tcp_tier_uses_its_test_index_override() {
     let dc = FakeDc::start_tcp(DcConfig::default());
     // Test DC 2 is overridden as 10002 (a `2:` override is production DC 2's only).
     let tcp = format!("10002:{}", dc.addr());
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-    ]);
+    let proxy = common::tcp_tier_proxy(&tcp, &[]);
     let mut rng = os_rng();
     if let Err(e) = exchange(&proxy, SECRET, Tag::Intermediate, 10002, &mut rng) {
         panic!("{e}\nproxy log:\n{}", proxy.logs().join("\n"));

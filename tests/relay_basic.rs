@@ -26,16 +26,7 @@ fn res_pq_through_ws_tier() {
 
 #[test]
 fn res_pq_through_tcp_tier() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.handle().addr());
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-    ]);
+    let (_dc, proxy) = common::tcp_dc2_proxy(&[]);
     let mut rng = Rng::new().unwrap();
     let a = probe_once(
         &client_opts(proxy.addr(), SECRET, Tag::Abridged, -2),

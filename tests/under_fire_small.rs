@@ -22,31 +22,7 @@ const WAIT: Duration = Duration::from_secs(10);
 #[test]
 fn stderr_reader_gone_does_not_kill_proxy() {
     let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.handle().addr());
-    let mut cmd = common::command(&[
-        "run",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--pool-size",
-        "0",
-        "--startup-probes",
-        "off",
-        "--dc-ip",
-        common::LOOPBACK_DEAD_DCS,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-        "--secret",
-        SECRET,
-        "--stats-interval",
-        "0.05",
-        "-v",
-    ]);
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn tg-ws-proxy");
+    let mut child = spawn_stderr_piped(&dc, "0.05");
     let mut err = BufReader::new(child.stderr.take().expect("stderr pipe"));
     let mut addr = None;
     let mut seen = String::new();
@@ -131,24 +107,21 @@ fn test_dc_never_reaches_production_override() {
     );
     drop(proxy);
     // The Worker tier: its `dst` is the test DC's address, not production DC 2's.
-    let mut args: Vec<String> = [
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &prod_flag,
-        "--tcp-dc-ip",
-        &test_flag,
-        "--tier-order",
-        "worker",
-        "--cf-worker-domain",
-        &format!("{WORKER}:{}", worker.port()),
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(common::name_args(&[WORKER]));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let proxy = Proxy::start(&refs);
+    let proxy = common::named_proxy(
+        &[WORKER],
+        &[
+            "--secret",
+            SECRET,
+            "--tcp-dc-ip",
+            &prod_flag,
+            "--tcp-dc-ip",
+            &test_flag,
+            "--tier-order",
+            "worker",
+            "--cf-worker-domain",
+            &format!("{WORKER}:{}", worker.port()),
+        ],
+    );
     let a = probe_once(
         &client_opts(proxy.addr(), SECRET, Tag::Intermediate, 10002),
         &mut rng,
@@ -163,18 +136,7 @@ fn test_dc_never_reaches_production_override() {
 /// `unknown-dc`: nothing is dialled, the log stays folded, and known DCs are served as before.
 #[test]
 fn unknown_dc_index_refused_and_state_bounded() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.addr());
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-        "--stats-interval",
-        "0.1",
-    ]);
+    let (dc, proxy) = common::tcp_dc2_proxy(&["--stats-interval", "0.1"]);
     let mut rng = common::os_rng();
     let unknown: Vec<i16> = (6..46)
         .chain(10_006..10_026)
@@ -231,16 +193,7 @@ fn log_stays_bounded_under_client_storms() {
     const STORM: usize = 150;
     let dead = common::closed_port();
     let tcp = format!("2:{dead}");
-    let proxy = Proxy::start(&[
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-        "--stats-interval",
-        "0",
-    ]);
+    let proxy = common::tcp_tier_proxy(&tcp, &["--stats-interval", "0"]);
     let before = per_client_lines(&proxy);
     let began = std::time::Instant::now();
     std::thread::scope(|s| {
@@ -307,6 +260,27 @@ fn in_empty_netns(args: &[&str]) -> Option<std::process::Command> {
     Some(cmd)
 }
 
+/// The rig's `run` line, DC 2 over tcp to `dc`, `-v` stats every `stats_interval` s, stdout
+/// discarded and stderr piped to the test (which reads the listen line itself).
+fn spawn_stderr_piped(dc: &FakeDc, stats_interval: &str) -> std::process::Child {
+    let tcp = format!("2:{}", dc.handle().addr());
+    let mut args = common::run_args();
+    args.extend([
+        "--tcp-dc-ip",
+        &tcp,
+        "--tier-order",
+        "tcp",
+        "--secret",
+        SECRET,
+        "--stats-interval",
+        stats_interval,
+        "-v",
+    ]);
+    let mut cmd = common::command(&args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.spawn().expect("spawn tg-ws-proxy")
+}
+
 /// Item 9, the other way a stderr breaks: its reader is alive but stopped (logd stalled, a
 /// `| logger` that is suspended), so the pipe fills. stderr is a blocking descriptor and the
 /// proxy has one thread: a blocking write there stalled every session until someone read.
@@ -317,31 +291,7 @@ fn stderr_pipe_full_does_not_stall_proxy() {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     let dc = FakeDc::start_tcp(DcConfig::default());
-    let tcp = format!("2:{}", dc.handle().addr());
-    let mut cmd = common::command(&[
-        "run",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--pool-size",
-        "0",
-        "--startup-probes",
-        "off",
-        "--dc-ip",
-        common::LOOPBACK_DEAD_DCS,
-        "--tcp-dc-ip",
-        &tcp,
-        "--tier-order",
-        "tcp",
-        "--secret",
-        SECRET,
-        "--stats-interval",
-        "0.02",
-        "-v",
-    ]);
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn tg-ws-proxy");
+    let mut child = spawn_stderr_piped(&dc, "0.02");
     let mut raw = child.stderr.take().expect("stderr pipe");
     // Read byte by byte until the listen line (the pipe still at its default size).
     let mut seen = Vec::new();
@@ -583,38 +533,28 @@ fn ws_session_after_reply(fault: Fault) -> (Proxy, Result<Vec<u8>, std::io::Erro
 /// what follows a Close never reaches the client.
 #[test]
 fn ws_invalid_close_code_and_data_after_close() {
-    let (proxy, next) = ws_session_after_reply(Fault::CloseCodeAfterReply(999));
-    assert!(next.is_err(), "{next:?}");
-    let line = proxy
-        .wait_line(&["session ", "reason="], WAIT)
-        .unwrap_or_default();
-    assert!(
-        line.contains("reason=protocol-error"),
-        "{line}\n{}",
-        proxy.dump()
-    );
-
-    let (proxy, next) = ws_session_after_reply(Fault::DataAfterClose);
-    assert!(next.is_err(), "relayed after the front's Close: {next:?}");
-    let line = proxy
-        .wait_line(&["session ", "reason="], WAIT)
-        .unwrap_or_default();
-    assert!(
-        line.contains("reason=ws-close(1000)"),
-        "{line}\n{}",
-        proxy.dump()
+    // After `fault` the client's next read fails and the session line gives `reason`
+    // (`relayed` opens the failure message when something got through).
+    let ends = |fault: Fault, relayed: &str, reason: &str| {
+        let (proxy, next) = ws_session_after_reply(fault);
+        assert!(next.is_err(), "{relayed}{next:?}");
+        let line = proxy
+            .wait_line(&["session ", "reason="], WAIT)
+            .unwrap_or_default();
+        assert!(line.contains(reason), "{line}\n{}", proxy.dump());
+    };
+    ends(Fault::CloseCodeAfterReply(999), "", "reason=protocol-error");
+    ends(
+        Fault::DataAfterClose,
+        "relayed after the front's Close: ",
+        "reason=ws-close(1000)",
     );
 
     // A valid code in the private range is an ordinary close.
-    let (proxy, next) = ws_session_after_reply(Fault::CloseCodeAfterReply(4000));
-    assert!(next.is_err(), "{next:?}");
-    let line = proxy
-        .wait_line(&["session ", "reason="], WAIT)
-        .unwrap_or_default();
-    assert!(
-        line.contains("reason=ws-close(4000)"),
-        "{line}\n{}",
-        proxy.dump()
+    ends(
+        Fault::CloseCodeAfterReply(4000),
+        "",
+        "reason=ws-close(4000)",
     );
 }
 
@@ -622,24 +562,21 @@ fn ws_invalid_close_code_and_data_after_close() {
 fn worker_trace_session(name: &str) -> (Proxy, tg_ws_proxy::applet::probe::Attempt) {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let worker = FakeDc::start_worker(DcConfig::default());
-    let mut args: Vec<String> = [
-        "--secret",
-        SECRET,
-        "--tcp-dc-ip",
-        &format!("2:{}", dc.addr()),
-        "--tier-order",
-        "worker",
-        "--cf-worker-domain",
-        &format!("{name}:{}", worker.port()),
-        "-v",
-        "-v",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(common::name_args(&[name]));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let proxy = Proxy::start(&refs);
+    let proxy = common::named_proxy(
+        &[name],
+        &[
+            "--secret",
+            SECRET,
+            "--tcp-dc-ip",
+            &format!("2:{}", dc.addr()),
+            "--tier-order",
+            "worker",
+            "--cf-worker-domain",
+            &format!("{name}:{}", worker.port()),
+            "-v",
+            "-v",
+        ],
+    );
     let a = probe_once(
         &client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2),
         &mut common::os_rng(),

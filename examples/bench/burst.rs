@@ -672,7 +672,7 @@ fn write_log(dir: &Path, name: &str, lines: &[String]) -> Option<String> {
 
 /// Nearest-rank percentile of an ascending slice (element `ceil(p/100 · n) − 1`, as the probe
 /// applet's summary); 0 when empty.
-fn percentile(sorted: &[u64], p: usize) -> u64 {
+pub fn percentile(sorted: &[u64], p: usize) -> u64 {
     if sorted.is_empty() {
         return 0;
     }

@@ -34,9 +34,18 @@ const READ_CHUNK: usize = 64 * 1024;
 /// `resPQ` round trip, one 256-byte echo round trip.
 pub fn open(proxy: SocketAddr, index: usize, rng: &mut Rng) -> Result<MtClient, String> {
     let src_host = 2 + (index / PER_SOURCE) % 250;
+    let src = SocketAddr::from(([127, 0, 0, src_host as u8], 0));
+    let mut c = init_from(proxy, src, rng)?;
+    res_pq(&mut c, rng)?;
+    echo(&mut c, 256, index as u32)?;
+    Ok(c)
+}
+
+/// TCP from `src` to `proxy` (connect within `OP_TIMEOUT`), then the init as intermediate
+/// client of DC 2 with [`SECRET`].
+pub fn init_from(proxy: SocketAddr, src: SocketAddr, rng: &mut Rng) -> Result<MtClient, String> {
     let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| format!("socket: {e}"))?;
-    let src = SocketAddr::from(([127, 0, 0, src_host as u8], 0));
     sock.bind(&src.into())
         .map_err(|e| format!("bind {src}: {e}"))?;
     sock.connect_timeout(&proxy.into(), OP_TIMEOUT)
@@ -49,10 +58,7 @@ pub fn open(proxy: SocketAddr, index: usize, rng: &mut Rng) -> Result<MtClient, 
         dc: 2,
         timeout: OP_TIMEOUT,
     };
-    let mut c = MtClient::handshake(stream, &opts, rng).map_err(|e| format!("init: {e}"))?;
-    res_pq(&mut c, rng)?;
-    echo(&mut c, 256, index as u32)?;
-    Ok(c)
+    MtClient::handshake(stream, &opts, rng).map_err(|e| format!("init: {e}"))
 }
 
 /// One `req_pq_multi` → `resPQ` round trip with a fresh nonce.

@@ -21,16 +21,14 @@
 //! by socket timeouts and the run's deadline; nothing here panics on what the proxy sends.
 
 use std::fmt::Write as _;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, Socket, Type};
-use tg_ws_proxy::applet::probe::{ClientOptions, MtClient};
-use tg_ws_proxy::mtproto::obfs2::{Secret, Tag};
 use tg_ws_proxy::rng::Rng;
 
+use super::burst::percentile;
 use super::fakedc::{DcConfig, FakeDc};
 use super::proxy::ProxyProc;
 use super::{client, procfs, step, Opts};
@@ -39,8 +37,6 @@ use super::{client, procfs, step, Opts};
 const CHURN_THREADS: usize = 8;
 /// Threads that open the held sessions.
 const OPEN_THREADS: usize = 8;
-/// Socket timeout of churn sessions.
-const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Failure texts kept for the report.
 const KEEP_ERRORS: usize = 10;
 /// Descriptors this needs beyond 3 per held session (the proxy's default --max-connections is
@@ -273,22 +269,8 @@ pub fn run(o: &Opts) -> Result<Soak, String> {
 /// setup latency, µs from the connect call), a 256-byte echo, close.
 fn churn_session(proxy: SocketAddr, i: u64, rng: &mut Rng) -> Result<u64, String> {
     let started = Instant::now();
-    let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))
-        .map_err(|e| format!("socket: {e}"))?;
     let src = SocketAddr::from(([127, 0, 1, 1 + (i % 250) as u8], 0));
-    sock.bind(&src.into())
-        .map_err(|e| format!("bind {src}: {e}"))?;
-    sock.connect_timeout(&proxy.into(), OP_TIMEOUT)
-        .map_err(|e| format!("connect: {e}"))?;
-    let stream: TcpStream = sock.into();
-    let opts = ClientOptions {
-        addr: proxy,
-        secret: Some(Secret::parse(client::SECRET).map_err(|e| format!("secret: {e:?}"))?),
-        tag: Tag::Intermediate,
-        dc: 2,
-        timeout: OP_TIMEOUT,
-    };
-    let mut c = MtClient::handshake(stream, &opts, rng).map_err(|e| format!("init: {e}"))?;
+    let mut c = client::init_from(proxy, src, rng)?;
     client::res_pq(&mut c, rng)?;
     let setup = started.elapsed().as_micros() as u64;
     client::echo(&mut c, 256, i as u32)?;
@@ -315,15 +297,6 @@ fn slope(points: &[(f64, f64)]) -> f64 {
     } else {
         sxy / sxx
     }
-}
-
-/// Nearest-rank percentile of an ascending slice; 0 when empty.
-fn percentile(sorted: &[u64], p: usize) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (p * sorted.len()).div_ceil(100).max(1);
-    sorted[rank.min(sorted.len()) - 1]
 }
 
 fn ms(us: u64) -> String {

@@ -162,31 +162,7 @@ impl Proxy {
     /// [`Proxy::start_with_env`] returning the failure (with all output) instead of panicking.
     pub fn try_start(args: &[&str], env: &[(&str, &str)]) -> Result<Proxy, String> {
         let ca = data_path("ca.pem");
-        // No warm pools unless a test asks (`--pool-size N` later on the line wins): pooled
-        // upstreams would add connections to the fake peers that most tests count exactly.
-        let mut cmd = command(&[
-            "run",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--pool-size",
-            "0",
-            // No startup probes unless a test asks (`--startup-probes on` later wins): they
-            // would add probes to the fake peers that most tests count exactly.
-            "--startup-probes",
-            "off",
-            // Every upstream defaults to a closed loopback port, so nothing a test forgot to
-            // point at a fake peer can reach the real DC table (a test's own `--dc-ip 2:…` or
-            // `--tcp-dc-ip 2:…` later on the line replaces the entry for its DC; test DCs are
-            // `1000N:`).
-            "--dc-ip",
-            LOOPBACK_DEAD_DCS,
-            "--tcp-dc-ip",
-            LOOPBACK_DEAD_DCS,
-            "--tcp-dc-ip",
-            LOOPBACK_DEAD_TEST_DCS,
-        ]);
+        let mut cmd = command(&run_args());
         cmd.arg("--ca-file")
             .arg(&ca)
             .args(args)
@@ -307,6 +283,58 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A proxy on the tcp tier only, `--secret SECRET --tcp-dc-ip <route>` (e.g. `2:127.0.0.1:N`),
+/// `extra` arguments after those.
+pub fn tcp_tier_proxy(route: &str, extra: &[&str]) -> Proxy {
+    let mut args = vec![
+        "--secret",
+        SECRET,
+        "--tcp-dc-ip",
+        route,
+        "--tier-order",
+        "tcp",
+    ];
+    args.extend_from_slice(extra);
+    Proxy::start(&args)
+}
+
+/// A plain fake DC on tcp for DC 2 and a [`tcp_tier_proxy`] to it.
+pub fn tcp_dc2_proxy(extra: &[&str]) -> (fakedc::FakeDc, Proxy) {
+    let dc = fakedc::FakeDc::start_tcp(fakedc::DcConfig::default());
+    let proxy = tcp_tier_proxy(&format!("2:{}", dc.addr()), extra);
+    (dc, proxy)
+}
+
+/// The rig's `run` prefix, which [`Proxy::start`] puts before a test's own arguments (an
+/// option later on the line wins). For tests that spawn the binary themselves.
+pub fn run_args() -> Vec<&'static str> {
+    // No warm pools unless a test asks (`--pool-size N` later on the line wins): pooled
+    // upstreams would add connections to the fake peers that most tests count exactly.
+    vec![
+        "run",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--pool-size",
+        "0",
+        // No startup probes unless a test asks (`--startup-probes on` later wins): they
+        // would add probes to the fake peers that most tests count exactly.
+        "--startup-probes",
+        "off",
+        // Every upstream defaults to a closed loopback port, so nothing a test forgot to
+        // point at a fake peer can reach the real DC table (a test's own `--dc-ip 2:…` or
+        // `--tcp-dc-ip 2:…` later on the line replaces the entry for its DC; test DCs are
+        // `1000N:`).
+        "--dc-ip",
+        LOOPBACK_DEAD_DCS,
+        "--tcp-dc-ip",
+        LOOPBACK_DEAD_DCS,
+        "--tcp-dc-ip",
+        LOOPBACK_DEAD_TEST_DCS,
+    ]
 }
 
 /// `tg-ws-proxy <args>` with stdin closed and inherited `TG_*` variables removed.
@@ -495,6 +523,14 @@ pub const LADDER_FAST: [&str; 16] = [
     "--pool-size",
     "0",
 ];
+
+/// A proxy started with `args`, then [`name_args`] for `names`.
+pub fn named_proxy(names: &[&str], args: &[&str]) -> Proxy {
+    let names = name_args(names);
+    let mut all = args.to_vec();
+    all.extend(names.iter().map(String::as_str));
+    Proxy::start(&all)
+}
 
 /// A proxy on [`SECRET`] with [`LADDER_FAST`], [`name_args`]`(names)`, then `extra` (a later
 /// flag wins).
