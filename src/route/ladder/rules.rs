@@ -46,6 +46,15 @@ impl<U: Pooled> Ladder<U> {
         retry_after: Option<u32>,
         now: u64,
     ) -> Option<Change> {
+        // While the network is down every open session goes silent (its upstream stalls, a
+        // pooled one never answers): that silence is the outage's, not the route's.
+        if self.network_down && matches!(f, Failure::Stalled | Failure::SilentPooled) {
+            debug!(
+                "route {}: {f} while the network is down, not counted",
+                self.table.routes[route].label()
+            );
+            return None;
+        }
         if f == Failure::Stalled {
             self.slots[route].stall_probe = true;
         }

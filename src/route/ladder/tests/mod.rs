@@ -782,3 +782,35 @@ fn a_last_resort_sessions_first_byte_does_not_revive_a_stalled_route() {
     probe_ok(&mut l, ws, until + 50);
     assert!(is_up(&l, ws));
 }
+
+#[test]
+fn a_stall_while_the_network_is_down_cools_no_route() {
+    // Review finding (items 10 × 11): with the WAN link gone, dials fail as network
+    // unreachable (no route is cooled for that), but every session still open goes silent
+    // while its client waits: its stall watch fired and the route went Down as stalled,
+    // needing a pulling probe to come back, after an outage that was not the route's.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    assert!(fail(&mut l, worker, Failure::NetUnreachable, 1_000).is_none());
+    assert!(l.network_down());
+    assert!(
+        l.observe(Observation::SessionStalled { route: ws }, 9_000)
+            .is_none(),
+        "a silence while the network is down says nothing about the route"
+    );
+    let silent = Observation::PooledSilent {
+        route: ws,
+        taken_at: 8_000,
+    };
+    assert!(l.observe(silent, 9_500).is_none());
+    assert!(is_up(&l, ws));
+    // Once a route worked again, a stall is the route's own again.
+    first_byte(&mut l, worker, 9_600, 9_650);
+    assert!(!l.network_down());
+    first_byte(&mut l, ws, 9_700, 9_750);
+    assert!(l
+        .observe(Observation::SessionStalled { route: ws }, 20_000)
+        .is_some());
+}
