@@ -58,8 +58,8 @@ host name (DPI may treat the two names differently). Probes of one round run in 
 is bounded by --probe-timeout.
 
       --count N        rounds of probes, 1-100; latency is the median of the OK ones (1)
-      --dc LIST        DC numbers to check, comma list, e.g. 2,4 (every DC named in --dc-ip or
-                       --tcp-dc-ip, plus 1-5)
+      --dc LIST        DC numbers to check, comma list, e.g. 2,4 (every production DC named in
+                       --dc-ip or --tcp-dc-ip, plus 1-5; test DCs (1000N) are not checked)
   -h, --help           this text
 
 Every `tg-ws-proxy run` flag is accepted, so the proxy's command line and TG_* environment
