@@ -1,0 +1,174 @@
+//! A session's timers: what each [`SessionTimer`] does when it fires (handshake and linger
+//! deadlines, idleness, the WS ping, a pooled upstream's first-byte deadline, the stall watch)
+//! and how they are armed. Owns no state of its own: the timer ids live in [`Conn`] (`mod.rs`),
+//! the decisions they lead to in the relay core (`crate::relay`) and the ladder.
+
+use super::*;
+
+impl Conn {
+    /// Handles a timer addressed to this session (already checked for staleness).
+    pub fn on_timer(&mut self, kind: SessionTimer, ctx: &mut Ctx<'_>) -> Status {
+        let step = match kind {
+            SessionTimer::Handshake => {
+                self.timer = None;
+                match self.phase {
+                    Phase::Handshake(ref h) => Step::Close(h.timeout_reason()),
+                    _ => Step::Progress,
+                }
+            }
+            SessionTimer::Linger => {
+                self.timer = None;
+                match self.phase {
+                    Phase::Draining(reason) => Step::Close(reason),
+                    Phase::Relay(ref r) => Step::Close(r.linger_reason()),
+                    _ => Step::Progress,
+                }
+            }
+            SessionTimer::Attempt(_)
+            | SessionTimer::Hedge
+            | SessionTimer::Budget
+            | SessionTimer::Pace(_) => self.connect_timer(kind, ctx),
+            SessionTimer::Ping => {
+                self.ping_timer = None;
+                if let Some(t) = self.info.tier {
+                    // Only after real idleness: traffic either way since the last ping (or the
+                    // start) pushes the ping back (lazy re-arm). And only while the route may
+                    // be pinged: a timer armed before the ladder learned otherwise is void.
+                    let idle = ctx.now >= self.ping_due(t, ctx);
+                    let allowed = self
+                        .info
+                        .route
+                        .is_none_or(|r| ctx.ladder.pings_allowed(r, ctx.now));
+                    if let (Phase::Relay(r), true) = (&mut self.phase, idle && allowed) {
+                        r.queue_ping(ctx.now);
+                        self.ping_sent = Some((ctx.now, self.info.meter.bytes_down));
+                    }
+                    if matches!(self.phase, Phase::Relay(_)) {
+                        self.arm_ping(t, ctx);
+                    }
+                }
+                Step::Progress
+            }
+            SessionTimer::FirstByte => {
+                self.first_byte_timer = None;
+                self.first_byte_overdue(ctx)
+            }
+            SessionTimer::Stall => {
+                self.stall_timer = None;
+                // Only while both sides are open: after one side ended, silence is the end.
+                let open = matches!(&self.phase, Phase::Relay(r) if !r.wants_linger());
+                if open {
+                    self.check_stall(ctx);
+                }
+                if let (true, Some(at)) = (open, self.stall.due()) {
+                    // The client sent again since: check one bound after its latest send.
+                    let ev = self.timer_ev(SessionTimer::Stall);
+                    self.stall_timer = Some(ctx.wheel.insert(at.max(ctx.now + 1), ev));
+                }
+                Step::Progress
+            }
+            SessionTimer::Idle => {
+                self.idle_timer = None;
+                let idle_ms = ctx.cfg.idle_timeout.as_millis() as u64;
+                if ctx.now.saturating_sub(self.last_activity) >= idle_ms {
+                    Step::Close(CloseReason::IdleTimeout)
+                } else {
+                    self.arm_idle(self.last_activity + idle_ms, ctx);
+                    Step::Progress
+                }
+            }
+        };
+        match step {
+            Step::Close(reason) => {
+                self.close(reason, ctx);
+                Status::Closed
+            }
+            _ => self.resume(ctx),
+        }
+    }
+
+    pub(super) fn arm(&mut self, at: u64, kind: SessionTimer, ctx: &mut Ctx<'_>) {
+        if let Some(t) = self.timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        self.timer = Some(ctx.wheel.insert(at, self.timer_ev(kind)));
+    }
+
+    pub(super) fn arm_idle(&mut self, at: u64, ctx: &mut Ctx<'_>) {
+        if let Some(t) = self.idle_timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        self.idle_timer = Some(ctx.wheel.insert(at, self.timer_ev(SessionTimer::Idle)));
+    }
+
+    /// The WS keepalive interval of `tier` (docs/design.md §5 keepalive): a Worker, where the
+    /// ping ends at the intermediary, `--cf-ping-interval`; Telegram's front, directly or
+    /// through a Cloudflare-proxied domain (which passes pings on to it),
+    /// `--ws-ping-interval`, off by default; none for raw TCP. Zero = never.
+    pub(super) fn ping_every(tier: Tier, cfg: &Config) -> u64 {
+        let every = match tier {
+            Tier::Worker => cfg.cf_ping_interval,
+            Tier::Ws | Tier::CfProxy => cfg.ws_ping_interval,
+            Tier::Tcp => return 0,
+        };
+        every.as_millis() as u64
+    }
+
+    /// When the next ping is due (ms): one interval after the last payload byte either way,
+    /// our last ping, or the relay's start, whichever is latest.
+    pub(super) fn ping_due(&self, tier: Tier, ctx: &Ctx<'_>) -> u64 {
+        let since = self
+            .last_activity
+            .max(self.ping_sent.map_or(0, |(at, _)| at))
+            .max(self.info.connected_ms.unwrap_or(0));
+        since + Self::ping_every(tier, ctx.cfg)
+    }
+
+    /// Arms the WS keepalive ping (lazily: [`SessionTimer::Ping`] checks real idleness when it
+    /// fires). Nothing when the tier pings never or the ladder learned that the route's front
+    /// closes sessions after a ping.
+    pub(super) fn arm_ping(&mut self, tier: Tier, ctx: &mut Ctx<'_>) {
+        if let Some(t) = self.ping_timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        let pings_off = self
+            .info
+            .route
+            .is_some_and(|r| !ctx.ladder.pings_allowed(r, ctx.now));
+        if Self::ping_every(tier, ctx.cfg) == 0 || pings_off {
+            return;
+        }
+        let at = self.ping_due(tier, ctx).max(ctx.now + 1);
+        let ev = self.timer_ev(SessionTimer::Ping);
+        self.ping_timer = Some(ctx.wheel.insert(at, ev));
+    }
+
+    /// The stall watch's deadline passed while both sides are open: a stall is reported to the
+    /// ladder (once per session) and logged (folded per client); the session itself goes on
+    /// (rule 4).
+    pub(super) fn check_stall(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.stall.stalled(ctx.now) {
+            return;
+        }
+        let Some(route) = self.info.route else { return };
+        let label = ctx.ladder.route(route).label();
+        let secs = ctx.cfg.stall_timeout.as_secs_f64();
+        let peer = self.peer;
+        ctx.warn_client(
+            peer,
+            format_args!(
+                "upstream {label} stalled: nothing down for {secs:.1}s while the client waited"
+            ),
+        );
+        ctx.ladder
+            .observe(Observation::SessionStalled { route }, ctx.now);
+    }
+
+    pub(super) fn timer_ev(&self, kind: SessionTimer) -> TimerEv {
+        TimerEv {
+            slot: self.slot as u32,
+            conn_id: self.id,
+            kind,
+        }
+    }
+}
