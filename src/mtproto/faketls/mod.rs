@@ -83,6 +83,9 @@ pub(crate) fn put(out: &mut [u8], w: &mut usize, bytes: &[u8]) {
 }
 
 #[cfg(test)]
+mod tests_hello;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
