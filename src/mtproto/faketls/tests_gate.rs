@@ -295,3 +295,23 @@ fn clock_rule_floor_step_and_small_drift() {
     );
     assert_eq!(c.observe(102, 13_000), None);
 }
+
+#[test]
+fn ee_keys_from_secrets_keep_config_indexes_and_skip_other_forms() {
+    use crate::mtproto::obfs2::Secret;
+    let k = "0123456789abcdef0123456789abcdef";
+    let secrets: Vec<Secret> = [
+        k.to_string(),
+        format!("ee{k}612e696f"),
+        format!("dd{k}"),
+        format!("ee{k}622e696f"),
+    ]
+    .iter()
+    .map(|s| Secret::parse(s).unwrap())
+    .collect();
+    let ee = EeKey::from_secrets(&secrets);
+    assert_eq!(ee.len(), 2);
+    assert_eq!((ee[0].index, ee[0].domain.as_str()), (1, "a.io"));
+    assert_eq!((ee[1].index, ee[1].domain.as_str()), (3, "b.io"));
+    assert_eq!(ee[0].key, secrets[1].key);
+}
