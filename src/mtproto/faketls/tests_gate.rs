@@ -294,6 +294,13 @@ fn clock_rule_floor_step_and_small_drift() {
         Some(ClockEvent::LooksUnset { wall_s: 100 })
     );
     assert_eq!(c.observe(102, 13_000), None);
+    assert_eq!(
+        ClockEvent::Jumped { by_s: 16 }.to_string(),
+        "wall clock jumped by +16 s"
+    );
+    assert!(ClockEvent::LooksUnset { wall_s: 100 }
+        .to_string()
+        .contains("reads 100"));
 }
 
 #[test]
