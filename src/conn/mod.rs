@@ -16,6 +16,7 @@
 
 mod connect;
 mod handshake;
+pub mod per_ip;
 mod relay;
 mod timers;
 
