@@ -86,6 +86,10 @@ impl Conn {
             Io::Failed(_) => return Step::Close(CloseReason::ClientReset),
             Io::Done(n) => h.got += n,
         }
+        if super::mask::ee_only_not_tls(&h.init[..h.got], ctx.cfg) {
+            let captured = h.init[..h.got].to_vec();
+            return self.start_mask(super::mask::MaskWhy::NotTls, captured, None, ctx);
+        }
         if h.got >= 4 && h.got < INIT_LEN && is_http(&h.init[..h.got]) {
             return self.reject(CloseReason::HttpRequest, ctx);
         }
