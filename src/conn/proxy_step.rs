@@ -1,10 +1,9 @@
 //! The pre-handshake step of a session: the PROXY header (`--proxy-protocol`) and the
 //! per-client-address admission (`--max-per-ip`, `--per-ip-rate`).
 //!
-//! With `--proxy-protocol` the header is required: the socket is peeked (at most
-//! `net::proxy_header::MAX_HEADER` bytes) until `net::proxy_header::parse` says it is complete,
-//! then exactly the header's bytes are read, so the client's own first bytes stay in the socket
-//! for the handshake. Its source address replaces the peer's for logs and limits. A missing,
+//! With `--proxy-protocol` the header is required: the socket is peeked and only bytes known to
+//! be header are consumed (into a `net::proxy_header::MAX_HEADER` buffer held while the header
+//! is read), so the client's own first bytes stay in the socket for the handshake. Its source address replaces the peer's for logs and limits. A missing,
 //! malformed or oversize header, an end of stream inside it, or no complete header within
 //! `--handshake-timeout` (the same deadline the init has) closes at once as `proxy-header`, with
 //! one rate-limited line saying what was wrong. Then (or at once, without the flag) the address
@@ -25,13 +24,19 @@ use crate::net::proxy_header::{self, Parsed, MAX_HEADER};
 pub struct PreHandshake {
     /// A PROXY header must still be read.
     header: bool,
+    /// The header bytes consumed so far (`MAX_HEADER` bytes while `header`, else empty).
+    buf: Box<[u8]>,
+    got: usize,
 }
 
 impl PreHandshake {
     /// The first phase of a session: a header is awaited when `--proxy-protocol` is on.
     pub fn new(proxy_protocol: bool) -> PreHandshake {
+        let size = if proxy_protocol { MAX_HEADER } else { 0 };
         PreHandshake {
             header: proxy_protocol,
+            buf: vec![0; size].into_boxed_slice(),
+            got: 0,
         }
     }
 }
@@ -54,45 +59,61 @@ impl Conn {
         self.admit(ctx)
     }
 
-    /// Peeks and, once complete, consumes the PROXY header. `Ok(true)`: done (the peer may have
-    /// been replaced); `Ok(false)`: wait for more bytes; `Err(step)`: close.
+    /// Peeks at the socket and consumes what is known to be header: all of the peeked bytes
+    /// while they are only a prefix (so the next peek sees an end of stream as such), exactly
+    /// the rest once the header is complete. `Ok(true)`: done (the peer may have been
+    /// replaced); `Ok(false)`: wait for more bytes; `Err(step)`: close.
     fn read_proxy_header(&mut self, ctx: &mut Ctx<'_>) -> Result<bool, Step> {
-        let mut buf = [0u8; MAX_HEADER];
-        let n = loop {
-            match self.client.peek(&mut buf) {
-                Ok(0) => return Err(self.bad_header("connection ended inside the header", ctx)),
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.client_ready.read = false;
-                    return Ok(false);
+        let Phase::Pre(pre) = &mut self.phase else {
+            return Ok(false);
+        };
+        // Each round consumes at least one byte or returns; the header is at most MAX_HEADER.
+        let (source, consumed) = loop {
+            let len = pre.got;
+            let n = loop {
+                match self.client.peek(&mut pre.buf[len..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        self.client_ready.read = false;
+                        return Ok(false);
+                    }
+                    Err(_) => return Err(Step::Close(CloseReason::ClientReset)),
                 }
-                Err(_) => return Err(Step::Close(CloseReason::ClientReset)),
+            };
+            if n == 0 {
+                let what = if len == 0 {
+                    "connection ended before any byte"
+                } else {
+                    "connection ended inside the header"
+                };
+                return Err(self.bad_header(what, ctx));
+            }
+            let take = match proxy_header::parse(&pre.buf[..len + n]) {
+                Ok(Parsed::NeedMore { .. }) => n,
+                Ok(Parsed::Done { consumed, .. }) => consumed - len,
+                Err(e) => return Err(self.bad_header(&e.to_string(), ctx)),
+            };
+            // The peeked bytes are in the socket: this reads exactly them, nothing after.
+            let mut got = 0;
+            while got < take {
+                match read_once(&mut self.client, &mut pre.buf[len + got..len + take]) {
+                    Io::Done(k) => got += k,
+                    Io::Eof | Io::Blocked => {
+                        return Err(self.bad_header("peeked bytes vanished from the socket", ctx))
+                    }
+                    Io::Failed(_) => return Err(Step::Close(CloseReason::ClientReset)),
+                }
+            }
+            pre.got = len + take;
+            if let Ok(Parsed::Done { source, consumed }) = proxy_header::parse(&pre.buf[..pre.got])
+            {
+                break (source, consumed);
             }
         };
-        let (source, consumed) = match proxy_header::parse(&buf[..n]) {
-            Ok(Parsed::NeedMore { .. }) => {
-                // Everything the socket holds is a valid prefix: wait for the next edge.
-                self.client_ready.read = false;
-                return Ok(false);
-            }
-            Ok(Parsed::Done { source, consumed }) => (source, consumed),
-            Err(e) => return Err(self.bad_header(&e.to_string(), ctx)),
-        };
-        // The peeked bytes are in the socket: this reads exactly the header, nothing after it.
-        let mut got = 0;
-        while got < consumed {
-            match read_once(&mut self.client, &mut buf[got..consumed]) {
-                Io::Done(k) => got += k,
-                Io::Eof | Io::Blocked => {
-                    return Err(self.bad_header("header bytes vanished from the socket", ctx))
-                }
-                Io::Failed(_) => return Err(Step::Close(CloseReason::ClientReset)),
-            }
-        }
-        if let Phase::Pre(pre) = &mut self.phase {
-            pre.header = false;
-        }
+        debug_assert_eq!(consumed, pre.got);
+        pre.header = false;
+        pre.buf = Box::default();
         if let Some(src) = source {
             log::debug!("client {} is {src} by its PROXY header", self.peer);
             self.peer = src;
