@@ -519,7 +519,7 @@ impl Conn {
 
     /// The close path's part for a masked session: forgets its local address and writes its
     /// close line (folded per close reason).
-    pub(super) fn mask_closed(&mut self, m: Box<Masking>, reason: CloseReason, ctx: &mut Ctx<'_>) {
+    pub(super) fn mask_closed(&mut self, m: Masking, reason: CloseReason, ctx: &mut Ctx<'_>) {
         if let Some(l) = m.local {
             ctx.mask_locals.remove(l);
         }

@@ -393,7 +393,7 @@ impl Conn {
         ctx.stats.bytes_up += self.info.meter.bytes_up;
         ctx.stats.bytes_down += self.info.meter.bytes_down;
         if let Some(m) = masked {
-            return self.mask_closed(m, reason, ctx);
+            return self.mask_closed(*m, reason, ctx);
         }
         if self.info.dc.is_none() {
             // Never got past the handshake: the bad-client line (if any) was already logged.
