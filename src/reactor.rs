@@ -6,7 +6,9 @@
 //! accept, expire timers, resume sessions that yielded, then run the background work the ladder
 //! has due through the prober shell. The slab is sized once at start from `--max-connections`;
 //! when it is full a new client is closed at once with a logged reason. Owns: the slab, the
-//! listener, the global timers ([`Global`]) and the accept pause. Holds no ladder policy: every
+//! listener, the global timers ([`Global`]), the accept pause, the per-client-address table
+//! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a peer that is one of
+//! our own mask connections, `conn::mask::MaskLocals`). Holds no ladder policy: every
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`.
 

@@ -182,3 +182,54 @@ fn behind_proxy_protocol_the_header_address_is_limited() {
         proxy.dump()
     );
 }
+
+#[test]
+fn every_way_a_session_ends_gives_its_slot_back() {
+    let (_dc, proxy) = tcp_dc2_proxy(&[
+        "--max-per-ip",
+        "2",
+        "--per-ip-rate",
+        "0",
+        "--handshake-timeout",
+        "0.5",
+        "--bad-client-drain",
+        "0",
+    ]);
+    let local = [127, 0, 0, 1];
+    for round in 0..3 {
+        // A bad init (closed at once) and an end of stream inside the init.
+        let mut bad = connect_from(local, proxy.addr());
+        bad.write_all(&[0xef; 64]).unwrap();
+        bad.set_read_timeout(Some(WAIT)).unwrap();
+        let _ = bad.read(&mut [0u8; 4]);
+        let mut eof = connect_from(local, proxy.addr());
+        eof.write_all(&[0xef; 10]).unwrap();
+        eof.shutdown(std::net::Shutdown::Write).unwrap();
+        eof.set_read_timeout(Some(WAIT)).unwrap();
+        let _ = eof.read(&mut [0u8; 4]);
+        // Two silent ones held to the handshake deadline.
+        let held: Vec<_> = (0..2).map(|_| connect_from(local, proxy.addr())).collect();
+        for mut s in held {
+            s.set_read_timeout(Some(WAIT)).unwrap();
+            assert!(
+                matches!(s.read(&mut [0u8; 4]), Ok(0) | Err(_)),
+                "round {round}"
+            );
+        }
+        // A relayed session, ended by the client.
+        drop(session_from(&proxy, local, b"").unwrap_or_else(|e| panic!("round {round}: {e}")));
+    }
+    assert!(
+        common::wait_until(WAIT, || proxy.count_log("reason=client-eof") >= 3),
+        "{}",
+        proxy.dump()
+    );
+    // Nothing leaked: both slots are free again, and only those two.
+    let _a = session_from(&proxy, local, b"").expect("first");
+    let _b = session_from(&proxy, local, b"").expect("second");
+    assert!(
+        refused_from(&proxy, local, b"").is_some_and(|t| t < AT_ONCE),
+        "{}",
+        proxy.dump()
+    );
+}

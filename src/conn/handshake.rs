@@ -7,7 +7,8 @@
 //! init whose DC index names no DC (§1.4) is closed as `no-route` at once, and one naming a DC
 //! that is neither in the table nor configured (`route::table::known_dc`) as `unknown-dc`, so
 //! client input never creates per-DC state. Only this session is affected. On success it hands
-//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream.
+//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream. On a port
+//! whose secrets are all `ee`, first bytes that are not TLS are handed to masking (`mask`).
 
 use log::{debug, warn};
 
