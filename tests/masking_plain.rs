@@ -185,3 +185,33 @@ fn mask_host_equal_to_our_listener_is_a_loop() {
     assert!(stats_has(&p, "mask-loop", 2), "{}", p.dump());
     assert_eq!(p.count_log("reason=masked"), 0);
 }
+
+#[test]
+fn a_mask_host_name_is_resolved_through_the_resolver() {
+    let (mask, got) = mask_server(b"named");
+    let target = format!("mask.test:{}", mask.port());
+    let secret = ee_secret();
+    let p = common::named_proxy(
+        &["mask.test"],
+        &[
+            "--secret",
+            &secret,
+            "--tier-order",
+            "tcp",
+            "--mask-host",
+            &target,
+        ],
+    );
+    let (reply, _) = exchange(p.addr(), b"plain bytes").expect("masked exchange ended");
+    assert_eq!(
+        got.recv_timeout(WAIT).expect("mask server got bytes"),
+        b"plain bytes"
+    );
+    assert_eq!(reply, b"named");
+    assert!(
+        p.wait_line(&["masked", &format!("to {target} (127.0.0.1)")], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+}

@@ -27,7 +27,7 @@ use crate::mtproto::faketls::gate::Reject;
 use crate::mtproto::faketls::hello::{sniff, Sniff};
 use crate::mtproto::obfs2::SecretKind;
 use crate::net::dial::set_keepalive;
-use crate::net::io::{read_once, write_once, Io};
+use crate::net::io::{read_once, write_once, Endpoint, Io};
 use crate::net::tcp::{self, check_connected, ConnectState};
 use crate::stats::{human_bytes, MASK_WHY_NAMES};
 use crate::token::{self, Role};
@@ -197,7 +197,9 @@ impl Splice {
 
 /// One side of the splice.
 struct Side<'a> {
-    sock: &'a mut TcpStream,
+    /// The socket (the client's stream is any `Endpoint`, so the splice does not care what
+    /// wraps it).
+    sock: &'a mut dyn Endpoint,
     ready: &'a mut Ready,
     /// The side's read half ended.
     eof: &'a mut bool,
@@ -244,7 +246,7 @@ fn pump(
         }
     }
     if *from.eof && buf.is_empty() && !*to.shut {
-        let _ = to.sock.shutdown(std::net::Shutdown::Write);
+        let _ = to.sock.shutdown_write();
         *to.shut = true;
         progress = true;
     }
