@@ -106,3 +106,17 @@ fn ee_only_ports_mask_non_tls() {
     let mixed = cfg(&[KEY, &ee("a.example")]);
     assert!(!ee_only_not_tls(b"GET / HTTP/1.1\r\n", &mixed));
 }
+
+#[test]
+fn mask_locals_name_the_owner_and_stay_bounded() {
+    let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+    let mut m = MaskLocals::new(2);
+    m.insert(a("127.0.0.1:40000"), 3, 77);
+    m.insert(a("127.0.0.1:40001"), 4, 78);
+    m.insert(a("127.0.0.1:40002"), 5, 79); // over capacity: not kept
+    assert_eq!(m.owner(a("127.0.0.1:40000")), Some((3, 77)));
+    assert_eq!(m.owner(a("127.0.0.1:40002")), None);
+    m.remove(a("127.0.0.1:40000"));
+    assert_eq!(m.owner(a("127.0.0.1:40000")), None);
+    assert_eq!(m.map.len(), 1);
+}
