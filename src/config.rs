@@ -193,6 +193,24 @@ pub struct Config {
     /// Bytes a probe of a route whose last failure was `stalled` must pull down
     /// (`--stall-probe-bytes`, 32 KiB: more than the ~16–20 KB a freeze lets through).
     pub stall_probe_bytes: u32,
+    /// Where a client that is not ours is relayed (`--mask-host HOST[:PORT]`, port 443);
+    /// `None` = the matched `ee` secret's domain (by SNI), else the first `ee` secret's, on 443.
+    pub mask_host: Option<(String, u16)>,
+    /// Close a client that is not ours instead of masking it (`--no-mask`, off).
+    pub no_mask: bool,
+    /// Bound on the TCP connect to the mask host (`--mask-connect-timeout`, 5 s).
+    pub mask_connect_timeout: Duration,
+    /// Close a masked session with no byte either way for this long (`--mask-idle-timeout`, 60 s).
+    pub mask_idle_timeout: Duration,
+    /// Require a PROXY protocol v1 or v2 header before the client's bytes (`--proxy-protocol`,
+    /// off); its address replaces the peer's for logs and per-client limits.
+    pub proxy_protocol: bool,
+    /// Concurrent sessions per client address, IPv6 per /64 (`--max-per-ip`, 128; 0 = no cap).
+    pub max_per_ip: usize,
+    /// New connections per second one client address earns (`--per-ip-rate`, 20; 0 = off).
+    pub per_ip_rate: u32,
+    /// New connections an idle client address may open at once (`--per-ip-burst`, 64).
+    pub per_ip_burst: u32,
 }
 
 /// Default listen port, as in the other implementations.
@@ -261,6 +279,14 @@ impl Config {
             short_session: Duration::from_secs(3),
             stall_timeout: Duration::from_secs(8),
             stall_probe_bytes: 32 * 1024,
+            mask_host: None,
+            no_mask: false,
+            mask_connect_timeout: Duration::from_secs(5),
+            mask_idle_timeout: Duration::from_secs(60),
+            proxy_protocol: false,
+            max_per_ip: 128,
+            per_ip_rate: 20,
+            per_ip_burst: 64,
         }
     }
 }

@@ -71,6 +71,21 @@ pub enum CloseReason {
     /// (`--dc-ip`, `--tcp-dc-ip`): refused at the init, so client input never grows per-DC
     /// state (`route::table::known_dc`).
     UnknownDc,
+    /// `--proxy-protocol` is on and the connection did not start with a valid PROXY v1/v2
+    /// header within `--handshake-timeout` (missing, malformed, oversize, or cut short).
+    ProxyHeader,
+    /// The client's address already had `--max-per-ip` sessions.
+    PerIpLimit,
+    /// The client's address opened connections faster than `--per-ip-rate` allows.
+    PerIpRate,
+    /// A masked session (a client that is not ours, relayed to the mask host) ended.
+    Masked,
+    /// A client to be masked could not be: the mask host did not resolve, refused, or did not
+    /// answer within `--mask-connect-timeout`.
+    MaskUnreachable,
+    /// Masking would connect to our own listener (or a connection from one of our own mask
+    /// sockets arrived): refused so a client cannot make the proxy loop.
+    MaskLoop,
 }
 
 impl CloseReason {
@@ -95,6 +110,12 @@ impl CloseReason {
             CloseReason::LocalResource => "local-resource",
             CloseReason::UpstreamSilent => "upstream-silent",
             CloseReason::UnknownDc => "unknown-dc",
+            CloseReason::ProxyHeader => "proxy-header",
+            CloseReason::PerIpLimit => "per-ip-limit",
+            CloseReason::PerIpRate => "per-ip-rate",
+            CloseReason::Masked => "masked",
+            CloseReason::MaskUnreachable => "mask-unreachable",
+            CloseReason::MaskLoop => "mask-loop",
         }
     }
 
@@ -107,7 +128,8 @@ impl CloseReason {
             | CloseReason::BadInit
             | CloseReason::HttpRequest
             | CloseReason::TlsClientHello
-            | CloseReason::UnknownDc => Side::Client,
+            | CloseReason::UnknownDc
+            | CloseReason::ProxyHeader => Side::Client,
             CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_) => {
                 Side::Upstream
             }
@@ -116,7 +138,7 @@ impl CloseReason {
     }
 
     /// All reasons, for stats tables (`WsClose` represented once).
-    pub const ALL: [CloseReason; 18] = [
+    pub const ALL: [CloseReason; 24] = [
         CloseReason::ClientEof,
         CloseReason::ClientReset,
         CloseReason::UpstreamEof,
@@ -135,6 +157,12 @@ impl CloseReason {
         CloseReason::LocalResource,
         CloseReason::UpstreamSilent,
         CloseReason::UnknownDc,
+        CloseReason::ProxyHeader,
+        CloseReason::PerIpLimit,
+        CloseReason::PerIpRate,
+        CloseReason::Masked,
+        CloseReason::MaskUnreachable,
+        CloseReason::MaskLoop,
     ];
 
     /// Index into [`CloseReason::ALL`].

@@ -6,7 +6,9 @@
 //! accept, expire timers, resume sessions that yielded, then run the background work the ladder
 //! has due through the prober shell. The slab is sized once at start from `--max-connections`;
 //! when it is full a new client is closed at once with a logged reason. Owns: the slab, the
-//! listener, the global timers ([`Global`]) and the accept pause. Holds no ladder policy: every
+//! listener, the global timers ([`Global`]), the accept pause, the per-client-address table
+//! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a peer that is one of
+//! our own mask connections, `conn::mask::MaskLocals`). Holds no ladder policy: every
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`.
 
@@ -23,6 +25,8 @@ use slab::Slab;
 
 use crate::buf::BufPool;
 use crate::config::Config;
+use crate::conn::mask::{mask_target, MaskLocals};
+use crate::conn::per_ip::{Limits, PerIp};
 use crate::conn::{Conn, Ctx, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
 use crate::error::CloseReason;
@@ -104,6 +108,10 @@ struct Shared {
     scratch: Scratch,
     /// Folds close lines of sessions that never reached an upstream (`Ctx::unserved_log`).
     unserved_log: [RateLimited; CloseReason::ALL.len()],
+    /// Per-client-address limits (`conn::per_ip`), sized to the slab.
+    per_ip: PerIp,
+    /// Local addresses of live mask connections (`conn::mask`).
+    mask_locals: MaskLocals,
 }
 
 impl Shared {
@@ -138,6 +146,8 @@ impl Shared {
             client_log: &mut self.client_log,
             scratch: &mut self.scratch,
             unserved_log: &mut self.unserved_log,
+            per_ip: &mut self.per_ip,
+            mask_locals: &mut self.mask_locals,
         }
     }
 }
@@ -205,6 +215,18 @@ impl Reactor {
         for ep in &cfg.cf_domains {
             names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}.{}", ep.host)));
         }
+        // Mask targets: --mask-host, or every ee secret's domain (the SNI picks one).
+        if !cfg.no_mask {
+            names.extend(cfg.mask_host.iter().map(|(h, _)| h.clone()));
+            if cfg.mask_host.is_none() {
+                for s in &cfg.secrets {
+                    if let crate::mtproto::obfs2::SecretKind::Ee(d) = &s.kind {
+                        let sni = Some(d.as_bytes());
+                        names.extend(mask_target(&cfg, sni).map(|(h, _)| h));
+                    }
+                }
+            }
+        }
         for name in &names {
             dns.watch(name);
             let _ = crate::dns::cached(&mut dns, name, now);
@@ -229,6 +251,15 @@ impl Reactor {
                 attempt_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
                 client_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
                 unserved_log: std::array::from_fn(|_| RateLimited::new(BAD_LOG_INTERVAL_MS / 10)),
+                per_ip: PerIp::new(
+                    Limits {
+                        max_per_ip: cfg.max_per_ip.min(u32::MAX as usize) as u32,
+                        rate: cfg.per_ip_rate,
+                        burst: cfg.per_ip_burst,
+                    },
+                    capacity,
+                ),
+                mask_locals: MaskLocals::new(capacity),
                 listen,
                 ladder,
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
@@ -378,6 +409,10 @@ impl Reactor {
                 }
             };
             self.s.stats.accepted += 1;
+            if let Some((slot, id)) = self.s.mask_locals.owner(peer) {
+                self.mask_loop(stream, peer, slot, id);
+                continue;
+            }
             if self.slab.len() >= self.capacity {
                 self.s.stats.record_close(CloseReason::SlabFull, false);
                 refuse(stream, peer, self.capacity, &mut self.full_log, now);
@@ -396,6 +431,30 @@ impl Reactor {
                 Err(e) => ctx.warn_client(peer, format_args!("cannot register: {e}")),
             }
         }
+    }
+
+    /// A client whose address is the local address of one of our own mask connections: the
+    /// mask target is this listener. Both are closed as `mask-loop`.
+    fn mask_loop(&mut self, stream: mio::net::TcpStream, peer: SocketAddr, slot: usize, id: u32) {
+        self.s.stats.record_close(CloseReason::MaskLoop, false);
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        let now = self.now;
+        if let Some(n) = self.full_log.allow(now) {
+            warn!(
+                "refusing client {peer}: {}: it is our own mask connection (the mask host leads back to this listener){}",
+                CloseReason::MaskLoop,
+                suppressed(n)
+            );
+        }
+        let Some(conn) = self.slab.get_mut(slot) else {
+            return;
+        };
+        if conn.id != id {
+            return;
+        }
+        let mut ctx = self.s.ctx(self.poll.registry(), now);
+        let status = conn.close_mask_loop(&mut ctx);
+        finish(&mut self.slab, slot, status, &mut self.again);
     }
 
     /// Fires due session timers, global timers, job deadlines and the resolver's tick.

@@ -47,7 +47,21 @@ pub struct Stats {
     /// Sessions whose pooled upstream stayed silent past `--pool-first-byte-timeout` and were
     /// replayed on a fresh route (shown as `retried=N` when not 0).
     pub pool_retries: u64,
+    /// Clients handed to the mask host, per reason in [`MASK_WHY_NAMES`] order (shown as
+    /// `masked-REASON=N` when not 0; their ends are counted as close reasons too).
+    pub masked: [u64; MASK_WHY_NAMES.len()],
 }
+
+/// Why clients were masked, as the stats line names them (the order of `conn::mask::MaskWhy`'s
+/// index): non-TLS bytes on an ee-only port, then the fake-TLS gate's reasons.
+pub const MASK_WHY_NAMES: [&str; 6] = [
+    "not-tls",
+    "malformed",
+    "wrong-key",
+    "wrong-sni",
+    "stale",
+    "replay",
+];
 
 impl Stats {
     /// Records one closed session.
@@ -100,6 +114,11 @@ impl Stats {
         }
         if self.pool_retries > 0 {
             s.push_str(&format!(" retried={}", self.pool_retries));
+        }
+        for (name, n) in MASK_WHY_NAMES.iter().zip(self.masked) {
+            if n > 0 {
+                s.push_str(&format!(" masked-{name}={n}"));
+            }
         }
         for r in CloseReason::ALL {
             let n = self.closed[r.index()];
@@ -164,6 +183,13 @@ mod tests {
         assert!(
             line.contains("client-eof=1") && line.contains("bad-init=1"),
             "{line}"
+        );
+        assert!(!line.contains("masked"), "{line}");
+        s.masked[2] = 3;
+        assert!(
+            s.line(0, 1).contains(" masked-wrong-key=3 "),
+            "{}",
+            s.line(0, 1)
         );
         assert_eq!(human_bytes(100), "100B");
         assert_eq!(human_bytes(1536), "1.5KiB");

@@ -324,4 +324,24 @@ fn main() {
         v.extend_from_slice(&hello[..n]);
         put("faketls_hello", name, &v);
     }
+    // proxy_header: v1 lines, v2 headers (INET with a TLV, INET6, LOCAL), each followed by a
+    // client's first bytes.
+    put("proxy_header", "v1-tcp4", b"PROXY TCP4 192.0.2.7 127.0.0.1 51000 443\r\n\xef\xef");
+    put("proxy_header", "v1-tcp6", b"PROXY TCP6 2001:db8::1 ::1 65535 443\r\n");
+    put("proxy_header", "v1-unknown", b"PROXY UNKNOWN ffff:: ::1 1 2\r\nGET");
+    let sig = b"\r\n\r\n\0\r\nQUIT\n";
+    let mut v = sig.to_vec();
+    v.extend_from_slice(&[0x21, 0x11, 0, 18, 198, 51, 100, 4, 127, 0, 0, 1, 0x9c, 0x40, 1, 187]);
+    v.extend_from_slice(&[0x02, 0, 3, b'a', b'.', b'b', 0x16, 0x03]);
+    put("proxy_header", "v2-inet-tlv", &v);
+    let mut v = sig.to_vec();
+    v.extend_from_slice(&[0x21, 0x21, 0, 36]);
+    v.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+    v.extend_from_slice(&[0; 12]);
+    v.extend_from_slice(&[0; 15]);
+    v.extend_from_slice(&[1, 0, 7, 1, 187]);
+    put("proxy_header", "v2-inet6", &v);
+    let mut v = sig.to_vec();
+    v.extend_from_slice(&[0x20, 0x00, 0, 0]);
+    put("proxy_header", "v2-local", &v);
 }

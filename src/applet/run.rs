@@ -179,6 +179,29 @@ pub fn summary(c: &Config) -> Vec<String> {
             cf(&c.cf_domains)
         ));
     }
+    let cap = |n: u64, what: &str| {
+        if n == 0 {
+            "off".to_string()
+        } else {
+            format!("{n}{what}")
+        }
+    };
+    let mask = match (&c.mask_host, c.no_mask) {
+        (_, true) => "off (--no-mask)".to_string(),
+        (Some((h, p)), false) => format!("{h}:{p}"),
+        (None, false) => "the ee secret's domain:443".to_string(),
+    };
+    lines.push(format!(
+        "clients: proxy-protocol {}; per address: max {} sessions, rate {} burst {}; mask {} \
+         (connect {} idle {})",
+        if c.proxy_protocol { "required" } else { "off" },
+        cap(c.max_per_ip as u64, ""),
+        cap(u64::from(c.per_ip_rate), "/s"),
+        c.per_ip_burst,
+        mask,
+        fmt_duration(c.mask_connect_timeout),
+        fmt_duration(c.mask_idle_timeout),
+    ));
     lines
 }
 
@@ -218,5 +241,11 @@ mod tests {
         assert!(text.contains("127.0.0.1:1443"));
         assert!(text.contains("2=149.154.167.220:443"));
         assert!(text.contains("tiers ws,tcp"), "{text}");
+        assert!(
+            text.contains(
+                "clients: proxy-protocol off; per address: max 128 sessions, rate 20/s burst 64"
+            ),
+            "{text}"
+        );
     }
 }

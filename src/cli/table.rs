@@ -494,6 +494,64 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
             parse_in_range(s, 4, 1024).map(|n| d.config.buf_size = n as usize * 1024)
         }),
     },
+    Opt {
+        long: "--proxy-protocol", short: None, aliases: &[], env: &["TG_PROXY_PROTOCOL"],
+        meta: "", default: "off", group: Clients,
+        help: "require a PROXY protocol v1 or v2 header first (behind nginx ssl_preread or \
+               HAProxy); its client address is used for logs and per-client limits, a \
+               connection without a valid one is refused",
+        kind: Switch(|d, on| d.config.proxy_protocol = on),
+    },
+    Opt {
+        long: "--max-per-ip", short: None, aliases: &[], env: &["TG_MAX_PER_IP"],
+        meta: "N", default: "128", group: Clients,
+        help: "concurrent sessions per client address (IPv6: per /64), 0 = no cap, 0-65536",
+        kind: Value(|d, s| {
+            parse_in_range(s, 0, MAX_CONNECTIONS_LIMIT as u64)
+                .map(|n| d.config.max_per_ip = n as usize)
+        }),
+    },
+    Opt {
+        long: "--per-ip-rate", short: None, aliases: &[], env: &["TG_PER_IP_RATE"],
+        meta: "N", default: "20", group: Clients,
+        help: "new connections per second a client address earns (a token bucket of \
+               --per-ip-burst), 0 = off, 0-100000",
+        kind: Value(|d, s| parse_in_range(s, 0, 100_000).map(|n| d.config.per_ip_rate = n as u32)),
+    },
+    Opt {
+        long: "--per-ip-burst", short: None, aliases: &[], env: &["TG_PER_IP_BURST"],
+        meta: "N", default: "64", group: Clients,
+        help: "new connections an idle client address may open at once, 1-100000",
+        kind: Value(|d, s| parse_in_range(s, 1, 100_000).map(|n| d.config.per_ip_burst = n as u32)),
+    },
+    Opt {
+        long: "--mask-host", short: None, aliases: &[], env: &["TG_MASK_HOST"],
+        meta: "HOST[:PORT]", default: "none", group: Clients,
+        help: "relay a client that is not ours (not a fake-TLS hello of any secret, or not TLS \
+               on an ee-only port) byte for byte to HOST (port 443 unless given); default the \
+               ee secret's domain matching the hello's SNI, else the first ee secret's",
+        kind: Value(|d, s| {
+            parse_cf_endpoint(s).map(|e| d.config.mask_host = Some((e.host, e.port)))
+        }),
+    },
+    Opt {
+        long: "--no-mask", short: None, aliases: &[], env: &["TG_NO_MASK"],
+        meta: "", default: "off", group: Clients,
+        help: "close a client that is not ours instead of masking it",
+        kind: Switch(|d, on| d.config.no_mask = on),
+    },
+    Opt {
+        long: "--mask-connect-timeout", short: None, aliases: &[],
+        env: &["TG_MASK_CONNECT_TIMEOUT"], meta: "D", default: "5s", group: Clients,
+        help: "bound on the TCP connect to the mask host",
+        kind: Value(|d, s| positive(s).map(|v| d.config.mask_connect_timeout = v)),
+    },
+    Opt {
+        long: "--mask-idle-timeout", short: None, aliases: &[], env: &["TG_MASK_IDLE_TIMEOUT"],
+        meta: "D", default: "60s", group: Clients,
+        help: "close a masked session with no byte either way for D",
+        kind: Value(|d, s| positive(s).map(|v| d.config.mask_idle_timeout = v)),
+    },
     // Logging.
     Opt {
         long: "--verbose", short: Some("-v"), aliases: &[], env: &["TG_VERBOSE"],

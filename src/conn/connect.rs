@@ -404,7 +404,8 @@ impl Conn {
             | SessionTimer::Idle
             | SessionTimer::Linger
             | SessionTimer::FirstByte
-            | SessionTimer::Stall => Step::Progress,
+            | SessionTimer::Stall
+            | SessionTimer::Mask => Step::Progress,
         }
     }
 

@@ -7,7 +7,8 @@
 //! init whose DC index names no DC (§1.4) is closed as `no-route` at once, and one naming a DC
 //! that is neither in the table nor configured (`route::table::known_dc`) as `unknown-dc`, so
 //! client input never creates per-DC state. Only this session is affected. On success it hands
-//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream.
+//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream. On a port
+//! whose secrets are all `ee`, first bytes that are not TLS are handed to masking (`mask`).
 
 use log::{debug, warn};
 
@@ -85,6 +86,10 @@ impl Conn {
             Io::Eof => return Step::Close(CloseReason::HandshakeEof),
             Io::Failed(_) => return Step::Close(CloseReason::ClientReset),
             Io::Done(n) => h.got += n,
+        }
+        if super::mask::ee_only_not_tls(&h.init[..h.got], ctx.cfg) {
+            let captured = h.init[..h.got].to_vec();
+            return self.start_mask(super::mask::MaskWhy::NotTls, captured, None, ctx);
         }
         if h.got >= 4 && h.got < INIT_LEN && is_http(&h.init[..h.got]) {
             return self.reject(CloseReason::HttpRequest, ctx);

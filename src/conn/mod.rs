@@ -1,11 +1,14 @@
 //! Client sessions: one slab slot each, a hand-written state machine per session.
 //!
 //! ```text
-//! accept ─► Handshake ─► Connecting ─► Relay ─► (closed, one log line)
-//!              │ bad init      │ all attempts failed
-//!              ▼               ▼
-//!           Draining ───────► closed
+//! accept ─► Pre ─► Handshake ─► Connecting ─► Relay ─► (closed, one log line)
+//!            │         │ bad init  │ all attempts failed
+//!            │         ├─► Mask ───┼───────────────────► closed (masked, one log line)
+//!            ▼         ▼           ▼
+//!         closed    Draining ───► closed
 //! ```
+//! `proxy_step` reads the PROXY header (`--proxy-protocol`) and admits the client's address
+//! (`per_ip`, released once at close); `mask` relays a client that is not ours to the mask host.
 //! `handshake` reads and checks the 64-byte init, `connect` runs upstream attempts down the
 //! ladder's plan, `relay` is the shell around the sans-IO relay core (`crate::relay`); a session
 //! whose pooled upstream stays silent goes back from Relay to Connecting, once (`relay`). This
@@ -16,6 +19,9 @@
 
 mod connect;
 mod handshake;
+pub mod mask;
+pub mod per_ip;
+mod proxy_step;
 mod relay;
 mod timers;
 
@@ -70,6 +76,8 @@ pub enum SessionTimer {
     FirstByte,
     /// The stall watch's deadline: check whether the upstream stalled (`relay::StallWatch`).
     Stall,
+    /// A masked session's connect deadline, then its idle check (`mask`).
+    Mask,
 }
 
 /// A timer entry of the wheel: which session armed it and what for.
@@ -121,6 +129,11 @@ pub struct Ctx<'a> {
     /// every route failed, the connect budget, no descriptors, clients that leave while we
     /// connect), one limiter per [`CloseReason::index`].
     pub unserved_log: &'a mut [RateLimited; CloseReason::ALL.len()],
+    /// Per-client-address limits (`per_ip`): admitted after the PROXY header / at accept,
+    /// released at close.
+    pub per_ip: &'a mut per_ip::PerIp,
+    /// Local addresses of live mask connections, for the loop check at accept (`mask`).
+    pub mask_locals: &'a mut mask::MaskLocals,
 }
 
 impl Ctx<'_> {
@@ -154,6 +167,10 @@ enum Phase {
     Connecting(Box<Connecting>),
     Relay(Box<Relaying>),
     Closed,
+    /// Before the handshake: the PROXY header, the per-client-address admission (`proxy_step`).
+    Pre(proxy_step::PreHandshake),
+    /// Relayed to the mask host (`mask`).
+    Mask(Box<mask::Masking>),
 }
 
 pub use crate::relay::Ready;
@@ -181,6 +198,8 @@ pub struct Conn {
     stall: StallWatch,
     stall_timer: Option<TimerId>,
     info: SessionInfo,
+    /// The per-client-address admission to release at close (`per_ip`), once.
+    per_ip: Option<per_ip::Key>,
 }
 
 /// What the close line reports.
@@ -235,7 +254,7 @@ impl Conn {
             client_ready: Ready::default(),
             peer,
             started: ctx.now,
-            phase: Phase::Handshake(handshake::Handshake::new()),
+            phase: Phase::Pre(proxy_step::PreHandshake::new(ctx.cfg.proxy_protocol)),
             timer: Some(timer),
             idle_timer: None,
             ping_timer: None,
@@ -245,6 +264,7 @@ impl Conn {
             stall: StallWatch::new(ctx.cfg.stall_timeout.as_millis() as u64),
             stall_timer: None,
             info: SessionInfo::default(),
+            per_ip: None,
         })
     }
 
@@ -264,6 +284,7 @@ impl Conn {
             Role::Up(i) => match &mut self.phase {
                 Phase::Connecting(c) => c.mark_ready(i, readable, writable),
                 Phase::Relay(r) => r.mark_upstream(readable, writable),
+                Phase::Mask(m) => m.mark_up(readable, writable),
                 _ => {}
             },
             Role::Probe => {}
@@ -280,6 +301,8 @@ impl Conn {
                 Phase::Connecting(_) => self.step_connecting(ctx),
                 Phase::Relay(_) => self.step_relay(ctx),
                 Phase::Closed => return Status::Closed,
+                Phase::Pre(_) => self.step_pre(ctx),
+                Phase::Mask(_) => self.step_mask(ctx),
             };
             match step {
                 Step::Wait => return Status::Idle,
@@ -329,6 +352,9 @@ impl Conn {
         if let Some(t) = self.stall_timer.take() {
             ctx.wheel.cancel(t);
         }
+        if let Some(key) = self.per_ip.take() {
+            ctx.per_ip.release(key, ctx.now);
+        }
         if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
             let by_upstream = matches!(
                 reason,
@@ -350,7 +376,9 @@ impl Conn {
                 .observe(Observation::SessionEnded { route, end }, ctx.now);
         }
         let old = std::mem::replace(&mut self.phase, Phase::Closed);
+        let mut masked = None;
         match old {
+            Phase::Mask(m) => masked = Some(m),
             Phase::Connecting(mut c) => c.cancel_all(ctx),
             Phase::Relay(mut r) => {
                 r.release(ctx.scratch);
@@ -364,6 +392,9 @@ impl Conn {
             .record_close(reason, zero && self.info.dc.is_some());
         ctx.stats.bytes_up += self.info.meter.bytes_up;
         ctx.stats.bytes_down += self.info.meter.bytes_down;
+        if let Some(m) = masked {
+            return self.mask_closed(*m, reason, ctx);
+        }
         if self.info.dc.is_none() {
             // Never got past the handshake: the bad-client line (if any) was already logged.
             log::debug!("client {} closed before a session: {reason}", self.peer);

@@ -1,5 +1,5 @@
-//! A session's timers: what each [`SessionTimer`] does when it fires (handshake and linger
-//! deadlines, idleness, the WS ping, a pooled upstream's first-byte deadline, the stall watch)
+//! A session's timers: what each [`SessionTimer`] does when it fires (handshake — PROXY header
+//! included — and linger deadlines, the mask phase's connect/idle deadline, idleness, the WS ping, a pooled upstream's first-byte deadline, the stall watch)
 //! and how they are armed. Owns no state of its own: the timer ids live in [`Conn`] (`mod.rs`),
 //! the decisions they lead to in the relay core (`crate::relay`) and the ladder.
 
@@ -13,8 +13,13 @@ impl Conn {
                 self.timer = None;
                 match self.phase {
                     Phase::Handshake(ref h) => Step::Close(h.timeout_reason()),
+                    Phase::Pre(_) => self.proxy_header_timeout(ctx),
                     _ => Step::Progress,
                 }
+            }
+            SessionTimer::Mask => {
+                self.timer = None;
+                self.mask_timer(ctx)
             }
             SessionTimer::Linger => {
                 self.timer = None;

@@ -2,9 +2,11 @@
 //! only rustls user, `ws` the only tungstenite user, `wsframe` the sans-IO RFC 6455 frame header
 //! codec, `wslink` the sans-IO WebSocket link over our buffers (framing, masking, control frames),
 //! and `dial` chains TCP → TLS → upgrade into one resumable dial that yields an `Upstream`.
+//! `proxy_header` parses the PROXY protocol v1/v2 header a load balancer puts first (sans-IO).
 
 pub mod dial;
 pub mod io;
+pub mod proxy_header;
 pub mod tcp;
 pub mod tls;
 pub mod ws;

@@ -1,0 +1,548 @@
+//! Masking: a client that is not ours (a TLS hello no `ee` secret accepts, or non-TLS bytes on a
+//! port whose secrets are all `ee`) is relayed byte for byte to the mask host, so a prober sees
+//! the real site (/work/shared/PROTOCOL.md §2; MTProxy's "domain fronting" of bad hellos).
+//!
+//! Owns [`Conn::start_mask`] (the entry point the handshake calls), the `Phase::Mask` splice
+//! (two fixed [`MASK_BUF`] buffers allocated when masking starts, edge-triggered like the relay,
+//! half-close: an end of stream from one side is a `shutdown(Write)` on the other; the session
+//! ends when both ended, on an error, or after `--mask-idle-timeout` without a byte), the target
+//! choice ([`mask_target`]) and the loop checks ([`is_loop`] before connecting; [`MaskLocals`]
+//! for a connection from one of our own mask sockets at accept). The mask host's name comes from
+//! the resolver's cache (watched from the start by the reactor); the connect is bounded by
+//! `--mask-connect-timeout`. One line per masked session at close, folded per close reason.
+//! The mask socket uses the session's `Role::Up(0)` token.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use log::{info, warn};
+use mio::net::TcpStream;
+use mio::Interest;
+
+use super::{Conn, Ctx, Phase, Ready, SessionTimer, Status, Step};
+use crate::config::Config;
+use crate::error::CloseReason;
+use crate::mtproto::faketls::gate::Reject;
+use crate::mtproto::faketls::hello::{sniff, Sniff};
+use crate::mtproto::obfs2::SecretKind;
+use crate::net::dial::set_keepalive;
+use crate::net::io::{read_once, write_once, Endpoint, Io};
+use crate::net::tcp::{self, check_connected, ConnectState};
+use crate::stats::{human_bytes, MASK_WHY_NAMES};
+use crate::token::{self, Role};
+
+/// Each direction's splice buffer, bytes (one TLS record and some).
+pub const MASK_BUF: usize = 16 * 1024;
+
+/// Why a client is masked: a fake-TLS verdict or non-TLS bytes on a port whose secrets are all
+/// `ee`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaskWhy {
+    Hello(Reject),
+    NotTls,
+}
+
+impl MaskWhy {
+    /// Index into `stats::MASK_WHY_NAMES` (and `Stats::masked`).
+    pub fn index(self) -> usize {
+        match self {
+            MaskWhy::NotTls => 0,
+            MaskWhy::Hello(Reject::Malformed) => 1,
+            MaskWhy::Hello(Reject::WrongKey) => 2,
+            MaskWhy::Hello(Reject::WrongSni) => 3,
+            MaskWhy::Hello(Reject::Stale) => 4,
+            MaskWhy::Hello(Reject::Replay) => 5,
+        }
+    }
+}
+
+impl fmt::Display for MaskWhy {
+    /// `not-tls`, or the gate's reason (`malformed`, `wrong-key`, ...).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(MASK_WHY_NAMES[self.index()])
+    }
+}
+
+/// Local addresses of our live mask connections → (slot, connection id) of their sessions:
+/// an accepted peer with one of these addresses is our own mask connection looping back.
+/// Capacity fixed at start (one entry per session at most).
+pub struct MaskLocals {
+    map: HashMap<SocketAddr, (u32, u32)>,
+    capacity: usize,
+}
+
+impl MaskLocals {
+    /// Room for `capacity` mask connections, allocated now.
+    pub fn new(capacity: usize) -> MaskLocals {
+        MaskLocals {
+            map: HashMap::with_capacity(capacity),
+            capacity,
+        }
+    }
+
+    /// The session whose mask connection has local address `addr`.
+    pub fn owner(&self, addr: SocketAddr) -> Option<(usize, u32)> {
+        self.map.get(&addr).map(|&(s, id)| (s as usize, id))
+    }
+
+    fn insert(&mut self, addr: SocketAddr, slot: usize, id: u32) {
+        if self.map.len() < self.capacity {
+            self.map.insert(addr, (slot as u32, id));
+        }
+    }
+
+    fn remove(&mut self, addr: SocketAddr) {
+        self.map.remove(&addr);
+    }
+}
+
+/// The mask target for a client whose hello named `sni`: `--mask-host` if set; else the `ee`
+/// secret whose domain equals `sni` (ASCII case-insensitive), else the first `ee` secret's
+/// domain; port 443. `None` when there is neither a `--mask-host` nor an `ee` secret.
+pub fn mask_target(cfg: &Config, sni: Option<&[u8]>) -> Option<(String, u16)> {
+    if let Some(h) = &cfg.mask_host {
+        return Some(h.clone());
+    }
+    let domains = cfg.secrets.iter().filter_map(|s| match &s.kind {
+        SecretKind::Ee(d) => Some(d),
+        _ => None,
+    });
+    let mut first = None;
+    for d in domains {
+        if sni.is_some_and(|n| n.eq_ignore_ascii_case(d.as_bytes())) {
+            return Some((d.clone(), 443));
+        }
+        first = first.or(Some(d));
+    }
+    first.map(|d| (d.clone(), 443))
+}
+
+/// True when connecting to `target` would reach our own listener at `listen`: the same address,
+/// or `listen` is unspecified (0.0.0.0 / ::) and `target` has our port and a loopback address
+/// or one of this host's (`is_local`). IPv4-mapped IPv6 counts as IPv4.
+pub fn is_loop(
+    target: SocketAddr,
+    listen: SocketAddr,
+    is_local: &mut dyn FnMut(IpAddr) -> bool,
+) -> bool {
+    let canon = |ip: IpAddr| ip.to_canonical();
+    let (t_ip, l_ip) = (canon(target.ip()), canon(listen.ip()));
+    if target.port() != listen.port() {
+        return false;
+    }
+    if t_ip == l_ip {
+        return true;
+    }
+    l_ip.is_unspecified() && (t_ip.is_loopback() || t_ip.is_unspecified() || is_local(t_ip))
+}
+
+/// True when `ip` is one of this host's addresses (a socket can be bound to it).
+fn host_has(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+/// True when `prefix` (the client's first bytes) is not TLS and every secret is `ee`: such a
+/// client is masked (`MaskWhy::NotTls`) instead of read as an obfuscated2 init.
+pub(super) fn ee_only_not_tls(prefix: &[u8], cfg: &Config) -> bool {
+    let ee_only = !cfg.secrets.is_empty()
+        && cfg
+            .secrets
+            .iter()
+            .all(|s| matches!(s.kind, SecretKind::Ee(_)));
+    ee_only && !prefix.is_empty() && matches!(sniff(prefix), Sniff::NotTls)
+}
+
+/// One direction's fixed buffer: bytes `[start, end)` wait to be written.
+struct Splice {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Splice {
+    /// A buffer of `size` bytes (more if `prefix` is longer) holding `prefix`.
+    fn with(mut prefix: Vec<u8>, size: usize) -> Splice {
+        let end = prefix.len();
+        prefix.resize(size.max(end), 0);
+        Splice {
+            buf: prefix.into_boxed_slice(),
+            start: 0,
+            end,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Room at the back, compacting first if the front was consumed.
+    fn room(&mut self) -> &mut [u8] {
+        if self.start > 0 && self.end == self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        &mut self.buf[self.end..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+}
+
+/// One side of the splice.
+struct Side<'a> {
+    /// The socket (the client's stream is any `Endpoint`, so the splice does not care what
+    /// wraps it).
+    sock: &'a mut dyn Endpoint,
+    ready: &'a mut Ready,
+    /// The side's read half ended.
+    eof: &'a mut bool,
+    /// We shut its write half.
+    shut: &'a mut bool,
+}
+
+/// Moves bytes `from` → `to` through `buf` once each way it can; `Ok(true)` on progress.
+/// Errors: which side failed, and the OS error.
+fn pump(
+    from: &mut Side<'_>,
+    to: &mut Side<'_>,
+    buf: &mut Splice,
+    moved: &mut u64,
+) -> Result<bool, (bool, std::io::Error)> {
+    let mut progress = false;
+    if !*from.eof && from.ready.read {
+        let room = buf.room();
+        if !room.is_empty() {
+            match read_once(from.sock, room) {
+                Io::Done(n) => {
+                    buf.end += n;
+                    progress = true;
+                }
+                Io::Blocked => from.ready.read = false,
+                Io::Eof => {
+                    *from.eof = true;
+                    progress = true;
+                }
+                Io::Failed(e) => return Err((true, e)),
+            }
+        }
+    }
+    if !buf.is_empty() && to.ready.write {
+        match write_once(to.sock, &buf.buf[buf.start..buf.end]) {
+            Io::Done(n) => {
+                buf.consume(n);
+                *moved += n as u64;
+                progress = true;
+            }
+            Io::Blocked => to.ready.write = false,
+            Io::Eof => {}
+            Io::Failed(e) => return Err((false, e)),
+        }
+    }
+    if *from.eof && buf.is_empty() && !*to.shut {
+        let _ = to.sock.shutdown_write();
+        *to.shut = true;
+        progress = true;
+    }
+    Ok(progress)
+}
+
+/// A masked session's state (`Phase::Mask`).
+pub struct Masking {
+    up: TcpStream,
+    up_ready: Ready,
+    connected: bool,
+    /// Client → mask host, starting with the captured bytes.
+    c2u: Splice,
+    /// Mask host → client.
+    u2c: Splice,
+    client_eof: bool,
+    up_eof: bool,
+    client_shut: bool,
+    up_shut: bool,
+    why: MaskWhy,
+    /// `HOST:PORT (ADDR)` for the close line.
+    target: String,
+    local: Option<SocketAddr>,
+    /// How it ended, for the close line.
+    end: String,
+    bytes_up: u64,
+    bytes_down: u64,
+}
+
+impl Masking {
+    /// Remembers a readiness edge of the mask socket.
+    pub fn mark_up(&mut self, readable: bool, writable: bool) {
+        self.up_ready.read |= readable;
+        self.up_ready.write |= writable;
+    }
+}
+
+impl Conn {
+    /// Hands this client to the mask host: `why` is logged and counted; `captured` is every byte
+    /// read from the client so far (replayed first, byte for byte; the caller bounds it, e.g.
+    /// by its largest hello record); `sni` the hello's SNI if it parsed. Target: see
+    /// [`mask_target`]. With `--no-mask`: one rate-limited bad-client line and a close as
+    /// `bad-init` (nothing is dialled). A name not in the resolver's cache, a target that is
+    /// our own listener, or a connect that fails at once: closed as `mask-unreachable` /
+    /// `mask-loop` with one (folded) line.
+    pub(super) fn start_mask(
+        &mut self,
+        why: MaskWhy,
+        captured: Vec<u8>,
+        sni: Option<&[u8]>,
+        ctx: &mut Ctx<'_>,
+    ) -> Step {
+        if ctx.cfg.no_mask {
+            return self.refuse_unmasked(why, ctx);
+        }
+        ctx.stats.masked[why.index()] += 1;
+        let Some((host, port)) = mask_target(ctx.cfg, sni) else {
+            return self.mask_failed(
+                why,
+                "-",
+                CloseReason::MaskUnreachable,
+                "no --mask-host and no ee secret",
+                ctx,
+            );
+        };
+        let label = format!("{host}:{port}");
+        let ip = match ctx.dns.lookup(&host, ctx.now) {
+            crate::dns::Lookup::Ready(ip) => ip,
+            crate::dns::Lookup::Pending => {
+                let what = "name not resolved yet (a query was started)";
+                return self.mask_failed(why, &label, CloseReason::MaskUnreachable, what, ctx);
+            }
+            crate::dns::Lookup::Failed(e) => {
+                return self.mask_failed(why, &label, CloseReason::MaskUnreachable, &e, ctx);
+            }
+        };
+        let addr = SocketAddr::new(ip, port);
+        if is_loop(addr, ctx.listen, &mut host_has) {
+            let what = format!("{addr} is our own listener");
+            return self.mask_failed(why, &label, CloseReason::MaskLoop, &what, ctx);
+        }
+        let mut up = match tcp::start(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                let what = format!("connect to {addr}: {e}");
+                return self.mask_failed(why, &label, CloseReason::MaskUnreachable, &what, ctx);
+            }
+        };
+        set_keepalive(&up, ctx.cfg.tcp_keepalive);
+        let tok = token::encode(self.slot, self.id, Role::Up(0));
+        if let Err(e) = ctx
+            .registry
+            .register(&mut up, tok, Interest::READABLE | Interest::WRITABLE)
+        {
+            let what = format!("cannot register the mask socket: {e}");
+            return self.mask_failed(why, &label, CloseReason::MaskUnreachable, &what, ctx);
+        }
+        let local = up.local_addr().ok();
+        if let Some(l) = local {
+            ctx.mask_locals.insert(l, self.slot, self.id);
+        }
+        let target = if host == ip.to_string() {
+            label
+        } else {
+            format!("{label} ({ip})")
+        };
+        self.phase = Phase::Mask(Box::new(Masking {
+            up,
+            up_ready: Ready::default(),
+            connected: false,
+            c2u: Splice::with(captured, MASK_BUF),
+            u2c: Splice::with(Vec::new(), MASK_BUF),
+            client_eof: false,
+            up_eof: false,
+            client_shut: false,
+            up_shut: false,
+            why,
+            target,
+            local,
+            end: String::new(),
+            bytes_up: 0,
+            bytes_down: 0,
+        }));
+        let at = ctx.now + ctx.cfg.mask_connect_timeout.as_millis() as u64;
+        self.arm(at, SessionTimer::Mask, ctx);
+        Step::Progress
+    }
+
+    /// `--no-mask`: the client is refused like a bad init.
+    fn refuse_unmasked(&mut self, why: MaskWhy, ctx: &mut Ctx<'_>) -> Step {
+        match ctx.bad_log.allow(ctx.now) {
+            Some(n) => {
+                let more = if n > 0 {
+                    format!(" ({n} similar suppressed)")
+                } else {
+                    String::new()
+                };
+                warn!(
+                    "bad client {}: {}: not ours ({why}), closed (--no-mask){more}",
+                    self.peer,
+                    CloseReason::BadInit
+                );
+            }
+            None => ctx.stats.bad_suppressed += 1,
+        }
+        Step::Close(CloseReason::BadInit)
+    }
+
+    /// Masking could not start: the close line now (folded per reason), then the close.
+    fn mask_failed(
+        &mut self,
+        why: MaskWhy,
+        target: &str,
+        reason: CloseReason,
+        what: &str,
+        ctx: &mut Ctx<'_>,
+    ) -> Step {
+        if let Some(n) = ctx.unserved_log[reason.index()].allow(ctx.now) {
+            let folded = if n > 0 {
+                format!(" ({n} similar folded)")
+            } else {
+                String::new()
+            };
+            warn!(
+                "masked {} why={why} to {target}: {what} reason={reason}{folded}",
+                self.peer
+            );
+        }
+        Step::Close(reason)
+    }
+
+    /// One splice step: finishes the connect, then moves bytes both ways.
+    pub(super) fn step_mask(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Mask(m) = &mut self.phase else {
+            return Step::Wait;
+        };
+        let mut just_connected = false;
+        if !m.connected {
+            if !m.up_ready.write {
+                return Step::Wait;
+            }
+            match check_connected(&m.up) {
+                ConnectState::Connected => {
+                    m.connected = true;
+                    just_connected = true;
+                }
+                ConnectState::Pending => {
+                    m.up_ready.write = false;
+                    return Step::Wait;
+                }
+                ConnectState::Failed(e) => {
+                    m.end = format!("connect failed: {e}");
+                    return Step::Close(CloseReason::MaskUnreachable);
+                }
+            }
+        }
+        let mut client = Side {
+            sock: &mut self.client,
+            ready: &mut self.client_ready,
+            eof: &mut m.client_eof,
+            shut: &mut m.client_shut,
+        };
+        let mut up = Side {
+            sock: &mut m.up,
+            ready: &mut m.up_ready,
+            eof: &mut m.up_eof,
+            shut: &mut m.up_shut,
+        };
+        let a = pump(&mut client, &mut up, &mut m.c2u, &mut m.bytes_up);
+        let b = a
+            .as_ref()
+            .ok()
+            .map(|_| pump(&mut up, &mut client, &mut m.u2c, &mut m.bytes_down));
+        let progress = match (a, b) {
+            (Err((from_side, e)), _) => {
+                m.end = format!("{}: {e}", if from_side { "client" } else { "mask host" });
+                return Step::Close(CloseReason::Masked);
+            }
+            (_, Some(Err((from_side, e)))) => {
+                m.end = format!("{}: {e}", if from_side { "mask host" } else { "client" });
+                return Step::Close(CloseReason::Masked);
+            }
+            (Ok(p), Some(Ok(q))) => p || q,
+            (Ok(p), None) => p,
+        };
+        if m.client_eof && m.up_eof && m.c2u.is_empty() && m.u2c.is_empty() {
+            m.end = "both ended".into();
+            return Step::Close(CloseReason::Masked);
+        }
+        if progress || just_connected {
+            self.last_activity = ctx.now;
+        }
+        if just_connected {
+            let at = ctx.now + ctx.cfg.mask_idle_timeout.as_millis() as u64;
+            self.arm(at, SessionTimer::Mask, ctx);
+        }
+        if progress || just_connected {
+            Step::Progress
+        } else {
+            Step::Wait
+        }
+    }
+
+    /// [`SessionTimer::Mask`] fired: the connect deadline, or the (lazily re-armed) idle one.
+    pub(super) fn mask_timer(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let idle_ms = ctx.cfg.mask_idle_timeout.as_millis() as u64;
+        let last = self.last_activity;
+        let Phase::Mask(m) = &mut self.phase else {
+            return Step::Progress;
+        };
+        if !m.connected {
+            let secs = ctx.cfg.mask_connect_timeout.as_secs_f64();
+            m.end = format!("no connect within {secs:.1}s");
+            return Step::Close(CloseReason::MaskUnreachable);
+        }
+        if ctx.now.saturating_sub(last) >= idle_ms {
+            m.end = format!("idle for {:.1}s", idle_ms as f64 / 1000.0);
+            return Step::Close(CloseReason::Masked);
+        }
+        self.arm(last + idle_ms, SessionTimer::Mask, ctx);
+        Step::Progress
+    }
+
+    /// Ends this session's masking as a loop (its mask connection reached our own listener).
+    pub fn close_mask_loop(&mut self, ctx: &mut Ctx<'_>) -> Status {
+        if let Phase::Mask(m) = &mut self.phase {
+            m.end = "our own listener accepted this mask connection".into();
+        }
+        self.close(CloseReason::MaskLoop, ctx);
+        Status::Closed
+    }
+
+    /// The close path's part for a masked session: forgets its local address and writes its
+    /// close line (folded per close reason).
+    pub(super) fn mask_closed(&mut self, m: Masking, reason: CloseReason, ctx: &mut Ctx<'_>) {
+        if let Some(l) = m.local {
+            ctx.mask_locals.remove(l);
+        }
+        let _ = m.up.shutdown(std::net::Shutdown::Both);
+        let folded = match ctx.unserved_log[reason.index()].allow(ctx.now) {
+            None => return,
+            Some(0) => String::new(),
+            Some(n) => format!(" ({n} similar folded)"),
+        };
+        let dur = ctx.now.saturating_sub(self.started) as f64 / 1000.0;
+        let end = if m.end.is_empty() { "-" } else { &m.end };
+        info!(
+            "masked {} why={} to {} up={} down={} dur={dur:.1}s end={end} reason={reason}{folded}",
+            self.peer,
+            m.why,
+            m.target,
+            human_bytes(m.bytes_up),
+            human_bytes(m.bytes_down),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

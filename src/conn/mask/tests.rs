@@ -1,0 +1,122 @@
+//! Unit tests of masking's pure parts: target choice, loop check, reason names, the splice
+//! buffer, the ee-only sniff.
+
+use super::*;
+use crate::mtproto::obfs2::Secret;
+
+fn cfg(secrets: &[&str]) -> Config {
+    Config::with_secrets(secrets.iter().map(|s| Secret::parse(s).unwrap()).collect())
+}
+
+const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+fn ee(domain: &str) -> String {
+    let hex: String = domain.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("ee{KEY}{hex}")
+}
+
+#[test]
+fn target_by_flag_then_sni_then_first_ee() {
+    let mut c = cfg(&[KEY, &ee("a.example"), &ee("b.example")]);
+    assert_eq!(mask_target(&c, None), Some(("a.example".into(), 443)));
+    assert_eq!(
+        mask_target(&c, Some(b"B.Example")),
+        Some(("b.example".into(), 443))
+    );
+    assert_eq!(
+        mask_target(&c, Some(b"other")),
+        Some(("a.example".into(), 443))
+    );
+    c.mask_host = Some(("127.0.0.1".into(), 8443));
+    assert_eq!(
+        mask_target(&c, Some(b"b.example")),
+        Some(("127.0.0.1".into(), 8443))
+    );
+    assert_eq!(mask_target(&cfg(&[KEY]), None), None);
+}
+
+#[test]
+fn loop_check() {
+    let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+    let mut none = |_: IpAddr| false;
+    let mut all = |_: IpAddr| true;
+    assert!(is_loop(a("127.0.0.1:1443"), a("127.0.0.1:1443"), &mut none));
+    assert!(is_loop(
+        a("[::ffff:127.0.0.1]:1443"),
+        a("127.0.0.1:1443"),
+        &mut none
+    ));
+    assert!(!is_loop(a("127.0.0.1:1444"), a("127.0.0.1:1443"), &mut all));
+    assert!(!is_loop(a("127.0.0.2:1443"), a("127.0.0.1:1443"), &mut all));
+    // Unspecified listener: loopback or one of our addresses on our port.
+    assert!(is_loop(a("127.0.0.9:443"), a("0.0.0.0:443"), &mut none));
+    assert!(is_loop(a("[::1]:443"), a("[::]:443"), &mut none));
+    assert!(is_loop(a("192.0.2.1:443"), a("0.0.0.0:443"), &mut all));
+    assert!(!is_loop(a("192.0.2.1:443"), a("0.0.0.0:443"), &mut none));
+    assert!(!is_loop(a("127.0.0.1:80"), a("0.0.0.0:443"), &mut all));
+    // The real probe: loopback is ours, a documentation address is not.
+    assert!(host_has("127.0.0.1".parse().unwrap()));
+    assert!(!host_has("192.0.2.123".parse().unwrap()));
+}
+
+#[test]
+fn reasons_are_named_like_the_stats_line() {
+    let all = [
+        MaskWhy::NotTls,
+        MaskWhy::Hello(Reject::Malformed),
+        MaskWhy::Hello(Reject::WrongKey),
+        MaskWhy::Hello(Reject::WrongSni),
+        MaskWhy::Hello(Reject::Stale),
+        MaskWhy::Hello(Reject::Replay),
+    ];
+    for (i, w) in all.iter().enumerate() {
+        assert_eq!(w.index(), i);
+        if let MaskWhy::Hello(r) = w {
+            assert_eq!(w.to_string(), r.to_string());
+        }
+    }
+    assert_eq!(MaskWhy::NotTls.to_string(), "not-tls");
+}
+
+#[test]
+fn splice_buffer_keeps_the_prefix_and_compacts() {
+    let mut b = Splice::with(b"hello".to_vec(), 8);
+    assert_eq!(&b.buf[b.start..b.end], b"hello");
+    assert_eq!(b.room().len(), 3);
+    b.end += 3;
+    assert!(b.room().is_empty());
+    b.consume(6);
+    // Full at the back with a consumed front: compacted.
+    assert_eq!(b.room().len(), 6);
+    assert_eq!(&b.buf[b.start..b.end], &b.buf[0..2]);
+    b.consume(2);
+    assert!(b.is_empty());
+    // A prefix longer than the size is kept whole.
+    let big = Splice::with(vec![7; 20], 8);
+    assert_eq!(big.end, 20);
+}
+
+#[test]
+fn ee_only_ports_mask_non_tls() {
+    let only_ee = cfg(&[&ee("a.example")]);
+    assert!(ee_only_not_tls(b"GET / HTTP/1.1\r\n", &only_ee));
+    assert!(ee_only_not_tls(&[0xef], &only_ee));
+    assert!(!ee_only_not_tls(&[0x16], &only_ee));
+    assert!(!ee_only_not_tls(&[], &only_ee));
+    let mixed = cfg(&[KEY, &ee("a.example")]);
+    assert!(!ee_only_not_tls(b"GET / HTTP/1.1\r\n", &mixed));
+}
+
+#[test]
+fn mask_locals_name_the_owner_and_stay_bounded() {
+    let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+    let mut m = MaskLocals::new(2);
+    m.insert(a("127.0.0.1:40000"), 3, 77);
+    m.insert(a("127.0.0.1:40001"), 4, 78);
+    m.insert(a("127.0.0.1:40002"), 5, 79); // over capacity: not kept
+    assert_eq!(m.owner(a("127.0.0.1:40000")), Some((3, 77)));
+    assert_eq!(m.owner(a("127.0.0.1:40002")), None);
+    m.remove(a("127.0.0.1:40000"));
+    assert_eq!(m.owner(a("127.0.0.1:40000")), None);
+    assert_eq!(m.map.len(), 1);
+}

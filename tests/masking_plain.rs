@@ -1,0 +1,217 @@
+//! Black-box: masking without fake-TLS. On a port whose secrets are all `ee`, a client whose
+//! first bytes are not TLS is relayed byte for byte to `--mask-host` (a loopback fake server
+//! here): the server gets exactly the client's bytes, the client gets the server's reply, the
+//! half-close passes both ways, and the session is logged and counted as masked. A mask host
+//! that refuses → `mask-unreachable` quickly; `--no-mask` → closed; a mask host that is our own
+//! listener → `mask-loop`, and the proxy keeps handling clients.
+//!
+//! Real sockets on 127.0.0.1 only; no fixed sleeps. The fake-TLS masking cases (a real TLS
+//! "site" behind) are tests/faketls_*.rs's.
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{closed_port, stats_field, Proxy};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// An `ee` secret (key `0123…ef`, domain `mask.invalid`): the port is ee-only.
+fn ee_secret() -> String {
+    let hex: String = b"mask.invalid".iter().map(|b| format!("{b:02x}")).collect();
+    format!("ee0123456789abcdef0123456789abcdef{hex}")
+}
+
+/// A fake mask server for one connection: reads until the client's end of stream, reports
+/// what it got, answers `reply` and closes.
+fn mask_server(reply: &'static [u8]) -> (SocketAddr, mpsc::Receiver<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        let _ = tx.send(got);
+        let _ = s.write_all(reply);
+    });
+    (addr, rx)
+}
+
+fn proxy(extra: &[&str]) -> Proxy {
+    let secret = ee_secret();
+    let mut args = vec![
+        "--secret",
+        &secret,
+        "--tier-order",
+        "tcp",
+        "--stats-interval",
+        "0.2",
+    ];
+    args.extend_from_slice(extra);
+    Proxy::start(&args)
+}
+
+/// Sends `bytes`, half-closes, reads to the end: (what came back, how long the close took), or
+/// None if nothing ended within `WAIT`.
+fn exchange(addr: SocketAddr, bytes: &[u8]) -> Option<(Vec<u8>, Duration)> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    let start = Instant::now();
+    s.write_all(bytes).expect("write");
+    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut got = Vec::new();
+    match s.read_to_end(&mut got) {
+        Ok(_) => Some((got, start.elapsed())),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
+        Err(_) => Some((got, start.elapsed())),
+    }
+}
+
+fn stats_has(p: &Proxy, key: &str, n: u64) -> bool {
+    common::wait_until(WAIT, || {
+        p.next_stats(WAIT)
+            .is_some_and(|l| stats_field(&l, key) == Some(vec![n]))
+    })
+}
+
+#[test]
+fn non_tls_bytes_are_relayed_to_the_mask_host_and_back() {
+    let (mask, got) = mask_server(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi");
+    let target = mask.to_string();
+    let p = proxy(&["--mask-host", &target]);
+    // Larger than one read and than a hello, to cross the splice buffer more than once.
+    let mut request = b"GET / HTTP/1.1\r\nHost: mask.invalid\r\n\r\n".to_vec();
+    request.extend((0..40_000u32).map(|i| (i % 251) as u8));
+    let (reply, _) = exchange(p.addr(), &request).expect("masked exchange ended");
+    assert_eq!(
+        got.recv_timeout(WAIT).expect("mask server got bytes"),
+        request
+    );
+    assert_eq!(reply, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi");
+    let line = p
+        .wait_line(&["masked 127.0.0.1:", "why=not-tls", "reason=masked"], WAIT)
+        .unwrap_or_else(|| panic!("no masked line:\n{}", p.dump()));
+    assert!(
+        line.contains(&format!("to {target}")) && line.contains("end=both ended"),
+        "{line}"
+    );
+    assert!(stats_has(&p, "masked-not-tls", 1), "{}", p.dump());
+    assert!(stats_has(&p, "masked", 1), "{}", p.dump());
+}
+
+#[test]
+fn mask_host_down_is_unreachable_quickly() {
+    let dead = closed_port().to_string();
+    let p = proxy(&["--mask-host", &dead, "--mask-connect-timeout", "5"]);
+    let (reply, took) = exchange(p.addr(), b"hello, not tls").expect("closed");
+    assert!(reply.is_empty());
+    assert!(took < Duration::from_secs(4), "closed after {took:?}");
+    assert!(p.wait_log("reason=mask-unreachable", WAIT), "{}", p.dump());
+    assert!(stats_has(&p, "mask-unreachable", 1), "{}", p.dump());
+}
+
+#[test]
+fn mask_connect_timeout_is_bounded() {
+    // A listener whose backlog is full never completes more connects: the mask connect hangs.
+    let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    l.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    l.listen(0).unwrap();
+    let addr: SocketAddr = l.local_addr().unwrap().as_socket().unwrap();
+    let _fill: Vec<_> = (0..8)
+        .filter_map(|_| {
+            let s =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+            s.set_nonblocking(true).ok()?;
+            let _ = s.connect(&addr.into());
+            Some(s)
+        })
+        .collect();
+    let target = addr.to_string();
+    let p = proxy(&["--mask-host", &target, "--mask-connect-timeout", "0.5"]);
+    let (_, took) = exchange(p.addr(), b"hello, not tls").expect("closed");
+    assert!(took < Duration::from_secs(5), "closed after {took:?}");
+    let line = p
+        .wait_line(&["reason=mask-unreachable"], WAIT)
+        .expect("unreachable line");
+    assert!(line.contains("end=no connect within 0.5s"), "{line}");
+}
+
+#[test]
+fn no_mask_closes_instead() {
+    let (mask, got) = mask_server(b"never");
+    let target = mask.to_string();
+    let p = proxy(&[
+        "--mask-host",
+        &target,
+        "--no-mask",
+        "--bad-client-drain",
+        "0",
+    ]);
+    let (reply, _) = exchange(p.addr(), b"hello, not tls").expect("closed");
+    assert!(reply.is_empty());
+    assert!(p.wait_log("closed (--no-mask)", WAIT), "{}", p.dump());
+    assert!(
+        got.recv_timeout(Duration::from_millis(200)).is_err(),
+        "the mask host was dialled"
+    );
+}
+
+#[test]
+fn mask_host_equal_to_our_listener_is_a_loop() {
+    let port = closed_port().port();
+    let (port_s, target) = (port.to_string(), format!("127.0.0.1:{port}"));
+    let p = proxy(&["--port", &port_s, "--mask-host", &target]);
+    assert_eq!(p.port(), port);
+    for _ in 0..2 {
+        let (reply, took) = exchange(p.addr(), b"hello, not tls").expect("closed");
+        assert!(
+            reply.is_empty() && took < Duration::from_secs(4),
+            "{took:?}"
+        );
+    }
+    assert!(
+        p.wait_log("is our own listener reason=mask-loop", WAIT),
+        "{}",
+        p.dump()
+    );
+    // Both loop clients were handled (the proxy kept serving), nothing was relayed.
+    assert!(stats_has(&p, "mask-loop", 2), "{}", p.dump());
+    assert_eq!(p.count_log("reason=masked"), 0);
+}
+
+#[test]
+fn a_mask_host_name_is_resolved_through_the_resolver() {
+    let (mask, got) = mask_server(b"named");
+    let target = format!("mask.test:{}", mask.port());
+    let secret = ee_secret();
+    let p = common::named_proxy(
+        &["mask.test"],
+        &[
+            "--secret",
+            &secret,
+            "--tier-order",
+            "tcp",
+            "--mask-host",
+            &target,
+        ],
+    );
+    let (reply, _) = exchange(p.addr(), b"plain bytes").expect("masked exchange ended");
+    assert_eq!(
+        got.recv_timeout(WAIT).expect("mask server got bytes"),
+        b"plain bytes"
+    );
+    assert_eq!(reply, b"named");
+    assert!(
+        p.wait_line(&["masked", &format!("to {target} (127.0.0.1)")], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+}
