@@ -3,7 +3,8 @@
 //! here): the server gets exactly the client's bytes, the client gets the server's reply, the
 //! half-close passes both ways, and the session is logged and counted as masked. A mask host
 //! that refuses → `mask-unreachable` quickly; `--no-mask` → closed; a mask host that is our own
-//! listener → `mask-loop`, and the proxy keeps handling clients.
+//! listener → `mask-loop`, and the proxy keeps handling clients; a silent masked session ends at
+//! `--mask-idle-timeout` and gives its per-address slot back.
 //!
 //! Real sockets on 127.0.0.1 only; no fixed sleeps. The fake-TLS masking cases (a real TLS
 //! "site" behind) are tests/faketls_*.rs's.
@@ -214,4 +215,46 @@ fn a_mask_host_name_is_resolved_through_the_resolver() {
         "{}",
         p.dump()
     );
+}
+
+#[test]
+fn an_idle_masked_session_is_closed_and_gives_its_slot_back() {
+    // A mask host that takes connections and never answers.
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let target = l.local_addr().unwrap().to_string();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let _ = tx.send(s); // kept open, silent
+        }
+    });
+    let p = proxy(&[
+        "--mask-host",
+        &target,
+        "--mask-idle-timeout",
+        "0.5",
+        "--max-per-ip",
+        "1",
+    ]);
+    for round in 0..2 {
+        let mut s = TcpStream::connect(p.addr()).expect("connect");
+        let start = Instant::now();
+        s.write_all(b"hello, not tls").unwrap();
+        let _held = rx.recv_timeout(WAIT).expect("the mask host was dialled");
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let r = s.read(&mut [0u8; 16]);
+        assert!(matches!(r, Ok(0) | Err(_)), "round {round}: {r:?}");
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(450) && took < Duration::from_secs(5),
+            "round {round}: idle close after {took:?}"
+        );
+    }
+    // The second close line may be folded into the first's interval; the count is exact.
+    assert!(
+        p.count_log("end=idle for 0.5s reason=masked") >= 1,
+        "{}",
+        p.dump()
+    );
+    assert!(stats_has(&p, "masked", 2), "{}", p.dump());
 }

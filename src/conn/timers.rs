@@ -1,7 +1,8 @@
 //! A session's timers: what each [`SessionTimer`] does when it fires (handshake — PROXY header
-//! included — and linger deadlines, the mask phase's connect/idle deadline, idleness, the WS ping, a pooled upstream's first-byte deadline, the stall watch)
-//! and how they are armed. Owns no state of its own: the timer ids live in [`Conn`] (`mod.rs`),
-//! the decisions they lead to in the relay core (`crate::relay`) and the ladder.
+//! included — and linger deadlines, the mask phase's connect/idle deadline, idleness, the WS
+//! ping, a pooled upstream's first-byte deadline, the stall watch) and how they are armed. Owns
+//! no state of its own: the timer ids live in [`Conn`] (`mod.rs`), the decisions they lead to in
+//! the relay core (`crate::relay`) and the ladder.
 
 use super::*;
 

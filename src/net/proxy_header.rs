@@ -1,4 +1,5 @@
-//! PROXY protocol header (HAProxy's "PROXY protocol" spec, versions 1 and 2): a sans-IO parser
+//! PROXY protocol header (HAProxy's "PROXY protocol" spec, versions 1 and 2; the facts we rely on
+//! and our bounds are in docs/protocol.md §1.8): a sans-IO parser
 //! of the header a load balancer (nginx `ssl_preread` + `proxy_protocol on`, HAProxy
 //! `send-proxy`/`send-proxy-v2`) puts before the client's bytes, so the proxy learns the real
 //! client address.

@@ -144,7 +144,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Spawns `tg-ws-proxy run --host 127.0.0.1 --port 0 --pool-size 0 --startup-probes off
-    /// --ca-file tests/data/ca.pem <args>`
+    /// --max-per-ip 0 --per-ip-rate 0 … --ca-file tests/data/ca.pem <args>` ([`run_args`])
     /// with every inherited `TG_*` variable removed, and waits up to 10 s for the
     /// `listening on ADDR` line. Panics (with the logs) if it does not come.
     pub fn start(args: &[&str]) -> Proxy {
@@ -324,6 +324,13 @@ pub fn run_args() -> Vec<&'static str> {
         // would add probes to the fake peers that most tests count exactly.
         "--startup-probes",
         "off",
+        // No per-client-address limits unless a test asks (`--max-per-ip N`, `--per-ip-rate N`
+        // later on the line win): every test client comes from 127.0.0.1, and many tests open
+        // more sessions at once than the defaults let one address have.
+        "--max-per-ip",
+        "0",
+        "--per-ip-rate",
+        "0",
         // Every upstream defaults to a closed loopback port, so nothing a test forgot to
         // point at a fake peer can reach the real DC table (a test's own `--dc-ip 2:…` or
         // `--tcp-dc-ip 2:…` later on the line replaces the entry for its DC; test DCs are
