@@ -180,6 +180,10 @@ fn gate_rule_replay_refused_and_only_accepted_hellos_inserted() {
     assert_eq!(g.check(&rec, &keys(), NOW, 10), Err(Reject::Replay));
     assert_eq!(g.counters().replays, 1);
     assert_eq!(g.replay_cache().len(), 1);
+    // a copy with other timestamp bytes still passes the digest: still a replay
+    let mut moved = rec.clone();
+    moved[39] ^= 0x01; // the timestamp moves by one second
+    assert_eq!(g.check(&moved, &keys(), NOW, 20), Err(Reject::Replay));
 }
 
 #[test]
