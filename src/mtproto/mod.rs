@@ -3,6 +3,7 @@
 //! MTProto messages the probe and the test rig need (`packet`).
 
 pub mod dc;
+pub mod faketls;
 pub mod framing;
 pub mod obfs2;
 pub mod packet;

@@ -19,7 +19,7 @@
 
 pub mod end;
 #[cfg(test)]
-mod pipe;
+pub(crate) mod pipe;
 pub mod replay;
 mod scratch;
 pub mod stall;
