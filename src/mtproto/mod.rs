@@ -1,6 +1,7 @@
 //! MTProto-side wire code, all sans-IO: obfuscated2 init and ciphers (`obfs2`), transport packet
 //! boundaries (`framing`), DC ids, host names and IP tables (`dc`), and the handful of unencrypted
-//! MTProto messages the probe and the test rig need (`packet`).
+//! MTProto messages the probe and the test rig need (`packet`), and fake-TLS for `ee` secrets
+//! (`faketls`: ClientHello check, ServerHello, the client side).
 
 pub mod dc;
 pub mod faketls;
