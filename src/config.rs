@@ -193,6 +193,13 @@ pub struct Config {
     /// Bytes a probe of a route whose last failure was `stalled` must pull down
     /// (`--stall-probe-bytes`, 32 KiB: more than the ~16–20 KB a freeze lets through).
     pub stall_probe_bytes: u32,
+    /// A fake-TLS ClientHello whose timestamp is further than this from the wall clock is
+    /// refused as stale, once the clock is trusted (`--tls-time-window`, 120 s; 0 = timestamps
+    /// never checked; `mtproto::faketls::clock` has the trust rule).
+    pub tls_time_window: Duration,
+    /// Entries of the fake-TLS anti-replay cache of accepted client randoms
+    /// (`--replay-cache`, 16384; 0 = off, which lets a recorded hello be replayed).
+    pub replay_cache: usize,
 }
 
 /// Default listen port, as in the other implementations.
@@ -261,6 +268,8 @@ impl Config {
             short_session: Duration::from_secs(3),
             stall_timeout: Duration::from_secs(8),
             stall_probe_bytes: 32 * 1024,
+            tls_time_window: Duration::from_secs(120),
+            replay_cache: 16384,
         }
     }
 }

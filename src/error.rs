@@ -71,6 +71,10 @@ pub enum CloseReason {
     /// (`--dc-ip`, `--tcp-dc-ip`): refused at the init, so client input never grows per-DC
     /// state (`route::table::known_dc`).
     UnknownDc,
+    /// After a fake-TLS handshake the client sent a record we do not relay: a type other than
+    /// application_data or change_cipher_spec, an empty application_data record, or one over
+    /// 16640 bytes (`mtproto::faketls::record`).
+    TlsRecord,
 }
 
 impl CloseReason {
@@ -95,6 +99,7 @@ impl CloseReason {
             CloseReason::LocalResource => "local-resource",
             CloseReason::UpstreamSilent => "upstream-silent",
             CloseReason::UnknownDc => "unknown-dc",
+            CloseReason::TlsRecord => "tls-record",
         }
     }
 
@@ -107,7 +112,8 @@ impl CloseReason {
             | CloseReason::BadInit
             | CloseReason::HttpRequest
             | CloseReason::TlsClientHello
-            | CloseReason::UnknownDc => Side::Client,
+            | CloseReason::UnknownDc
+            | CloseReason::TlsRecord => Side::Client,
             CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_) => {
                 Side::Upstream
             }
@@ -116,7 +122,7 @@ impl CloseReason {
     }
 
     /// All reasons, for stats tables (`WsClose` represented once).
-    pub const ALL: [CloseReason; 18] = [
+    pub const ALL: [CloseReason; 19] = [
         CloseReason::ClientEof,
         CloseReason::ClientReset,
         CloseReason::UpstreamEof,
@@ -135,6 +141,7 @@ impl CloseReason {
         CloseReason::LocalResource,
         CloseReason::UpstreamSilent,
         CloseReason::UnknownDc,
+        CloseReason::TlsRecord,
     ];
 
     /// Index into [`CloseReason::ALL`].

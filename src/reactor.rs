@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{error, info, warn};
 use mio::net::TcpListener;
@@ -23,10 +23,12 @@ use slab::Slab;
 
 use crate::buf::BufPool;
 use crate::config::Config;
-use crate::conn::{Conn, Ctx, Status, TimerEv};
+use crate::conn::{log_clock_events, Conn, Ctx, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
 use crate::error::CloseReason;
 use crate::logging::RateLimited;
+use crate::mtproto::faketls::gate::{EeKey, Gate};
+use crate::mtproto::obfs2::SecretKind;
 use crate::net::dial::Upstream;
 use crate::net::tls;
 use crate::relay::Scratch;
@@ -104,6 +106,12 @@ struct Shared {
     scratch: Scratch,
     /// Folds close lines of sessions that never reached an upstream (`Ctx::unserved_log`).
     unserved_log: [RateLimited; CloseReason::ALL.len()],
+    /// Unix seconds, read once per loop iteration (`Ctx::wall_s`).
+    wall_s: u64,
+    /// The fake-TLS gate (`Ctx::gate`).
+    gate: Gate,
+    /// The `ee` secrets (`Ctx::ee_keys`).
+    ee_keys: Vec<EeKey>,
 }
 
 impl Shared {
@@ -138,6 +146,9 @@ impl Shared {
             client_log: &mut self.client_log,
             scratch: &mut self.scratch,
             unserved_log: &mut self.unserved_log,
+            wall_s: self.wall_s,
+            gate: &mut self.gate,
+            ee_keys: &self.ee_keys,
         }
     }
 }
@@ -194,6 +205,15 @@ impl Reactor {
         let replay = BufPool::new(REPLAY_BLOCKS.min(capacity), cfg.buf_size, 2);
         let clock = Instant::now();
         let now = 1;
+        let wall_s = wall_clock_s();
+        let ee_keys = ee_keys(&cfg);
+        // No `ee` secret: no hello is ever checked, so the replay cache takes no memory.
+        let replay_entries = if ee_keys.is_empty() {
+            0
+        } else {
+            cfg.replay_cache
+        };
+        let gate = Gate::new(cfg.tls_time_window.as_secs(), replay_entries, wall_s, now);
         let mut dns = Resolver::new(ResolverConfig {
             hosts_path: cfg.hosts_file.clone(),
             resolv_path: cfg.resolv_conf.clone(),
@@ -235,6 +255,9 @@ impl Reactor {
                 dns,
                 watch: SuspendWatch::new(now),
                 scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay),
+                wall_s,
+                gate,
+                ee_keys,
                 cfg,
             },
             clock,
@@ -263,6 +286,11 @@ impl Reactor {
             }
             // +1: time 0 is "never" to the ladder (a route's last state change).
             self.now = self.clock.elapsed().as_millis() as u64 + 1;
+            self.s.wall_s = wall_clock_s();
+            if !self.s.ee_keys.is_empty() {
+                self.s.gate.observe_clock(self.s.wall_s, self.now);
+                log_clock_events(&mut self.s.gate, &self.s.cfg);
+            }
             self.dispatch();
             if self.accept == Accept::Pending {
                 self.accept_batch();
@@ -434,6 +462,7 @@ impl Reactor {
             Global::Stats => {
                 self.s.stats.probes_deferred = self.s.ladder.counters.deferred;
                 self.s.stats.unpaced = self.s.ladder.unpaced();
+                self.s.stats.set_gate(self.s.gate.counters());
                 info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
                 let every = self.s.cfg.stats_interval.as_millis() as u64;
                 self.globals[Global::Stats as usize] = Some(self.now + every);
@@ -459,6 +488,30 @@ impl Reactor {
             finish(&mut self.slab, slot, status, &mut self.again);
         }
     }
+}
+
+/// Unix seconds now on the wall clock (0 if it reads before 1970): the one wall clock read,
+/// for fake-TLS timestamps only.
+fn wall_clock_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The `ee` secrets of `cfg` as the fake-TLS gate sees them, with their `Config::secrets` index.
+fn ee_keys(cfg: &Config) -> Vec<EeKey> {
+    cfg.secrets
+        .iter()
+        .enumerate()
+        .filter_map(|(index, s)| match &s.kind {
+            SecretKind::Ee(domain) => Some(EeKey {
+                index,
+                key: s.key,
+                domain: domain.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Applies a session's status after it handled something.

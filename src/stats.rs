@@ -47,6 +47,19 @@ pub struct Stats {
     /// Sessions whose pooled upstream stayed silent past `--pool-first-byte-timeout` and were
     /// replayed on a fresh route (shown as `retried=N` when not 0).
     pub pool_retries: u64,
+    /// Fake-TLS hellos accepted (shown with the three gate counters below as
+    /// `tls=accepted/replays/stale/unchecked` when any is not 0).
+    pub tls_accepted: u64,
+    /// Fake-TLS hellos refused as replays (copied from the gate when the line is written).
+    pub tls_replays: u64,
+    /// Fake-TLS hellos refused as stale (copied from the gate).
+    pub tls_stale: u64,
+    /// Fake-TLS hellos accepted while the clock was not trusted, their timestamp unchecked
+    /// (copied from the gate).
+    pub tls_unchecked: u64,
+    /// Replay cache entries evicted before their time because it was full (copied from the
+    /// gate; shown as `replay-evicted=N` when not 0: raise `--replay-cache`).
+    pub tls_replay_evicted: u64,
 }
 
 impl Stats {
@@ -56,6 +69,14 @@ impl Stats {
         if zero_byte_client_close {
             self.zero_byte_closes += 1;
         }
+    }
+
+    /// Copies the fake-TLS gate's counters (before the line is written).
+    pub fn set_gate(&mut self, c: crate::mtproto::faketls::gate::GateCounters) {
+        self.tls_replays = c.replays;
+        self.tls_stale = c.stale;
+        self.tls_unchecked = c.accepted_unchecked;
+        self.tls_replay_evicted = c.evicted_early;
     }
 
     /// Total closed sessions.
@@ -100,6 +121,18 @@ impl Stats {
         }
         if self.pool_retries > 0 {
             s.push_str(&format!(" retried={}", self.pool_retries));
+        }
+        let tls = [
+            self.tls_accepted,
+            self.tls_replays,
+            self.tls_stale,
+            self.tls_unchecked,
+        ];
+        if tls.iter().any(|&n| n > 0) {
+            s.push_str(&format!(" tls={}/{}/{}/{}", tls[0], tls[1], tls[2], tls[3]));
+        }
+        if self.tls_replay_evicted > 0 {
+            s.push_str(&format!(" replay-evicted={}", self.tls_replay_evicted));
         }
         for r in CloseReason::ALL {
             let n = self.closed[r.index()];

@@ -1,5 +1,21 @@
 //! Inbound handshake: read exactly the 64-byte obfuscated2 init, check it against every
-//! secret (docs/protocol.md §1.1–1.3), and either start connecting or drain a bad client.
+//! secret (docs/protocol.md §1.1–1.3), and either start connecting or drain a bad client; with
+//! `ee` secrets, the fake-TLS handshake first (/work/shared/PROTOCOL.md §2).
+//!
+//! ```text
+//! First ─not TLS─► Init ───────────────────────────────► (init ok) Connecting
+//!   │  └─TLS-like, not a hello (port with plain/dd)─► InitOrBadHello ─fails─► mask
+//!   └─ClientHello─► Hello ─gate: ours─► Answer ─written─► TlsInit ─► (init ok) Connecting
+//!                      └─not ours─► mask
+//! ```
+//! The first bytes tell TLS from not (`faketls::hello::sniff`; with no `ee` secret they are not
+//! looked at). A ClientHello record is read exactly (never past it, ≤ `MAX_HELLO_RECORD`) and
+//! judged by the gate (`faketls::gate`: key, SNI, timestamp, replay); ours gets the ServerHello
+//! answer, after which the client stream carries fake-TLS records (`client_io`) and the init
+//! inside them must open with the matched secret alone. A hello that is not ours, and any
+//! non-TLS client on a port whose secrets are all `ee`, goes to the mask host (`mask`) with
+//! every byte read so far; an `ee` secret never opens a plain init. With no `ee` secret a TLS
+//! start is today's `tls-to-plain-port` reject.
 //!
 //! Bad input (wrong secret, HTTP, TLS to a plain port, garbage) gets one rate-limited log line
 //! (HTTP as soon as its first bytes show it: `GET `, `POST`, `CONNECT `, the HTTP/2 preface…)
@@ -7,16 +23,25 @@
 //! init whose DC index names no DC (§1.4) is closed as `no-route` at once, and one naming a DC
 //! that is neither in the table nor configured (`route::table::known_dc`) as `unknown-dc`, so
 //! client input never creates per-DC state. Only this session is affected. On success it hands
-//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream.
+//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream. The
+//! gate's clock events are logged here once each ([`log_clock_events`]).
 
-use log::{debug, warn};
+use log::{debug, info, warn};
 
 use super::connect::Connecting;
+use super::mask::MaskWhy;
 use super::{Conn, Ctx, Phase, SessionTimer, Step};
+use crate::config::Config;
 use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
-use crate::mtproto::obfs2::{self, INIT_LEN};
-use crate::net::io::{read_once, Io};
+use crate::mtproto::faketls::clock::{ClockEvent, CLOCK_FLOOR};
+use crate::mtproto::faketls::gate::{Gate, Reject};
+use crate::mtproto::faketls::hello::{self, Sniff};
+use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
+use crate::mtproto::faketls::RECORD_HEADER;
+use crate::mtproto::obfs2::{self, Accepted, SecretKind, INIT_LEN};
+use crate::net::io::{read_once, write_once, Io};
+use crate::relay::end::client_read_failure;
 use crate::route::table::known_dc;
 
 /// Bytes discarded per drain read.
@@ -32,10 +57,42 @@ const HTTP_PREFIXES: [&[u8; 4]; 4] = [b"GET ", b"POST", b"HEAD", b"OPTI"];
 /// handshake deadline.
 const HTTP_STARTS: [&[u8]; 2] = [b"CONNECT ", b"PRI * HTTP/2.0\r\n"];
 
-/// The init being collected.
+/// Where the handshake is.
+enum Stage {
+    /// Nothing decided yet: with `ee` secrets the first bytes (≤ 5) say TLS or not.
+    First,
+    /// Reading the 64-byte obfuscated2 init straight on TCP, checked against every plain and
+    /// `dd` secret.
+    Init,
+    /// The same, on a port that also has `ee` secrets, after first bytes that start like a TLS
+    /// handshake record but cannot be a ClientHello we read (`hello::Sniff::Bad`): tried as an
+    /// init (an init starts with 0x16 one time in 256), masked as a malformed hello if it fails.
+    InitOrBadHello,
+    /// Reading exactly the ClientHello record (header included), sized to its announced length.
+    Hello { record: Vec<u8>, got: usize },
+    /// Writing our answer to an accepted hello; `sent` bytes of `answer` are out.
+    Answer {
+        answer: Vec<u8>,
+        sent: usize,
+        matched: Matched,
+    },
+    /// Reading the 64-byte init inside fake-TLS records, checked with the matched secret only.
+    TlsInit { matched: Matched },
+}
+
+/// The `ee` secret an accepted ClientHello matched.
+#[derive(Clone, Copy)]
+struct Matched {
+    /// Index into `Config::secrets`.
+    index: usize,
+    key: [u8; 16],
+}
+
+/// The client's handshake: the init being collected, and the fake-TLS steps before it.
 pub struct Handshake {
     init: [u8; INIT_LEN],
     got: usize,
+    stage: Stage,
 }
 
 impl Handshake {
@@ -43,6 +100,7 @@ impl Handshake {
         Handshake {
             init: [0; INIT_LEN],
             got: 0,
+            stage: Stage::First,
         }
     }
 
@@ -69,34 +127,251 @@ fn classify_bad(prefix: &[u8]) -> CloseReason {
     }
 }
 
+/// Checks a plain init against every secret that is not `ee` (an `ee` secret is only
+/// accepted inside fake-TLS); `secret_index` is the `Config::secrets` index.
+fn accept_plain(init: &[u8; INIT_LEN], ctx: &Ctx<'_>) -> Option<Accepted> {
+    ctx.keys
+        .iter()
+        .zip(&ctx.cfg.secrets)
+        .enumerate()
+        .filter(|(_, (_, s))| !matches!(s.kind, SecretKind::Ee(_)))
+        .find_map(|(i, (k, _))| {
+            let mut a = obfs2::accept(init, std::slice::from_ref(k)).ok()?;
+            a.secret_index = i;
+            Some(a)
+        })
+}
+
+/// What a handshake read gave.
+enum Read {
+    /// This many bytes.
+    Got(usize),
+    /// The step ends here.
+    Done(Step),
+}
+
 impl Conn {
     pub(super) fn step_handshake(&mut self, ctx: &mut Ctx<'_>) -> Step {
         let Phase::Handshake(h) = &mut self.phase else {
             return Step::Wait;
         };
+        match h.stage {
+            Stage::First | Stage::Init | Stage::InitOrBadHello => self.step_init(ctx),
+            Stage::Hello { .. } => self.step_hello(ctx),
+            Stage::Answer { .. } => self.step_answer(ctx),
+            Stage::TlsInit { .. } => self.step_tls_init(ctx),
+        }
+    }
+
+    /// One read from the client into `init[got..want]` (`want` > `got`).
+    fn read_init(&mut self, want: usize) -> Read {
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Read::Done(Step::Wait);
+        };
+        if !self.client_ready.read {
+            return Read::Done(Step::Wait);
+        }
+        match read_once(&mut self.client, &mut h.init[h.got..want]) {
+            Io::Blocked => {
+                self.client_ready.read = false;
+                Read::Done(Step::Wait)
+            }
+            Io::Eof => Read::Done(Step::Close(CloseReason::HandshakeEof)),
+            Io::Failed(e) => Read::Done(Step::Close(client_read_failure(&e))),
+            Io::Done(n) => {
+                h.got += n;
+                Read::Got(h.got)
+            }
+        }
+    }
+
+    /// The first bytes and the init straight on TCP.
+    fn step_init(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        if matches!(h.stage, Stage::First) && ctx.ee_keys.is_empty() {
+            h.stage = Stage::Init;
+        }
+        // Undecided: read no further than a record header, so a ClientHello is never over-read.
+        let want = if matches!(h.stage, Stage::First) {
+            RECORD_HEADER
+        } else {
+            INIT_LEN
+        };
+        let got = match self.read_init(want) {
+            Read::Got(got) => got,
+            Read::Done(step) => return step,
+        };
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        if matches!(h.stage, Stage::First) {
+            let all_ee = ctx.ee_keys.len() == ctx.cfg.secrets.len();
+            match hello::sniff(&h.init[..got]) {
+                Sniff::NeedMore => return Step::Progress,
+                Sniff::Hello { record_len } => {
+                    let mut record = vec![0; record_len];
+                    record[..got].copy_from_slice(&h.init[..got]);
+                    h.stage = Stage::Hello { record, got };
+                    return Step::Progress;
+                }
+                Sniff::Bad(_) if all_ee => {
+                    let captured = h.init[..got].to_vec();
+                    return self.start_mask(MaskWhy::Hello(Reject::Malformed), captured, None, ctx);
+                }
+                Sniff::NotTls if all_ee => {
+                    let captured = h.init[..got].to_vec();
+                    return self.start_mask(MaskWhy::NotTls, captured, None, ctx);
+                }
+                Sniff::Bad(_) => h.stage = Stage::InitOrBadHello,
+                Sniff::NotTls => h.stage = Stage::Init,
+            }
+        }
+        if (4..INIT_LEN).contains(&got) && is_http(&h.init[..got]) {
+            return self.reject(CloseReason::HttpRequest, ctx);
+        }
+        if got < INIT_LEN {
+            return Step::Progress;
+        }
+        let init = h.init;
+        match accept_plain(&init, ctx) {
+            Some(accepted) => self.start_session(accepted, ctx),
+            None if matches!(h.stage, Stage::InitOrBadHello) => {
+                let why = MaskWhy::Hello(Reject::Malformed);
+                self.start_mask(why, init.to_vec(), None, ctx)
+            }
+            None => self.reject(classify_bad(&init), ctx),
+        }
+    }
+
+    /// Reads exactly the ClientHello record, then asks the gate.
+    fn step_hello(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        let Stage::Hello { record, got } = &mut h.stage else {
+            return Step::Wait;
+        };
         if !self.client_ready.read {
             return Step::Wait;
         }
-        match read_once(&mut self.client, &mut h.init[h.got..]) {
+        match read_once(self.client.tcp(), &mut record[*got..]) {
             Io::Blocked => {
                 self.client_ready.read = false;
                 return Step::Wait;
             }
             Io::Eof => return Step::Close(CloseReason::HandshakeEof),
             Io::Failed(_) => return Step::Close(CloseReason::ClientReset),
-            Io::Done(n) => h.got += n,
+            Io::Done(n) => *got += n,
         }
-        if h.got >= 4 && h.got < INIT_LEN && is_http(&h.init[..h.got]) {
-            return self.reject(CloseReason::HttpRequest, ctx);
-        }
-        if h.got < INIT_LEN {
+        if *got < record.len() {
             return Step::Progress;
         }
-        let init = h.init;
-        let accepted = match obfs2::accept(&init, ctx.keys) {
-            Ok(a) => a,
-            Err(_) => return self.reject(classify_bad(&init), ctx),
+        let record = std::mem::take(record);
+        let verdict = ctx.gate.check(&record, ctx.ee_keys, ctx.wall_s, ctx.now);
+        log_clock_events(ctx.gate, ctx.cfg);
+        let acc = match verdict {
+            Ok(acc) => acc,
+            Err(why) => {
+                let sni = hello::parse(&record)
+                    .ok()
+                    .and_then(|hello| hello.sni.map(<[u8]>::to_vec));
+                debug!("client {} fake-TLS hello refused: {why}", self.peer);
+                return self.start_mask(MaskWhy::Hello(why), record, sni.as_deref(), ctx);
+            }
         };
+        let mut answer = vec![0; MAX_SERVER_HELLO];
+        let rng = &mut *ctx.rng;
+        let len = server_hello(&mut answer, &acc, &mut |b| rng.fill(b));
+        if len == 0 {
+            // The gate's Accept always fits (session id ≤ 32); refuse rather than send nothing.
+            return self.start_mask(MaskWhy::Hello(Reject::Malformed), record, None, ctx);
+        }
+        answer.truncate(len);
+        ctx.stats.tls_accepted += 1;
+        debug!(
+            "client {} fake-TLS hello ok: secret #{} skew={}s{}",
+            self.peer,
+            acc.index,
+            acc.skew_s,
+            if acc.clock_trusted {
+                ""
+            } else {
+                " (clock not trusted: not checked)"
+            }
+        );
+        h.stage = Stage::Answer {
+            answer,
+            sent: 0,
+            matched: Matched {
+                index: acc.index,
+                key: acc.key,
+            },
+        };
+        Step::Progress
+    }
+
+    /// Writes our ServerHello, CCS and AppData records (raw, before the record layer), then
+    /// switches the client to fake-TLS.
+    fn step_answer(&mut self, _ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        let Stage::Answer {
+            answer,
+            sent,
+            matched,
+        } = &mut h.stage
+        else {
+            return Step::Wait;
+        };
+        if !self.client_ready.write {
+            return Step::Wait;
+        }
+        match write_once(self.client.tcp(), &answer[*sent..]) {
+            Io::Blocked => {
+                self.client_ready.write = false;
+                return Step::Wait;
+            }
+            Io::Eof | Io::Failed(_) => return Step::Close(CloseReason::ClientReset),
+            Io::Done(n) => *sent += n,
+        }
+        if *sent < answer.len() {
+            return Step::Progress;
+        }
+        h.stage = Stage::TlsInit { matched: *matched };
+        h.got = 0;
+        self.client.start_fake_tls();
+        Step::Progress
+    }
+
+    /// Reads the 64-byte init through the record layer; only the matched secret may open it.
+    fn step_tls_init(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let got = match self.read_init(INIT_LEN) {
+            Read::Got(got) => got,
+            Read::Done(step) => return step,
+        };
+        if got < INIT_LEN {
+            return Step::Progress;
+        }
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        let Stage::TlsInit { matched } = h.stage else {
+            return Step::Wait;
+        };
+        match obfs2::accept(&h.init, &[matched.key]) {
+            Ok(mut accepted) => {
+                accepted.secret_index = matched.index;
+                self.start_session(accepted, ctx)
+            }
+            Err(_) => self.reject(CloseReason::BadInit, ctx),
+        }
+    }
+
+    /// A valid init: checks its DC, then hands over to connecting and arms the idle timer.
+    fn start_session(&mut self, accepted: Accepted, ctx: &mut Ctx<'_>) -> Step {
         let dc = match DcId::from_index(accepted.dc) {
             Ok(dc) => dc,
             Err(_) => {
@@ -121,11 +396,16 @@ impl Conn {
         }
         self.info.dc = Some(dc);
         debug!(
-            "client {} init ok: {} {} secret #{}",
+            "client {} init ok: {} {} secret #{}{}",
             self.peer,
             dc,
             accepted.tag.name(),
-            accepted.secret_index
+            accepted.secret_index,
+            if self.client.is_fake_tls() {
+                " fake-TLS"
+            } else {
+                ""
+            }
         );
         let connecting = Connecting::new(accepted, dc, self.slot, self.id, ctx);
         self.phase = Phase::Connecting(Box::new(connecting));
@@ -139,6 +419,7 @@ impl Conn {
         let detail = match reason {
             CloseReason::HttpRequest => "HTTP request on the MTProto port",
             CloseReason::TlsClientHello => "TLS ClientHello on the plain MTProto port",
+            _ if self.client.is_fake_tls() => "init inside fake-TLS does not match its secret",
             _ => "init matches no secret (wrong secret or not MTProto)",
         };
         self.log_bad(reason, detail, ctx);
@@ -151,7 +432,7 @@ impl Conn {
         Step::Progress
     }
 
-    fn log_bad(&mut self, reason: CloseReason, detail: &str, ctx: &mut Ctx<'_>) {
+    pub(super) fn log_bad(&mut self, reason: CloseReason, detail: &str, ctx: &mut Ctx<'_>) {
         match ctx.bad_log.allow(ctx.now) {
             Some(suppressed) => {
                 let more = if suppressed > 0 {
@@ -181,6 +462,32 @@ impl Conn {
                 Step::Wait
             }
             Io::Eof | Io::Failed(_) => Step::Close(reason),
+        }
+    }
+}
+
+/// Logs the gate's clock events, each once: the unset warning, steps, confirmation.
+pub fn log_clock_events(gate: &mut Gate, cfg: &Config) {
+    while let Some(ev) = gate.take_clock_event() {
+        match ev {
+            ClockEvent::LooksUnset { wall_s } if wall_s <= CLOCK_FLOOR => warn!(
+                "system clock looks unset (before 2026-11-01): fake-TLS timestamps are not \
+                 checked until it is set; the replay cache still refuses repeats (clock reads \
+                 {wall_s})"
+            ),
+            ClockEvent::LooksUnset { .. } => warn!(
+                "system clock looks unset (a valid fake-TLS hello disagreed with it by more \
+                 than --tls-time-window): fake-TLS timestamps are not checked until it is set; \
+                 the replay cache still refuses repeats"
+            ),
+            ClockEvent::Jumped { by_s } => {
+                info!("system clock stepped by {by_s:+}s: fake-TLS timestamp checks re-evaluated")
+            }
+            ClockEvent::Confirmed => info!(
+                "system clock confirmed by a fake-TLS client: hello timestamps are checked \
+                 within ±{}s from now on",
+                cfg.tls_time_window.as_secs()
+            ),
         }
     }
 }

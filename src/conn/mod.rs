@@ -14,8 +14,10 @@
 //! through [`Ctx`]. Sessions report facts to the ladder ([`Observation`]) and decide nothing about
 //! route health; existing sessions never consult route state after they are connected.
 
+mod client_io;
 mod connect;
 mod handshake;
+mod mask;
 mod relay;
 mod timers;
 
@@ -31,6 +33,7 @@ use crate::dns::Resolver;
 use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
+use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::{set_keepalive, Upstream};
 use crate::relay::{Meter, Scratch, StallWatch};
 use crate::rng::Rng;
@@ -40,7 +43,9 @@ use crate::stats::{human_bytes, Stats};
 use crate::timer::{TimerId, Wheel};
 use crate::token::{self, Role};
 
+use client_io::ClientIo;
 use connect::Connecting;
+pub use handshake::log_clock_events;
 use relay::Relaying;
 
 /// Rounds of read/process/write per wake-up before yielding to other sessions.
@@ -121,6 +126,13 @@ pub struct Ctx<'a> {
     /// every route failed, the connect budget, no descriptors, clients that leave while we
     /// connect), one limiter per [`CloseReason::index`].
     pub unserved_log: &'a mut [RateLimited; CloseReason::ALL.len()],
+    /// Unix seconds on the wall clock, read by the reactor once per loop iteration (like `now`);
+    /// only fake-TLS timestamps use it.
+    pub wall_s: u64,
+    /// The fake-TLS gate (replay cache, clock trust, `--tls-time-window`), one per process.
+    pub gate: &'a mut Gate,
+    /// The `ee` secrets of `cfg.secrets` as the gate sees them, in order (empty: no fake-TLS).
+    pub ee_keys: &'a [EeKey],
 }
 
 impl Ctx<'_> {
@@ -163,7 +175,7 @@ pub struct Conn {
     /// Connection id (wrapping counter), carried by tokens and timers.
     pub id: u32,
     slot: usize,
-    client: TcpStream,
+    client: ClientIo,
     client_ready: Ready,
     peer: SocketAddr,
     started: u64,
@@ -231,7 +243,7 @@ impl Conn {
         Ok(Conn {
             id,
             slot,
-            client,
+            client: ClientIo::plain(client),
             client_ready: Ready::default(),
             peer,
             started: ctx.now,
@@ -358,7 +370,7 @@ impl Conn {
             }
             _ => {}
         }
-        let _ = self.client.shutdown(std::net::Shutdown::Both);
+        let _ = self.client.tcp().shutdown(std::net::Shutdown::Both);
         let zero = self.info.meter.bytes_down == 0 && reason.side() == crate::error::Side::Client;
         ctx.stats
             .record_close(reason, zero && self.info.dc.is_some());
@@ -390,8 +402,9 @@ impl Conn {
             }
         }
         info!(
-            "session {} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{folded}",
+            "session {}{} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{folded}",
             self.peer,
+            if self.client.is_fake_tls() { " fake-TLS" } else { "" },
             self.info.dc.map(|d| d.label()).unwrap_or_else(|| "-".into()),
             self.info.tier.map(|t| t.name()).unwrap_or("-"),
             if self.info.target.is_empty() { "-" } else { &self.info.target },

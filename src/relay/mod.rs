@@ -396,7 +396,7 @@ impl Relay {
                     self.end = self.end.on(EndEvent::ClientEof).0;
                     progress = true;
                 }
-                Io::Failed(_) => return Err(CloseReason::ClientReset),
+                Io::Failed(e) => return Err(end::client_read_failure(&e)),
             }
         }
         let written = self.up_written;
