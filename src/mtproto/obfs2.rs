@@ -3,8 +3,8 @@
 //! init toward Telegram (§3.1–3.2) — plus secret parsing, masking and link forms (§1.5, §1.6).
 //!
 //! Sans-IO: bytes in, ciphers and outcomes out. It does not frame packets (`framing`), pick DCs
-//! (`dc`), or touch sockets. Fake-TLS (§2) is not implemented anywhere yet: an `ee` secret is
-//! parsed here for its key and domain only. Key material never appears in `Debug`.
+//! (`dc`), or touch sockets. Fake-TLS (§2) is `mtproto::faketls`; an `ee` secret is parsed here
+//! for its key and domain only. Key material never appears in `Debug`.
 
 use std::fmt;
 

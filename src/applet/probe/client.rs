@@ -3,14 +3,17 @@
 //!
 //! Blocking std sockets are fine here: this is a tool, not the reactor. It owns no wire format:
 //! the init and ciphers come from `mtproto::obfs2`, packet boundaries from `mtproto::framing`.
-//! Fake-TLS (`ee`) clients are not implemented here.
+//! With an `ee` secret it speaks fake-TLS first and carries the obfuscated2 stream in TLS
+//! records (the blocking handshake and record helpers are `tls`; the wire rules
+//! `mtproto::faketls`).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use super::tls::{self, Unwrap};
 use crate::mtproto::framing::{self, Decoder};
-use crate::mtproto::obfs2::{self, Cipher, Secret, Tag};
+use crate::mtproto::obfs2::{self, Cipher, Secret, SecretKind, Tag};
 use crate::rng::Rng;
 
 /// Size of one socket read in [`MtClient::recv_packet`], bytes.
@@ -22,8 +25,9 @@ const READ_CHUNK: usize = 16 * 1024;
 pub struct ClientOptions {
     /// The proxy (or, with `secret: None`, a DC or fake DC).
     pub addr: SocketAddr,
-    /// `Some`: client init hashed with the key, as the Telegram app sends to a proxy.
-    /// `None`: raw relay init, as a proxy sends to a DC.
+    /// `Some`: client init hashed with the key, as the Telegram app sends to a proxy (an `ee`
+    /// secret: inside fake-TLS, SNI = its domain). `None`: raw relay init, as a proxy sends
+    /// to a DC.
     pub secret: Option<Secret>,
     /// Transport inside obfuscated2.
     pub tag: Tag,
@@ -45,6 +49,10 @@ pub struct MtClient {
     timeout: Duration,
     bytes_up: usize,
     bytes_down: usize,
+    /// `Some` with an `ee` secret: the record unwrapper of the server's stream.
+    tls: Option<Unwrap>,
+    /// The next write is the first after the fake-TLS handshake (gets the CCS record first).
+    tls_first: bool,
 }
 
 impl MtClient {
@@ -62,11 +70,30 @@ impl MtClient {
     }
 
     /// Sends the init on an already connected `stream` (`opts.addr` is ignored) and sets its
-    /// read/write timeouts to `opts.timeout` and `TCP_NODELAY`.
-    pub fn handshake(stream: TcpStream, opts: &ClientOptions, rng: &mut Rng) -> io::Result<Self> {
+    /// read/write timeouts to `opts.timeout` and `TCP_NODELAY`. With an `ee` secret the
+    /// fake-TLS handshake comes first (bounded by `opts.timeout`; an answer that does not
+    /// verify is `InvalidData`), then the init goes out after a CCS record in an
+    /// application-data record.
+    pub fn handshake(
+        mut stream: TcpStream,
+        opts: &ClientOptions,
+        rng: &mut Rng,
+    ) -> io::Result<Self> {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(opts.timeout))?;
         stream.set_write_timeout(Some(opts.timeout))?;
+        let mut after_hello = None;
+        let mut tls_bytes = (0, 0);
+        if let Some(Secret {
+            key,
+            kind: SecretKind::Ee(domain),
+        }) = opts.secret.as_ref()
+        {
+            let deadline = Instant::now() + opts.timeout;
+            let (rest, up, down) = tls::handshake(&mut stream, key, domain, deadline, rng)?;
+            tls_bytes = (up, down);
+            after_hello = Some(rest);
+        }
         let key = opts.secret.as_ref().map(|s| &s.key);
         let started = obfs2::initiate(opts.tag, opts.dc, key, rng);
         let mut seed = [0u8; 48];
@@ -79,10 +106,15 @@ impl MtClient {
             decoder: Decoder::new(opts.tag),
             rng: Rng::from_seed(seed),
             timeout: opts.timeout,
-            bytes_up: 0,
-            bytes_down: 0,
+            bytes_up: tls_bytes.0,
+            bytes_down: tls_bytes.1,
+            tls: after_hello.as_ref().map(|_| Unwrap::default()),
+            tls_first: after_hello.is_some(),
         };
         client.write_wire(&started.init)?;
+        if let Some(rest) = after_hello {
+            client.take_in(rest)?;
+        }
         Ok(client)
     }
 
@@ -140,9 +172,21 @@ impl MtClient {
                 Err(e) => return Err(e),
             };
             self.bytes_down += n;
-            self.decrypt.apply(&mut buf[..n]);
-            self.decoder.push(&buf[..n]);
+            let raw = buf[..n].to_vec();
+            self.take_in(raw)?;
         }
+    }
+
+    /// Socket bytes in: unwrapped from records with `ee`, decrypted, fed to the decoder.
+    fn take_in(&mut self, mut raw: Vec<u8>) -> io::Result<()> {
+        if let Some(u) = self.tls.as_mut() {
+            let mut plain = Vec::with_capacity(raw.len());
+            u.push(&raw, &mut plain)?;
+            raw = plain;
+        }
+        self.decrypt.apply(&mut raw);
+        self.decoder.push(&raw);
+        Ok(())
     }
 
     /// Half-closes: no more bytes from us; the peer sees EOF.
@@ -176,7 +220,8 @@ impl MtClient {
     }
 
     /// The socket and the two ciphers (encrypt = us→peer, decrypt = peer→us), for tests that
-    /// drive the stream by hand. Bytes already buffered by the decoder are dropped.
+    /// drive the stream by hand. Bytes already buffered by the decoder are dropped. With an
+    /// `ee` secret the socket still carries TLS records (wrap with `tls::wrap`).
     pub fn into_parts(self) -> (TcpStream, Cipher, Cipher) {
         (self.stream, self.encrypt, self.decrypt)
     }
@@ -187,6 +232,14 @@ impl MtClient {
     }
 
     fn write_wire(&mut self, wire: &[u8]) -> io::Result<()> {
+        let wrapped;
+        let wire = if self.tls.is_some() {
+            wrapped = tls::wrap(wire, self.tls_first);
+            self.tls_first = false;
+            &wrapped[..]
+        } else {
+            wire
+        };
         self.stream.write_all(wire).map_err(|e| match e.kind() {
             io::ErrorKind::WouldBlock => io::ErrorKind::TimedOut.into(),
             _ => e,

@@ -1,15 +1,17 @@
-//! The `probe` applet: judges a proxy the way the Telegram app does — TCP connect, obfuscated2
-//! init with the secret, one `req_pq_multi`, wait for a `resPQ` echoing our nonce — timed,
-//! repeatable and optionally parallel, one line per attempt and a summary.
+//! The `probe` applet: judges a proxy the way the Telegram app does — TCP connect, the fake-TLS
+//! handshake for an `ee` secret, obfuscated2 init with the secret, one `req_pq_multi`, wait for
+//! a `resPQ` echoing our nonce — timed, repeatable and optionally parallel, one line per
+//! attempt and a summary.
 //!
 //! This file owns the applet's flags, `--help`, the worker threads and the printed lines. The
-//! blocking MTProto client ([`MtClient`], in `client`) and one timed attempt with its outcome
-//! vocabulary ([`probe_once`], [`Summary`], in `attempt`) are re-exported here for the
-//! black-box tests and the examples. Durations use the shared grammar
+//! blocking MTProto client ([`MtClient`], in `client`; its fake-TLS wrapping in `tls`) and one
+//! timed attempt with its outcome vocabulary ([`probe_once`], [`Summary`], in `attempt`) are
+//! re-exported here for the black-box tests and the examples. Durations use the shared grammar
 //! ([`cli::parse_duration`]).
 
 mod attempt;
 mod client;
+mod tls;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,18 +30,19 @@ use attempt::fmt_duration;
 /// `tg-ws-proxy probe --help` before the duration grammar.
 const HELP_HEAD: &str = "\
 tg-ws-proxy probe: check a proxy the way the Telegram app does
-(obfuscated2 init, req_pq_multi -> resPQ), timed and repeatable.
+(fake-TLS for ee secrets, obfuscated2 init, req_pq_multi -> resPQ), timed and repeatable.
 
 USAGE: tg-ws-proxy probe [--server] HOST:PORT [--secret HEX] [OPTIONS]
 
   --server HOST:PORT   proxy to probe (or give it as the first positional argument)
   --port N             port, when --server is a bare host
-  --secret HEX         proxy secret: 32 hex, dd+32 hex (first of a comma list is used);
-                       also TG_SECRET or --secret-file PATH. ee (fake-TLS) is not supported yet
+  --secret HEX         proxy secret: 32 hex, dd+32 hex, or ee+32 hex+hex(domain) (fake-TLS:
+                       a ClientHello with that SNI first, the server's answer checked);
+                       first of a comma list is used; also TG_SECRET or --secret-file PATH
   --raw                no secret: send a raw relay init (talk to a DC directly)
   --dc N               DC number (default 2); --media for the media DC
   --tag T              abridged | intermediate | padded
-                       (default: padded for dd secrets, else intermediate)
+                       (default: padded for dd and ee secrets, else intermediate)
   --count N            attempts (default 1)
   --interval D         between attempt starts, per worker (default 1s)
   --timeout D          bound on one whole attempt (default 3s)
@@ -160,16 +163,11 @@ fn parse_args(
         (false, Some(text)) => {
             let first = text.split(',').next().unwrap_or("").trim();
             let s = Secret::parse(first).map_err(|e| format!("{secret_src}: {e}"))?;
-            if let SecretKind::Ee(_) = s.kind {
-                return Err(format!(
-                    "{secret_src}: ee (fake-TLS) secrets are not supported by probe yet"
-                ));
-            }
             Some(s)
         }
     };
     let default_tag = match secret.as_ref().map(|s| &s.kind) {
-        Some(SecretKind::Dd) => Tag::PaddedIntermediate,
+        Some(SecretKind::Dd | SecretKind::Ee(_)) => Tag::PaddedIntermediate,
         _ => Tag::Intermediate,
     };
     let dc = if media { -dc.saturating_abs() } else { dc };
@@ -393,9 +391,17 @@ mod tests {
             let e = parse_args(args(v), None).unwrap_err();
             assert!(e.contains(name), "{v:?}: {e}");
         }
+    }
+
+    #[test]
+    fn ee_secrets_are_accepted_with_the_padded_default_tag() {
         let ee = format!("ee{KEY}6578616d706c652e636f6d");
-        let e = parse_args(args(&["127.0.0.1:9", "--secret", &ee]), None).unwrap_err();
-        assert!(e.contains("ee"), "{e}");
+        let a = parse_args(args(&["127.0.0.1:9", "--secret", &ee]), None)
+            .unwrap()
+            .unwrap();
+        let s = a.client.secret.unwrap();
+        assert_eq!(s.kind, SecretKind::Ee("example.com".into()));
+        assert_eq!(a.client.tag, Tag::PaddedIntermediate);
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub enum ClockEvent {
 /// same rule.
 #[derive(Clone, Debug)]
 pub struct ClockTrust {
-    /// `wall_s − mono_s` at the last reading, seconds.
+    /// `wall_s − mono_s` at the previous reading, seconds.
     offset_s: i64,
     /// Last wall reading, Unix seconds.
     wall_s: u64,
@@ -81,8 +81,9 @@ impl ClockTrust {
         let now = offset(wall_s, mono_ms);
         let by_s = now.saturating_sub(self.offset_s);
         self.wall_s = wall_s;
+        // compared with the previous reading, so slow drift never adds up to a step
+        self.offset_s = now;
         if by_s.abs() > JUMP_S {
-            self.offset_s = now;
             self.stepped = true;
             if wall_s <= CLOCK_FLOOR && self.pending.is_none() {
                 self.pending = self.unset(wall_s);
