@@ -39,7 +39,7 @@ use crate::mtproto::faketls::gate::{Gate, Reject};
 use crate::mtproto::faketls::hello::{self, Sniff};
 use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
 use crate::mtproto::faketls::RECORD_HEADER;
-use crate::mtproto::obfs2::{self, Accepted, SecretKind, INIT_LEN};
+use crate::mtproto::obfs2::{self, Accepted, Secret, SecretKind, INIT_LEN};
 use crate::net::io::{read_once, write_once, Io};
 use crate::relay::end::client_read_failure;
 use crate::route::table::known_dc;
@@ -58,6 +58,7 @@ const HTTP_PREFIXES: [&[u8; 4]; 4] = [b"GET ", b"POST", b"HEAD", b"OPTI"];
 const HTTP_STARTS: [&[u8]; 2] = [b"CONNECT ", b"PRI * HTTP/2.0\r\n"];
 
 /// Where the handshake is.
+#[derive(Debug, PartialEq, Eq)]
 enum Stage {
     /// Nothing decided yet: with `ee` secrets the first bytes (≤ 5) say TLS or not.
     First,
@@ -81,7 +82,7 @@ enum Stage {
 }
 
 /// The `ee` secret an accepted ClientHello matched.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Matched {
     /// Index into `Config::secrets`.
     index: usize,
@@ -127,12 +128,38 @@ fn classify_bad(prefix: &[u8]) -> CloseReason {
     }
 }
 
-/// Checks a plain init against every secret that is not `ee` (an `ee` secret is only
-/// accepted inside fake-TLS); `secret_index` is the `Config::secrets` index.
-fn accept_plain(init: &[u8; INIT_LEN], ctx: &Ctx<'_>) -> Option<Accepted> {
-    ctx.keys
-        .iter()
-        .zip(&ctx.cfg.secrets)
+/// What the first bytes (≤ 5) of a client on a port with `ee` secrets decide.
+#[derive(Debug, PartialEq, Eq)]
+enum First {
+    /// Not enough bytes yet.
+    NeedMore,
+    /// A ClientHello record of this many bytes, header included.
+    Hello(usize),
+    /// Read on as an obfuscated2 init (`Stage::Init` or `Stage::InitOrBadHello`).
+    Init(Stage),
+    /// Mask at once (every secret is `ee`).
+    Mask(MaskWhy),
+}
+
+/// Decides from the first bytes `prefix` of a client on a port with `ee` secrets, `all_ee`
+/// when it has no other kind.
+fn first_bytes(prefix: &[u8], all_ee: bool) -> First {
+    match hello::sniff(prefix) {
+        Sniff::NeedMore => First::NeedMore,
+        Sniff::Hello { record_len } => First::Hello(record_len),
+        Sniff::Bad(_) if all_ee => First::Mask(MaskWhy::Hello(Reject::Malformed)),
+        Sniff::NotTls if all_ee => First::Mask(MaskWhy::NotTls),
+        Sniff::Bad(_) => First::Init(Stage::InitOrBadHello),
+        Sniff::NotTls => First::Init(Stage::Init),
+    }
+}
+
+/// Checks a plain init against every secret (`keys[i]` is `secrets[i]`'s key) that is not
+/// `ee`: an `ee` secret is only accepted inside fake-TLS. `secret_index` is the index into
+/// `secrets`.
+fn accept_plain(init: &[u8; INIT_LEN], keys: &[[u8; 16]], secrets: &[Secret]) -> Option<Accepted> {
+    keys.iter()
+        .zip(secrets)
         .enumerate()
         .filter(|(_, (_, s))| !matches!(s.kind, SecretKind::Ee(_)))
         .find_map(|(i, (k, _))| {
@@ -208,24 +235,20 @@ impl Conn {
         };
         if matches!(h.stage, Stage::First) {
             let all_ee = ctx.ee_keys.len() == ctx.cfg.secrets.len();
-            match hello::sniff(&h.init[..got]) {
-                Sniff::NeedMore => return Step::Progress,
-                Sniff::Hello { record_len } => {
+            match first_bytes(&h.init[..got], all_ee) {
+                First::NeedMore => return Step::Progress,
+                First::Hello(record_len) => {
+                    // got ≤ RECORD_HEADER < record_len: the header read so far starts the record.
                     let mut record = vec![0; record_len];
                     record[..got].copy_from_slice(&h.init[..got]);
                     h.stage = Stage::Hello { record, got };
                     return Step::Progress;
                 }
-                Sniff::Bad(_) if all_ee => {
+                First::Mask(why) => {
                     let captured = h.init[..got].to_vec();
-                    return self.start_mask(MaskWhy::Hello(Reject::Malformed), captured, None, ctx);
+                    return self.start_mask(why, captured, None, ctx);
                 }
-                Sniff::NotTls if all_ee => {
-                    let captured = h.init[..got].to_vec();
-                    return self.start_mask(MaskWhy::NotTls, captured, None, ctx);
-                }
-                Sniff::Bad(_) => h.stage = Stage::InitOrBadHello,
-                Sniff::NotTls => h.stage = Stage::Init,
+                First::Init(stage) => h.stage = stage,
             }
         }
         if (4..INIT_LEN).contains(&got) && is_http(&h.init[..got]) {
@@ -235,7 +258,7 @@ impl Conn {
             return Step::Progress;
         }
         let init = h.init;
-        match accept_plain(&init, ctx) {
+        match accept_plain(&init, ctx.keys, &ctx.cfg.secrets) {
             Some(accepted) => self.start_session(accepted, ctx),
             None if matches!(h.stage, Stage::InitOrBadHello) => {
                 let why = MaskWhy::Hello(Reject::Malformed);
@@ -495,6 +518,48 @@ pub fn log_clock_events(gate: &mut Gate, cfg: &Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mtproto::obfs2::{initiate, Tag};
+    use crate::rng::Rng;
+
+    #[test]
+    fn first_bytes_tell_a_hello_from_an_init_and_mask_only_when_every_secret_is_ee() {
+        let hello = [0x16, 0x03, 0x01, 0x02, 0x00];
+        for all_ee in [false, true] {
+            assert_eq!(first_bytes(&hello[..3], all_ee), First::NeedMore);
+            assert_eq!(first_bytes(&hello, all_ee), First::Hello(5 + 0x200));
+        }
+        // An init (or HTTP) on a mixed port is read on; on an ee-only port it is masked.
+        assert_eq!(first_bytes(b"GET /", false), First::Init(Stage::Init));
+        assert_eq!(first_bytes(&[0xef], true), First::Mask(MaskWhy::NotTls));
+        // Starts like a handshake record but is no hello we read (version 03 07): an init
+        // starts so now and then, so a mixed port tries it as one.
+        let bad = [0x16, 0x03, 0x07];
+        assert_eq!(first_bytes(&bad, false), First::Init(Stage::InitOrBadHello));
+        assert_eq!(
+            first_bytes(&bad, true),
+            First::Mask(MaskWhy::Hello(Reject::Malformed))
+        );
+    }
+
+    #[test]
+    fn an_ee_secret_never_opens_a_plain_init() {
+        let secret = |s: &str| Secret::parse(s).expect("secret parses");
+        let secrets = [
+            secret("ee0123456789abcdef0123456789abcdef6578616d706c652e636f6d"),
+            secret("dd11111111111111111111111111111111"),
+        ];
+        let keys: Vec<[u8; 16]> = secrets.iter().map(|s| s.key).collect();
+        let mut rng = Rng::from_seed([3; 48]);
+        let with_ee = initiate(Tag::PaddedIntermediate, 2, Some(&keys[0]), &mut rng);
+        assert!(accept_plain(&with_ee.init, &keys, &secrets).is_none());
+        assert!(
+            obfs2::accept(&with_ee.init, &keys).is_ok(),
+            "the key itself opens it"
+        );
+        let with_dd = initiate(Tag::PaddedIntermediate, 2, Some(&keys[1]), &mut rng);
+        let a = accept_plain(&with_dd.init, &keys, &secrets).expect("dd init accepted");
+        assert_eq!((a.secret_index, a.dc), (1, 2));
+    }
 
     #[test]
     fn bad_input_is_classified() {
