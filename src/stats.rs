@@ -203,4 +203,26 @@ mod tests {
         assert_eq!(human_bytes(3 << 20), "3.0MiB");
         assert!(rss_kib().unwrap_or(1) > 0);
     }
+
+    #[test]
+    fn fake_tls_fields_show_only_when_not_0() {
+        let mut s = Stats::default();
+        let line = s.line(0, 1);
+        assert!(
+            !line.contains("tls=") && !line.contains("replay-evicted"),
+            "{line}"
+        );
+        s.tls_accepted = 5;
+        s.set_gate(crate::mtproto::faketls::gate::GateCounters {
+            replays: 2,
+            stale: 1,
+            accepted_unchecked: 3,
+            evicted_early: 0,
+        });
+        let line = s.line(0, 1);
+        assert!(line.contains(" tls=5/2/1/3"), "{line}");
+        assert!(!line.contains("replay-evicted"), "{line}");
+        s.tls_replay_evicted = 7;
+        assert!(s.line(0, 1).contains(" replay-evicted=7"));
+    }
 }
