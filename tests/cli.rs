@@ -275,9 +275,18 @@ fn genkey_prints_secrets_that_parse() {
         .trim()
         .to_string();
     assert_eq!(Secret::parse(&dd).expect("dd parses").kind, SecretKind::Dd);
-    let ee = stdout(&run_with(&["genkey", "--ee", "example.com"], &[]))
-        .trim()
-        .to_string();
+    // The domain is in our own hosts file: the resolve check touches no DNS (tests/genkey.rs).
+    let dir = temp_dir("genkey-ee");
+    let hosts = dir.join("hosts");
+    std::fs::write(&hosts, "127.0.0.1 example.com\n").expect("write hosts");
+    let hosts = hosts.to_string_lossy().into_owned();
+    let ee = stdout(&run_with(
+        &["genkey", "--ee", "example.com", "--hosts-file", &hosts],
+        &[],
+    ))
+    .trim()
+    .to_string();
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         Secret::parse(&ee).expect("ee parses").kind,
         SecretKind::Ee("example.com".into())

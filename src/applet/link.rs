@@ -202,4 +202,30 @@ Local:
             "https://t.me/proxy?server=192.168.1.1&port=1443&secret=ddab"
         );
     }
+
+    /// Issue 8: an `ee` secret's link is `ee` + key + hex(domain), and a configuration of only
+    /// `ee` secrets gives only `ee` links (no `dd` form of the same key).
+    #[test]
+    fn ee_links_carry_key_and_hex_domain_and_only_ee_secrets_give_only_ee_links() {
+        let key = "0123456789abcdef0123456789abcdef";
+        let ee1 = format!("ee{key}6578616d706c652e636f6d"); // example.com
+        let ee2 = format!("ee{key}612e696f"); // a.io
+        let args = Arguments::from_vec(
+            ["--server", "192.0.2.1", "-s", &format!("{ee1},{ee2}")]
+                .iter()
+                .map(|s| s.into())
+                .collect(),
+        );
+        let lines = links(args).unwrap();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(
+            lines[0],
+            format!("tg://proxy?server=192.0.2.1&port=1443&secret={ee1}")
+        );
+        assert_eq!(
+            lines[3],
+            format!("https://t.me/proxy?server=192.0.2.1&port=1443&secret={ee2}")
+        );
+        assert!(lines.iter().all(|l| !l.contains("secret=dd")), "{lines:?}");
+    }
 }

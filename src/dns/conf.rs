@@ -4,7 +4,7 @@
 //! `dns` shell reads the files once and hands the text here. Host names are compared in one
 //! canonical form everywhere: lowercase ASCII, labels joined by `.`, no trailing dot.
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 /// Nameservers used from resolv.conf (musl and glibc `MAXNS`).
 pub const MAX_NAMESERVERS: usize = 3;
@@ -138,10 +138,12 @@ pub fn parse_hosts(text: &str) -> Vec<(String, IpAddr)> {
 }
 
 /// Nameserver addresses from resolv.conf(5) text: `nameserver ADDR` lines, in order, at most
-/// [`MAX_NAMESERVERS`]. `#` and `;` start comments; addresses with a `%scope` and anything
-/// that is not an IP literal are skipped. `search`, `domain` and `options` are ignored (names
-/// are resolved as given: no search list).
-pub fn parse_resolv(text: &str) -> Vec<IpAddr> {
+/// [`MAX_NAMESERVERS`], port 53. `#` and `;` start comments; addresses with a `%scope` and anything
+/// that is not an IP literal are skipped. Our extension: `ADDR:PORT` or `[IPv6]:PORT` names
+/// another port (for a local resolver on another port, and for tests: glibc and musl skip such
+/// lines). `search`, `domain` and `options` are ignored (names are resolved as given: no
+/// search list).
+pub fn parse_resolv(text: &str) -> Vec<SocketAddr> {
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.split(['#', ';']).next().unwrap_or("");
@@ -149,9 +151,14 @@ pub fn parse_resolv(text: &str) -> Vec<IpAddr> {
         if words.next() != Some("nameserver") {
             continue;
         }
-        if let Some(Ok(ip)) = words.next().map(str::parse::<IpAddr>) {
+        let Some(word) = words.next() else { continue };
+        let addr = match word.parse::<IpAddr>() {
+            Ok(ip) => Some(SocketAddr::new(ip, 53)),
+            Err(_) => word.parse::<SocketAddr>().ok().filter(|a| a.port() != 0),
+        };
+        if let Some(a) = addr {
             if out.len() < MAX_NAMESERVERS {
-                out.push(ip);
+                out.push(a);
             }
         }
     }
@@ -259,11 +266,19 @@ mod tests {
         assert_eq!(
             ns,
             vec![
-                IpAddr::from([192, 168, 1, 1]),
-                "::1".parse().unwrap(),
-                IpAddr::from([1, 1, 1, 1])
+                SocketAddr::from(([192, 168, 1, 1], 53)),
+                "[::1]:53".parse().unwrap(),
+                SocketAddr::from(([1, 1, 1, 1], 53)),
             ]
         );
         assert!(parse_resolv("").is_empty());
+        let ported = "nameserver 127.0.0.1:5353\nnameserver [::1]:54\nnameserver 127.0.0.1:0\n";
+        assert_eq!(
+            parse_resolv(ported),
+            vec![
+                SocketAddr::from(([127, 0, 0, 1], 5353)),
+                "[::1]:54".parse().unwrap()
+            ]
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! `Poll`, read a clock or block — the reactor registers [`Resolver::socket`] under its own
 //! token, passes `now` (ms on its monotonic clock) and calls [`Resolver::on_readable`] and
 //! [`Resolver::on_tick`]. Decisions live in `cache` (sans-IO), the wire format in `wire`, text
-//! parsing in `conf`.
+//! parsing in `conf`. `oneshot` is a blocking one-time lookup over the same files and wire code
+//! for applets (`genkey`), never for the reactor.
 //!
 //! How the reactor drives it today:
 //! ```text
@@ -30,6 +31,7 @@
 
 mod cache;
 mod conf;
+pub mod oneshot;
 // Public for the fuzz target (fuzz/fuzz_targets/dns_reply.rs); the resolver is its only user.
 pub mod wire;
 
@@ -159,10 +161,7 @@ impl Resolver {
             Some(list) => list.iter().take(MAX_OVERRIDE).copied().collect(),
             None => fs::read_to_string(&cfg.resolv_path)
                 .map(|t| conf::parse_resolv(&t))
-                .unwrap_or_default()
-                .into_iter()
-                .map(|ip| SocketAddr::new(ip, 53))
-                .collect(),
+                .unwrap_or_default(),
         };
         if servers.is_empty() {
             servers.push(SocketAddr::from((Ipv4Addr::LOCALHOST, 53)));

@@ -12,6 +12,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::client::{ClientOptions, MtClient};
+use crate::mtproto::obfs2::SecretKind;
 use crate::mtproto::packet;
 use crate::rng::Rng;
 
@@ -79,7 +80,13 @@ pub fn probe_once(opts: &ClientOptions, rng: &mut Rng) -> Attempt {
         .max(Duration::from_millis(1));
     let mut client = match MtClient::handshake(stream, &opts_left, rng) {
         Ok(c) => c,
-        Err(e) => return done(io_outcome(&e), 0, 0, format!("sending init: {e}")),
+        Err(e) => {
+            let step = match opts.secret.as_ref().map(|s| &s.kind) {
+                Some(SecretKind::Ee(_)) => "fake-TLS handshake or init",
+                _ => "sending init",
+            };
+            return done(io_outcome(&e), 0, 0, format!("{step}: {e}"));
+        }
     };
     let mut nonce = [0u8; 16];
     rng.fill(&mut nonce);
