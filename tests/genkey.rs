@@ -1,6 +1,7 @@
 //! Black-box tests of `genkey --ee DOMAIN`'s resolve check: the binary with its own hosts file
 //! and resolv.conf (`--hosts-file`, `--resolv-conf`), never the system's and never real DNS.
-//! The only socket is a nameserver address on 127.0.0.1 where nothing listens.
+//! The only sockets are on 127.0.0.1: a nameserver address where nothing listens, and a fake
+//! nameserver we run.
 
 use std::net::UdpSocket;
 use std::path::PathBuf;
@@ -25,6 +26,27 @@ fn files(tag: &str, hosts: &str) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(&h, hosts).expect("write hosts");
     std::fs::write(&r, format!("nameserver 127.0.0.1:{port}\n")).expect("write resolv.conf");
     (d, h, r)
+}
+
+/// A fake nameserver on 127.0.0.1:ephemeral answering one A query with 127.0.0.9; returns its
+/// port and a handle yielding the name it was asked.
+fn fake_nameserver() -> (u16, std::thread::JoinHandle<Vec<u8>>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind fake nameserver");
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let port = sock.local_addr().expect("addr").port();
+    let h = std::thread::spawn(move || {
+        let mut q = [0u8; 512];
+        let (n, from) = sock.recv_from(&mut q).expect("a query");
+        let q = &q[..n];
+        let mut r = q[..2].to_vec(); // id
+        r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]);
+        r.extend_from_slice(&q[12..]); // question
+        r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 9]);
+        sock.send_to(&r, from).expect("answer");
+        q[12..n - 4].to_vec()
+    });
+    (port, h)
 }
 
 fn genkey(domain: &str, hosts: &PathBuf, resolv: &PathBuf) -> Output {
@@ -74,5 +96,21 @@ fn genkey_ee_unresolvable_domain_warns_exits_0_and_prints_the_secret() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(secret_of(&o), SecretKind::Ee("mask.example.test".into()));
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn genkey_ee_domain_answered_by_the_nameserver_gives_no_warning() {
+    let (d, h, r) = files("ns", "");
+    let (port, ns) = fake_nameserver();
+    std::fs::write(&r, format!("nameserver 127.0.0.1:{port}\n")).expect("write resolv.conf");
+    let o = genkey("Mask.Example.Test", &h, &r);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(err, "");
+    assert_eq!(
+        ns.join().expect("nameserver"),
+        b"\x04mask\x07example\x04test\x00"
+    );
     let _ = std::fs::remove_dir_all(d);
 }

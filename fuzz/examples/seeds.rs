@@ -7,6 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use tg_ws_proxy::dns::wire::encode_query;
+use tg_ws_proxy::mtproto::faketls::client::client_hello;
 use tg_ws_proxy::mtproto::framing;
 use tg_ws_proxy::mtproto::obfs2::{self, Tag};
 use tg_ws_proxy::mtproto::packet;
@@ -310,6 +311,19 @@ fn main() {
     let mut v = NONCE.to_vec();
     v.extend_from_slice(&req);
     put("res_pq", "req-pq-multi", &v);
+
+    // faketls_hello: mode ‖ record. client.rs's hello (the target's key, domain and clock),
+    // as sent (mode 0) and to be re-signed with a trusted clock (mode 3).
+    let mut hello = [0u8; 517];
+    let mut r = rng(9);
+    let (n, _) = client_hello(&mut hello, b"0123456789abcdef", "example.com", 1_800_000_000, &mut |b| {
+        r.fill(b)
+    });
+    for (mode, name) in [(0u8, "signed"), (3, "resign-trusted")] {
+        let mut v = vec![mode];
+        v.extend_from_slice(&hello[..n]);
+        put("faketls_hello", name, &v);
+    }
 
     // tls_record: [mode, split seed, client records…]: CCS then application data, split and
     // whole; a record cut short; an alert after data; an empty and an oversized record.

@@ -274,4 +274,80 @@ mod tests {
         assert_eq!(&first[..6], &CCS_RECORD);
         assert_eq!(&first[6..], &[0x17, 3, 3, 0, 3, b'a', b'b', b'c']);
     }
+
+    /// MtClient with an `ee` secret end to end over loopback: the init arrives after the CCS in
+    /// an application-data record and is accepted with the key; a packet each way passes the
+    /// record layer (the server's reply is split over two records).
+    #[test]
+    fn mtclient_with_an_ee_secret_carries_obfuscated2_in_records() {
+        use super::super::client::{ClientOptions, MtClient};
+        use crate::mtproto::faketls::gate::{EeKey, Gate};
+        use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
+        use crate::mtproto::framing;
+        use crate::mtproto::obfs2::{self, Secret, Tag};
+        use std::net::TcpListener;
+        use std::time::Duration;
+
+        let secret = Secret::parse("ee0123456789abcdef0123456789abcdef612e696f").unwrap();
+        let key = secret.key;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut hello = [0u8; CLIENT_HELLO_LEN];
+            s.read_exact(&mut hello).unwrap();
+            let wall = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            let keys = [EeKey {
+                index: 0,
+                key,
+                domain: "a.io".into(),
+            }];
+            let acc = Gate::new(120, 16, wall, 0)
+                .check(&hello, &keys, wall, 0)
+                .unwrap();
+            let mut out = vec![0u8; MAX_SERVER_HELLO];
+            let mut r = Rng::from_seed([3; 48]);
+            let n = server_hello(&mut out, &acc, &mut |b| r.fill(b));
+            s.write_all(&out[..n]).unwrap();
+            // CCS, then records carrying the init and the client's packet
+            let mut ccs = [0u8; 6];
+            s.read_exact(&mut ccs).unwrap();
+            assert_eq!(ccs, CCS_RECORD);
+            let mut u = Unwrap::default();
+            let mut plain = Vec::new();
+            let mut buf = [0u8; 4096];
+            while plain.len() < 64 + 4 + 8 {
+                let k = s.read(&mut buf).unwrap();
+                assert!(k > 0, "client closed early");
+                u.push(&buf[..k], &mut plain).unwrap();
+            }
+            let init: [u8; 64] = plain[..64].try_into().unwrap();
+            let mut a = obfs2::accept(&init, &[key]).unwrap();
+            assert_eq!(a.tag, Tag::Intermediate);
+            a.decrypt.apply(&mut plain[64..]);
+            assert_eq!(&plain[64..], &[8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+            let mut reply = framing::encode(Tag::Intermediate, b"pong", &mut r);
+            a.encrypt.apply(&mut reply);
+            let mut wire = wrap(&reply[..3], false);
+            wire.extend_from_slice(&CCS_RECORD);
+            wire.extend_from_slice(&wrap(&reply[3..], false));
+            s.write_all(&wire).unwrap();
+        });
+        let opts = ClientOptions {
+            addr,
+            secret: Some(secret),
+            tag: Tag::Intermediate,
+            dc: 2,
+            timeout: Duration::from_secs(5),
+        };
+        let mut rng = Rng::from_seed([4; 48]);
+        let mut c = MtClient::connect_with(&opts, &mut rng).unwrap();
+        c.send_packet(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        assert_eq!(c.recv_packet().unwrap(), b"pong");
+        server.join().unwrap();
+    }
 }

@@ -150,8 +150,8 @@ pub fn client_hello(
     ); // key_share
     let share_at = w;
     put(out, &mut w, &[0u8; 32]);
-    // padding (RFC 7685) to the fixed payload length; ≥ 0 bytes since a 253-byte name leaves
-    // 512 − 4 − 494 = 14 (see the length test)
+    // padding (RFC 7685) to the fixed payload length: everything before it is 249 bytes plus
+    // the name, so a 253-byte name still leaves 517 − 502 − 4 = 11 bytes (client_hello_domain_bounds)
     let pad = CLIENT_HELLO_LEN - w - 4;
     put(out, &mut w, &[0x00, 0x15]);
     put(out, &mut w, &u16b(pad));

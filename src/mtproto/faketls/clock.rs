@@ -31,6 +31,24 @@ pub enum ClockEvent {
     Confirmed,
 }
 
+impl std::fmt::Display for ClockEvent {
+    /// One log line's text, e.g. "wall clock looks unset (reads 1600000000): fake-TLS
+    /// timestamps are not checked until it is set or a client confirms it".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClockEvent::LooksUnset { wall_s } => write!(
+                f,
+                "wall clock looks unset (reads {wall_s}): fake-TLS timestamps are not checked \
+                 until it is set or a client confirms it"
+            ),
+            ClockEvent::Jumped { by_s } => write!(f, "wall clock jumped by {by_s:+} s"),
+            ClockEvent::Confirmed => {
+                f.write_str("wall clock confirmed by a client: fake-TLS timestamps are checked")
+            }
+        }
+    }
+}
+
 /// Is the wall clock trustworthy?
 ///
 /// The rule (for `--help`): the wall clock is trusted once it reads later than this release's

@@ -10,6 +10,7 @@ use super::clock::{ClockEvent, ClockTrust};
 use super::hello;
 use super::replay::ReplayCache;
 use super::{ct_eq, digest_zeroed, RANDOM_AT};
+use crate::mtproto::obfs2::{Secret, SecretKind};
 
 /// One `ee` secret as the gate sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +21,25 @@ pub struct EeKey {
     pub key: [u8; 16],
     /// The SNI domain the secret carries (compared ASCII case-insensitively).
     pub domain: String,
+}
+
+impl EeKey {
+    /// The `ee` secrets of `secrets` (e.g. `Config::secrets`), in order, with their indexes
+    /// into it; other secrets are skipped.
+    pub fn from_secrets(secrets: &[Secret]) -> Vec<EeKey> {
+        secrets
+            .iter()
+            .enumerate()
+            .filter_map(|(index, s)| match &s.kind {
+                SecretKind::Ee(domain) => Some(EeKey {
+                    index,
+                    key: s.key,
+                    domain: domain.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// Why a hello is not ours (the mask reason).

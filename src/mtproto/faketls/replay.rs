@@ -8,7 +8,9 @@
 
 /// Bytes of the client random used as the key: a 16-byte prefix. The random's first 28 bytes
 /// are HMAC-SHA256 output (uniform, unforgeable without the key), so 16 bytes collide with
-/// probability 2^-128 per pair and make a good hash without hashing.
+/// probability 2^-128 per pair and make a good hash without hashing. The prefix leaves out
+/// bytes 28..32 (the XOR-ed timestamp), which a prober can change without breaking the digest:
+/// such a copy is still the same entry.
 pub const KEY_LEN: usize = 16;
 
 /// Largest capacity (entries): 1048576, the `--replay-cache` bound. About 32 MB at this size

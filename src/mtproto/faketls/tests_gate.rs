@@ -180,6 +180,10 @@ fn gate_rule_replay_refused_and_only_accepted_hellos_inserted() {
     assert_eq!(g.check(&rec, &keys(), NOW, 10), Err(Reject::Replay));
     assert_eq!(g.counters().replays, 1);
     assert_eq!(g.replay_cache().len(), 1);
+    // a copy with other timestamp bytes still passes the digest: still a replay
+    let mut moved = rec.clone();
+    moved[39] ^= 0x01; // the timestamp moves by one second
+    assert_eq!(g.check(&moved, &keys(), NOW, 20), Err(Reject::Replay));
 }
 
 #[test]
@@ -294,4 +298,31 @@ fn clock_rule_floor_step_and_small_drift() {
         Some(ClockEvent::LooksUnset { wall_s: 100 })
     );
     assert_eq!(c.observe(102, 13_000), None);
+    assert_eq!(
+        ClockEvent::Jumped { by_s: 16 }.to_string(),
+        "wall clock jumped by +16 s"
+    );
+    assert!(ClockEvent::LooksUnset { wall_s: 100 }
+        .to_string()
+        .contains("reads 100"));
+}
+
+#[test]
+fn ee_keys_from_secrets_keep_config_indexes_and_skip_other_forms() {
+    use crate::mtproto::obfs2::Secret;
+    let k = "0123456789abcdef0123456789abcdef";
+    let secrets: Vec<Secret> = [
+        k.to_string(),
+        format!("ee{k}612e696f"),
+        format!("dd{k}"),
+        format!("ee{k}622e696f"),
+    ]
+    .iter()
+    .map(|s| Secret::parse(s).unwrap())
+    .collect();
+    let ee = EeKey::from_secrets(&secrets);
+    assert_eq!(ee.len(), 2);
+    assert_eq!((ee[0].index, ee[0].domain.as_str()), (1, "a.io"));
+    assert_eq!((ee[1].index, ee[1].domain.as_str()), (3, "b.io"));
+    assert_eq!(ee[0].key, secrets[1].key);
 }
