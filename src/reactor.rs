@@ -28,7 +28,6 @@ use crate::dns::{Resolver, ResolverConfig};
 use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
-use crate::mtproto::obfs2::SecretKind;
 use crate::net::dial::Upstream;
 use crate::net::tls;
 use crate::relay::Scratch;
@@ -206,7 +205,7 @@ impl Reactor {
         let clock = Instant::now();
         let now = 1;
         let wall_s = wall_clock_s();
-        let ee_keys = ee_keys(&cfg);
+        let ee_keys = EeKey::from_secrets(&cfg.secrets);
         // No `ee` secret: no hello is ever checked, so the replay cache takes no memory.
         let replay_entries = if ee_keys.is_empty() {
             0
@@ -496,22 +495,6 @@ fn wall_clock_s() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// The `ee` secrets of `cfg` as the fake-TLS gate sees them, with their `Config::secrets` index.
-fn ee_keys(cfg: &Config) -> Vec<EeKey> {
-    cfg.secrets
-        .iter()
-        .enumerate()
-        .filter_map(|(index, s)| match &s.kind {
-            SecretKind::Ee(domain) => Some(EeKey {
-                index,
-                key: s.key,
-                domain: domain.clone(),
-            }),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Applies a session's status after it handled something.
