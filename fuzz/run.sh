@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-TARGETS=(obfs2_init framing ws_frame ws_link ws_upgrade dns_reply res_pq faketls_hello proxy_header)
+TARGETS=(obfs2_init framing ws_frame ws_link ws_upgrade dns_reply res_pq faketls_hello proxy_header tls_record)
 SECS=${FUZZ_SECS:-60}
 RUNS=${FUZZ_RUNS:-}
 # Same options for every target and run, so the numbers compare: inputs up to 4 KiB, a 10 s

@@ -211,6 +211,13 @@ pub struct Config {
     pub per_ip_rate: u32,
     /// New connections an idle client address may open at once (`--per-ip-burst`, 64).
     pub per_ip_burst: u32,
+    /// A fake-TLS ClientHello whose timestamp is further than this from the wall clock is
+    /// refused as stale, once the clock is trusted (`--tls-time-window`, 120 s; 0 = timestamps
+    /// never checked; `mtproto::faketls::clock` has the trust rule).
+    pub tls_time_window: Duration,
+    /// Entries of the fake-TLS anti-replay cache of accepted client randoms
+    /// (`--replay-cache`, 16384; 0 = off, which lets a recorded hello be replayed).
+    pub replay_cache: usize,
 }
 
 /// Default listen port, as in the other implementations.
@@ -287,6 +294,8 @@ impl Config {
             max_per_ip: 128,
             per_ip_rate: 20,
             per_ip_burst: 64,
+            tls_time_window: Duration::from_secs(120),
+            replay_cache: 16384,
         }
     }
 }

@@ -86,6 +86,10 @@ pub enum CloseReason {
     /// Masking would connect to our own listener (or a connection from one of our own mask
     /// sockets arrived): refused so a client cannot make the proxy loop.
     MaskLoop,
+    /// After a fake-TLS handshake the client sent a record we do not relay: a type other than
+    /// application_data or change_cipher_spec, an empty application_data record, or one over
+    /// 16640 bytes (`mtproto::faketls::record`).
+    TlsRecord,
 }
 
 impl CloseReason {
@@ -116,6 +120,7 @@ impl CloseReason {
             CloseReason::Masked => "masked",
             CloseReason::MaskUnreachable => "mask-unreachable",
             CloseReason::MaskLoop => "mask-loop",
+            CloseReason::TlsRecord => "tls-record",
         }
     }
 
@@ -129,7 +134,8 @@ impl CloseReason {
             | CloseReason::HttpRequest
             | CloseReason::TlsClientHello
             | CloseReason::UnknownDc
-            | CloseReason::ProxyHeader => Side::Client,
+            | CloseReason::ProxyHeader
+            | CloseReason::TlsRecord => Side::Client,
             CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_) => {
                 Side::Upstream
             }
@@ -138,7 +144,7 @@ impl CloseReason {
     }
 
     /// All reasons, for stats tables (`WsClose` represented once).
-    pub const ALL: [CloseReason; 24] = [
+    pub const ALL: [CloseReason; 25] = [
         CloseReason::ClientEof,
         CloseReason::ClientReset,
         CloseReason::UpstreamEof,
@@ -163,6 +169,7 @@ impl CloseReason {
         CloseReason::Masked,
         CloseReason::MaskUnreachable,
         CloseReason::MaskLoop,
+        CloseReason::TlsRecord,
     ];
 
     /// Index into [`CloseReason::ALL`].

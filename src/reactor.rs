@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{error, info, warn};
 use mio::net::TcpListener;
@@ -27,10 +27,11 @@ use crate::buf::BufPool;
 use crate::config::Config;
 use crate::conn::mask::{mask_target, MaskLocals};
 use crate::conn::per_ip::{Limits, PerIp};
-use crate::conn::{Conn, Ctx, Status, TimerEv};
+use crate::conn::{log_clock_events, Conn, Ctx, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
 use crate::error::CloseReason;
 use crate::logging::RateLimited;
+use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::Upstream;
 use crate::net::tls;
 use crate::relay::Scratch;
@@ -112,6 +113,12 @@ struct Shared {
     per_ip: PerIp,
     /// Local addresses of live mask connections (`conn::mask`).
     mask_locals: MaskLocals,
+    /// Unix seconds, read once per loop iteration (`Ctx::wall_s`).
+    wall_s: u64,
+    /// The fake-TLS gate (`Ctx::gate`).
+    gate: Gate,
+    /// The `ee` secrets (`Ctx::ee_keys`).
+    ee_keys: Vec<EeKey>,
 }
 
 impl Shared {
@@ -148,6 +155,9 @@ impl Shared {
             unserved_log: &mut self.unserved_log,
             per_ip: &mut self.per_ip,
             mask_locals: &mut self.mask_locals,
+            wall_s: self.wall_s,
+            gate: &mut self.gate,
+            ee_keys: &self.ee_keys,
         }
     }
 }
@@ -204,6 +214,15 @@ impl Reactor {
         let replay = BufPool::new(REPLAY_BLOCKS.min(capacity), cfg.buf_size, 2);
         let clock = Instant::now();
         let now = 1;
+        let wall_s = wall_clock_s();
+        let ee_keys = EeKey::from_secrets(&cfg.secrets);
+        // No `ee` secret: no hello is ever checked, so the replay cache takes no memory.
+        let replay_entries = if ee_keys.is_empty() {
+            0
+        } else {
+            cfg.replay_cache
+        };
+        let gate = Gate::new(cfg.tls_time_window.as_secs(), replay_entries, wall_s, now);
         let mut dns = Resolver::new(ResolverConfig {
             hosts_path: cfg.hosts_file.clone(),
             resolv_path: cfg.resolv_conf.clone(),
@@ -266,6 +285,9 @@ impl Reactor {
                 dns,
                 watch: SuspendWatch::new(now),
                 scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay),
+                wall_s,
+                gate,
+                ee_keys,
                 cfg,
             },
             clock,
@@ -294,6 +316,11 @@ impl Reactor {
             }
             // +1: time 0 is "never" to the ladder (a route's last state change).
             self.now = self.clock.elapsed().as_millis() as u64 + 1;
+            self.s.wall_s = wall_clock_s();
+            if !self.s.ee_keys.is_empty() {
+                self.s.gate.observe_clock(self.s.wall_s, self.now);
+                log_clock_events(&mut self.s.gate, &self.s.cfg);
+            }
             self.dispatch();
             if self.accept == Accept::Pending {
                 self.accept_batch();
@@ -493,6 +520,7 @@ impl Reactor {
             Global::Stats => {
                 self.s.stats.probes_deferred = self.s.ladder.counters.deferred;
                 self.s.stats.unpaced = self.s.ladder.unpaced();
+                self.s.stats.set_gate(self.s.gate.counters());
                 info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
                 let every = self.s.cfg.stats_interval.as_millis() as u64;
                 self.globals[Global::Stats as usize] = Some(self.now + every);
@@ -518,6 +546,14 @@ impl Reactor {
             finish(&mut self.slab, slot, status, &mut self.again);
         }
     }
+}
+
+/// Unix seconds now on the wall clock (0 if it reads before 1970): the one wall clock read,
+/// for fake-TLS timestamps only.
+fn wall_clock_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Applies a session's status after it handled something.

@@ -50,6 +50,19 @@ pub struct Stats {
     /// Clients handed to the mask host, per reason in [`MASK_WHY_NAMES`] order (shown as
     /// `masked-REASON=N` when not 0; their ends are counted as close reasons too).
     pub masked: [u64; MASK_WHY_NAMES.len()],
+    /// Fake-TLS hellos accepted (shown with the three gate counters below as
+    /// `tls=accepted/replays/stale/unchecked` when any is not 0).
+    pub tls_accepted: u64,
+    /// Fake-TLS hellos refused as replays (copied from the gate when the line is written).
+    pub tls_replays: u64,
+    /// Fake-TLS hellos refused as stale (copied from the gate).
+    pub tls_stale: u64,
+    /// Fake-TLS hellos accepted while the clock was not trusted, their timestamp unchecked
+    /// (copied from the gate).
+    pub tls_unchecked: u64,
+    /// Replay cache entries evicted before their time because it was full (copied from the
+    /// gate; shown as `replay-evicted=N` when not 0: raise `--replay-cache`).
+    pub tls_replay_evicted: u64,
 }
 
 /// Why clients were masked, as the stats line names them (the order of `conn::mask::MaskWhy`'s
@@ -70,6 +83,14 @@ impl Stats {
         if zero_byte_client_close {
             self.zero_byte_closes += 1;
         }
+    }
+
+    /// Copies the fake-TLS gate's counters (before the line is written).
+    pub fn set_gate(&mut self, c: crate::mtproto::faketls::gate::GateCounters) {
+        self.tls_replays = c.replays;
+        self.tls_stale = c.stale;
+        self.tls_unchecked = c.accepted_unchecked;
+        self.tls_replay_evicted = c.evicted_early;
     }
 
     /// Total closed sessions.
@@ -119,6 +140,18 @@ impl Stats {
             if n > 0 {
                 s.push_str(&format!(" masked-{name}={n}"));
             }
+        }
+        let tls = [
+            self.tls_accepted,
+            self.tls_replays,
+            self.tls_stale,
+            self.tls_unchecked,
+        ];
+        if tls.iter().any(|&n| n > 0) {
+            s.push_str(&format!(" tls={}/{}/{}/{}", tls[0], tls[1], tls[2], tls[3]));
+        }
+        if self.tls_replay_evicted > 0 {
+            s.push_str(&format!(" replay-evicted={}", self.tls_replay_evicted));
         }
         for r in CloseReason::ALL {
             let n = self.closed[r.index()];
@@ -195,5 +228,27 @@ mod tests {
         assert_eq!(human_bytes(1536), "1.5KiB");
         assert_eq!(human_bytes(3 << 20), "3.0MiB");
         assert!(rss_kib().unwrap_or(1) > 0);
+    }
+
+    #[test]
+    fn fake_tls_fields_show_only_when_not_0() {
+        let mut s = Stats::default();
+        let line = s.line(0, 1);
+        assert!(
+            !line.contains("tls=") && !line.contains("replay-evicted"),
+            "{line}"
+        );
+        s.tls_accepted = 5;
+        s.set_gate(crate::mtproto::faketls::gate::GateCounters {
+            replays: 2,
+            stale: 1,
+            accepted_unchecked: 3,
+            evicted_early: 0,
+        });
+        let line = s.line(0, 1);
+        assert!(line.contains(" tls=5/2/1/3"), "{line}");
+        assert!(!line.contains("replay-evicted"), "{line}");
+        s.tls_replay_evicted = 7;
+        assert!(s.line(0, 1).contains(" replay-evicted=7"));
     }
 }

@@ -344,4 +344,33 @@ fn main() {
     let mut v = sig.to_vec();
     v.extend_from_slice(&[0x20, 0x00, 0, 0]);
     put("proxy_header", "v2-local", &v);
+
+    // tls_record: [mode, split seed, client records…]: CCS then application data, split and
+    // whole; a record cut short; an alert after data; an empty and an oversized record.
+    let mut recs = vec![0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
+    for (i, len) in [64usize, 1, 300].into_iter().enumerate() {
+        recs.extend_from_slice(&[0x17, 0x03, 0x03]);
+        recs.extend_from_slice(&(len as u16).to_be_bytes());
+        recs.extend((0..len).map(|j| (i * 31 + j) as u8));
+    }
+    put("tls_record", "ccs-appdata-whole", &with(0, 0, &recs));
+    put("tls_record", "ccs-appdata-split", &with(3, 7, &recs));
+    put(
+        "tls_record",
+        "cut-short",
+        &with(1, 5, &recs[..recs.len() - 100]),
+    );
+    let mut alert = recs[..6 + 5 + 64].to_vec();
+    alert.extend_from_slice(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x01, 0x00]);
+    put("tls_record", "alert-after-data", &with(2, 3, &alert));
+    put(
+        "tls_record",
+        "empty-appdata",
+        &with(0, 1, &[0x17, 0x03, 0x03, 0x00, 0x00]),
+    );
+    put(
+        "tls_record",
+        "oversized",
+        &with(9, 2, &[0x17, 0x03, 0x03, 0x41, 0x01, 0xaa]),
+    );
 }

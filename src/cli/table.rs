@@ -139,6 +139,14 @@ fn positive(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// 0, or whole seconds of at least 1 (fake-TLS timestamps are whole seconds).
+fn tls_window(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.subsec_nanos() != 0 => Err("must be whole seconds".into()),
+        d => Ok(d),
+    }
+}
+
 /// A duration above 0, in whole milliseconds (the route health policy's unit).
 fn positive_ms(s: &str) -> Result<u64, String> {
     // At most MAX_DURATION (24 h), so the milliseconds fit in u64.
@@ -551,6 +559,24 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         meta: "D", default: "60s", group: Clients,
         help: "close a masked session with no byte either way for D",
         kind: Value(|d, s| positive(s).map(|v| d.config.mask_idle_timeout = v)),
+    },
+    Opt {
+        long: "--tls-time-window", short: None, aliases: &[], env: &["TG_TLS_TIME_WINDOW"],
+        meta: "D", default: "120s", group: Clients,
+        help: "refuse a fake-TLS (ee) hello whose timestamp is more than D off the clock, 0 = \
+               never check; only once the clock is trusted (past this release's date and \
+               stepped by NTP or agreeing with a client's hello), so a router without a \
+               real-time clock still lets clients in",
+        kind: Value(|d, s| tls_window(s).map(|v| d.config.tls_time_window = v)),
+    },
+    Opt {
+        long: "--replay-cache", short: None, aliases: &[], env: &["TG_REPLAY_CACHE"],
+        meta: "N", default: "16384", group: Clients,
+        help: "fake-TLS hellos remembered to refuse a replayed one (32 bytes each, allocated at \
+               start), 1-1048576; 0 = off, unsafe: a recorded hello is answered again",
+        kind: Value(|d, s| {
+            parse_in_range(s, 0, 1 << 20).map(|n| d.config.replay_cache = n as usize)
+        }),
     },
     // Logging.
     Opt {

@@ -24,6 +24,7 @@ use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::{Dial, DialStep, Upstream};
 use crate::net::io::{read_once, Io};
+use crate::relay::end::client_read_failure;
 use crate::relay::Scratch;
 use crate::route::ladder::{Candidate, Observation, Plan, RouteId};
 use crate::route::table::spec_label;
@@ -330,7 +331,7 @@ impl Conn {
                     c.client_eof = true;
                     self.client_ready.read = false;
                 }
-                Io::Failed(_) => return Some(Step::Close(CloseReason::ClientReset)),
+                Io::Failed(e) => return Some(Step::Close(client_read_failure(&e))),
             }
         }
         None

@@ -1,5 +1,21 @@
 //! Inbound handshake: read exactly the 64-byte obfuscated2 init, check it against every
-//! secret (docs/protocol.md §1.1–1.3), and either start connecting or drain a bad client.
+//! secret (docs/protocol.md §1.1–1.3), and either start connecting or drain a bad client; with
+//! `ee` secrets, the fake-TLS handshake first (/work/shared/PROTOCOL.md §2).
+//!
+//! ```text
+//! First ─not TLS─► Init ───────────────────────────────► (init ok) Connecting
+//!   │  └─TLS-like, not a hello (port with plain/dd)─► InitOrBadHello ─fails─► mask
+//!   └─ClientHello─► Hello ─gate: ours─► Answer ─written─► TlsInit ─► (init ok) Connecting
+//!                      └─not ours─► mask
+//! ```
+//! The first bytes tell TLS from not (`faketls::hello::sniff`; with no `ee` secret they are not
+//! looked at). A ClientHello record is read exactly (never past it, ≤ `MAX_HELLO_RECORD`) and
+//! judged by the gate (`faketls::gate`: key, SNI, timestamp, replay); ours gets the ServerHello
+//! answer, after which the client stream carries fake-TLS records (`client_io`) and the init
+//! inside them must open with the matched secret alone. A hello that is not ours, and any
+//! non-TLS client on a port whose secrets are all `ee`, goes to the mask host (`mask`) with
+//! every byte read so far; an `ee` secret never opens a plain init. With no `ee` secret a TLS
+//! start is today's `tls-to-plain-port` reject.
 //!
 //! Bad input (wrong secret, HTTP, TLS to a plain port, garbage) gets one rate-limited log line
 //! (HTTP as soon as its first bytes show it: `GET `, `POST`, `CONNECT `, the HTTP/2 preface…)
@@ -7,17 +23,25 @@
 //! init whose DC index names no DC (§1.4) is closed as `no-route` at once, and one naming a DC
 //! that is neither in the table nor configured (`route::table::known_dc`) as `unknown-dc`, so
 //! client input never creates per-DC state. Only this session is affected. On success it hands
-//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream. On a port
-//! whose secrets are all `ee`, first bytes that are not TLS are handed to masking (`mask`).
+//! over to `connect::Connecting` and arms the idle timer; nothing here dials upstream. The
+//! gate's clock events are logged here once each ([`log_clock_events`]).
 
-use log::{debug, warn};
+use log::{debug, info, warn};
 
 use super::connect::Connecting;
+use super::mask::MaskWhy;
 use super::{Conn, Ctx, Phase, SessionTimer, Step};
+use crate::config::Config;
 use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
-use crate::mtproto::obfs2::{self, INIT_LEN};
-use crate::net::io::{read_once, Io};
+use crate::mtproto::faketls::clock::{ClockEvent, CLOCK_FLOOR};
+use crate::mtproto::faketls::gate::{Gate, Reject};
+use crate::mtproto::faketls::hello::{self, Sniff};
+use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
+use crate::mtproto::faketls::RECORD_HEADER;
+use crate::mtproto::obfs2::{self, Accepted, Secret, SecretKind, INIT_LEN};
+use crate::net::io::{read_once, write_once, Io};
+use crate::relay::end::client_read_failure;
 use crate::route::table::known_dc;
 
 /// Bytes discarded per drain read.
@@ -33,10 +57,43 @@ const HTTP_PREFIXES: [&[u8; 4]; 4] = [b"GET ", b"POST", b"HEAD", b"OPTI"];
 /// handshake deadline.
 const HTTP_STARTS: [&[u8]; 2] = [b"CONNECT ", b"PRI * HTTP/2.0\r\n"];
 
-/// The init being collected.
+/// Where the handshake is.
+#[derive(Debug, PartialEq, Eq)]
+enum Stage {
+    /// Nothing decided yet: with `ee` secrets the first bytes (≤ 5) say TLS or not.
+    First,
+    /// Reading the 64-byte obfuscated2 init straight on TCP, checked against every plain and
+    /// `dd` secret.
+    Init,
+    /// The same, on a port that also has `ee` secrets, after first bytes that start like a TLS
+    /// handshake record but cannot be a ClientHello we read (`hello::Sniff::Bad`): tried as an
+    /// init (an init starts with 0x16 one time in 256), masked as a malformed hello if it fails.
+    InitOrBadHello,
+    /// Reading exactly the ClientHello record (header included), sized to its announced length.
+    Hello { record: Vec<u8>, got: usize },
+    /// Writing our answer to an accepted hello; `sent` bytes of `answer` are out.
+    Answer {
+        answer: Vec<u8>,
+        sent: usize,
+        matched: Matched,
+    },
+    /// Reading the 64-byte init inside fake-TLS records, checked with the matched secret only.
+    TlsInit { matched: Matched },
+}
+
+/// The `ee` secret an accepted ClientHello matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Matched {
+    /// Index into `Config::secrets`.
+    index: usize,
+    key: [u8; 16],
+}
+
+/// The client's handshake: the init being collected, and the fake-TLS steps before it.
 pub struct Handshake {
     init: [u8; INIT_LEN],
     got: usize,
+    stage: Stage,
 }
 
 impl Handshake {
@@ -44,6 +101,7 @@ impl Handshake {
         Handshake {
             init: [0; INIT_LEN],
             got: 0,
+            stage: Stage::First,
         }
     }
 
@@ -70,38 +128,273 @@ fn classify_bad(prefix: &[u8]) -> CloseReason {
     }
 }
 
+/// What the first bytes (≤ 5) of a client on a port with `ee` secrets decide.
+#[derive(Debug, PartialEq, Eq)]
+enum First {
+    /// Not enough bytes yet.
+    NeedMore,
+    /// A ClientHello record of this many bytes, header included.
+    Hello(usize),
+    /// Read on as an obfuscated2 init (`Stage::Init` or `Stage::InitOrBadHello`).
+    Init(Stage),
+    /// Mask at once (every secret is `ee`).
+    Mask(MaskWhy),
+}
+
+/// Decides from the first bytes `prefix` of a client on a port with `ee` secrets, `all_ee`
+/// when it has no other kind.
+fn first_bytes(prefix: &[u8], all_ee: bool) -> First {
+    match hello::sniff(prefix) {
+        Sniff::NeedMore => First::NeedMore,
+        Sniff::Hello { record_len } => First::Hello(record_len),
+        Sniff::Bad(_) if all_ee => First::Mask(MaskWhy::Hello(Reject::Malformed)),
+        Sniff::NotTls if all_ee => First::Mask(MaskWhy::NotTls),
+        Sniff::Bad(_) => First::Init(Stage::InitOrBadHello),
+        Sniff::NotTls => First::Init(Stage::Init),
+    }
+}
+
+/// Checks a plain init against every secret (`keys[i]` is `secrets[i]`'s key) that is not
+/// `ee`: an `ee` secret is only accepted inside fake-TLS. `secret_index` is the index into
+/// `secrets`.
+fn accept_plain(init: &[u8; INIT_LEN], keys: &[[u8; 16]], secrets: &[Secret]) -> Option<Accepted> {
+    keys.iter()
+        .zip(secrets)
+        .enumerate()
+        .filter(|(_, (_, s))| !matches!(s.kind, SecretKind::Ee(_)))
+        .find_map(|(i, (k, _))| {
+            let mut a = obfs2::accept(init, std::slice::from_ref(k)).ok()?;
+            a.secret_index = i;
+            Some(a)
+        })
+}
+
+/// What a handshake read gave.
+enum Read {
+    /// This many bytes.
+    Got(usize),
+    /// The step ends here.
+    Done(Step),
+}
+
 impl Conn {
     pub(super) fn step_handshake(&mut self, ctx: &mut Ctx<'_>) -> Step {
         let Phase::Handshake(h) = &mut self.phase else {
             return Step::Wait;
         };
+        match h.stage {
+            Stage::First | Stage::Init | Stage::InitOrBadHello => self.step_init(ctx),
+            Stage::Hello { .. } => self.step_hello(ctx),
+            Stage::Answer { .. } => self.step_answer(ctx),
+            Stage::TlsInit { .. } => self.step_tls_init(ctx),
+        }
+    }
+
+    /// One read from the client into `init[got..want]` (`want` > `got`).
+    fn read_init(&mut self, want: usize) -> Read {
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Read::Done(Step::Wait);
+        };
+        if !self.client_ready.read {
+            return Read::Done(Step::Wait);
+        }
+        match read_once(&mut self.client, &mut h.init[h.got..want]) {
+            Io::Blocked => {
+                self.client_ready.read = false;
+                Read::Done(Step::Wait)
+            }
+            Io::Eof => Read::Done(Step::Close(CloseReason::HandshakeEof)),
+            Io::Failed(e) => Read::Done(Step::Close(client_read_failure(&e))),
+            Io::Done(n) => {
+                h.got += n;
+                Read::Got(h.got)
+            }
+        }
+    }
+
+    /// The first bytes and the init straight on TCP.
+    fn step_init(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        if matches!(h.stage, Stage::First) && ctx.ee_keys.is_empty() {
+            h.stage = Stage::Init;
+        }
+        // Undecided: read no further than a record header, so a ClientHello is never over-read.
+        let want = if matches!(h.stage, Stage::First) {
+            RECORD_HEADER
+        } else {
+            INIT_LEN
+        };
+        let got = match self.read_init(want) {
+            Read::Got(got) => got,
+            Read::Done(step) => return step,
+        };
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        if matches!(h.stage, Stage::First) {
+            let all_ee = ctx.ee_keys.len() == ctx.cfg.secrets.len();
+            match first_bytes(&h.init[..got], all_ee) {
+                First::NeedMore => return Step::Progress,
+                First::Hello(record_len) => {
+                    // got ≤ RECORD_HEADER < record_len: the header read so far starts the record.
+                    let mut record = vec![0; record_len];
+                    record[..got].copy_from_slice(&h.init[..got]);
+                    h.stage = Stage::Hello { record, got };
+                    return Step::Progress;
+                }
+                First::Mask(why) => {
+                    let captured = h.init[..got].to_vec();
+                    return self.start_mask(why, captured, None, ctx);
+                }
+                First::Init(stage) => h.stage = stage,
+            }
+        }
+        if (4..INIT_LEN).contains(&got) && is_http(&h.init[..got]) {
+            return self.reject(CloseReason::HttpRequest, ctx);
+        }
+        if got < INIT_LEN {
+            return Step::Progress;
+        }
+        let init = h.init;
+        match accept_plain(&init, ctx.keys, &ctx.cfg.secrets) {
+            Some(accepted) => self.start_session(accepted, ctx),
+            None if matches!(h.stage, Stage::InitOrBadHello) => {
+                let why = MaskWhy::Hello(Reject::Malformed);
+                self.start_mask(why, init.to_vec(), None, ctx)
+            }
+            None => self.reject(classify_bad(&init), ctx),
+        }
+    }
+
+    /// Reads exactly the ClientHello record, then asks the gate.
+    fn step_hello(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        let Stage::Hello { record, got } = &mut h.stage else {
+            return Step::Wait;
+        };
         if !self.client_ready.read {
             return Step::Wait;
         }
-        match read_once(&mut self.client, &mut h.init[h.got..]) {
+        match read_once(self.client.tcp(), &mut record[*got..]) {
             Io::Blocked => {
                 self.client_ready.read = false;
                 return Step::Wait;
             }
             Io::Eof => return Step::Close(CloseReason::HandshakeEof),
             Io::Failed(_) => return Step::Close(CloseReason::ClientReset),
-            Io::Done(n) => h.got += n,
+            Io::Done(n) => *got += n,
         }
-        if super::mask::ee_only_not_tls(&h.init[..h.got], ctx.cfg) {
-            let captured = h.init[..h.got].to_vec();
-            return self.start_mask(super::mask::MaskWhy::NotTls, captured, None, ctx);
-        }
-        if h.got >= 4 && h.got < INIT_LEN && is_http(&h.init[..h.got]) {
-            return self.reject(CloseReason::HttpRequest, ctx);
-        }
-        if h.got < INIT_LEN {
+        if *got < record.len() {
             return Step::Progress;
         }
-        let init = h.init;
-        let accepted = match obfs2::accept(&init, ctx.keys) {
-            Ok(a) => a,
-            Err(_) => return self.reject(classify_bad(&init), ctx),
+        let record = std::mem::take(record);
+        let verdict = ctx.gate.check(&record, ctx.ee_keys, ctx.wall_s, ctx.now);
+        log_clock_events(ctx.gate, ctx.cfg);
+        let acc = match verdict {
+            Ok(acc) => acc,
+            Err(why) => {
+                let sni = hello::parse(&record)
+                    .ok()
+                    .and_then(|hello| hello.sni.map(<[u8]>::to_vec));
+                debug!("client {} fake-TLS hello refused: {why}", self.peer);
+                return self.start_mask(MaskWhy::Hello(why), record, sni.as_deref(), ctx);
+            }
         };
+        let mut answer = vec![0; MAX_SERVER_HELLO];
+        let rng = &mut *ctx.rng;
+        let len = server_hello(&mut answer, &acc, &mut |b| rng.fill(b));
+        if len == 0 {
+            // The gate's Accept always fits (session id ≤ 32); refuse rather than send nothing.
+            return self.start_mask(MaskWhy::Hello(Reject::Malformed), record, None, ctx);
+        }
+        answer.truncate(len);
+        ctx.stats.tls_accepted += 1;
+        debug!(
+            "client {} fake-TLS hello ok: secret #{} skew={}s{}",
+            self.peer,
+            acc.index,
+            acc.skew_s,
+            if acc.clock_trusted {
+                ""
+            } else {
+                " (clock not trusted: not checked)"
+            }
+        );
+        h.stage = Stage::Answer {
+            answer,
+            sent: 0,
+            matched: Matched {
+                index: acc.index,
+                key: acc.key,
+            },
+        };
+        Step::Progress
+    }
+
+    /// Writes our ServerHello, CCS and AppData records (raw, before the record layer), then
+    /// switches the client to fake-TLS.
+    fn step_answer(&mut self, _ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        let Stage::Answer {
+            answer,
+            sent,
+            matched,
+        } = &mut h.stage
+        else {
+            return Step::Wait;
+        };
+        if !self.client_ready.write {
+            return Step::Wait;
+        }
+        match write_once(self.client.tcp(), &answer[*sent..]) {
+            Io::Blocked => {
+                self.client_ready.write = false;
+                return Step::Wait;
+            }
+            Io::Eof | Io::Failed(_) => return Step::Close(CloseReason::ClientReset),
+            Io::Done(n) => *sent += n,
+        }
+        if *sent < answer.len() {
+            return Step::Progress;
+        }
+        h.stage = Stage::TlsInit { matched: *matched };
+        h.got = 0;
+        self.client.start_fake_tls();
+        Step::Progress
+    }
+
+    /// Reads the 64-byte init through the record layer; only the matched secret may open it.
+    fn step_tls_init(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let got = match self.read_init(INIT_LEN) {
+            Read::Got(got) => got,
+            Read::Done(step) => return step,
+        };
+        if got < INIT_LEN {
+            return Step::Progress;
+        }
+        let Phase::Handshake(h) = &mut self.phase else {
+            return Step::Wait;
+        };
+        let Stage::TlsInit { matched } = h.stage else {
+            return Step::Wait;
+        };
+        match obfs2::accept(&h.init, &[matched.key]) {
+            Ok(mut accepted) => {
+                accepted.secret_index = matched.index;
+                self.start_session(accepted, ctx)
+            }
+            Err(_) => self.reject(CloseReason::BadInit, ctx),
+        }
+    }
+
+    /// A valid init: checks its DC, then hands over to connecting and arms the idle timer.
+    fn start_session(&mut self, accepted: Accepted, ctx: &mut Ctx<'_>) -> Step {
         let dc = match DcId::from_index(accepted.dc) {
             Ok(dc) => dc,
             Err(_) => {
@@ -126,11 +419,16 @@ impl Conn {
         }
         self.info.dc = Some(dc);
         debug!(
-            "client {} init ok: {} {} secret #{}",
+            "client {} init ok: {} {} secret #{}{}",
             self.peer,
             dc,
             accepted.tag.name(),
-            accepted.secret_index
+            accepted.secret_index,
+            if self.client.is_fake_tls() {
+                " fake-TLS"
+            } else {
+                ""
+            }
         );
         let connecting = Connecting::new(accepted, dc, self.slot, self.id, ctx);
         self.phase = Phase::Connecting(Box::new(connecting));
@@ -144,6 +442,7 @@ impl Conn {
         let detail = match reason {
             CloseReason::HttpRequest => "HTTP request on the MTProto port",
             CloseReason::TlsClientHello => "TLS ClientHello on the plain MTProto port",
+            _ if self.client.is_fake_tls() => "init inside fake-TLS does not match its secret",
             _ => "init matches no secret (wrong secret or not MTProto)",
         };
         self.log_bad(reason, detail, ctx);
@@ -156,7 +455,7 @@ impl Conn {
         Step::Progress
     }
 
-    fn log_bad(&mut self, reason: CloseReason, detail: &str, ctx: &mut Ctx<'_>) {
+    pub(super) fn log_bad(&mut self, reason: CloseReason, detail: &str, ctx: &mut Ctx<'_>) {
         match ctx.bad_log.allow(ctx.now) {
             Some(suppressed) => {
                 let more = if suppressed > 0 {
@@ -190,9 +489,77 @@ impl Conn {
     }
 }
 
+/// Logs the gate's clock events, each once: the unset warning, steps, confirmation.
+pub fn log_clock_events(gate: &mut Gate, cfg: &Config) {
+    while let Some(ev) = gate.take_clock_event() {
+        match ev {
+            ClockEvent::LooksUnset { wall_s } if wall_s <= CLOCK_FLOOR => warn!(
+                "system clock looks unset (before 2026-11-01): fake-TLS timestamps are not \
+                 checked until it is set; the replay cache still refuses repeats (clock reads \
+                 {wall_s})"
+            ),
+            ClockEvent::LooksUnset { .. } => warn!(
+                "system clock looks unset (a valid fake-TLS hello disagreed with it by more \
+                 than --tls-time-window): fake-TLS timestamps are not checked until it is set; \
+                 the replay cache still refuses repeats"
+            ),
+            ClockEvent::Jumped { by_s } => {
+                info!("system clock stepped by {by_s:+}s: fake-TLS timestamp checks re-evaluated")
+            }
+            ClockEvent::Confirmed => info!(
+                "system clock confirmed by a fake-TLS client: hello timestamps are checked \
+                 within ±{}s from now on",
+                cfg.tls_time_window.as_secs()
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mtproto::obfs2::{initiate, Tag};
+    use crate::rng::Rng;
+
+    #[test]
+    fn first_bytes_tell_a_hello_from_an_init_and_mask_only_when_every_secret_is_ee() {
+        let hello = [0x16, 0x03, 0x01, 0x02, 0x00];
+        for all_ee in [false, true] {
+            assert_eq!(first_bytes(&hello[..3], all_ee), First::NeedMore);
+            assert_eq!(first_bytes(&hello, all_ee), First::Hello(5 + 0x200));
+        }
+        // An init (or HTTP) on a mixed port is read on; on an ee-only port it is masked.
+        assert_eq!(first_bytes(b"GET /", false), First::Init(Stage::Init));
+        assert_eq!(first_bytes(&[0xef], true), First::Mask(MaskWhy::NotTls));
+        // Starts like a handshake record but is no hello we read (version 03 07): an init
+        // starts so now and then, so a mixed port tries it as one.
+        let bad = [0x16, 0x03, 0x07];
+        assert_eq!(first_bytes(&bad, false), First::Init(Stage::InitOrBadHello));
+        assert_eq!(
+            first_bytes(&bad, true),
+            First::Mask(MaskWhy::Hello(Reject::Malformed))
+        );
+    }
+
+    #[test]
+    fn an_ee_secret_never_opens_a_plain_init() {
+        let secret = |s: &str| Secret::parse(s).expect("secret parses");
+        let secrets = [
+            secret("ee0123456789abcdef0123456789abcdef6578616d706c652e636f6d"),
+            secret("dd11111111111111111111111111111111"),
+        ];
+        let keys: Vec<[u8; 16]> = secrets.iter().map(|s| s.key).collect();
+        let mut rng = Rng::from_seed([3; 48]);
+        let with_ee = initiate(Tag::PaddedIntermediate, 2, Some(&keys[0]), &mut rng);
+        assert!(accept_plain(&with_ee.init, &keys, &secrets).is_none());
+        assert!(
+            obfs2::accept(&with_ee.init, &keys).is_ok(),
+            "the key itself opens it"
+        );
+        let with_dd = initiate(Tag::PaddedIntermediate, 2, Some(&keys[1]), &mut rng);
+        let a = accept_plain(&with_dd.init, &keys, &secrets).expect("dd init accepted");
+        assert_eq!((a.secret_index, a.dc), (1, 2));
+    }
 
     #[test]
     fn bad_input_is_classified() {

@@ -25,7 +25,6 @@ use super::{Conn, Ctx, Phase, Ready, SessionTimer, Status, Step};
 use crate::config::Config;
 use crate::error::CloseReason;
 use crate::mtproto::faketls::gate::Reject;
-use crate::mtproto::faketls::hello::{sniff, Sniff};
 use crate::mtproto::obfs2::SecretKind;
 use crate::net::dial::set_keepalive;
 use crate::net::io::{read_once, write_once, Endpoint, Io};
@@ -141,17 +140,6 @@ pub fn is_loop(
 /// True when `ip` is one of this host's addresses (a socket can be bound to it).
 fn host_has(ip: IpAddr) -> bool {
     std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
-}
-
-/// True when `prefix` (the client's first bytes) is not TLS and every secret is `ee`: such a
-/// client is masked (`MaskWhy::NotTls`) instead of read as an obfuscated2 init.
-pub(super) fn ee_only_not_tls(prefix: &[u8], cfg: &Config) -> bool {
-    let ee_only = !cfg.secrets.is_empty()
-        && cfg
-            .secrets
-            .iter()
-            .all(|s| matches!(s.kind, SecretKind::Ee(_)));
-    ee_only && !prefix.is_empty() && matches!(sniff(prefix), Sniff::NotTls)
 }
 
 /// One direction's fixed buffer: bytes `[start, end)` wait to be written.

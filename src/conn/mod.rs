@@ -12,11 +12,26 @@
 //! `handshake` reads and checks the 64-byte init, `connect` runs upstream attempts down the
 //! ladder's plan, `relay` is the shell around the sans-IO relay core (`crate::relay`); a session
 //! whose pooled upstream stays silent goes back from Relay to Connecting, once (`relay`). This
+//! accept ─► Handshake ─► Connecting ─► Relay ─► (closed, one log line)
+//!              │ bad init      │ all attempts failed
+//!              ▼               ▼
+//!           Draining ───────► closed
+//!              │ fake-TLS hello not ours / not TLS on an ee-only port
+//!              ▼
+//!            mask
+//! ```
+//! `handshake` reads and checks the 64-byte init (after the fake-TLS handshake for `ee`
+//! secrets), `mask` hands a client that is not ours to the mask host, `connect` runs upstream
+//! attempts down the ladder's plan, `relay` is the shell around the sans-IO relay core
+//! (`crate::relay`); a session whose pooled upstream stays silent goes back from Relay to
+//! Connecting, once (`relay`). `client_io` is the client stream every phase reads and writes:
+//! the socket, plain or with the fake-TLS record layer once the handshake switched it. This
 //! module owns the session struct, its timer kinds ([`SessionTimer`]), event dispatch and the
 //! close path; `timers` what each timer does when it fires and how it is armed. The reactor owns the slab, the poll and the clock; everything reaches a session
 //! through [`Ctx`]. Sessions report facts to the ladder ([`Observation`]) and decide nothing about
 //! route health; existing sessions never consult route state after they are connected.
 
+mod client_io;
 mod connect;
 mod handshake;
 pub mod mask;
@@ -37,6 +52,7 @@ use crate::dns::Resolver;
 use crate::error::CloseReason;
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
+use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::{set_keepalive, Upstream};
 use crate::relay::{Meter, Scratch, StallWatch};
 use crate::rng::Rng;
@@ -46,7 +62,9 @@ use crate::stats::{human_bytes, Stats};
 use crate::timer::{TimerId, Wheel};
 use crate::token::{self, Role};
 
+use client_io::ClientIo;
 use connect::Connecting;
+pub use handshake::log_clock_events;
 use relay::Relaying;
 
 /// Rounds of read/process/write per wake-up before yielding to other sessions.
@@ -134,6 +152,13 @@ pub struct Ctx<'a> {
     pub per_ip: &'a mut per_ip::PerIp,
     /// Local addresses of live mask connections, for the loop check at accept (`mask`).
     pub mask_locals: &'a mut mask::MaskLocals,
+    /// Unix seconds on the wall clock, read by the reactor once per loop iteration (like `now`);
+    /// only fake-TLS timestamps use it.
+    pub wall_s: u64,
+    /// The fake-TLS gate (replay cache, clock trust, `--tls-time-window`), one per process.
+    pub gate: &'a mut Gate,
+    /// The `ee` secrets of `cfg.secrets` as the gate sees them, in order (empty: no fake-TLS).
+    pub ee_keys: &'a [EeKey],
 }
 
 impl Ctx<'_> {
@@ -180,7 +205,7 @@ pub struct Conn {
     /// Connection id (wrapping counter), carried by tokens and timers.
     pub id: u32,
     slot: usize,
-    client: TcpStream,
+    client: ClientIo,
     client_ready: Ready,
     peer: SocketAddr,
     started: u64,
@@ -250,7 +275,7 @@ impl Conn {
         Ok(Conn {
             id,
             slot,
-            client,
+            client: ClientIo::plain(client),
             client_ready: Ready::default(),
             peer,
             started: ctx.now,
@@ -386,7 +411,7 @@ impl Conn {
             }
             _ => {}
         }
-        let _ = self.client.shutdown(std::net::Shutdown::Both);
+        let _ = self.client.tcp().shutdown(std::net::Shutdown::Both);
         let zero = self.info.meter.bytes_down == 0 && reason.side() == crate::error::Side::Client;
         ctx.stats
             .record_close(reason, zero && self.info.dc.is_some());
@@ -421,8 +446,9 @@ impl Conn {
             }
         }
         info!(
-            "session {} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{folded}",
+            "session {}{} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{folded}",
             self.peer,
+            if self.client.is_fake_tls() { " fake-TLS" } else { "" },
             self.info.dc.map(|d| d.label()).unwrap_or_else(|| "-".into()),
             self.info.tier.map(|t| t.name()).unwrap_or("-"),
             if self.info.target.is_empty() { "-" } else { &self.info.target },

@@ -71,7 +71,7 @@ impl Conn {
         let (source, consumed) = loop {
             let len = pre.got;
             let n = loop {
-                match self.client.peek(&mut pre.buf[len..]) {
+                match self.client.tcp().peek(&mut pre.buf[len..]) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {

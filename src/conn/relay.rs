@@ -14,9 +14,7 @@
 //! the request replayed ([`Connecting::retry`]), or, when the request outgrew its bound, is
 //! closed so the client reconnects. At most once: a retried session never takes the pool.
 
-use log::debug;
-use mio::net::TcpStream;
-
+use super::client_io::ClientIo;
 use super::connect::Connecting;
 use super::{Conn, Ctx, Phase, Ready, SessionInfo, SessionTimer, Step};
 use crate::buf::RelayBuf;
@@ -28,6 +26,7 @@ use crate::net::dial::Upstream;
 use crate::relay::{LinkKind, Outcome, Relay, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::Observation;
+use log::debug;
 
 /// The relay phase: core, upstream socket, upstream readiness.
 pub struct Relaying {
@@ -122,7 +121,7 @@ impl Relaying {
     /// One round of the relay over the client socket and the upstream.
     pub(super) fn step(
         &mut self,
-        client: &mut TcpStream,
+        client: &mut ClientIo,
         client_ready: &mut Ready,
         info: &mut SessionInfo,
         scratch: &mut Scratch,

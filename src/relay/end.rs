@@ -11,8 +11,22 @@
 //! `UpstreamDone` is sticky. Immediate closes (resets, protocol errors, the client ending inside
 //! a packet) are not states: the relay returns them at once. The relay (`relay`) performs what a
 //! transition asks (FIN or WS Close toward the upstream); this file does no I/O.
+//! [`client_read_failure`] names a failed read from the client.
+
+use std::io;
 
 use crate::error::CloseReason;
+use crate::mtproto::faketls::stream::record_error;
+
+/// The close reason for a read from the client that failed with `e`: `tls-record` when a
+/// fake-TLS client sent a record we do not relay, else `client-reset`.
+pub fn client_read_failure(e: &io::Error) -> CloseReason {
+    if record_error(e).is_some() {
+        CloseReason::TlsRecord
+    } else {
+        CloseReason::ClientReset
+    }
+}
 
 /// End-of-session state of one relay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

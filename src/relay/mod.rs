@@ -19,7 +19,7 @@
 
 pub mod end;
 #[cfg(test)]
-mod pipe;
+pub(crate) mod pipe;
 pub mod replay;
 mod scratch;
 pub mod stall;
@@ -396,7 +396,7 @@ impl Relay {
                     self.end = self.end.on(EndEvent::ClientEof).0;
                     progress = true;
                 }
-                Io::Failed(_) => return Err(CloseReason::ClientReset),
+                Io::Failed(e) => return Err(end::client_read_failure(&e)),
             }
         }
         let written = self.up_written;

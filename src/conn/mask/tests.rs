@@ -97,17 +97,6 @@ fn splice_buffer_keeps_the_prefix_and_compacts() {
 }
 
 #[test]
-fn ee_only_ports_mask_non_tls() {
-    let only_ee = cfg(&[&ee("a.example")]);
-    assert!(ee_only_not_tls(b"GET / HTTP/1.1\r\n", &only_ee));
-    assert!(ee_only_not_tls(&[0xef], &only_ee));
-    assert!(!ee_only_not_tls(&[0x16], &only_ee));
-    assert!(!ee_only_not_tls(&[], &only_ee));
-    let mixed = cfg(&[KEY, &ee("a.example")]);
-    assert!(!ee_only_not_tls(b"GET / HTTP/1.1\r\n", &mixed));
-}
-
-#[test]
 fn mask_locals_name_the_owner_and_stay_bounded() {
     let a = |s: &str| s.parse::<SocketAddr>().unwrap();
     let mut m = MaskLocals::new(2);

@@ -8,8 +8,10 @@
 //!   wall clock may be trusted, the router-without-RTC rule).
 //! - `server_hello`: our answer (ServerHello, CCS, one AppData record), signed.
 //! - `client`: a signed ClientHello and the check of a server's answer (the probe applet).
+//! - `record`: the record layer after the handshake (unwrapping the client's records in place,
+//!   framing ours); `stream`: [`stream::FakeTlsStream`], an `Endpoint` speaking it.
 //!
-//! The record layer after the handshake is `record`/`stream` (engineer D). Wire facts:
+//! Wire facts:
 //! docs/protocol.md "Fake-TLS"; /work/shared/PROTOCOL.md §2. This module is the only user of
 //! `ring` (through [`hmac_sha256`]).
 
@@ -17,8 +19,10 @@ pub mod client;
 pub mod clock;
 pub mod gate;
 pub mod hello;
+pub mod record;
 pub mod replay;
 pub mod server_hello;
+pub mod stream;
 
 /// TLS record header length: content type (1), version (2), payload length (2, big-endian).
 pub const RECORD_HEADER: usize = 5;

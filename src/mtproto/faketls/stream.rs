@@ -1,0 +1,183 @@
+//! [`FakeTlsStream`]: an [`Endpoint`] that speaks the fake-TLS record layer over another one
+//! (/work/shared/PROTOCOL.md §2.3), so the relay core and the handshake run unchanged over an
+//! `ee` client.
+//!
+//! Reads unwrap the client's records in place in the caller's buffer (`record::RecordReader`);
+//! writes put one application_data header in front of the payload in one vectored write
+//! (`record::RecordWriter`). Owns no buffer of its own beyond a 5-byte header; the only socket
+//! calls are on the transport, and registration with mio stays with whoever registered it.
+//! [`FakeTls`] is the state alone, driven over a transport passed to each call (the session's
+//! client socket, `conn::client_io`); [`FakeTlsStream`] owns its transport (tests, tools).
+
+use std::io::{self, IoSlice, Read, Write};
+
+use super::record::{RecordError, RecordReader, RecordWriter};
+use crate::net::io::Endpoint;
+
+/// The record layer state of one fake-TLS connection, driven over a transport passed to each
+/// call (so a session can keep its socket where mio registered it and switch it to fake-TLS in
+/// place). [`FakeTlsStream`] pairs it with its transport.
+#[derive(Debug)]
+pub struct FakeTls {
+    reader: RecordReader,
+    writer: RecordWriter,
+}
+
+impl Default for FakeTls {
+    fn default() -> FakeTls {
+        FakeTls::new()
+    }
+}
+
+impl FakeTls {
+    /// At a record boundary both ways (right after our ServerHello went out).
+    pub fn new() -> FakeTls {
+        FakeTls {
+            reader: RecordReader::new(),
+            writer: RecordWriter::new(),
+        }
+    }
+
+    /// `Read::read` of [`FakeTlsStream`] over `inner`.
+    pub fn read<S: Endpoint + ?Sized>(
+        &mut self,
+        inner: &mut S,
+        buf: &mut [u8],
+    ) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        // Each round consumes bytes from `inner`, so this ends at its WouldBlock or EOF. No round
+        // cap: stopping early would leave bytes in the socket with no readiness edge to come.
+        loop {
+            let n = inner.read(buf)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            match self.reader.unwrap_in_place(buf, n) {
+                Ok(0) => continue,
+                Ok(k) => return Ok(k),
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            }
+        }
+    }
+
+    /// `Write::write` of [`FakeTlsStream`] over `inner`.
+    pub fn write<S: Endpoint + ?Sized>(&mut self, inner: &mut S, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        // At most RECORD_HEADER + 1 rounds: each one that returns no payload wrote header bytes.
+        loop {
+            let (header, take) = self.writer.next(buf.len());
+            let parts = [IoSlice::new(header), IoSlice::new(&buf[..take])];
+            match inner.write_vectored(&parts) {
+                Ok(0) => {
+                    self.writer.unstarted();
+                    return Ok(0);
+                }
+                Ok(n) => {
+                    let payload = self.writer.wrote(n);
+                    if payload > 0 {
+                        return Ok(payload);
+                    }
+                }
+                Err(e) => {
+                    self.writer.unstarted();
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// `Endpoint::flush_backlog` of [`FakeTlsStream`] over `inner`: `inner`'s own backlog, then
+    /// the rest of a header partly written.
+    pub fn flush_backlog<S: Endpoint + ?Sized>(&mut self, inner: &mut S) -> io::Result<bool> {
+        if !inner.flush_backlog()? {
+            return Ok(false);
+        }
+        while !self.writer.backlog().is_empty() {
+            match inner.write(self.writer.backlog()) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.writer.wrote(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// True while a header is partly written (its rest goes before any payload).
+    pub fn has_backlog(&self) -> bool {
+        !self.writer.backlog().is_empty()
+    }
+}
+
+/// An [`Endpoint`] over `inner` carrying its bytes as fake-TLS application_data records.
+///
+/// * `read` returns payload only; a read that yields only record headers or change_cipher_spec
+///   bytes reads again, so `Ok(0)` means the peer really ended and `WouldBlock` that `inner`
+///   has nothing more now. A bad record ([`RecordError`]) is an `io::Error` of kind
+///   `InvalidData` whose message names it ([`record_error`] gets it back).
+/// * `write` sends what is left of the current record header and up to the rest of that record
+///   (records ≤ `MAX_PAYLOAD`) in one `write_vectored`, and returns the payload bytes taken;
+///   a header partly written stays as backlog ([`Endpoint::has_backlog`]) and goes first.
+pub struct FakeTlsStream<S> {
+    /// The transport (the client's socket).
+    pub inner: S,
+    tls: FakeTls,
+}
+
+impl<S: Endpoint> FakeTlsStream<S> {
+    /// Wraps `inner` at a record boundary both ways (right after our ServerHello went out).
+    pub fn new(inner: S) -> FakeTlsStream<S> {
+        FakeTlsStream {
+            inner,
+            tls: FakeTls::new(),
+        }
+    }
+}
+
+/// The record error inside an `io::Error` returned by a fake-TLS `read`, if it is one.
+pub fn record_error(e: &io::Error) -> Option<RecordError> {
+    if e.kind() != io::ErrorKind::InvalidData {
+        return None;
+    }
+    e.get_ref()?.downcast_ref::<RecordError>().copied()
+}
+
+impl<S: Endpoint> Read for FakeTlsStream<S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.tls.read(&mut self.inner, buf)
+    }
+}
+
+impl<S: Endpoint> Write for FakeTlsStream<S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.tls.write(&mut self.inner, buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<S: Endpoint> Endpoint for FakeTlsStream<S> {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.inner.shutdown_write()
+    }
+
+    fn flush_backlog(&mut self) -> io::Result<bool> {
+        self.tls.flush_backlog(&mut self.inner)
+    }
+
+    fn has_backlog(&self) -> bool {
+        self.tls.has_backlog() || self.inner.has_backlog()
+    }
+}
+
+#[cfg(test)]
+mod tests;
