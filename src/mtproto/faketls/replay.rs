@@ -17,12 +17,6 @@ pub const KEY_LEN: usize = 16;
 /// (a 24-byte entry and two 4-byte index slots each); the default 16384 takes 512 KB.
 pub const MAX_CAPACITY: usize = 1 << 20;
 
-#[derive(Clone, Copy)]
-struct Entry {
-    key: [u8; KEY_LEN],
-    at_ms: u64,
-}
-
 /// Bounded anti-replay cache of accepted client randoms.
 ///
 /// `capacity` entries, FIFO eviction; an entry expires `ttl_ms` after its insertion (monotonic
@@ -33,8 +27,11 @@ struct Entry {
 /// evicted by capacity. Capacity 0 turns the cache off (nothing is remembered: unsafe, replays
 /// are answered). Lookup and insertion are O(1) expected.
 pub struct ReplayCache {
-    /// Ring of entries in insertion order; `len` live ones starting at `head`.
-    ring: Vec<Entry>,
+    /// Ring of entries in insertion order, `len` live ones starting at `head`: the keys and
+    /// their insertion times (ms) in two arrays of zeros, so the allocator hands out untouched
+    /// zero pages (calloc / a fresh mmap) and only the entries used become resident.
+    keys: Vec<[u8; KEY_LEN]>,
+    at_ms: Vec<u64>,
     head: usize,
     len: usize,
     /// Open-addressing index: ring position + 1, 0 = empty. Power-of-two size ≥ 2 × capacity.
@@ -46,7 +43,7 @@ pub struct ReplayCache {
 
 impl ReplayCache {
     /// `capacity` entries (flag --replay-cache, clamped to [`MAX_CAPACITY`]); entries older than
-    /// `ttl_ms` expire (0 = never). Allocates everything now.
+    /// `ttl_ms` expire (0 = never). Allocates everything now (zeroed: resident only as entries are used).
     pub fn new(capacity: usize, ttl_ms: u64) -> ReplayCache {
         let capacity = capacity.min(MAX_CAPACITY);
         let slots = if capacity == 0 {
@@ -55,13 +52,8 @@ impl ReplayCache {
             (capacity * 2).next_power_of_two()
         };
         ReplayCache {
-            ring: vec![
-                Entry {
-                    key: [0; KEY_LEN],
-                    at_ms: 0
-                };
-                capacity
-            ],
+            keys: vec![[0; KEY_LEN]; capacity],
+            at_ms: vec![0; capacity],
             head: 0,
             len: 0,
             index: vec![0; slots],
@@ -81,7 +73,7 @@ impl ReplayCache {
     /// full cache first evicts its oldest entry, counted in [`ReplayCache::evicted_early`]).
     /// `now_ms`: monotonic ms, never decreasing between calls.
     pub fn check_and_insert(&mut self, random: &[u8; 32], now_ms: u64) -> bool {
-        if self.ring.is_empty() {
+        if self.keys.is_empty() {
             return false;
         }
         self.expire(now_ms);
@@ -90,12 +82,13 @@ impl ReplayCache {
         if self.find(&key).is_some() {
             return true;
         }
-        if self.len == self.ring.len() {
+        if self.len == self.keys.len() {
             self.pop_head();
             self.evicted_early += 1;
         }
-        let pos = (self.head + self.len) % self.ring.len();
-        self.ring[pos] = Entry { key, at_ms: now_ms };
+        let pos = (self.head + self.len) % self.keys.len();
+        self.keys[pos] = key;
+        self.at_ms[pos] = now_ms;
         self.len += 1;
         let mut i = self.home(&key);
         while self.index[i] != 0 {
@@ -118,7 +111,7 @@ impl ReplayCache {
 
     /// Entries the cache holds at most.
     pub fn capacity(&self) -> usize {
-        self.ring.len()
+        self.keys.len()
     }
 
     /// Entries evicted before their ttl because the cache was full (a stats counter).
@@ -131,18 +124,18 @@ impl ReplayCache {
         if !self.expiring || self.ttl_ms == 0 {
             return;
         }
-        while self.len > 0 && now_ms.saturating_sub(self.ring[self.head].at_ms) >= self.ttl_ms {
+        while self.len > 0 && now_ms.saturating_sub(self.at_ms[self.head]) >= self.ttl_ms {
             self.pop_head();
         }
     }
 
     /// Removes the oldest entry from the ring and the index.
     fn pop_head(&mut self) {
-        let key = self.ring[self.head].key;
+        let key = self.keys[self.head];
         if let Some(slot) = self.find(&key) {
             self.remove_slot(slot);
         }
-        self.head = (self.head + 1) % self.ring.len();
+        self.head = (self.head + 1) % self.keys.len();
         self.len -= 1;
     }
 
@@ -162,7 +155,7 @@ impl ReplayCache {
             if v == 0 {
                 return None;
             }
-            if self.ring[(v - 1) as usize].key == *key {
+            if self.keys[(v - 1) as usize] == *key {
                 return Some(i);
             }
             i = (i + 1) & self.mask();
@@ -179,7 +172,7 @@ impl ReplayCache {
             if v == 0 {
                 return;
             }
-            let home = self.home(&self.ring[(v - 1) as usize].key);
+            let home = self.home(&self.keys[(v - 1) as usize]);
             // Move v into the hole unless its home lies cyclically in (hole, i].
             let dist_home = i.wrapping_sub(home) & self.mask();
             let dist_hole = i.wrapping_sub(hole) & self.mask();
