@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod blackhole;
+pub mod eebed;
 pub mod fakedc;
 pub mod faketls;
 pub mod masksite;
