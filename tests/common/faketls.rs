@@ -257,6 +257,9 @@ pub fn hello_sni(record: &[u8]) -> Option<String> {
     None
 }
 
+/// (content type, payload length) of each record seen, in order.
+pub type Records = Vec<(u8, usize)>;
+
 /// Why the proxy's answer was not what §2.2 describes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AnswerError {
@@ -306,7 +309,7 @@ fn read_record(sock: &mut TcpStream, out: &mut Vec<u8>) -> Result<(u8, usize), A
 pub fn read_answer(
     sock: &mut TcpStream,
     timeout: Duration,
-) -> Result<(Vec<u8>, Vec<(u8, usize)>), AnswerError> {
+) -> Result<(Vec<u8>, Records), AnswerError> {
     sock.set_read_timeout(Some(timeout))
         .map_err(|e| AnswerError::Io(e.to_string()))?;
     let mut out = Vec::new();
