@@ -233,8 +233,12 @@ pub fn check_hello(record: &[u8], key: &[u8; 16]) -> Result<u32, String> {
     Ok(u32::from_le_bytes(ts))
 }
 
-/// The SNI host name of a ClientHello record (walks the layout of §2.1), if any.
+/// The SNI host name of a ClientHello record (walks the layout of §2.1), if any; None for
+/// anything else (never panics on short or odd input).
 pub fn hello_sni(record: &[u8]) -> Option<String> {
+    if record.first() != Some(&CT_HANDSHAKE) || record.get(5) != Some(&1) {
+        return None;
+    }
     let mut at = 43;
     let sid = *record.get(at)? as usize;
     at += 1 + sid;
@@ -245,8 +249,9 @@ pub fn hello_sni(record: &[u8]) -> Option<String> {
     at += 2;
     let end = at + total;
     while at + 4 <= end {
-        let ty = u16::from_be_bytes([record[at], record[at + 1]]);
-        let n = u16::from_be_bytes([record[at + 2], record[at + 3]]) as usize;
+        let head = record.get(at..at + 4)?;
+        let ty = u16::from_be_bytes([head[0], head[1]]);
+        let n = u16::from_be_bytes([head[2], head[3]]) as usize;
         let body = record.get(at + 4..at + 4 + n)?;
         if ty == 0 {
             let name_len = u16::from_be_bytes([*body.get(3)?, *body.get(4)?]) as usize;

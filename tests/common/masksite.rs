@@ -4,7 +4,8 @@
 //! request with [`PAGE`]; [`MaskSite::start_plain`] is a plain-TCP recorder that answers the
 //! same page once it has read a request head. Both record, per accepted connection
 //! ([`Visit`]), the first bytes received (up to [`RECORD_CAP`], so a test can check the proxy
-//! replayed a client's hello byte for byte) and, over TLS, the SNI seen.
+//! replayed a client's hello byte for byte) and the SNI seen (in the hello, and by rustls once
+//! a handshake completed).
 //!
 //! Also [`tls_get`], a real TLS client (rustls trusting tests/data/ca.pem) that fetches a page
 //! and returns the certificate it was shown. Blocking, thread per connection (test code).
@@ -48,6 +49,14 @@ pub struct Visit {
     pub error: Option<String>,
     /// The connection ended.
     pub closed: bool,
+}
+
+impl Visit {
+    /// The SNI of the ClientHello the visit began with (parsed from [`Visit::first_bytes`], so
+    /// known even when the handshake never completed); None if absent or not a hello.
+    pub fn hello_sni(&self) -> Option<String> {
+        super::faketls::hello_sni(&self.first_bytes)
+    }
 }
 
 #[derive(Default)]
