@@ -317,6 +317,8 @@ fn assert_hello_phase_close(
         "{what}: closed after {:?}",
         start.elapsed()
     );
+    // Our end too: a masked session relays half-closes and is logged once both sides ended.
+    drop(sock);
     let mut needles = vec![me.as_str()];
     needles.extend_from_slice(reason);
     proxy

@@ -62,7 +62,9 @@ impl Visit {
 #[derive(Default)]
 struct State {
     visits: Vec<Visit>,
-    socks: Vec<TcpStream>,
+    /// A clone of each visit's socket (index = visit), to end it on stop; taken and shut down
+    /// when the visit ends, so a kept clone never holds a finished connection open.
+    socks: Vec<Option<TcpStream>>,
     threads: Vec<JoinHandle<()>>,
     stopping: bool,
 }
@@ -167,7 +169,7 @@ impl MaskSite {
         let _ = accept.join();
         let threads = {
             let mut s = lock(&self.shared);
-            for sock in &s.socks {
+            for sock in s.socks.iter().flatten() {
                 let _ = sock.shutdown(Shutdown::Both);
             }
             std::mem::take(&mut s.threads)
@@ -197,9 +199,7 @@ fn accept_loop(listener: TcpListener, shared: Shared, tls: Option<Arc<ServerConf
         let idx = {
             let mut s = lock(&shared);
             s.visits.push(Visit::default());
-            if let Ok(c) = sock.try_clone() {
-                s.socks.push(c);
-            }
+            s.socks.push(sock.try_clone().ok());
             s.visits.len() - 1
         };
         let sh = shared.clone();
@@ -217,6 +217,9 @@ fn accept_loop(listener: TcpListener, shared: Shared, tls: Option<Arc<ServerConf
                 None => serve_plain(rec, &sh, idx),
             };
             let mut s = lock(&sh);
+            if let Some(sock) = s.socks[idx].take() {
+                let _ = sock.shutdown(Shutdown::Both);
+            }
             let v = &mut s.visits[idx];
             v.closed = true;
             if let Err(e) = end {
