@@ -393,3 +393,83 @@ fn truncated_oversized_and_dripped_hellos_close_cleanly() {
     // Replies to the good session's req_pq came in AppData records only.
     assert_records_bounded(&good.stream, &proxy);
 }
+
+#[test]
+fn sni_matches_the_domain_ignoring_ascii_case() {
+    let (mask, _dc, proxy) = tcp_bed(&[]);
+    let mut rng = os_rng();
+    let mut c = ee_session(
+        proxy.addr(),
+        &ee_key(),
+        &EE_DOMAIN.to_ascii_uppercase(),
+        Tag::Abridged,
+        2,
+        &mut rng,
+    )
+    .unwrap_or_else(|e| panic!("upper-case SNI: {e}\n{}", proxy.dump()));
+    c.req_pq()
+        .unwrap_or_else(|e| panic!("upper-case SNI: {e}\n{}", proxy.dump()));
+    assert_eq!(mask.connections(), 0);
+}
+
+/// Two `ee` secrets with their own domains and a plain one on one port: each `ee` client is
+/// served with its key and domain, a plain obfuscated2 client too, and an `ee` key with the
+/// other secret's domain is not ours (masked).
+#[test]
+fn one_port_serves_two_ee_secrets_and_a_plain_one() {
+    let mask = MaskSite::start_tls();
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let other_key = *b"another ee key!!";
+    let other_dom = "other.example.net";
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let second = format!("ee{}{}", hex(&other_key), hex(other_dom.as_bytes()));
+    let secrets = format!("{},{second},{}", common::eebed::ee_secret(), common::SECRET);
+    let route = format!("2:{}", dc.addr());
+    let mask_host = format!("127.0.0.1:{}", mask.port());
+    let proxy = common::Proxy::start(&[
+        "--secret",
+        &secrets,
+        "--mask-host",
+        &mask_host,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+        "-v",
+    ]);
+    let mut rng = os_rng();
+    for (key, dom) in [(ee_key(), EE_DOMAIN), (other_key, other_dom)] {
+        let mut c = ee_session(proxy.addr(), &key, dom, Tag::Intermediate, 2, &mut rng)
+            .unwrap_or_else(|e| panic!("{dom}: {e}\n{}", proxy.dump()));
+        c.req_pq()
+            .unwrap_or_else(|e| panic!("{dom}: {e}\n{}", proxy.dump()));
+    }
+    let opts = common::client_opts(proxy.addr(), common::SECRET, Tag::Intermediate, 2);
+    let a = tg_ws_proxy::applet::probe::probe_once(&opts, &mut rng);
+    assert_eq!(
+        a.outcome,
+        tg_ws_proxy::applet::probe::Outcome::Ok,
+        "plain client: {a:?}\n{}",
+        proxy.dump()
+    );
+    assert_eq!(dc.inits(), 3);
+    assert_eq!(mask.connections(), 0);
+    // The second key signing for the first domain: not ours.
+    let crossed = ee_session(
+        proxy.addr(),
+        &other_key,
+        EE_DOMAIN,
+        Tag::Intermediate,
+        2,
+        &mut rng,
+    );
+    assert!(
+        crossed.is_err(),
+        "a key accepted with another secret's domain"
+    );
+    assert!(
+        mask.wait_bytes(0, 5, WAIT).is_some(),
+        "not masked\n{}",
+        proxy.dump()
+    );
+}

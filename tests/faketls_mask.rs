@@ -153,6 +153,26 @@ fn stale_hellos_are_masked_once_the_clock_is_trusted() {
         common::faketls::now_unix() > 1_793_491_200,
         "this machine's clock looks unset"
     );
+    // Before any hello agreed with the clock, a timestamp alone refuses nobody (a router
+    // without a real-time clock): a stale but otherwise valid hello is served, counted as
+    // accepted with its timestamp unchecked (`tls=accepted/replays/stale/unchecked`).
+    let mut spec = HelloSpec::new(ee_key(), EE_DOMAIN);
+    spec.ts_offset_s = -1000;
+    let early = common::faketls::TlsClient::connect(proxy.addr(), &spec, &mut rng, WAIT);
+    assert!(
+        early.is_ok(),
+        "a stale hello was refused while the clock was untrusted: {:?}\n{}",
+        early.err().map(|e| e.to_string()),
+        proxy.dump()
+    );
+    assert_stat(&proxy, "tls", 1);
+    let line = proxy.next_stats(WAIT).unwrap_or_default();
+    assert!(
+        stats_field(&line, "tls").is_some_and(|v| v.len() == 4 && v[3] >= 1),
+        "not counted as unchecked: {line}"
+    );
+    assert_eq!(mask.connections(), 0, "nothing masked yet");
+    // A fresh valid hello confirms the clock; from then on stale ones are masked.
     ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
     for (k, offset) in [-1000i64, 1000].into_iter().enumerate() {
         let mut spec = HelloSpec::new(ee_key(), EE_DOMAIN);
@@ -312,4 +332,81 @@ fn a_tls_hello_on_a_port_without_ee_secrets_is_closed_as_before() {
         &mut rng
     )
     .is_err());
+}
+
+#[test]
+fn a_hello_without_sni_is_masked() {
+    let mask = MaskSite::start_tls();
+    let (dc, proxy) = bed(&mask, &[]);
+    let mut rng = os_rng();
+    let mut spec = HelloSpec::new(ee_key(), EE_DOMAIN);
+    spec.sni = None;
+    let h = build_hello(&spec, &mut rng);
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    sock.write_all(&h.bytes).unwrap();
+    let v = mask
+        .wait_bytes(0, h.bytes.len(), WAIT)
+        .unwrap_or_else(|| panic!("no SNI: not masked\n{}", proxy.dump()));
+    assert_eq!(v.first_bytes, h.bytes);
+    assert!(masked_total(&proxy) >= 1, "{}", proxy.dump());
+    assert_eq!(dc.connections(), 0);
+}
+
+/// Sends a wrong-key hello and expects the proxy to close it without masking: nothing back,
+/// the mask site never visited, a log line with every word of `words`.
+fn assert_closed_unmasked(proxy: &Proxy, mask: &MaskSite, words: &[&str]) {
+    let mut rng = os_rng();
+    let h = build_hello(&HelloSpec::new(*b"not the ee key!!", EE_DOMAIN), &mut rng);
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    let _ = sock.write_all(&h.bytes);
+    let (end, got) = read_to_end(&mut sock, WAIT);
+    assert!(end == "eof" || end == "reset", "{end}\n{}", proxy.dump());
+    assert!(
+        got.is_empty(),
+        "{} bytes came back\n{}",
+        got.len(),
+        proxy.dump()
+    );
+    drop(sock);
+    assert!(
+        proxy.wait_line(words, WAIT).is_some(),
+        "no line with {words:?}\n{}",
+        proxy.dump()
+    );
+    assert_eq!(mask.connections(), 0, "the mask site was visited");
+}
+
+#[test]
+fn no_mask_closes_a_hello_that_is_not_ours() {
+    let mask = MaskSite::start_tls();
+    let (_dc, proxy) = bed(&mask, &["--no-mask"]);
+    assert_closed_unmasked(&proxy, &mask, &["--no-mask", "wrong-key"]);
+    // Its own clients are still served.
+    ee_res_pq(&proxy, Tag::Intermediate, 2, &mut os_rng());
+}
+
+#[test]
+fn an_unreachable_mask_host_closes_the_client() {
+    let mask = MaskSite::start_tls();
+    let dead = common::closed_port();
+    let (_dc, proxy) = bed(
+        &mask,
+        &[
+            "--mask-host",
+            &dead.to_string(),
+            "--mask-connect-timeout",
+            "1",
+        ],
+    );
+    assert_closed_unmasked(&proxy, &mask, &["mask-unreachable"]);
+}
+
+#[test]
+fn masking_to_our_own_listener_is_refused_as_a_loop() {
+    let mask = MaskSite::start_tls();
+    let own = common::closed_port();
+    let port = own.port().to_string();
+    let (_dc, proxy) = bed(&mask, &["--port", &port, "--mask-host", &own.to_string()]);
+    assert_eq!(proxy.addr(), own, "the proxy took the port it was given");
+    assert_closed_unmasked(&proxy, &mask, &["mask-loop"]);
 }
