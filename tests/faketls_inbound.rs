@@ -203,6 +203,10 @@ fn init_split_across_records_or_sharing_a_record_with_the_first_packet() {
         // The session goes on normally afterwards.
         c.req_pq()
             .unwrap_or_else(|e| panic!("case {k}: {e}\n{}", proxy.dump()));
+        // A CCS record in mid-stream is skipped, like the first one.
+        c.stream.write_raw(&common::faketls::CCS).unwrap();
+        c.req_pq()
+            .unwrap_or_else(|e| panic!("case {k}, after a CCS: {e}\n{}", proxy.dump()));
         assert_records_bounded(&c.stream, &proxy);
     }
     assert_eq!(dc.inits(), cases.len());
@@ -454,6 +458,23 @@ fn one_port_serves_two_ee_secrets_and_a_plain_one() {
     );
     assert_eq!(dc.inits(), 3);
     assert_eq!(mask.connections(), 0);
+    // Not every secret is ee: garbage that is not TLS is a bad init, as on a plain port.
+    let mut garbage = [0x42u8; 64];
+    rng.fill(&mut garbage[8..]);
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    sock.write_all(&garbage).unwrap();
+    let (end, _) = read_to_end(&mut sock, WAIT);
+    assert!(
+        end == "eof" || end == "reset",
+        "garbage: {end}\n{}",
+        proxy.dump()
+    );
+    assert!(proxy.wait_log("bad-init", WAIT), "{}", proxy.dump());
+    assert_eq!(
+        mask.connections(),
+        0,
+        "non-TLS bytes masked on a mixed port"
+    );
     // The second key signing for the first domain: not ours.
     let crossed = ee_session(
         proxy.addr(),
@@ -472,4 +493,96 @@ fn one_port_serves_two_ee_secrets_and_a_plain_one() {
         "not masked\n{}",
         proxy.dump()
     );
+}
+
+#[test]
+fn a_record_of_exactly_16640_bytes_is_taken() {
+    let (_mask, _dc, proxy) = tcp_bed(&[]);
+    let mut rng = os_rng();
+    let mut c = ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
+    // One intermediate packet (4-byte header + 16636) filling a record of MAX_RECORD_IN.
+    let p: Vec<u8> = (0..16636u32).map(|i| (i * 11) as u8 | 0x80).collect();
+    let wire = c.wire_packet(&p);
+    assert_eq!(wire.len(), common::faketls::MAX_RECORD_IN);
+    c.stream.write_records(&[&wire]).unwrap();
+    let back = c
+        .recv_packet()
+        .unwrap_or_else(|e| panic!("16640-byte record: {e}\n{}", proxy.dump()));
+    assert!(back == p, "echo differs");
+    assert_records_bounded(&c.stream, &proxy);
+}
+
+#[test]
+fn a_hello_in_small_pieces_within_the_deadline_is_served() {
+    let (_mask, _dc, proxy) = tcp_bed(&[]);
+    let mut rng = os_rng();
+    let key = ee_key();
+    let hello = build_hello(&HelloSpec::new(key, EE_DOMAIN), &mut rng);
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    sock.set_nodelay(true).unwrap();
+    for piece in hello.bytes.chunks(7) {
+        sock.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(3)); // the pieces' pace: the case under test
+    }
+    let (bytes, recs) = common::faketls::read_answer(&mut sock, WAIT)
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", proxy.dump()));
+    common::faketls::check_answer(&bytes, &recs, &key, &hello.random)
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", proxy.dump()));
+}
+
+#[test]
+fn after_the_answer_a_silent_client_or_a_wrong_init_is_closed() {
+    let (mask, dc, proxy) = tcp_bed(&["--handshake-timeout", HANDSHAKE, "--bad-client-drain", "0"]);
+    let mut rng = os_rng();
+    let key = ee_key();
+    // The answer, then nothing: the handshake deadline still holds.
+    let tls = TlsClient::connect(
+        proxy.addr(),
+        &HelloSpec::new(key, EE_DOMAIN),
+        &mut rng,
+        WAIT,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", proxy.dump()));
+    let me = tls.sock().local_addr().unwrap().to_string();
+    let mut sock = tls.sock().try_clone().unwrap();
+    let start = Instant::now();
+    let (end, _) = read_to_end(&mut sock, HANDSHAKE_DUR + MARGIN);
+    assert!(
+        end == "eof" || end == "reset",
+        "silent: {end}\n{}",
+        proxy.dump()
+    );
+    assert!(
+        start.elapsed() <= HANDSHAKE_DUR + MARGIN,
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        proxy.wait_line(&[&me, "handshake-timeout"], WAIT).is_some(),
+        "{}",
+        proxy.dump()
+    );
+    // A valid hello, then an obfuscated2 init made with another secret: a bad init, never
+    // dialled, never masked (the hello was ours).
+    let tls = TlsClient::connect(
+        proxy.addr(),
+        &HelloSpec::new(key, EE_DOMAIN),
+        &mut rng,
+        WAIT,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", proxy.dump()));
+    let mut c =
+        common::mtsession::MtSession::new(tls, b"some other key!!", Tag::Intermediate, 2, &mut rng);
+    c.send_init().unwrap();
+    let mut sock = c.stream.sock().try_clone().unwrap();
+    let (end, got) = read_to_end(&mut sock, WAIT);
+    assert!(
+        end == "eof" || end == "reset",
+        "wrong init: {end}\n{}",
+        proxy.dump()
+    );
+    assert!(got.is_empty(), "{} bytes after a wrong init", got.len());
+    assert!(proxy.wait_log("bad-init", WAIT), "{}", proxy.dump());
+    assert_eq!(dc.connections(), 0);
+    assert_eq!(mask.connections(), 0);
 }
