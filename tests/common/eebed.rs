@@ -1,7 +1,8 @@
 //! Fixtures shared by the fake-TLS black-box tests (tests/faketls_*.rs): the `ee` secret they
 //! run the proxy with, proxies on each tier with `--mask-host` pointed at a [`MaskSite`], the
-//! key and domain read back from the `tg-ws-proxy link` output, and an `ee` MTProto session
-//! ([`ee_session`]) built from the rig's own client ([`super::faketls`]).
+//! key and domain read back from the `tg-ws-proxy link` output, an `ee` MTProto session
+//! ([`ee_session`]) built from the rig's own client ([`super::faketls`]), and the usual bed: a
+//! tcp-tier `ee` proxy with its fake DC and mask site ([`tcp_bed`]).
 //!
 //! Flag names are the lead's (issue 8 flags file): `--mask-host`, `--tls-time-window`,
 //! `--replay-cache`, `--handshake-timeout`. Loopback only.
@@ -12,6 +13,7 @@ use std::time::Duration;
 use tg_ws_proxy::mtproto::obfs2::{Secret, SecretKind, Tag};
 use tg_ws_proxy::rng::Rng;
 
+use super::fakedc::{DcConfig, FakeDc};
 use super::faketls::{ConnectError, HelloSpec, TlsClient};
 use super::masksite::{MaskSite, MASK_DOMAIN};
 use super::mtsession::MtSession;
@@ -125,4 +127,19 @@ pub fn assert_records_bounded(c: &TlsClient, proxy: &Proxy) {
         "records other than AppData ≤ 16384: {bad:?}\nproxy log:\n{}",
         proxy.dump()
     );
+}
+
+/// A tcp-tier `ee` proxy, its fake DC and mask site; `extra` flags after.
+pub fn tcp_bed(extra: &[&str]) -> (MaskSite, FakeDc, Proxy) {
+    let mask = MaskSite::start_tls();
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let mut flags = vec![
+        "--tcp-dc-ip".to_string(),
+        format!("2:{}", dc.addr()),
+        "--tier-order".to_string(),
+        "tcp".to_string(),
+    ];
+    flags.extend(extra.iter().map(|a| a.to_string()));
+    let p = ee_proxy(&mask, &flags);
+    (mask, dc, p)
 }
