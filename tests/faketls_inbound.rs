@@ -340,3 +340,47 @@ fn a_record_of_exactly_16640_bytes_is_taken() {
     assert!(back == p, "echo differs");
     assert_records_bounded(&c.stream, &proxy);
 }
+
+/// A client that does not wait for our answer: hello, CCS, the init and the first packet in
+/// ONE write. The bytes after the hello record are already queued when the proxy reads it.
+#[test]
+fn a_pipelined_hello_ccs_init_and_packet_are_served() {
+    let (_mask, dc, proxy) = tcp_bed(&[]);
+    let mut rng = os_rng();
+    let key = ee_key();
+    let hello = common::faketls::build_hello(&HelloSpec::new(key, EE_DOMAIN), &mut rng);
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    sock.set_nodelay(true).unwrap();
+    // The MTProto layer over an in-memory stream: we place its bytes by hand.
+    let mut s = common::mtsession::MtSession::new(
+        std::io::Cursor::new(Vec::new()),
+        &key,
+        Tag::Intermediate,
+        2,
+        &mut rng,
+    );
+    let (req, nonce) = s.wire_req_pq();
+    let mut wire = hello.bytes.clone();
+    wire.extend_from_slice(&common::faketls::CCS);
+    let body = [&s.init[..], &req].concat();
+    wire.extend_from_slice(&[0x17, 3, 3]);
+    wire.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    wire.extend_from_slice(&body);
+    sock.write_all(&wire).unwrap();
+    let (bytes, recs) = common::faketls::read_answer(&mut sock, WAIT)
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", proxy.dump()));
+    common::faketls::check_answer(&bytes, &recs, &key, &hello.random)
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", proxy.dump()));
+    // The resPQ comes back in an AppData record.
+    let mut h = [0u8; 5];
+    sock.set_read_timeout(Some(WAIT)).unwrap();
+    std::io::Read::read_exact(&mut sock, &mut h)
+        .unwrap_or_else(|e| panic!("no record after the answer: {e}\n{}", proxy.dump()));
+    assert_eq!(h[0], 0x17, "{h:02x?}");
+    let mut rec = vec![0u8; u16::from_be_bytes([h[3], h[4]]) as usize];
+    std::io::Read::read_exact(&mut sock, &mut rec).unwrap();
+    s.stream = std::io::Cursor::new(rec);
+    s.expect_res_pq(&nonce)
+        .unwrap_or_else(|e| panic!("{e}\n{}", proxy.dump()));
+    assert_eq!(dc.inits(), 1);
+}

@@ -410,3 +410,34 @@ fn masking_to_our_own_listener_is_refused_as_a_loop() {
     assert_eq!(proxy.addr(), own, "the proxy took the port it was given");
     assert_closed_unmasked(&proxy, &mask, &["mask-loop"]);
 }
+
+/// Bytes after a hello that is not ours, in the same write, follow it to the mask site in
+/// order; so do the bytes of a client that half-closes at once (an active prober).
+#[test]
+fn bytes_after_a_masked_hello_follow_it_even_after_a_half_close() {
+    let mask = MaskSite::start_plain();
+    let (_dc, proxy) = bed(&mask, &[]);
+    let mut rng = os_rng();
+    let h = build_hello(&HelloSpec::new(*b"not the ee key!!", EE_DOMAIN), &mut rng);
+    let mut wire = h.bytes.clone();
+    wire.extend_from_slice(b"EXTRA AFTER THE HELLO\r\n\r\n");
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    sock.write_all(&wire).unwrap();
+    sock.shutdown(std::net::Shutdown::Write).unwrap();
+    let v = mask
+        .wait_bytes(0, wire.len(), WAIT)
+        .unwrap_or_else(|| panic!("mask site got {:?}\n{}", mask.visits(), proxy.dump()));
+    assert!(
+        v.first_bytes == wire,
+        "{} bytes, want {}",
+        v.first_bytes.len(),
+        wire.len()
+    );
+    // The plain recorder answers the blank line with its page: it reaches the client.
+    let (_, got) = read_to_end(&mut sock, WAIT);
+    assert!(
+        String::from_utf8_lossy(&got).ends_with(PAGE),
+        "{got:?}\n{}",
+        proxy.dump()
+    );
+}
