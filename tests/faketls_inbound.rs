@@ -384,3 +384,47 @@ fn a_pipelined_hello_ccs_init_and_packet_are_served() {
         .unwrap_or_else(|e| panic!("{e}\n{}", proxy.dump()));
     assert_eq!(dc.inits(), 1);
 }
+
+/// Hellos of other sizes than the app's 517 bytes (767: the largest with `16 03 01 02`; 1800: a
+/// browser-sized hello with a post-quantum key share) are served alike.
+#[test]
+fn hellos_of_other_sizes_are_served() {
+    let (_mask, dc, proxy) = tcp_bed(&[]);
+    let mut rng = os_rng();
+    for payload_len in [767, 1800] {
+        let spec = HelloSpec {
+            payload_len,
+            ..HelloSpec::new(ee_key(), EE_DOMAIN)
+        };
+        let tls = TlsClient::connect(proxy.addr(), &spec, &mut rng, WAIT)
+            .unwrap_or_else(|e| panic!("{payload_len}: {e}\n{}", proxy.dump()));
+        assert_eq!(tls.hello.bytes.len(), payload_len + 5);
+        tls.sock().set_read_timeout(Some(WAIT)).unwrap();
+        let mut c = common::mtsession::MtSession::new(tls, &ee_key(), Tag::Abridged, 2, &mut rng);
+        c.send_init().unwrap();
+        c.req_pq()
+            .unwrap_or_else(|e| panic!("{payload_len}: {e}\n{}", proxy.dump()));
+    }
+    assert_eq!(dc.inits(), 2);
+}
+
+/// Records cut across TCP writes (inside the header at every offset, and inside the payload)
+/// are put back together.
+#[test]
+fn records_split_across_tcp_writes_are_reassembled() {
+    let (_mask, _dc, proxy) = tcp_bed(&[]);
+    let mut rng = os_rng();
+    let mut c = ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
+    c.stream.sock().set_nodelay(true).unwrap();
+    for cut in [1, 2, 3, 4, 5, 20] {
+        let (req, nonce) = c.wire_req_pq();
+        let mut rec = vec![0x17, 3, 3];
+        rec.extend_from_slice(&(req.len() as u16).to_be_bytes());
+        rec.extend_from_slice(&req);
+        c.stream.write_raw(&rec[..cut]).unwrap();
+        std::thread::sleep(Duration::from_millis(5)); // two TCP segments: the case under test
+        c.stream.write_raw(&rec[cut..]).unwrap();
+        c.expect_res_pq(&nonce)
+            .unwrap_or_else(|e| panic!("cut at {cut}: {e}\n{}", proxy.dump()));
+    }
+}
