@@ -441,3 +441,19 @@ fn bytes_after_a_masked_hello_follow_it_even_after_a_half_close() {
         proxy.dump()
     );
 }
+
+/// `--mask-host NAME:PORT` goes through the proxy's resolver (here a test hosts file mapping
+/// the name to 127.0.0.1, no nameserver).
+#[test]
+fn a_mask_host_name_is_resolved() {
+    let mask = MaskSite::start_tls();
+    let host = format!("{MASK_DOMAIN}:{}", mask.port());
+    let mut extra: Vec<String> = common::name_args(&[MASK_DOMAIN]);
+    extra.extend([s("--mask-host"), host]);
+    let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let (_dc, proxy) = bed(&mask, &refs);
+    let got = tls_get(proxy.addr(), MASK_DOMAIN, WAIT)
+        .unwrap_or_else(|e| panic!("TLS through the proxy: {e}\n{}", proxy.dump()));
+    assert_eq!(got.cert, mask_cert_der());
+    assert!(got.response.ends_with(PAGE), "{}", got.response);
+}
