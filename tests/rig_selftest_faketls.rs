@@ -226,6 +226,8 @@ fn mask_site_serves_its_certificate_and_records_hello_and_sni() {
     let v = site.wait_closed(0, WAIT).expect("visit ended");
     assert!(v.tls_ok && v.pages == 1, "{v:?}");
     assert_eq!(v.sni.as_deref(), Some(MASK_DOMAIN));
+    // Our SNI parser agrees with rustls on a ClientHello rustls wrote.
+    assert_eq!(v.hello_sni().as_deref(), Some(MASK_DOMAIN));
     assert_eq!(
         v.first_bytes[0], CT_HANDSHAKE,
         "the ClientHello is recorded first"

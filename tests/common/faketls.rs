@@ -308,7 +308,7 @@ fn read_record(sock: &mut TcpStream, out: &mut Vec<u8>) -> Result<(u8, usize), A
     Ok((h[0], len))
 }
 
-/// Reads the answer to a hello: records until the first AppData record (at most
+/// Reads the answer to a hello: records until the first AppData (or alert) record (at most
 /// [`MAX_ANSWER_RECORDS`], [`MAX_ANSWER`] bytes), each read bounded by `timeout`. Returns the
 /// raw bytes and the record list; no checks of content (see [`check_answer`]).
 pub fn read_answer(
