@@ -191,6 +191,7 @@ fn stale_hellos_are_masked_once_the_clock_is_trusted() {
         proxy.dump()
     );
     assert_stat(&proxy, "masked-stale", 2);
+    assert_tls_counter(&proxy, 2, 2);
 }
 
 #[test]
@@ -213,6 +214,20 @@ fn a_replayed_hello_is_masked() {
         1,
         "only the original session reached the DC"
     );
+    // The gate's own counter: `tls=accepted/replays/stale/unchecked`.
+    assert_tls_counter(&proxy, 1, 2);
+}
+
+/// Waits for a stats line whose `tls=` field has at least `n` at position `i`.
+fn assert_tls_counter(proxy: &Proxy, i: usize, n: u64) {
+    let mut last = None;
+    let ok = common::wait_until(WAIT, || {
+        last = proxy.next_stats(WAIT);
+        last.as_deref()
+            .and_then(|l| stats_field(l, "tls"))
+            .is_some_and(|v| v.len() == 4 && v[i] >= n)
+    });
+    assert!(ok, "no tls= field with [{i}] >= {n}; last: {last:?}");
 }
 
 #[test]
