@@ -428,3 +428,20 @@ fn records_split_across_tcp_writes_are_reassembled() {
             .unwrap_or_else(|e| panic!("cut at {cut}: {e}\n{}", proxy.dump()));
     }
 }
+
+/// The answer names the client's first TLS 1.3 suite, GREASE skipped (PROTOCOL.md §2.2: MTProxy
+/// copies the client's `13 0x`), not a fixed `13 01`.
+#[test]
+fn the_answer_names_the_clients_first_tls13_suite_skipping_grease() {
+    let (_mask, _dc, proxy) = tcp_bed(&[]);
+    let mut rng = os_rng();
+    let key = ee_key();
+    let mut hello = common::faketls::build_hello(&HelloSpec::new(key, EE_DOMAIN), &mut rng);
+    // Suites at [78..84) were 13 01, 13 02, 13 03: now GREASE 0a0a, 13 02, 13 01.
+    assert_eq!(&hello.bytes[78..84], &[0x13, 1, 0x13, 2, 0x13, 3]);
+    hello.bytes[78..84].copy_from_slice(&[0x0a, 0x0a, 0x13, 2, 0x13, 1]);
+    hello.random = common::faketls::sign_hello(&mut hello.bytes, &key, hello.timestamp);
+    let tls = TlsClient::connect_hello(proxy.addr(), hello, &key, WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", proxy.dump()));
+    assert_eq!(tls.answer.cipher, 0x1302, "{}", proxy.dump());
+}
