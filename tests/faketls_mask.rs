@@ -472,3 +472,43 @@ fn a_mask_host_name_is_resolved() {
     assert_eq!(got.cert, mask_cert_der());
     assert!(got.response.ends_with(PAGE), "{}", got.response);
 }
+
+/// Behind nginx/HAProxy (`--proxy-protocol`): an `ee` client after a PROXY v1 header is served,
+/// and a hello that is not ours is masked without the header (the mask site sees the client's
+/// own bytes only).
+#[test]
+fn behind_a_proxy_header_ee_is_served_and_masking_replays_no_header() {
+    let mask = MaskSite::start_tls();
+    let (dc, proxy) = bed(&mask, &["--proxy-protocol"]);
+    let mut rng = os_rng();
+    let header = b"PROXY TCP4 192.0.2.7 127.0.0.1 40000 443\r\n";
+    let key = ee_key();
+    let hello = build_hello(&HelloSpec::new(key, EE_DOMAIN), &mut rng);
+    let tls = common::faketls::TlsClient::connect_after(proxy.addr(), header, hello, &key, WAIT)
+        .unwrap_or_else(|e| panic!("ee after a PROXY header: {e}\n{}", proxy.dump()));
+    tls.sock().set_read_timeout(Some(WAIT)).unwrap();
+    let mut c = common::mtsession::MtSession::new(tls, &key, Tag::Intermediate, 2, &mut rng);
+    c.send_init().unwrap();
+    c.req_pq()
+        .unwrap_or_else(|e| panic!("ee after a PROXY header: {e}\n{}", proxy.dump()));
+    assert_eq!(dc.inits(), 1);
+
+    let wrong = build_hello(&HelloSpec::new(*b"not the ee key!!", EE_DOMAIN), &mut rng);
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    sock.write_all(&[&header[..], &wrong.bytes].concat())
+        .unwrap();
+    let v = mask
+        .wait_bytes(0, wrong.bytes.len(), WAIT)
+        .unwrap_or_else(|| panic!("not masked\n{}", proxy.dump()));
+    assert!(
+        v.first_bytes == wrong.bytes,
+        "the mask site got {} bytes",
+        v.first_bytes.len()
+    );
+    drop(sock);
+    assert!(
+        proxy.wait_line(&["masked", "192.0.2.7"], WAIT).is_some(),
+        "the masked line names the PROXY header's client\n{}",
+        proxy.dump()
+    );
+}

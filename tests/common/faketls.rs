@@ -430,13 +430,25 @@ impl TlsClient {
         key: &[u8; 16],
         timeout: Duration,
     ) -> Result<TlsClient, ConnectError> {
+        TlsClient::connect_after(addr, &[], hello, key, timeout)
+    }
+
+    /// [`TlsClient::connect_hello`] writing `prefix` (e.g. a PROXY protocol header) first, in
+    /// the same write as the hello.
+    pub fn connect_after(
+        addr: SocketAddr,
+        prefix: &[u8],
+        hello: Hello,
+        key: &[u8; 16],
+        timeout: Duration,
+    ) -> Result<TlsClient, ConnectError> {
         let mut sock = TcpStream::connect_timeout(&addr, timeout).map_err(ConnectError::Connect)?;
         let setup = |s: &TcpStream| {
             s.set_nodelay(true)?;
             s.set_write_timeout(Some(timeout))
         };
         setup(&sock).map_err(ConnectError::Connect)?;
-        sock.write_all(&hello.bytes)
+        sock.write_all(&[prefix, &hello.bytes].concat())
             .map_err(ConnectError::Connect)?;
         let (bytes, records) = read_answer(&mut sock, timeout).map_err(ConnectError::Answer)?;
         let answer =
