@@ -1,6 +1,7 @@
 //! Self-tests of the black-box rig (tests/common) that need no proxy binary: the fake DC in both
 //! modes, its faults (the outage switch included) and records, the black hole, and the probe
-//! client against them. If these fail, proxy test failures mean nothing.
+//! client against them. If these fail, proxy test failures mean nothing. The fake-TLS half of the
+//! rig (faketls, mtsession, masksite) is self-tested in tests/rig_selftest_faketls.rs.
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Shared black-box test rig: spawn the built `tg-ws-proxy` binary ([`Proxy`]), fake peers
-//! ([`fakedc`], [`blackhole`]), condition waits, and client helpers built on the probe applet's
-//! [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
+//! ([`fakedc`], [`blackhole`], the mask site [`masksite`]), the rig's own fake-TLS client
+//! ([`faketls`], with [`mtsession`] for MTProto over any stream), condition waits, and client
+//! helpers built on the probe applet's [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
 //!
 //! Test code: panics on local setup failure are the point (a broken rig must fail loudly).
 //! It never touches the real network (127.0.0.1 only) and never sleeps for correctness: waits
@@ -8,7 +9,11 @@
 #![allow(dead_code)]
 
 pub mod blackhole;
+pub mod eebed;
 pub mod fakedc;
+pub mod faketls;
+pub mod masksite;
+pub mod mtsession;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};

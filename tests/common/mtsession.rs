@@ -1,0 +1,120 @@
+//! A blocking obfuscated2 MTProto client over any `Read + Write` stream ([`MtSession`]), so the
+//! rig speaks MTProto inside its own fake-TLS stream ([`super::faketls::TlsClient`]) the way
+//! `applet::probe::MtClient` does over a bare TCP socket.
+//!
+//! Owns only the plumbing: the init and ciphers come from `mtproto::obfs2` (§1.3 of
+//! docs/protocol.md), framing from `mtproto::framing`, `req_pq_multi`/`resPQ` from
+//! `mtproto::packet`. Reads rely on the stream's own timeouts. Test code.
+
+use std::io::{self, Read, Write};
+
+use tg_ws_proxy::mtproto::framing::{self, Decoder};
+use tg_ws_proxy::mtproto::obfs2::{self, Cipher, Tag};
+use tg_ws_proxy::mtproto::packet;
+use tg_ws_proxy::rng::Rng;
+
+/// An obfuscated2 client session over `S`. Nothing is sent until the caller sends the init
+/// ([`MtSession::send_init`] or by hand from [`MtSession::init`]).
+pub struct MtSession<S> {
+    pub stream: S,
+    tag: Tag,
+    /// The 64-byte client init (already carrying the encrypted tag and DC).
+    pub init: [u8; 64],
+    encrypt: Cipher,
+    decrypt: Cipher,
+    decoder: Decoder,
+    rng: Rng,
+}
+
+impl<S: Read + Write> MtSession<S> {
+    /// A session for secret `key`, transport `tag`, signed DC index `dc`.
+    pub fn new(stream: S, key: &[u8; 16], tag: Tag, dc: i16, rng: &mut Rng) -> MtSession<S> {
+        let started = obfs2::initiate(tag, dc, Some(key), rng);
+        let mut seed = [0u8; 48];
+        rng.fill(&mut seed);
+        MtSession {
+            stream,
+            tag,
+            init: started.init,
+            encrypt: started.encrypt,
+            decrypt: started.decrypt,
+            decoder: Decoder::new(tag),
+            rng: Rng::from_seed(seed),
+        }
+    }
+
+    /// Writes the 64-byte init.
+    pub fn send_init(&mut self) -> io::Result<()> {
+        let init = self.init;
+        self.stream.write_all(&init)
+    }
+
+    /// One packet carrying `payload`, framed for this tag and encrypted (the cipher advances:
+    /// the bytes must be sent, in order).
+    pub fn wire_packet(&mut self, payload: &[u8]) -> Vec<u8> {
+        let mut w = framing::encode(self.tag, payload, &mut self.rng);
+        self.encrypt.apply(&mut w);
+        w
+    }
+
+    /// Frames, encrypts and writes one packet.
+    pub fn send_packet(&mut self, payload: &[u8]) -> io::Result<()> {
+        let w = self.wire_packet(payload);
+        self.stream.write_all(&w)
+    }
+
+    /// Reads until one whole packet decodes; its payload (padded intermediate: padding kept).
+    /// EOF → `UnexpectedEof`, bad framing → `InvalidData`, other errors as the stream gives.
+    pub fn recv_packet(&mut self) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match self.decoder.next() {
+                Ok(Some(p)) => return Ok(p),
+                Ok(None) => {}
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+            }
+            let n = match self.stream.read(&mut buf) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.decrypt.apply(&mut buf[..n]);
+            self.decoder.push(&buf[..n]);
+        }
+    }
+
+    /// Sends `req_pq_multi` with a random nonce and checks the `resPQ` names it.
+    pub fn req_pq(&mut self) -> Result<(), String> {
+        let mut nonce = [0u8; 16];
+        self.rng.fill(&mut nonce);
+        let req = packet::req_pq_multi(&nonce, packet::msg_id(1_700_000_000_000));
+        self.send_packet(&req)
+            .map_err(|e| format!("send req_pq_multi: {e}"))?;
+        let reply = self
+            .recv_packet()
+            .map_err(|e| format!("waiting for resPQ: {e}"))?;
+        packet::parse_res_pq(&reply, &nonce)
+            .map(|_| ())
+            .map_err(|e| format!("bad resPQ: {e:?}"))
+    }
+
+    /// A `req_pq_multi` packet ready for the wire (nonce returned), for tests that place it by
+    /// hand (e.g. in the same record as the init).
+    pub fn wire_req_pq(&mut self) -> (Vec<u8>, [u8; 16]) {
+        let mut nonce = [0u8; 16];
+        self.rng.fill(&mut nonce);
+        let req = packet::req_pq_multi(&nonce, packet::msg_id(1_700_000_000_000));
+        (self.wire_packet(&req), nonce)
+    }
+
+    /// Reads the next packet and checks it is the `resPQ` for `nonce`.
+    pub fn expect_res_pq(&mut self, nonce: &[u8; 16]) -> Result<(), String> {
+        let reply = self
+            .recv_packet()
+            .map_err(|e| format!("waiting for resPQ: {e}"))?;
+        packet::parse_res_pq(&reply, nonce)
+            .map(|_| ())
+            .map_err(|e| format!("bad resPQ: {e:?}"))
+    }
+}
