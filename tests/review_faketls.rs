@@ -1,0 +1,115 @@
+//! Black-box review checks of the fake-TLS inbound: a client that completed the `ee`
+//! handshake and then floods change_cipher_spec records must not take the reactor from the
+//! other sessions (the record layer's read loop runs until the socket is drained, so records
+//! that carry no payload must be bounded). Real sockets on 127.0.0.1; the client side of the
+//! handshake is `mtproto::faketls::client`.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{client_opts, os_rng, tcp_dc2_proxy, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, Outcome};
+use tg_ws_proxy::mtproto::faketls::client::{check_server_hello, client_hello, CLIENT_HELLO_LEN};
+use tg_ws_proxy::mtproto::obfs2::{Secret, Tag};
+
+/// `ee` + a key + hex("example.com").
+const EE: &str = "eefedcba9876543210fedcba98765432106578616d706c652e636f6d";
+/// Longest the test waits for an answer or a probe.
+const WAIT: Duration = Duration::from_secs(10);
+/// A probe slower than this during the flood counts as starved (it takes a few ms unloaded).
+const SLOW_MS: u64 = 2000;
+
+/// Connects to `addr` and completes the fake-TLS handshake for [`EE`] (our ServerHello
+/// verified); returns the socket at a record boundary.
+fn tls_client(addr: std::net::SocketAddr) -> TcpStream {
+    let secret = Secret::parse(EE).expect("EE parses");
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut hello = [0u8; CLIENT_HELLO_LEN];
+    let mut rng = os_rng();
+    let (len, random) = client_hello(&mut hello, &secret.key, "example.com", now, &mut |b| {
+        rng.fill(b)
+    });
+    assert_eq!(len, CLIENT_HELLO_LEN);
+    s.write_all(&hello[..len]).unwrap();
+    let mut answer = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match check_server_hello(&answer, &secret.key, &random) {
+            Ok(n) => {
+                assert_eq!(n, answer.len(), "nothing past our answer before the init");
+                return s;
+            }
+            Err(e) if Instant::now() > deadline => panic!("no valid answer: {e:?}"),
+            Err(_) => {}
+        }
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).expect("read the answer");
+        assert!(n > 0, "closed before the answer");
+        answer.extend(&buf[..n]);
+    }
+}
+
+#[test]
+fn a_ccs_flood_after_the_handshake_does_not_starve_other_clients() {
+    let (_dc, proxy) = tcp_dc2_proxy(&["--secret", EE, "--handshake-timeout", "30"]);
+    let addr = proxy.addr();
+    let mut flood = tls_client(addr);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let mut flood = flood.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let ccs: Vec<u8> = [0x14, 0x03, 0x03, 0x00, 0x01, 0x01].repeat(10_000);
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                match flood.write(&ccs) {
+                    Ok(n) => sent += n as u64,
+                    Err(_) => break,
+                }
+            }
+            sent
+        })
+    };
+    // Another client on the same reactor, while the flood runs.
+    let opts = client_opts(addr, SECRET, Tag::Intermediate, 2);
+    let attempt = probe_once(&opts, &mut os_rng());
+    let flooder_closed = {
+        // The flooding session is ended (a bounded run of CCS records), so the writer stops.
+        flood.set_read_timeout(Some(WAIT)).unwrap();
+        let mut buf = [0u8; 256];
+        match flood.read(&mut buf) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    };
+    stop.store(true, Ordering::Relaxed);
+    let _ = flood.shutdown(std::net::Shutdown::Both);
+    let sent = writer.join().unwrap();
+    eprintln!("probe during the flood: {}ms", attempt.ms);
+    assert_eq!(
+        attempt.outcome,
+        Outcome::Ok,
+        "probe during a CCS flood ({sent} bytes sent): {} in {}ms\n{}",
+        attempt.detail,
+        attempt.ms,
+        proxy.dump()
+    );
+    // Before the bound a probe took seconds here (the reactor sat in the flooder's read loop).
+    assert!(
+        attempt.ms < SLOW_MS,
+        "probe took {}ms during the flood",
+        attempt.ms
+    );
+    assert!(flooder_closed, "the flooding client is closed");
+}
