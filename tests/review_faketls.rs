@@ -7,8 +7,9 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -112,4 +113,107 @@ fn a_ccs_flood_after_the_handshake_does_not_starve_other_clients() {
         attempt.ms
     );
     assert!(flooder_closed, "the flooding client is closed");
+}
+
+/// A fake mask server for one connection: reads until the client's end of stream, reports
+/// what it got, answers `reply` and closes.
+fn mask_server(reply: &'static [u8]) -> (std::net::SocketAddr, mpsc::Receiver<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        let _ = tx.send(got);
+        let _ = s.write_all(reply);
+    });
+    (addr, rx)
+}
+
+/// Writes `parts` one by one (each its own segment), half-closes, reads to the end.
+fn exchange(addr: std::net::SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_nodelay(true).unwrap();
+    for p in parts {
+        s.write_all(p).expect("write");
+        s.flush().unwrap();
+    }
+    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).expect("read to the end");
+    got
+}
+
+/// A signed hello for `key` and `domain` at the current time.
+fn hello_for(key: &[u8; 16], domain: &str) -> Vec<u8> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut hello = [0u8; CLIENT_HELLO_LEN];
+    let mut rng = os_rng();
+    let (len, _) = client_hello(&mut hello, key, domain, now, &mut |b| rng.fill(b));
+    hello[..len].to_vec()
+}
+
+#[test]
+fn a_wrong_key_hello_split_and_followed_by_bytes_is_replayed_exactly_on_a_mixed_port() {
+    let (mask, got) = mask_server(b"site answer");
+    let target = mask.to_string();
+    let (_dc, proxy) = tcp_dc2_proxy(&["--secret", EE, "--mask-host", &target]);
+    let hello = hello_for(&[0x5a; 16], "example.com");
+    let after: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
+    let reply = exchange(
+        proxy.addr(),
+        &[&hello[..3], &hello[3..200], &hello[200..], &after],
+    );
+    let mut want = hello.clone();
+    want.extend(&after);
+    assert_eq!(got.recv_timeout(WAIT).expect("mask server got bytes"), want);
+    assert_eq!(reply, b"site answer");
+    assert!(
+        proxy
+            .wait_line(
+                &["masked 127.0.0.1:", "why=wrong-key", "end=both ended"],
+                WAIT
+            )
+            .is_some(),
+        "{}",
+        proxy.dump()
+    );
+}
+
+#[test]
+fn a_replayed_hello_is_masked_with_exactly_its_bytes() {
+    let (mask, got) = mask_server(b"site answer");
+    let target = mask.to_string();
+    let (_dc, proxy) = tcp_dc2_proxy(&["--secret", EE, "--mask-host", &target]);
+    let secret = Secret::parse(EE).unwrap();
+    let hello = hello_for(&secret.key, "example.com");
+    // First time: answered (a ServerHello record comes back).
+    let mut first = TcpStream::connect(proxy.addr()).unwrap();
+    first.write_all(&hello).unwrap();
+    first.set_read_timeout(Some(WAIT)).unwrap();
+    let mut head = [0u8; 3];
+    first
+        .read_exact(&mut head)
+        .expect("an answer to the first hello");
+    assert_eq!(head, [0x16, 0x03, 0x03]);
+    // Second time: a replay, masked.
+    let reply = exchange(proxy.addr(), &[&hello]);
+    assert_eq!(
+        got.recv_timeout(WAIT).expect("mask server got bytes"),
+        hello
+    );
+    assert_eq!(reply, b"site answer");
+    assert!(
+        proxy
+            .wait_line(&["masked 127.0.0.1:", "why=replay"], WAIT)
+            .is_some(),
+        "{}",
+        proxy.dump()
+    );
 }
