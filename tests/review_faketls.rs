@@ -217,3 +217,74 @@ fn a_replayed_hello_is_masked_with_exactly_its_bytes() {
         proxy.dump()
     );
 }
+
+/// A fake mask server for one connection: reads exactly `n` bytes, reports them, answers
+/// `reply` and closes.
+fn mask_server_n(
+    n: usize,
+    reply: &'static [u8],
+) -> (std::net::SocketAddr, mpsc::Receiver<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut got = vec![0u8; n];
+        let ok = s.read_exact(&mut got).is_ok();
+        let _ = tx.send(if ok { got } else { Vec::new() });
+        let _ = s.write_all(reply);
+    });
+    (addr, rx)
+}
+
+/// Sends `bytes` and keeps the connection open (no half-close): what comes back until the
+/// proxy closes, or None if nothing ended within `WAIT`.
+fn send_and_wait(addr: std::net::SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(bytes).expect("write");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut got = Vec::new();
+    match s.read_to_end(&mut got) {
+        Ok(_) => Some(got),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Some(got),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn a_tls_start_that_never_completes_is_masked_at_the_handshake_deadline() {
+    let mut short = vec![0x16, 0x03, 0x01, 0x00, 0x08];
+    short.extend([1, 2, 3, 4, 5, 6, 7, 8]); // a record too short to be a hello: not an init
+    let mut partial = hello_for(&[0x5a; 16], "example.com");
+    partial.truncate(100); // a hello cut short, the rest never sent
+    for bytes in [short, partial] {
+        let n = bytes.len();
+        let (mask, got) = mask_server_n(n, b"site alert");
+        let target = mask.to_string();
+        let (_dc, proxy) = tcp_dc2_proxy(&[
+            "--secret",
+            EE,
+            "--mask-host",
+            &target,
+            "--handshake-timeout",
+            "0.5",
+        ]);
+        let reply = send_and_wait(proxy.addr(), &bytes);
+        let sent = got.recv_timeout(WAIT).unwrap_or_default();
+        assert_eq!(sent, bytes, "{n} bytes at the mask host\n{}", proxy.dump());
+        assert_eq!(
+            reply.as_deref(),
+            Some(&b"site alert"[..]),
+            "{}",
+            proxy.dump()
+        );
+        assert!(
+            proxy
+                .wait_line(&["masked 127.0.0.1:", "why=malformed"], WAIT)
+                .is_some(),
+            "{}",
+            proxy.dump()
+        );
+    }
+}

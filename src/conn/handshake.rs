@@ -8,6 +8,9 @@
 //!   └─ClientHello─► Hello ─gate: ours─► Answer ─written─► TlsInit ─► (init ok) Connecting
 //!                      └─not ours─► mask
 //! ```
+//! At the handshake deadline a TLS start still incomplete (in `First` with bytes, `Hello`,
+//! `InitOrBadHello`) is masked as malformed with what was read; otherwise the close is
+//! `handshake-timeout`.
 //! The first bytes tell TLS from not (`faketls::hello::sniff`; with no `ee` secret they are not
 //! looked at). A ClientHello record is read exactly (never past it, ≤ `MAX_HELLO_RECORD`) and
 //! judged by the gate (`faketls::gate`: key, SNI, timestamp, replay); ours gets the ServerHello
@@ -108,6 +111,18 @@ impl Handshake {
     /// Reason used when the handshake deadline fires.
     pub fn timeout_reason(&self) -> CloseReason {
         CloseReason::HandshakeTimeout
+    }
+
+    /// The bytes of a TLS start that never became a whole ClientHello (a hello cut short, or on
+    /// a port with other secrets a TLS-like start that is not yet 64 bytes): what the mask host
+    /// gets when the handshake deadline fires. `None` for an init, or once a hello was accepted.
+    fn unfinished_tls(&self) -> Option<Vec<u8>> {
+        match &self.stage {
+            Stage::First if self.got > 0 => Some(self.init[..self.got].to_vec()),
+            Stage::InitOrBadHello => Some(self.init[..self.got].to_vec()),
+            Stage::Hello { record, got } => Some(record[..*got].to_vec()),
+            _ => None,
+        }
     }
 }
 
@@ -390,6 +405,22 @@ impl Conn {
                 self.start_session(accepted, ctx)
             }
             Err(_) => self.reject(CloseReason::BadInit, ctx),
+        }
+    }
+
+    /// The handshake deadline fired: a TLS start that never became a whole hello is masked as
+    /// malformed with every byte read (a real site would still be waiting for the rest, and
+    /// answers it after its own deadline); anything else closes as `handshake-timeout`.
+    pub(super) fn handshake_timeout(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Handshake(h) = &self.phase else {
+            return Step::Progress;
+        };
+        match h.unfinished_tls() {
+            Some(captured) => {
+                let sni = None;
+                self.start_mask(MaskWhy::Hello(Reject::Malformed), captured, sni, ctx)
+            }
+            None => Step::Close(h.timeout_reason()),
         }
     }
 
