@@ -288,3 +288,26 @@ fn a_tls_start_that_never_completes_is_masked_at_the_handshake_deadline() {
         );
     }
 }
+
+#[test]
+fn behind_proxy_protocol_a_masked_hello_reaches_the_mask_host_without_the_header() {
+    let (mask, got) = mask_server(b"site answer");
+    let target = mask.to_string();
+    let (_dc, proxy) = tcp_dc2_proxy(&["--secret", EE, "--mask-host", &target, "--proxy-protocol"]);
+    let hello = hello_for(&[0x5a; 16], "example.com");
+    let mut segment = b"PROXY TCP4 198.51.100.7 127.0.0.1 40000 443\r\n".to_vec();
+    segment.extend(&hello);
+    let reply = exchange(proxy.addr(), &[&segment]);
+    assert_eq!(
+        got.recv_timeout(WAIT).expect("mask server got bytes"),
+        hello
+    );
+    assert_eq!(reply, b"site answer");
+    assert!(
+        proxy
+            .wait_line(&["masked 198.51.100.7:40000", "why=wrong-key"], WAIT)
+            .is_some(),
+        "{}",
+        proxy.dump()
+    );
+}
