@@ -28,6 +28,11 @@ const SLOW_MS: u64 = 2000;
 /// Connects to `addr` and completes the fake-TLS handshake for [`EE`] (our ServerHello
 /// verified); returns the socket at a record boundary.
 fn tls_client(addr: std::net::SocketAddr) -> TcpStream {
+    tls_client_in(addr, CLIENT_HELLO_LEN)
+}
+
+/// [`tls_client`] writing the hello `chunk` bytes at a time (each its own segment).
+fn tls_client_in(addr: std::net::SocketAddr, chunk: usize) -> TcpStream {
     let secret = Secret::parse(EE).expect("EE parses");
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(WAIT)).unwrap();
@@ -41,7 +46,10 @@ fn tls_client(addr: std::net::SocketAddr) -> TcpStream {
         rng.fill(b)
     });
     assert_eq!(len, CLIENT_HELLO_LEN);
-    s.write_all(&hello[..len]).unwrap();
+    s.set_nodelay(true).unwrap();
+    for part in hello[..len].chunks(chunk) {
+        s.write_all(part).unwrap();
+    }
     let mut answer = Vec::new();
     let deadline = Instant::now() + WAIT;
     loop {
@@ -310,4 +318,17 @@ fn behind_proxy_protocol_a_masked_hello_reaches_the_mask_host_without_the_header
         "{}",
         proxy.dump()
     );
+}
+
+#[test]
+fn a_hello_dripped_byte_by_byte_is_answered_and_the_session_served() {
+    let (_dc, proxy) = tcp_dc2_proxy(&["--secret", EE]);
+    for chunk in [1, 5, 6, 43, 44] {
+        let s = tls_client_in(proxy.addr(), chunk);
+        drop(s);
+    }
+    // A whole probe after them: the gate still answers.
+    let opts = client_opts(proxy.addr(), EE, Tag::Intermediate, 2);
+    let attempt = probe_once(&opts, &mut os_rng());
+    assert_eq!(attempt.outcome, Outcome::Ok, "{}", attempt.detail);
 }
