@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{client_opts, os_rng, tcp_dc2_proxy, SECRET};
-use tg_ws_proxy::applet::probe::{probe_once, Outcome};
+use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::faketls::client::{check_server_hello, client_hello, CLIENT_HELLO_LEN};
 use tg_ws_proxy::mtproto::obfs2::{Secret, Tag};
 
@@ -331,4 +331,79 @@ fn a_hello_dripped_byte_by_byte_is_answered_and_the_session_served() {
     let opts = client_opts(proxy.addr(), EE, Tag::Intermediate, 2);
     let attempt = probe_once(&opts, &mut os_rng());
     assert_eq!(attempt.outcome, Outcome::Ok, "{}", attempt.detail);
+}
+
+/// A mask server for any number of connections: each gets `bye` and is closed at once.
+fn closing_mask_server() -> std::net::SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let _ = s.write_all(b"bye");
+        }
+    });
+    addr
+}
+
+/// Reads until the proxy closes: true if it did within `WAIT`.
+fn closed_by_proxy(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut sink = Vec::new();
+    match s.read_to_end(&mut sink) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+#[test]
+fn fake_tls_and_masked_sessions_give_their_per_address_slot_back() {
+    let mask = closing_mask_server().to_string();
+    let (_dc, proxy) = tcp_dc2_proxy(&[
+        "--secret",
+        EE,
+        "--mask-host",
+        &mask,
+        "--max-per-ip",
+        "2",
+        "--per-ip-rate",
+        "0",
+        "--handshake-timeout",
+        "0.5",
+        "--bad-client-drain",
+        "0",
+    ]);
+    let addr = proxy.addr();
+    for round in 0..2 {
+        // Masked: a wrong-key hello, and a hello cut short (masked at the deadline).
+        let hello = hello_for(&[0x5a; 16], "example.com");
+        for bytes in [&hello[..], &hello[..100]] {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(bytes).unwrap();
+            assert!(closed_by_proxy(&mut s), "round {round}");
+        }
+        // Accepted, then a record stream we do not relay (tls-record).
+        let mut s = tls_client(addr);
+        s.write_all(&[0x14, 0x03, 0x03, 0x00, 0x01, 0x01].repeat(9))
+            .unwrap();
+        assert!(closed_by_proxy(&mut s), "round {round}");
+        // Accepted and served.
+        let opts = client_opts(addr, EE, Tag::Intermediate, 2);
+        let attempt = probe_once(&opts, &mut os_rng());
+        assert_eq!(
+            attempt.outcome,
+            Outcome::Ok,
+            "round {round}: {}",
+            attempt.detail
+        );
+    }
+    // Every slot came back: two sessions held at once, the third refused.
+    let opts = client_opts(addr, EE, Tag::Intermediate, 2);
+    // Past their init (no handshake deadline any more): held until dropped.
+    let held: Vec<MtClient> = (0..2)
+        .map(|_| MtClient::connect_with(&opts, &mut os_rng()).expect("held session"))
+        .collect();
+    let attempt = probe_once(&opts, &mut os_rng());
+    assert_ne!(attempt.outcome, Outcome::Ok, "a third session refused");
+    assert!(proxy.wait_log("per-ip-limit", WAIT), "{}", proxy.dump());
+    drop(held);
 }
