@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::{client_opts, os_rng, tcp_dc2_proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::faketls::client::{check_server_hello, client_hello, CLIENT_HELLO_LEN};
-use tg_ws_proxy::mtproto::obfs2::{Secret, Tag};
+use tg_ws_proxy::mtproto::obfs2::{self, Secret, Tag};
 
 /// `ee` + a key + hex("example.com").
 const EE: &str = "eefedcba9876543210fedcba98765432106578616d706c652e636f6d";
@@ -406,4 +406,37 @@ fn fake_tls_and_masked_sessions_give_their_per_address_slot_back() {
     assert_ne!(attempt.outcome, Outcome::Ok, "a third session refused");
     assert!(proxy.wait_log("per-ip-limit", WAIT), "{}", proxy.dump());
     drop(held);
+}
+
+#[test]
+fn an_init_pipelined_with_the_hello_before_our_answer_is_read_is_accepted() {
+    let (dc, proxy) = tcp_dc2_proxy(&["--secret", EE]);
+    let secret = Secret::parse(EE).unwrap();
+    let mut rng = os_rng();
+    let started = obfs2::initiate(Tag::Intermediate, 2, Some(&secret.key), &mut rng);
+    // Hello, CCS, then the init split over two application-data records, in one write.
+    let mut wire = hello_for(&secret.key, "example.com");
+    wire.extend([0x14, 0x03, 0x03, 0x00, 0x01, 0x01]);
+    for part in started.init.chunks(40) {
+        wire.extend([0x17, 0x03, 0x03, 0x00, part.len() as u8]);
+        wire.extend(part);
+    }
+    let mut s = TcpStream::connect(proxy.addr()).unwrap();
+    s.write_all(&wire).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let mut head = [0u8; 3];
+    s.read_exact(&mut head).expect("our answer");
+    assert_eq!(head, [0x16, 0x03, 0x03]);
+    // The init was accepted: the session reached the DC and is logged as fake-TLS at close.
+    assert!(
+        common::wait_until(WAIT, || dc.connections() >= 1),
+        "no upstream dialled:\n{}",
+        proxy.dump()
+    );
+    drop(s);
+    assert!(
+        proxy.wait_log(" fake-TLS DC2 via tcp ", WAIT),
+        "{}",
+        proxy.dump()
+    );
 }
