@@ -5,13 +5,16 @@
 //! seed picks the split) and must unwrap as a walk over the whole stream written here says:
 //! application-data payload in order (a record cut short by the end of the stream gives what
 //! arrived), change_cipher_spec skipped, and the first bad header (type, version major, empty
-//! application data, over MAX_RECORD_IN, a CCS record past MAX_CCS_RUN in a row) the same error; the payload handed out before an error
-//! is a prefix of the walk's. Then the stream framed by a `RecordWriter` (offers of `mode`-picked
-//! size, a sink taking seed-picked amounts) parses back to itself in records of 1..=MAX_PAYLOAD.
+//! application data, over MAX_RECORD_IN, a CCS record past MAX_CCS_RUN in a row) the same
+//! error; the payload handed out before an error is a prefix of the walk's. Then the stream
+//! framed by a `RecordWriter` (offers of `mode`-picked size, a sink taking seed-picked amounts)
+//! parses back to itself in records of 1..=MAX_PAYLOAD.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tg_ws_proxy::mtproto::faketls::record::{RecordError, RecordReader, RecordWriter, MAX_CCS_RUN};
+use tg_ws_proxy::mtproto::faketls::record::{
+    RecordError, RecordReader, RecordWriter, MAX_CCS_RUN,
+};
 use tg_ws_proxy::mtproto::faketls::{
     CT_APPDATA, CT_CCS, MAX_PAYLOAD, MAX_RECORD_IN, RECORD_HEADER,
 };
