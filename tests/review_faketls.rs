@@ -17,6 +17,7 @@ use common::{client_opts, os_rng, tcp_dc2_proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::faketls::client::{check_server_hello, client_hello, CLIENT_HELLO_LEN};
 use tg_ws_proxy::mtproto::obfs2::{self, Secret, Tag};
+use tg_ws_proxy::mtproto::packet;
 
 /// `ee` + a key + hex("example.com").
 const EE: &str = "eefedcba9876543210fedcba98765432106578616d706c652e636f6d";
@@ -434,4 +435,33 @@ fn an_init_pipelined_with_the_hello_before_our_answer_is_read_is_accepted() {
         proxy.dump()
     );
     assert_eq!(proxy.count_log("bad client"), 0, "{}", proxy.dump());
+}
+
+#[test]
+fn a_proxy_header_dripped_byte_by_byte_then_fake_tls_is_served_under_its_address() {
+    let (_dc, proxy) = tcp_dc2_proxy(&["--secret", EE, "--proxy-protocol"]);
+    let header = b"PROXY TCP4 203.0.113.9 127.0.0.1 41000 443\r\n";
+    let mut s = TcpStream::connect(proxy.addr()).unwrap();
+    s.set_nodelay(true).unwrap();
+    for b in header.chunks(1) {
+        s.write_all(b).unwrap();
+    }
+    let opts = client_opts(proxy.addr(), EE, Tag::Intermediate, 2);
+    let mut rng = os_rng();
+    let mut c = MtClient::handshake(s, &opts, &mut rng).expect("fake-TLS handshake");
+    let mut nonce = [0u8; 16];
+    rng.fill(&mut nonce);
+    c.send_packet(&packet::req_pq_multi(
+        &nonce,
+        packet::msg_id(1_700_000_000_000),
+    ))
+    .expect("send");
+    let reply = c.recv_packet().expect("reply");
+    packet::parse_res_pq(&reply, &nonce).expect("resPQ");
+    drop(c);
+    assert!(
+        proxy.wait_log("session 203.0.113.9:41000 fake-TLS DC2", WAIT),
+        "{}",
+        proxy.dump()
+    );
 }
