@@ -92,7 +92,8 @@ pub struct Config {
     pub ws_connect_timeout: Duration,
     /// Bound on a `tcp` tier connect (`--tcp-connect-timeout`, 10 s).
     pub tcp_connect_timeout: Duration,
-    /// Total deadline for a client's 64-byte init (`--handshake-timeout`, 10 s).
+    /// Total deadline for a client's 64-byte init, PROXY header and fake-TLS hello included
+    /// (`--handshake-timeout`, 10 s).
     pub handshake_timeout: Duration,
     /// Close a session with no payload either way for this long (`--idle-timeout`, 600 s).
     pub idle_timeout: Duration,

@@ -87,8 +87,9 @@ pub enum CloseReason {
     /// sockets arrived): refused so a client cannot make the proxy loop.
     MaskLoop,
     /// After a fake-TLS handshake the client sent a record we do not relay: a type other than
-    /// application_data or change_cipher_spec, an empty application_data record, or one over
-    /// 16640 bytes (`mtproto::faketls::record`).
+    /// application_data or change_cipher_spec, an empty application_data record, one over
+    /// 16640 bytes, or more than 8 change_cipher_spec records in a row
+    /// (`mtproto::faketls::record`).
     TlsRecord,
 }
 

@@ -60,8 +60,9 @@ pub struct Stats {
     /// Fake-TLS hellos accepted while the clock was not trusted, their timestamp unchecked
     /// (copied from the gate).
     pub tls_unchecked: u64,
-    /// Replay cache entries evicted before their time because it was full (copied from the
-    /// gate; shown as `replay-evicted=N` when not 0: raise `--replay-cache`).
+    /// Replay cache entries pushed out by a full cache (copied from the gate; shown as
+    /// `replay-evicted=N` when not 0: a hello recorded before the oldest entry can be replayed;
+    /// raise `--replay-cache` if it grows within hours).
     pub tls_replay_evicted: u64,
 }
 

@@ -5,13 +5,16 @@
 //! seed picks the split) and must unwrap as a walk over the whole stream written here says:
 //! application-data payload in order (a record cut short by the end of the stream gives what
 //! arrived), change_cipher_spec skipped, and the first bad header (type, version major, empty
-//! application data, over MAX_RECORD_IN) the same error; the payload handed out before an error
-//! is a prefix of the walk's. Then the stream framed by a `RecordWriter` (offers of `mode`-picked
-//! size, a sink taking seed-picked amounts) parses back to itself in records of 1..=MAX_PAYLOAD.
+//! application data, over MAX_RECORD_IN, a CCS record past MAX_CCS_RUN in a row) the same
+//! error; the payload handed out before an error is a prefix of the walk's. Then the stream
+//! framed by a `RecordWriter` (offers of `mode`-picked size, a sink taking seed-picked amounts)
+//! parses back to itself in records of 1..=MAX_PAYLOAD.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tg_ws_proxy::mtproto::faketls::record::{RecordError, RecordReader, RecordWriter};
+use tg_ws_proxy::mtproto::faketls::record::{
+    RecordError, RecordReader, RecordWriter, MAX_CCS_RUN,
+};
 use tg_ws_proxy::mtproto::faketls::{
     CT_APPDATA, CT_CCS, MAX_PAYLOAD, MAX_RECORD_IN, RECORD_HEADER,
 };
@@ -19,7 +22,7 @@ use tg_ws_proxy_fuzz::{chunks, Input};
 
 /// The reference: payload of the whole stream, and the first error.
 fn walk(data: &[u8]) -> (Vec<u8>, Option<RecordError>) {
-    let (mut out, mut at) = (Vec::new(), 0);
+    let (mut out, mut at, mut ccs_run) = (Vec::new(), 0, 0);
     while data.len() - at >= RECORD_HEADER {
         let h = &data[at..at + RECORD_HEADER];
         let len = usize::from(u16::from_be_bytes([h[3], h[4]]));
@@ -31,6 +34,8 @@ fn walk(data: &[u8]) -> (Vec<u8>, Option<RecordError>) {
             Some(RecordError::TooLong(len))
         } else if h[0] == CT_APPDATA && len == 0 {
             Some(RecordError::Empty)
+        } else if h[0] == CT_CCS && ccs_run == MAX_CCS_RUN {
+            Some(RecordError::CcsFlood)
         } else {
             None
         };
@@ -40,6 +45,9 @@ fn walk(data: &[u8]) -> (Vec<u8>, Option<RecordError>) {
         let body = &data[at + RECORD_HEADER..(at + RECORD_HEADER + len).min(data.len())];
         if h[0] == CT_APPDATA {
             out.extend_from_slice(body);
+            ccs_run = 0;
+        } else {
+            ccs_run += 1;
         }
         at += RECORD_HEADER + body.len();
     }

@@ -462,7 +462,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--handshake-timeout", short: None, aliases: &[], env: &["TG_HANDSHAKE_TIMEOUT"],
         meta: "D", default: "10s", group: Clients,
-        help: "deadline for a client's 64-byte init",
+        help: "deadline for a client's 64-byte init, its PROXY header and fake-TLS hello \
+               included (a TLS start still incomplete then is masked)",
         kind: Value(|d, s| positive(s).map(|v| d.config.handshake_timeout = v)),
     },
     Opt {

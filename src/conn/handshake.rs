@@ -8,6 +8,9 @@
 //!   └─ClientHello─► Hello ─gate: ours─► Answer ─written─► TlsInit ─► (init ok) Connecting
 //!                      └─not ours─► mask
 //! ```
+//! At the handshake deadline a TLS start still incomplete (in `First` with bytes, `Hello`,
+//! `InitOrBadHello`) is masked as malformed with what was read; otherwise the close is
+//! `handshake-timeout`.
 //! The first bytes tell TLS from not (`faketls::hello::sniff`; with no `ee` secret they are not
 //! looked at). A ClientHello record is read exactly (never past it, ≤ `MAX_HELLO_RECORD`) and
 //! judged by the gate (`faketls::gate`: key, SNI, timestamp, replay); ours gets the ServerHello
@@ -108,6 +111,18 @@ impl Handshake {
     /// Reason used when the handshake deadline fires.
     pub fn timeout_reason(&self) -> CloseReason {
         CloseReason::HandshakeTimeout
+    }
+
+    /// The bytes of a TLS start that never became a whole ClientHello (a hello cut short, or on
+    /// a port with other secrets a TLS-like start that is not yet 64 bytes): what the mask host
+    /// gets when the handshake deadline fires. `None` for an init, or once a hello was accepted.
+    fn unfinished_tls(&self) -> Option<Vec<u8>> {
+        match &self.stage {
+            Stage::First if self.got > 0 => Some(self.init[..self.got].to_vec()),
+            Stage::InitOrBadHello => Some(self.init[..self.got].to_vec()),
+            Stage::Hello { record, got } => Some(record[..*got].to_vec()),
+            _ => None,
+        }
     }
 }
 
@@ -393,6 +408,22 @@ impl Conn {
         }
     }
 
+    /// The handshake deadline fired: a TLS start that never became a whole hello is masked as
+    /// malformed with every byte read (a real site would still be waiting for the rest, and
+    /// answers it after its own deadline); anything else closes as `handshake-timeout`.
+    pub(super) fn handshake_timeout(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Handshake(h) = &self.phase else {
+            return Step::Progress;
+        };
+        match h.unfinished_tls() {
+            Some(captured) => {
+                let sni = None;
+                self.start_mask(MaskWhy::Hello(Reject::Malformed), captured, sni, ctx)
+            }
+            None => Step::Close(h.timeout_reason()),
+        }
+    }
+
     /// A valid init: checks its DC, then hands over to connecting and arms the idle timer.
     fn start_session(&mut self, accepted: Accepted, ctx: &mut Ctx<'_>) -> Step {
         let dc = match DcId::from_index(accepted.dc) {
@@ -516,73 +547,4 @@ pub fn log_clock_events(gate: &mut Gate, cfg: &Config) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mtproto::obfs2::{initiate, Tag};
-    use crate::rng::Rng;
-
-    #[test]
-    fn first_bytes_tell_a_hello_from_an_init_and_mask_only_when_every_secret_is_ee() {
-        let hello = [0x16, 0x03, 0x01, 0x02, 0x00];
-        for all_ee in [false, true] {
-            assert_eq!(first_bytes(&hello[..3], all_ee), First::NeedMore);
-            assert_eq!(first_bytes(&hello, all_ee), First::Hello(5 + 0x200));
-        }
-        // An init (or HTTP) on a mixed port is read on; on an ee-only port it is masked.
-        assert_eq!(first_bytes(b"GET /", false), First::Init(Stage::Init));
-        assert_eq!(first_bytes(&[0xef], true), First::Mask(MaskWhy::NotTls));
-        // Starts like a handshake record but is no hello we read (version 03 07): an init
-        // starts so now and then, so a mixed port tries it as one.
-        let bad = [0x16, 0x03, 0x07];
-        assert_eq!(first_bytes(&bad, false), First::Init(Stage::InitOrBadHello));
-        assert_eq!(
-            first_bytes(&bad, true),
-            First::Mask(MaskWhy::Hello(Reject::Malformed))
-        );
-    }
-
-    #[test]
-    fn an_ee_secret_never_opens_a_plain_init() {
-        let secret = |s: &str| Secret::parse(s).expect("secret parses");
-        let secrets = [
-            secret("ee0123456789abcdef0123456789abcdef6578616d706c652e636f6d"),
-            secret("dd11111111111111111111111111111111"),
-        ];
-        let keys: Vec<[u8; 16]> = secrets.iter().map(|s| s.key).collect();
-        let mut rng = Rng::from_seed([3; 48]);
-        let with_ee = initiate(Tag::PaddedIntermediate, 2, Some(&keys[0]), &mut rng);
-        assert!(accept_plain(&with_ee.init, &keys, &secrets).is_none());
-        assert!(
-            obfs2::accept(&with_ee.init, &keys).is_ok(),
-            "the key itself opens it"
-        );
-        let with_dd = initiate(Tag::PaddedIntermediate, 2, Some(&keys[1]), &mut rng);
-        let a = accept_plain(&with_dd.init, &keys, &secrets).expect("dd init accepted");
-        assert_eq!((a.secret_index, a.dc), (1, 2));
-    }
-
-    #[test]
-    fn bad_input_is_classified() {
-        assert_eq!(
-            classify_bad(b"GET / HTTP/1.1\r\n"),
-            CloseReason::HttpRequest
-        );
-        assert_eq!(classify_bad(b"POST /x"), CloseReason::HttpRequest);
-        assert_eq!(
-            classify_bad(&[0x16, 0x03, 0x01, 0x02, 0x00]),
-            CloseReason::TlsClientHello
-        );
-        assert_eq!(classify_bad(&[0u8; 64]), CloseReason::BadInit);
-        assert_eq!(classify_bad(b"GE"), CloseReason::BadInit);
-        assert_eq!(
-            classify_bad(b"CONNECT kws2.web.telegram.org:443 HTTP/1.1\r\n"),
-            CloseReason::HttpRequest
-        );
-        assert_eq!(
-            classify_bad(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
-            CloseReason::HttpRequest
-        );
-        // Too short to tell from a random init yet.
-        assert!(!is_http(b"CONNECT") && !is_http(b"PRI * HTTP/2.0\r"));
-    }
-}
+mod tests;

@@ -8,28 +8,18 @@
 //!         closed    Draining ───► closed
 //! ```
 //! `proxy_step` reads the PROXY header (`--proxy-protocol`) and admits the client's address
-//! (`per_ip`, released once at close); `mask` relays a client that is not ours to the mask host.
-//! `handshake` reads and checks the 64-byte init, `connect` runs upstream attempts down the
-//! ladder's plan, `relay` is the shell around the sans-IO relay core (`crate::relay`); a session
-//! whose pooled upstream stays silent goes back from Relay to Connecting, once (`relay`). This
-//! accept ─► Handshake ─► Connecting ─► Relay ─► (closed, one log line)
-//!              │ bad init      │ all attempts failed
-//!              ▼               ▼
-//!           Draining ───────► closed
-//!              │ fake-TLS hello not ours / not TLS on an ee-only port
-//!              ▼
-//!            mask
-//! ```
-//! `handshake` reads and checks the 64-byte init (after the fake-TLS handshake for `ee`
-//! secrets), `mask` hands a client that is not ours to the mask host, `connect` runs upstream
+//! (`per_ip`, released once at close); `mask` relays a client that is not ours (a fake-TLS
+//! hello not ours, not TLS on an ee-only port) to the mask host. `handshake` reads and checks
+//! the 64-byte init (after the fake-TLS handshake for `ee` secrets), `connect` runs upstream
 //! attempts down the ladder's plan, `relay` is the shell around the sans-IO relay core
 //! (`crate::relay`); a session whose pooled upstream stays silent goes back from Relay to
 //! Connecting, once (`relay`). `client_io` is the client stream every phase reads and writes:
 //! the socket, plain or with the fake-TLS record layer once the handshake switched it. This
 //! module owns the session struct, its timer kinds ([`SessionTimer`]), event dispatch and the
-//! close path; `timers` what each timer does when it fires and how it is armed. The reactor owns the slab, the poll and the clock; everything reaches a session
-//! through [`Ctx`]. Sessions report facts to the ladder ([`Observation`]) and decide nothing about
-//! route health; existing sessions never consult route state after they are connected.
+//! close path; `timers` what each timer does when it fires and how it is armed. The reactor
+//! owns the slab, the poll and the clock; everything reaches a session through [`Ctx`].
+//! Sessions report facts to the ladder ([`Observation`]) and decide nothing about route health;
+//! existing sessions never consult route state after they are connected.
 
 mod client_io;
 mod connect;

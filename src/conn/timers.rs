@@ -13,7 +13,7 @@ impl Conn {
             SessionTimer::Handshake => {
                 self.timer = None;
                 match self.phase {
-                    Phase::Handshake(ref h) => Step::Close(h.timeout_reason()),
+                    Phase::Handshake(_) => self.handshake_timeout(ctx),
                     Phase::Pre(_) => self.proxy_header_timeout(ctx),
                     _ => Step::Progress,
                 }

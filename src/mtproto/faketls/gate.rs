@@ -107,7 +107,8 @@ pub struct GateCounters {
     /// Hellos accepted while the clock was not trusted and their timestamp did not confirm it
     /// (with `--tls-time-window 0` every accepted hello: timestamps are never checked).
     pub accepted_unchecked: u64,
-    /// Replay cache entries evicted before their ttl because it was full.
+    /// Replay cache entries pushed out by a full cache (entries never expire by time: see
+    /// [`Gate::new`]).
     pub evicted_early: u64,
 }
 
@@ -126,12 +127,14 @@ pub struct Gate {
 impl Gate {
     /// `window_s`: --tls-time-window in seconds (0 = timestamps never checked);
     /// `replay_capacity`: --replay-cache entries (0 = off); `wall_s`, `mono_ms`: now. Replay
-    /// entries expire after 2 × window (see [`ReplayCache`]).
+    /// entries never expire by time, only a full cache pushes the oldest out: the timestamp is
+    /// XOR-ed into random bytes 28..32, which the digest does not cover, so anyone holding a
+    /// recorded hello can move its timestamp to now; an entry dropped after 2 × window would let
+    /// that copy in.
     pub fn new(window_s: u64, replay_capacity: usize, wall_s: u64, mono_ms: u64) -> Gate {
-        let ttl_ms = window_s.saturating_mul(2).saturating_mul(1000);
         Gate {
             window_s,
-            replay: ReplayCache::new(replay_capacity, ttl_ms),
+            replay: ReplayCache::new(replay_capacity, 0),
             clock: ClockTrust::new(wall_s, mono_ms),
             events: [None; EVENTS],
             counters: GateCounters::default(),
@@ -142,7 +145,8 @@ impl Gate {
     /// (`Malformed`); the digest of every key, computed for all of them and compared in
     /// constant time (`WrongKey`); SNI equal to the matching key's domain, ASCII
     /// case-insensitive, a hello without SNI never matching (`WrongSni`); the timestamp within
-    /// ±window if the clock is trusted and the window is not 0 (`Stale`); the replay cache
+    /// ±window if the clock is trusted and the window is not 0 (`Stale`: it stops a recorded
+    /// hello sent as it was, not one whose timestamp bytes were moved); the replay cache
     /// (`Replay`; only accepted hellos are inserted). `wall_s`, `mono_ms`: now (also fed to the
     /// clock trust). An untrusted clock never refuses a hello: it is accepted and counted in
     /// `accepted_unchecked`, and its timestamp may confirm the clock.
@@ -191,7 +195,6 @@ impl Gate {
             self.counters.stale += 1;
             return Err(Reject::Stale);
         }
-        self.replay.set_expiring(checking && trusted);
         let evicted = self.replay.evicted_early();
         let replay = self.replay.check_and_insert(sent, mono_ms);
         self.counters.evicted_early += self.replay.evicted_early() - evicted;

@@ -7,7 +7,8 @@
 //! `stream::FakeTlsStream`'s. Records may be split at any byte across reads. After the
 //! handshake the client sends application_data (`0x17`) records carrying the obfuscated2 stream
 //! and may send change_cipher_spec (`0x14`) records, which are skipped; anything else (an alert,
-//! a handshake record, an empty or oversized application_data record) ends the stream with a
+//! a handshake record, an empty or oversized application_data record, more than `MAX_CCS_RUN`
+//! change_cipher_spec records in a row) ends the stream with a
 //! [`RecordError`]. Nothing here knows about sessions or secrets.
 
 use std::fmt;
@@ -28,7 +29,16 @@ pub enum RecordError {
     TooLong(usize),
     /// An application_data record of length 0.
     Empty,
+    /// More than [`MAX_CCS_RUN`] change_cipher_spec records with no application_data record
+    /// between them.
+    CcsFlood,
 }
+
+/// Most change_cipher_spec records in a row (no application_data record between them) that
+/// are skipped; one more ends the stream. A client sends one, after its hello; the bound keeps
+/// records that carry no payload from holding the reactor in one read loop (each read of
+/// `stream::FakeTls` goes on until it finds payload or the socket is drained).
+pub const MAX_CCS_RUN: usize = 8;
 
 impl fmt::Display for RecordError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -42,6 +52,10 @@ impl fmt::Display for RecordError {
                 )
             }
             RecordError::Empty => f.write_str("empty application data record"),
+            RecordError::CcsFlood => write!(
+                f,
+                "more than {MAX_CCS_RUN} change_cipher_spec records in a row"
+            ),
         }
     }
 }
@@ -61,6 +75,8 @@ pub struct RecordReader {
     left: usize,
     /// The current record is change_cipher_spec: its payload is dropped.
     skipping: bool,
+    /// change_cipher_spec records since the last application_data record.
+    ccs_run: usize,
     failed: Option<RecordError>,
 }
 
@@ -75,7 +91,8 @@ impl RecordReader {
     /// that is (0 when they were only headers or change_cipher_spec bytes).
     ///
     /// Errors: a record of another type, a version whose major byte is not 3, an
-    /// application_data record of length 0, or a record longer than [`MAX_RECORD_IN`]. The
+    /// application_data record of length 0, a record longer than [`MAX_RECORD_IN`], or more
+    /// than [`MAX_CCS_RUN`] change_cipher_spec records in a row. The
     /// payload before the bad header is lost with the stream.
     pub fn unwrap_in_place(&mut self, buf: &mut [u8], n: usize) -> Result<usize, RecordError> {
         if let Some(e) = self.failed {
@@ -131,6 +148,14 @@ impl RecordReader {
         }
         if kind == CT_APPDATA && len == 0 {
             return Err(RecordError::Empty);
+        }
+        if kind == CT_CCS {
+            self.ccs_run += 1;
+            if self.ccs_run > MAX_CCS_RUN {
+                return Err(RecordError::CcsFlood);
+            }
+        } else {
+            self.ccs_run = 0;
         }
         self.left = len;
         self.skipping = kind == CT_CCS;
@@ -263,6 +288,27 @@ mod tests {
         let mut buf = [0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
         assert_eq!(r.unwrap_in_place(&mut buf, 6), Ok(0));
         assert!(r.at_boundary());
+    }
+
+    #[test]
+    fn a_run_of_ccs_records_is_bounded_and_application_data_resets_it() {
+        let ccs = [0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
+        let data = [0x17, 0x03, 0x03, 0x00, 0x01, b'x'];
+        let mut ok = Vec::new();
+        for _ in 0..3 {
+            ok.extend(ccs.repeat(MAX_CCS_RUN));
+            ok.extend(data);
+        }
+        for chunk in [1, 6, ok.len()] {
+            assert_eq!(unwrap_in_chunks(&ok, chunk).unwrap(), b"xxx");
+        }
+        let flood = ccs.repeat(MAX_CCS_RUN + 1);
+        for chunk in [1, 6, flood.len()] {
+            assert_eq!(unwrap_in_chunks(&flood, chunk), Err(RecordError::CcsFlood));
+        }
+        assert!(RecordError::CcsFlood
+            .to_string()
+            .contains("change_cipher_spec"));
     }
 
     #[test]

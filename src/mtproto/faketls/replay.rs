@@ -20,11 +20,9 @@ pub const MAX_CAPACITY: usize = 1 << 20;
 /// Bounded anti-replay cache of accepted client randoms.
 ///
 /// `capacity` entries, FIFO eviction; an entry expires `ttl_ms` after its insertion (monotonic
-/// ms) while expiry is on (see [`ReplayCache::set_expiring`]). The gate uses ttl = 2 × the time
-/// window (a hello's timestamp may be `window` ahead when it is accepted and is refused as stale
-/// `window` after that), and turns expiry off when the window is 0 or the clock is not
-/// trusted: then the cache is the only defence against a recorded hello, and entries live until
-/// evicted by capacity. Capacity 0 turns the cache off (nothing is remembered: unsafe, replays
+/// ms) while expiry is on (see [`ReplayCache::set_expiring`]). The gate uses no ttl (0): a
+/// recorded hello's timestamp can be moved without the key (`gate::Gate::new`), so the cache is
+/// the only defence against it, and entries live until evicted by capacity. Capacity 0 turns the cache off (nothing is remembered: unsafe, replays
 /// are answered). Lookup and insertion are O(1) expected.
 pub struct ReplayCache {
     /// Ring of entries in insertion order, `len` live ones starting at `head`: the keys and
@@ -114,7 +112,7 @@ impl ReplayCache {
         self.keys.len()
     }
 
-    /// Entries evicted before their ttl because the cache was full (a stats counter).
+    /// Entries evicted (before their ttl, if any) because the cache was full (a stats counter).
     pub fn evicted_early(&self) -> u64 {
         self.evicted_early
     }

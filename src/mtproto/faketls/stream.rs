@@ -49,6 +49,8 @@ impl FakeTls {
         }
         // Each round consumes bytes from `inner`, so this ends at its WouldBlock or EOF. No round
         // cap: stopping early would leave bytes in the socket with no readiness edge to come.
+        // Rounds without payload are bounded by the reader instead: every application_data
+        // record carries a byte, and at most `record::MAX_CCS_RUN` CCS records come in a row.
         loop {
             let n = inner.read(buf)?;
             if n == 0 {

@@ -186,16 +186,33 @@ fn gate_rule_replay_refused_and_only_accepted_hellos_inserted() {
     assert_eq!(g.check(&moved, &keys(), NOW, 20), Err(Reject::Replay));
 }
 
+/// `rec` with its timestamp moved from `from` to `to` seconds: only the XOR-ed bytes 39..43
+/// change, which anyone can do without the key (the digest covers bytes 11..39 only).
+fn shift_timestamp(rec: &[u8], from: u64, to: u64) -> Vec<u8> {
+    let mut out = rec.to_vec();
+    let delta = (from as u32 ^ to as u32).to_le_bytes();
+    for (b, d) in out[39..43].iter_mut().zip(delta) {
+        *b ^= d;
+    }
+    out
+}
+
 #[test]
-fn replay_rule_entries_expire_after_2x_window_only_with_a_trusted_clock() {
+fn replay_rule_entries_do_not_expire_since_a_prober_can_move_the_timestamp() {
     let mut g = trusted_gate(10);
     let rec = signed(&KEY, DOMAIN, NOW, 1);
     assert!(g.check(&rec, &keys(), NOW, 1000).is_ok());
     assert_eq!(g.check(&rec, &keys(), NOW, 20_999), Err(Reject::Replay));
-    // 20 s later (ttl = 2 × 10 s) the entry is gone, and a stale check with the real clock
-    // is what refuses it; a client at the same instant would be accepted
-    assert!(g.check(&rec, &keys(), NOW, 21_000).is_ok());
-    // untrusted clock: no expiry
+    // Long after 2 × window: the copy as recorded is stale, and the copy with its timestamp
+    // moved to now (no key needed) is still a replay.
+    let later = NOW + 3600;
+    assert_eq!(g.check(&rec, &keys(), later, 3_601_000), Err(Reject::Stale));
+    let moved = shift_timestamp(&rec, NOW, later);
+    assert_eq!(
+        g.check(&moved, &keys(), later, 3_601_000),
+        Err(Reject::Replay)
+    );
+    // untrusted clock: the same
     let mut u = Gate::new(10, 64, NOW, 0);
     let rec = signed(&KEY, DOMAIN, NOW - 5000, 2);
     assert!(u.check(&rec, &keys(), NOW, 0).is_ok());
