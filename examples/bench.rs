@@ -403,12 +403,13 @@ fn run(o: &Opts) -> Result<String, String> {
         }
     }
     if o.only("ee-idle") {
-        let mut rows = memory::ee_idle(o, &o.proxy, "glibc (--proxy)")?;
+        let mut notes = Vec::new();
+        let mut rows = memory::ee_idle(o, &o.proxy, "glibc (--proxy)", &mut notes);
         let musl = cross_dir().join("x86_64-unknown-linux-musl/release/tg-ws-proxy");
         if musl.is_file() {
-            rows.extend(memory::ee_idle(o, &musl, "x86_64 musl static")?);
+            rows.extend(memory::ee_idle(o, &musl, "x86_64 musl static", &mut notes));
         }
-        memory::report_ee_idle(&mut r, &rows);
+        memory::report_ee_idle(&mut r, &rows, &notes);
     }
     if o.only("size") {
         sizes(&mut r, o);
