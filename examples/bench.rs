@@ -15,7 +15,8 @@
 //! * callgrind — the proxy under `valgrind --tool=callgrind` for `--cg-mib` MiB each way on each
 //!   tier: instructions per relayed byte next to the baseline crypto's (`bench/callgrind.rs`);
 //!   `--cg-ee` adds each tier with an ee (fake-TLS) secret, `--cg-handshakes N` the Ir per
-//!   session of N sessions opened and closed (plain, and ee with `--cg-ee`);
+//!   session of N sessions opened and closed (plain, and ee with `--cg-ee`); `--cg-ee` also
+//!   adds ee to the strace transfers of `cpu`, which `--only strace` runs without the timed runs;
 //! * ee-idle — only when named (`--only ee-idle`): idle RSS with the plain and the ee secret,
 //!   and after `--ee-idle-n` sessions opened and closed (`bench/memory.rs`);
 //! * size — the release binary, and musl cross builds if `make cross-test` left any;
@@ -100,8 +101,8 @@ struct Opts {
     strace_mib: f64,
     /// MiB per direction and tier in the callgrind scenario (`--cg-mib`, default 32).
     cg_mib: f64,
-    /// Callgrind also with the ee (fake-TLS) secret, and plain read through MtClient as its
-    /// reference (`--cg-ee`); also the ee rows of `--cg-handshakes` and the `ee-idle` scenario.
+    /// Callgrind and the strace transfers also with the ee (fake-TLS) secret, and plain read
+    /// through MtClient as its reference (`--cg-ee`); also the ee rows of `--cg-handshakes`.
     cg_ee: bool,
     /// Callgrind: also this many sessions opened and closed one after another, Ir per session
     /// (`--cg-handshakes N`, default 0 = not run).
@@ -305,6 +306,16 @@ fn start_proxy_bin(
     ProxyProc::start(bin, &o.ca, client::SECRET, &args)
 }
 
+/// The `strace -c` transfers and their report section (part of `cpu`, or `--only strace`).
+fn strace_section(r: &mut String, o: &Opts) {
+    match cpu::strace_runs(o) {
+        Ok(calls) => cpu::report_calls(r, o, &calls),
+        Err(e) => {
+            let _ = writeln!(r, "System calls under strace: FAILED: {e}\n");
+        }
+    }
+}
+
 /// Waits until `cond` holds or `timeout` passes (polling every 10 ms).
 fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
@@ -380,12 +391,10 @@ fn run(o: &Opts) -> Result<String, String> {
     if o.only("cpu") {
         let runs = cpu::runs(o)?;
         cpu::report(&mut r, o, &runs);
-        match cpu::strace_runs(o) {
-            Ok(calls) => cpu::report_calls(&mut r, o, &calls),
-            Err(e) => {
-                let _ = writeln!(r, "System calls under strace: FAILED: {e}\n");
-            }
-        }
+        strace_section(&mut r, o);
+    } else if o.only.iter().any(|w| w == "strace") {
+        // `--only strace`: the strace transfers without the timed CPU runs.
+        strace_section(&mut r, o);
     }
     if o.only("callgrind") {
         if callgrind::available() {

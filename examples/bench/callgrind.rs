@@ -107,13 +107,8 @@ pub fn run(o: &Opts) -> Result<Ir, String> {
     let mut runs = Vec::new();
     // `--cg-ee`: each tier also with the ee secret, and plain read through MtClient as its
     // like-for-like reference (the raw reader cannot unwrap TLS records).
-    let kinds: &[&'static str] = if o.cg_ee {
-        &["plain", "plain, MtClient", "ee"]
-    } else {
-        &["plain"]
-    };
     for tier in ["ws", "tcp"] {
-        for &kind in kinds {
+        for &kind in cpu::kinds(o) {
             let null = proxy_ir(o, tier, kind, Dir::Down, 0)?.0;
             for dir in [Dir::Down, Dir::Up] {
                 if kind == "plain, MtClient" && dir == Dir::Up {
@@ -195,11 +190,8 @@ fn proxy_ir(
     let mut clients = client::open_many_with(p.addr(), 0, 1, 1, secret)?;
     check_live(&mut p, &dc, 1, tier)?;
     let c = clients.pop().ok_or("no session")?;
-    let moved = match (kind, dir) {
-        ("plain", _) | (_, Dir::Up) => cpu::move_one(c, dir, packets, VG_TRANSFER),
-        _ => client::download(c, packets, cpu::PACKET, VG_TRANSFER),
-    }
-    .map_err(|e| format!("callgrind {tier} {}: {e}; log:\n{}", dir.name(), p.tail()))?;
+    let moved = cpu::move_kind(c, kind, dir, packets, VG_TRANSFER)
+        .map_err(|e| format!("callgrind {tier} {}: {e}; log:\n{}", dir.name(), p.tail()))?;
     // The client socket is closed by now; let the proxy end the session before the exit.
     super::wait_for(Duration::from_secs(30), || dc.live_sessions() == 0);
     if !p.terminate(VG_EXIT) {
