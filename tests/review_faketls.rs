@@ -400,9 +400,16 @@ fn fake_tls_and_masked_sessions_give_their_per_address_slot_back() {
     // Every slot came back: two sessions held at once, the third refused.
     let opts = client_opts(addr, EE, Tag::Intermediate, 2);
     // Past their init (no handshake deadline any more): held until dropped.
-    let held: Vec<MtClient> = (0..2)
-        .map(|_| MtClient::connect_with(&opts, &mut os_rng()).expect("held session"))
-        .collect();
+    // The last session's slot comes back when the proxy has closed it, a moment after the
+    // client left: retry within the deadline rather than race that close.
+    let mut held: Vec<MtClient> = Vec::new();
+    let all_held = common::wait_until(WAIT, || {
+        if let Ok(c) = MtClient::connect_with(&opts, &mut os_rng()) {
+            held.push(c);
+        }
+        held.len() == 2
+    });
+    assert!(all_held, "two sessions held at once\n{}", proxy.dump());
     let attempt = probe_once(&opts, &mut os_rng());
     assert_ne!(attempt.outcome, Outcome::Ok, "a third session refused");
     assert!(proxy.wait_log("per-ip-limit", WAIT), "{}", proxy.dump());
