@@ -564,8 +564,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--tls-time-window", short: None, aliases: &[], env: &["TG_TLS_TIME_WINDOW"],
         meta: "D", default: "120s", group: Clients,
-        help: "refuse a fake-TLS (ee) hello whose timestamp is more than D off the clock, 0 = \
-               never check; only once the clock is trusted (past this release's date and \
+        help: "refuse a fake-TLS (ee) hello whose timestamp is more than D off the clock, whole \
+               seconds, 0 = never check; only once the clock is trusted (past this release's date and \
                stepped by NTP or agreeing with a client's hello), so a router without a \
                real-time clock still lets clients in",
         kind: Value(|d, s| tls_window(s).map(|v| d.config.tls_time_window = v)),
