@@ -186,7 +186,13 @@ pub fn summary(c: &Config) -> Vec<String> {
             format!("{n}{what}")
         }
     };
+    let has_ee = c
+        .secrets
+        .iter()
+        .any(|s| matches!(s.kind, crate::mtproto::obfs2::SecretKind::Ee(_)));
     let mask = match (&c.mask_host, c.no_mask) {
+        // Only a port with an ee secret masks anything (a TLS start elsewhere is refused).
+        _ if !has_ee => "none (no ee secret)".to_string(),
         (_, true) => "off (--no-mask)".to_string(),
         (Some((h, p)), false) => format!("{h}:{p}"),
         (None, false) => "the ee secret's domain:443".to_string(),
