@@ -14,6 +14,11 @@
 //!   `/proc/PID/io`, compared with the bare crypto measured in this process (`bench/cpu.rs`);
 //! * callgrind — the proxy under `valgrind --tool=callgrind` for `--cg-mib` MiB each way on each
 //!   tier: instructions per relayed byte next to the baseline crypto's (`bench/callgrind.rs`);
+//!   `--cg-ee` adds each tier with an ee (fake-TLS) secret, `--cg-handshakes N` the Ir per
+//!   session of N sessions opened and closed (plain, and ee with `--cg-ee`); `--cg-ee` also
+//!   adds ee to the strace transfers of `cpu`, which `--only strace` runs without the timed runs;
+//! * ee-idle — only when named (`--only ee-idle`): idle RSS with the plain and the ee secret,
+//!   and after `--ee-idle-n` sessions opened and closed (`bench/memory.rs`);
 //! * size — the release binary, and musl cross builds if `make cross-test` left any;
 //! * burst — `--burst` (default 500@100,1000@200): N new sessions arriving at R per second for
 //!   DC 2 over the ws tier, through a proxy at default flags, against a fake front that answers
@@ -96,6 +101,15 @@ struct Opts {
     strace_mib: f64,
     /// MiB per direction and tier in the callgrind scenario (`--cg-mib`, default 32).
     cg_mib: f64,
+    /// Callgrind and the strace transfers also with the ee (fake-TLS) secret, and plain read
+    /// through MtClient as its reference (`--cg-ee`); also the ee rows of `--cg-handshakes`.
+    cg_ee: bool,
+    /// Callgrind: also this many sessions opened and closed one after another, Ir per session
+    /// (`--cg-handshakes N`, default 0 = not run).
+    cg_handshakes: usize,
+    /// `ee-idle` (only when named): ee sessions opened and closed before the last RSS read
+    /// (`--ee-idle-n`, default 1000).
+    ee_idle_n: usize,
     /// `--ir-baseline ctr|tls:BYTES`: run one baseline and exit.
     ir_baseline: Option<String>,
     /// Soak (`--only soak`): held sessions, new sessions per second, seconds, sample interval
@@ -111,7 +125,8 @@ struct Opts {
 
 impl Opts {
     fn only(&self, what: &str) -> bool {
-        (self.only.is_empty() && what != "soak") || self.only.iter().any(|w| w == what)
+        (self.only.is_empty() && what != "soak" && what != "ee-idle")
+            || self.only.iter().any(|w| w == what)
     }
 }
 
@@ -166,6 +181,15 @@ fn parse_opts() -> Result<Opts, String> {
             .map_err(e)?
             .unwrap_or(256.0),
         cg_mib: a.opt_value_from_str("--cg-mib").map_err(e)?.unwrap_or(32.0),
+        cg_ee: a.contains("--cg-ee"),
+        cg_handshakes: a
+            .opt_value_from_str("--cg-handshakes")
+            .map_err(e)?
+            .unwrap_or(0),
+        ee_idle_n: a
+            .opt_value_from_str("--ee-idle-n")
+            .map_err(e)?
+            .unwrap_or(1000),
         ir_baseline: a.opt_value_from_str("--ir-baseline").map_err(e)?,
         soak_held: a
             .opt_value_from_str("--soak-held")
@@ -282,6 +306,16 @@ fn start_proxy_bin(
     ProxyProc::start(bin, &o.ca, client::SECRET, &args)
 }
 
+/// The `strace -c` transfers and their report section (part of `cpu`, or `--only strace`).
+fn strace_section(r: &mut String, o: &Opts) {
+    match cpu::strace_runs(o) {
+        Ok(calls) => cpu::report_calls(r, o, &calls),
+        Err(e) => {
+            let _ = writeln!(r, "System calls under strace: FAILED: {e}\n");
+        }
+    }
+}
+
 /// Waits until `cond` holds or `timeout` passes (polling every 10 ms).
 fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
@@ -357,12 +391,10 @@ fn run(o: &Opts) -> Result<String, String> {
     if o.only("cpu") {
         let runs = cpu::runs(o)?;
         cpu::report(&mut r, o, &runs);
-        match cpu::strace_runs(o) {
-            Ok(calls) => cpu::report_calls(&mut r, o, &calls),
-            Err(e) => {
-                let _ = writeln!(r, "System calls under strace: FAILED: {e}\n");
-            }
-        }
+        strace_section(&mut r, o);
+    } else if o.only.iter().any(|w| w == "strace") {
+        // `--only strace`: the strace transfers without the timed CPU runs.
+        strace_section(&mut r, o);
     }
     if o.only("callgrind") {
         if callgrind::available() {
@@ -378,6 +410,15 @@ fn run(o: &Opts) -> Result<String, String> {
                 "### Instructions per relayed byte\n\nvalgrind not found: not measured.\n"
             );
         }
+    }
+    if o.only("ee-idle") {
+        let mut notes = Vec::new();
+        let mut rows = memory::ee_idle(o, &o.proxy, "glibc (--proxy)", &mut notes);
+        let musl = cross_dir().join("x86_64-unknown-linux-musl/release/tg-ws-proxy");
+        if musl.is_file() {
+            rows.extend(memory::ee_idle(o, &musl, "x86_64 musl static", &mut notes));
+        }
+        memory::report_ee_idle(&mut r, &rows, &notes);
     }
     if o.only("size") {
         sizes(&mut r, o);

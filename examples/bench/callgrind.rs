@@ -30,6 +30,10 @@ const VG_TRANSFER: Duration = Duration::from_secs(600);
 /// One callgrind measurement of the proxy.
 pub struct IrRun {
     pub tier: &'static str,
+    /// Secret and client reader: "plain" (the raw reader down), "plain, MtClient" (down read
+    /// through [`client::download`], the reference for ee), "ee" (fake-TLS; down through
+    /// [`client::download`]).
+    pub kind: &'static str,
     pub dir: Dir,
     /// Client-side wire bytes relayed (up + down).
     pub bytes: u64,
@@ -44,9 +48,18 @@ impl IrRun {
     }
 }
 
+/// Ir per session of `n` sessions opened one after another and closed (`--cg-handshakes`).
+pub struct HsRun {
+    pub kind: &'static str,
+    pub n: usize,
+    pub ir: u64,
+    pub ir_null: u64,
+}
+
 /// The section's results: proxy runs and the baselines' Ir per byte (2×CTR, one TLS side).
 pub struct Ir {
     pub runs: Vec<IrRun>,
+    pub handshakes: Vec<HsRun>,
     pub ctr_per_byte: f64,
     pub tls_per_byte: f64,
     pub secs: f64,
@@ -92,16 +105,42 @@ pub fn run(o: &Opts) -> Result<Ir, String> {
     std::fs::create_dir_all(out_dir()).map_err(|e| format!("mkdir: {e}"))?;
     let packets = (o.cg_mib.max(1.0).ceil()) as u32;
     let mut runs = Vec::new();
+    // `--cg-ee`: each tier also with the ee secret, and plain read through MtClient as its
+    // like-for-like reference (the raw reader cannot unwrap TLS records).
     for tier in ["ws", "tcp"] {
-        let null = proxy_ir(o, tier, Dir::Down, 0)?.0;
-        for dir in [Dir::Down, Dir::Up] {
-            let (ir, bytes) = proxy_ir(o, tier, dir, packets)?;
-            runs.push(IrRun {
-                tier,
-                dir,
-                bytes,
+        for &kind in cpu::kinds(o) {
+            let null = proxy_ir(o, tier, kind, Dir::Down, 0)?.0;
+            for dir in [Dir::Down, Dir::Up] {
+                if kind == "plain, MtClient" && dir == Dir::Up {
+                    continue; // the upload already goes through MtClient in "plain"
+                }
+                let (ir, bytes) = proxy_ir(o, tier, kind, dir, packets)?;
+                runs.push(IrRun {
+                    tier,
+                    kind,
+                    dir,
+                    bytes,
+                    ir,
+                    ir_null: null,
+                });
+            }
+        }
+    }
+    let mut handshakes = Vec::new();
+    if o.cg_handshakes > 0 {
+        let hs_kinds: &[&'static str] = if o.cg_ee {
+            &["plain", "ee"]
+        } else {
+            &["plain"]
+        };
+        for &kind in hs_kinds {
+            let ir_null = handshake_ir(o, kind, 0)?;
+            let ir = handshake_ir(o, kind, o.cg_handshakes)?;
+            handshakes.push(HsRun {
+                kind,
+                n: o.cg_handshakes,
                 ir,
-                ir_null: null,
+                ir_null,
             });
         }
     }
@@ -110,6 +149,7 @@ pub fn run(o: &Opts) -> Result<Ir, String> {
     let tls = baseline_ir(o, "tls", bytes)?;
     Ok(Ir {
         runs,
+        handshakes,
         ctr_per_byte: ctr,
         // The TLS baseline runs both sides (server writes, client reads): one side is half.
         tls_per_byte: tls / 2.0,
@@ -119,48 +159,38 @@ pub fn run(o: &Opts) -> Result<Ir, String> {
 
 /// Ir of one proxy process under callgrind that relays `packets` × 1 MiB in `dir` on one
 /// session (0: the session is opened and closed only); returns (Ir, relayed bytes).
-fn proxy_ir(o: &Opts, tier: &'static str, dir: Dir, packets: u32) -> Result<(u64, u64), String> {
+fn proxy_ir(
+    o: &Opts,
+    tier: &'static str,
+    kind: &'static str,
+    dir: Dir,
+    packets: u32,
+) -> Result<(u64, u64), String> {
     step(&format!(
-        "callgrind: {tier} tier, {} of {packets} MiB",
+        "callgrind: {tier} tier, {kind}, {} of {packets} MiB",
         dir.name()
     ));
-    let out = out_dir().join(format!("proxy-{tier}-{}-{packets}.out", dir.name()));
+    let tag = kind.replace(", ", "-");
+    let out = out_dir().join(format!("proxy-{tier}-{tag}-{}-{packets}.out", dir.name()));
     let _ = std::fs::remove_file(&out);
     let dc = if tier == "ws" {
         FakeDc::start_tls_ws(DcConfig::default())
     } else {
         FakeDc::start_tcp(DcConfig::default())
     };
-    let dc_flag = if tier == "ws" {
-        "--dc-ip"
-    } else {
-        "--tcp-dc-ip"
-    };
-    let args: Vec<String> = [
-        dc_flag,
-        &format!("2:{}", dc.addr()),
-        "--tier-order",
-        tier,
-        "--max-connections",
-        "16",
-        "--pool-size",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let secret = secret_of(kind);
     let mut p = ProxyProc::start_wrapped(
         &valgrind(&out),
         VG_START,
         &o.proxy,
         &o.ca,
-        client::SECRET,
-        &args,
+        secret,
+        &proxy_args(tier, &dc, kind, 16),
     )?;
-    let mut clients = client::open_many(p.addr(), 0, 1, 1)?;
+    let mut clients = client::open_many_with(p.addr(), 0, 1, 1, secret)?;
     check_live(&mut p, &dc, 1, tier)?;
     let c = clients.pop().ok_or("no session")?;
-    let moved = cpu::move_one(c, dir, packets, VG_TRANSFER)
+    let moved = cpu::move_kind(c, kind, dir, packets, VG_TRANSFER)
         .map_err(|e| format!("callgrind {tier} {}: {e}; log:\n{}", dir.name(), p.tail()))?;
     // The client socket is closed by now; let the proxy end the session before the exit.
     super::wait_for(Duration::from_secs(30), || dc.live_sessions() == 0);
@@ -170,6 +200,75 @@ fn proxy_ir(o: &Opts, tier: &'static str, dir: Dir, packets: u32) -> Result<(u64
         ));
     }
     Ok((total_ir(&out)?, moved.up + moved.down))
+}
+
+fn secret_of(kind: &str) -> &'static str {
+    if kind == "ee" {
+        client::EE_SECRET
+    } else {
+        client::SECRET
+    }
+}
+
+/// The proxy's arguments under callgrind: `--pool-size 0`; with ee, `--mask-host` on loopback
+/// (only given then, so a proxy from before fake-TLS takes the plain runs' arguments).
+fn proxy_args(tier: &str, dc: &FakeDc, kind: &str, max: usize) -> Vec<String> {
+    let dc_flag = if tier == "ws" {
+        "--dc-ip"
+    } else {
+        "--tcp-dc-ip"
+    };
+    let mut args: Vec<String> = [
+        dc_flag,
+        &format!("2:{}", dc.addr()),
+        "--tier-order",
+        tier,
+        "--max-connections",
+        &max.to_string(),
+        "--pool-size",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if kind == "ee" {
+        args.extend(["--mask-host".to_string(), "127.0.0.1:9".to_string()]);
+    }
+    args
+}
+
+/// Ir of one proxy process under callgrind (tcp tier) through which `n` sessions are opened one
+/// after another (init, resPQ, one 256-byte echo; with ee the fake-TLS handshake first) and
+/// closed, each close awaited at the fake DC before the next opens.
+fn handshake_ir(o: &Opts, kind: &'static str, n: usize) -> Result<u64, String> {
+    step(&format!(
+        "callgrind: {n} {kind} sessions opened and closed (tcp tier)"
+    ));
+    let out = out_dir().join(format!("handshakes-{kind}-{n}.out"));
+    let _ = std::fs::remove_file(&out);
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let secret = secret_of(kind);
+    let mut p = ProxyProc::start_wrapped(
+        &valgrind(&out),
+        VG_START,
+        &o.proxy,
+        &o.ca,
+        secret,
+        &proxy_args("tcp", &dc, kind, 64),
+    )?;
+    let mut rng = tg_ws_proxy::rng::Rng::new().map_err(|e| format!("rng: {e}"))?;
+    for i in 0..n {
+        let c = client::open_with(p.addr(), i, &mut rng, secret)
+            .map_err(|e| format!("handshakes {kind} session {i}: {e}; log:\n{}", p.tail()))?;
+        drop(c);
+        super::wait_for(Duration::from_secs(30), || dc.live_sessions() == 0);
+    }
+    if !p.terminate(VG_EXIT) {
+        return Err(format!(
+            "callgrind handshakes {kind}: proxy did not exit after SIGTERM"
+        ));
+    }
+    total_ir(&out)
 }
 
 /// Ir per byte of one baseline (`ctr`: 2 passes; `tls`: both sides), from this driver run under
@@ -232,10 +331,15 @@ pub fn report(r: &mut String, o: &Opts, ir: &Ir) {
     let _ = writeln!(r, "|---|---|---:|---:|---:|---:|---:|");
     for x in &ir.runs {
         let base = ir.ctr_per_byte + if x.tier == "ws" { ir.tls_per_byte } else { 0.0 };
+        let tier = if x.kind == "plain" {
+            x.tier.to_string()
+        } else {
+            format!("{} ({})", x.tier, x.kind)
+        };
         let _ = writeln!(
             r,
             "| {} | {} | {:.1} MiB | {} − {} | {:.2} | {:.2} ({}) | {:.2} |",
-            x.tier,
+            tier,
             x.dir.name(),
             x.bytes as f64 / MIB,
             x.ir,
@@ -257,4 +361,22 @@ pub fn report(r: &mut String, o: &Opts, ir: &Ir) {
         ir.ctr_per_byte,
         ir.tls_per_byte
     );
+    if !ir.handshakes.is_empty() {
+        let _ = writeln!(
+            r,
+            "Sessions opened one after another and closed, tcp tier (init, resPQ, one 256-byte echo; ee: the fake-TLS handshake first):\n\n| secret | sessions | Ir (run − 0-session run) | Ir per session |\n|---|---:|---:|---:|"
+        );
+        for h in &ir.handshakes {
+            let _ = writeln!(
+                r,
+                "| {} | {} | {} − {} | {:.0} |",
+                h.kind,
+                h.n,
+                h.ir,
+                h.ir_null,
+                h.ir.saturating_sub(h.ir_null) as f64 / h.n.max(1) as f64
+            );
+        }
+        let _ = writeln!(r);
+    }
 }

@@ -21,6 +21,10 @@ use super::fakedc::{bulk_request, SINK};
 
 /// The bench secret (plain 32 hex); the proxy gets it through `TG_SECRET`.
 pub const SECRET: &str = "00112233445566778899aabbccddeeff";
+/// The same key as an `ee` (fake-TLS) secret, domain `localhost` (`--cg-ee`, the ee idle/handshake
+/// rows); the client then speaks fake-TLS through [`MtClient`]. The proxy gets it through
+/// `TG_SECRET` too, with `--mask-host 127.0.0.1:9` so nothing it masks leaves loopback.
+pub const EE_SECRET: &str = "ee00112233445566778899aabbccddeeff6c6f63616c686f7374";
 /// Sessions per loopback source address.
 pub const PER_SOURCE: usize = 50;
 /// Per-operation socket timeout of setup and ping traffic.
@@ -32,10 +36,16 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// Opens session `index`: TCP from 127.0.0.(2 + index / PER_SOURCE), init, one `req_pq_multi` →
 /// `resPQ` round trip, one 256-byte echo round trip.
-pub fn open(proxy: SocketAddr, index: usize, rng: &mut Rng) -> Result<MtClient, String> {
+/// `secret`: [`SECRET`] or [`EE_SECRET`].
+pub fn open_with(
+    proxy: SocketAddr,
+    index: usize,
+    rng: &mut Rng,
+    secret: &str,
+) -> Result<MtClient, String> {
     let src_host = 2 + (index / PER_SOURCE) % 250;
     let src = SocketAddr::from(([127, 0, 0, src_host as u8], 0));
-    let mut c = init_from(proxy, src, rng)?;
+    let mut c = init_with(proxy, src, rng, secret)?;
     res_pq(&mut c, rng)?;
     echo(&mut c, 256, index as u32)?;
     Ok(c)
@@ -44,6 +54,16 @@ pub fn open(proxy: SocketAddr, index: usize, rng: &mut Rng) -> Result<MtClient, 
 /// TCP from `src` to `proxy` (connect within `OP_TIMEOUT`), then the init as intermediate
 /// client of DC 2 with [`SECRET`].
 pub fn init_from(proxy: SocketAddr, src: SocketAddr, rng: &mut Rng) -> Result<MtClient, String> {
+    init_with(proxy, src, rng, SECRET)
+}
+
+/// [`init_from`] with `secret` (an `ee` one: the fake-TLS handshake first).
+pub fn init_with(
+    proxy: SocketAddr,
+    src: SocketAddr,
+    rng: &mut Rng,
+    secret: &str,
+) -> Result<MtClient, String> {
     let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| format!("socket: {e}"))?;
     sock.bind(&src.into())
@@ -53,7 +73,7 @@ pub fn init_from(proxy: SocketAddr, src: SocketAddr, rng: &mut Rng) -> Result<Mt
     let stream: TcpStream = sock.into();
     let opts = ClientOptions {
         addr: proxy,
-        secret: Some(Secret::parse(SECRET).map_err(|e| format!("secret: {e:?}"))?),
+        secret: Some(Secret::parse(secret).map_err(|e| format!("secret: {e:?}"))?),
         tag: Tag::Intermediate,
         dc: 2,
         timeout: OP_TIMEOUT,
@@ -110,6 +130,17 @@ pub fn open_many(
     n: usize,
     threads: usize,
 ) -> Result<Vec<MtClient>, String> {
+    open_many_with(proxy, first, n, threads, SECRET)
+}
+
+/// [`open_many`] with `secret` ([`SECRET`] or [`EE_SECRET`]).
+pub fn open_many_with(
+    proxy: SocketAddr,
+    first: usize,
+    n: usize,
+    threads: usize,
+    secret: &'static str,
+) -> Result<Vec<MtClient>, String> {
     let threads = threads.clamp(1, n.max(1));
     let handles: Vec<_> = (0..threads)
         .map(|t| {
@@ -117,7 +148,10 @@ pub fn open_many(
                 let mut rng = Rng::new().map_err(|e| format!("rng: {e}"))?;
                 let mut out = Vec::new();
                 for i in (first + t..first + n).step_by(threads) {
-                    out.push(open(proxy, i, &mut rng).map_err(|e| format!("session {i}: {e}"))?);
+                    out.push(
+                        open_with(proxy, i, &mut rng, secret)
+                            .map_err(|e| format!("session {i}: {e}"))?,
+                    );
                 }
                 Ok(out)
             })
@@ -281,6 +315,34 @@ pub fn transfer_within(
     Ok(Moved {
         up: up0 + sent,
         down,
+    })
+}
+
+/// Download only, through [`MtClient`] (so it works with an `ee` secret, whose stream
+/// [`transfer_within`]'s raw reader cannot unwrap): asks for `count` packets of `size` bytes and
+/// reads them, checking each one's length and sequence number. `limit` bounds the whole wait.
+/// The session is consumed; the bytes are socket bytes (with `ee`: TLS record headers included).
+pub fn download(
+    mut c: MtClient,
+    count: u32,
+    size: usize,
+    limit: Duration,
+) -> Result<Moved, String> {
+    let (up0, down0) = (c.bytes_up(), c.bytes_down());
+    c.send_packet(&bulk_request(count, size as u32))
+        .map_err(|e| format!("bulk request: {e}"))?;
+    let deadline = Instant::now() + limit;
+    for i in 0..count {
+        let p = c
+            .recv_packet_until(deadline)
+            .map_err(|e| format!("bulk packet {i}: {e}"))?;
+        if p.len() != size || p[..4] != i.to_le_bytes() {
+            return Err(format!("bulk packet {i}: bad ({} bytes)", p.len()));
+        }
+    }
+    Ok(Moved {
+        up: (c.bytes_up() - up0) as u64,
+        down: (c.bytes_down() - down0) as u64,
     })
 }
 

@@ -162,6 +162,32 @@ pub fn move_one(
     }
 }
 
+/// [`move_one`] for a session of `kind` (`"plain"`, `"plain, MtClient"`, `"ee"`, see
+/// `callgrind::IrRun::kind`): downloads other than plain's go through [`client::download`]
+/// (`MtClient` unwraps the ee records).
+pub fn move_kind(
+    c: tg_ws_proxy::applet::probe::MtClient,
+    kind: &str,
+    dir: Dir,
+    packets: u32,
+    limit: Duration,
+) -> Result<client::Moved, String> {
+    match (kind, dir) {
+        ("plain", _) | (_, Dir::Up) => move_one(c, dir, packets, limit),
+        _ => client::download(c, packets, PACKET, limit),
+    }
+}
+
+/// The session kinds of the callgrind and strace scenarios: plain, and with `--cg-ee` also
+/// plain read through `MtClient` and ee.
+pub fn kinds(o: &Opts) -> &'static [&'static str] {
+    if o.cg_ee {
+        &["plain", "plain, MtClient", "ee"]
+    } else {
+        &["plain"]
+    }
+}
+
 /// One transfer on `tier` with a fresh fake DC and proxy; CPU and system calls over the
 /// transfer only.
 fn transfer(
@@ -227,6 +253,8 @@ fn transfer(
 /// System calls of one `strace -c` transfer.
 pub struct Calls {
     pub tier: &'static str,
+    /// Session kind, see [`kinds`].
+    pub kind: &'static str,
     pub dir: Dir,
     pub bytes: u64,
     /// read, readv, recvfrom, recvmsg, recvmmsg.
@@ -254,14 +282,25 @@ pub fn strace_runs(o: &Opts) -> Result<Vec<Calls>, String> {
     std::fs::create_dir_all(&dir_out).map_err(|e| format!("mkdir: {e}"))?;
     let mut out = Vec::new();
     for tier in ["ws", "tcp"] {
-        for dir in [Dir::Down, Dir::Up] {
+        for (kind, dir) in kinds(o)
+            .iter()
+            .flat_map(|&k| [(k, Dir::Down), (k, Dir::Up)])
+        {
+            if kind == "plain, MtClient" && dir == Dir::Up {
+                continue; // the upload already goes through MtClient in "plain"
+            }
             step(&format!(
-                "system calls under strace ({tier} tier, {}): {} streams × {packets} × 1 MiB",
+                "system calls under strace ({tier} tier, {kind}, {}): {} streams × {packets} × 1 MiB",
                 dir.name(),
                 o.streams
             ));
-            let (_dc, p, clients) = open_streams(o, tier)?; // the fake DC lives to the end of the run
-            let file = dir_out.join(format!("{tier}-{}.txt", dir.name()));
+            let (_dc, p, clients) = open_streams_kind(o, tier, kind)?; // the fake DC lives to the end of the run
+            let tag = if kind == "plain" {
+                String::new()
+            } else {
+                format!("-{}", kind.replace(", ", "-"))
+            };
+            let file = dir_out.join(format!("{tier}{tag}-{}.txt", dir.name()));
             let _ = std::fs::remove_file(&file);
             let mut st = Command::new("strace")
                 .arg("-c")
@@ -295,7 +334,9 @@ pub fn strace_runs(o: &Opts) -> Result<Vec<Calls>, String> {
             let hs: Vec<_> = clients
                 .into_iter()
                 .map(|c| {
-                    std::thread::spawn(move || move_one(c, dir, packets, client::BULK_TIMEOUT))
+                    std::thread::spawn(move || {
+                        move_kind(c, kind, dir, packets, client::BULK_TIMEOUT)
+                    })
                 })
                 .collect();
             let mut bytes = 0;
@@ -327,6 +368,7 @@ pub fn strace_runs(o: &Opts) -> Result<Vec<Calls>, String> {
             };
             out.push(Calls {
                 tier,
+                kind,
                 dir,
                 bytes,
                 reads: sum(&["read", "readv", "recvfrom", "recvmsg", "recvmmsg"]),
@@ -383,7 +425,11 @@ pub fn report_calls(r: &mut String, o: &Opts, calls: &[Calls]) {
         let _ = writeln!(
             r,
             "| {} | {} | {:.3} GiB | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
-            c.tier,
+            if c.kind == "plain" {
+                c.tier.to_string()
+            } else {
+                format!("{} ({})", c.tier, c.kind)
+            },
             c.dir.name(),
             g,
             c.reads as f64 / g,
@@ -537,6 +583,45 @@ fn open_streams(o: &Opts, tier: &str) -> Result<(FakeDc, ProxyProc, Vec<MtClient
     };
     let mut p = start_proxy(o, &dc, tier, 64)?;
     let clients = client::open_many(p.addr(), 0, o.streams, o.streams)?;
+    check_live(&mut p, &dc, o.streams, tier)?;
+    Ok((dc, p, clients))
+}
+
+/// [`open_streams`] for a session kind (see [`kinds`]): ee sessions get the ee secret, and the
+/// proxy also `--mask-host 127.0.0.1:9`.
+fn open_streams_kind(
+    o: &Opts,
+    tier: &str,
+    kind: &str,
+) -> Result<(FakeDc, ProxyProc, Vec<MtClient>), String> {
+    if kind != "ee" {
+        return open_streams(o, tier);
+    }
+    let dc = if tier == "ws" {
+        FakeDc::start_tls_ws(DcConfig::default())
+    } else {
+        FakeDc::start_tcp(DcConfig::default())
+    };
+    let dc_flag = if tier == "ws" {
+        "--dc-ip"
+    } else {
+        "--tcp-dc-ip"
+    };
+    let args: Vec<String> = [
+        dc_flag,
+        &format!("2:{}", dc.addr()),
+        "--tier-order",
+        tier,
+        "--max-connections",
+        "64",
+        "--mask-host",
+        "127.0.0.1:9",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut p = ProxyProc::start(&o.proxy, &o.ca, client::EE_SECRET, &args)?;
+    let clients = client::open_many_with(p.addr(), 0, o.streams, o.streams, client::EE_SECRET)?;
     check_live(&mut p, &dc, o.streams, tier)?;
     Ok((dc, p, clients))
 }

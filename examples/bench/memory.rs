@@ -260,3 +260,103 @@ fn targets(r: &mut String, o: &Opts, mems: &[Memory]) {
         }
     }
 }
+
+/// One `ee-idle` row: a fresh proxy (tcp tier) with the plain or the ee secret.
+pub struct EeIdle {
+    pub label: String,
+    pub kind: &'static str,
+    /// (VmRSS, RssAnon) KiB just after start, and after `n` sessions opened and closed.
+    pub start: (u64, u64),
+    pub after: (u64, u64),
+    pub n: usize,
+}
+
+/// Idle RSS of `bin` with the plain and with the ee secret (the fake-TLS replay cache is
+/// allocated at start), then after `o.ee_idle_n` sessions of that kind opened one after another
+/// (50 per loopback source address, under the per-IP burst) and closed.
+/// A kind that fails (e.g. ee on a proxy from before fake-TLS) is reported in `notes`.
+pub fn ee_idle(o: &Opts, bin: &Path, label: &str, notes: &mut Vec<String>) -> Vec<EeIdle> {
+    let mut rows = Vec::new();
+    for kind in ["plain", "ee"] {
+        match ee_idle_one(o, bin, label, kind) {
+            Ok(r) => rows.push(r),
+            Err(e) => notes.push(format!("{label}, {kind}: not measured ({e})")),
+        }
+    }
+    rows
+}
+
+fn ee_idle_one(o: &Opts, bin: &Path, label: &str, kind: &'static str) -> Result<EeIdle, String> {
+    step(&format!(
+        "ee-idle: {label}, {kind}: idle, then {} sessions",
+        o.ee_idle_n
+    ));
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let (secret, mut args) = if kind == "ee" {
+        (
+            client::EE_SECRET,
+            vec!["--mask-host".to_string(), "127.0.0.1:9".to_string()],
+        )
+    } else {
+        (client::SECRET, Vec::new())
+    };
+    args.extend(
+        [
+            "--tcp-dc-ip",
+            &format!("2:{}", dc.addr()),
+            "--tier-order",
+            "tcp",
+            "--max-connections",
+            "256",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let mut p = super::proxy::ProxyProc::start(bin, &o.ca, secret, &args)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let start = (
+        p.settled_rss_kib(),
+        procfs::rss_anon_kib(p.pid()).unwrap_or(0),
+    );
+    let mut rng = tg_ws_proxy::rng::Rng::new().map_err(|e| format!("rng: {e}"))?;
+    for i in 0..o.ee_idle_n {
+        let c = client::open_with(p.addr(), i, &mut rng, secret)
+            .map_err(|e| format!("ee-idle {kind} session {i}: {e}; log:\n{}", p.tail()))?;
+        drop(c);
+        if i % 50 == 49 {
+            wait_for(Duration::from_secs(10), || dc.live_sessions() == 0);
+        }
+    }
+    check_live(&mut p, &dc, 0, "ee-idle")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let after = (
+        p.settled_rss_kib(),
+        procfs::rss_anon_kib(p.pid()).unwrap_or(0),
+    );
+    Ok(EeIdle {
+        label: label.to_string(),
+        kind,
+        start,
+        after,
+        n: o.ee_idle_n,
+    })
+}
+
+/// The `ee-idle` report section.
+pub fn report_ee_idle(r: &mut String, rows: &[EeIdle], notes: &[String]) {
+    let _ = writeln!(
+        r,
+        "### Idle RSS with an ee secret (tcp tier, fresh proxy per row)\n\n| build | secret | VmRSS at start | RssAnon at start | sessions opened and closed | VmRSS after | RssAnon after |\n|---|---|---:|---:|---:|---:|---:|"
+    );
+    for x in rows {
+        let _ = writeln!(
+            r,
+            "| {} | {} | {} KiB | {} KiB | {} | {} KiB | {} KiB |",
+            x.label, x.kind, x.start.0, x.start.1, x.n, x.after.0, x.after.1
+        );
+    }
+    let _ = writeln!(r);
+    for n in notes {
+        let _ = writeln!(r, "{n}\n");
+    }
+}
