@@ -531,3 +531,27 @@ fn the_relay_over_a_fake_tls_client_survives_tiny_pipes() {
         relay_both_ways(20_000, cap, 333, 1024);
     }
 }
+
+#[test]
+fn an_upload_of_records_reads_the_client_about_once_per_64_kib() {
+    // A 64 KiB read of records unwraps to 20 bytes short of the buffer (four headers): the
+    // relay writes upstream before reading again, not into those 20 bytes.
+    let (mut w, mut app_enc) = World::new(1 << 20, 1 << 20, 16 * 1024);
+    w.run();
+    let up = bulk(4 << 20, 5);
+    let mut c = up.clone();
+    app_enc.apply(&mut c);
+    let wire = client_records(&c, &[MAX_PAYLOAD]);
+    let reads_before = w.client.inner.reads;
+    w.app_out.extend(&wire);
+    w.run();
+    assert!(w.front_plain == up, "up bytes intact");
+    let reads = w.client.inner.reads - reads_before;
+    let large = w.scratch.capacity();
+    assert_eq!(large, 64 * 1024);
+    assert!(
+        reads <= wire.len().div_ceil(large) + 2,
+        "{reads} reads for {} bytes",
+        wire.len()
+    );
+}
