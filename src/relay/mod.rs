@@ -41,6 +41,10 @@ pub use stall::StallWatch;
 /// Read/process/write rounds per direction in one [`Relay::step`] before yielding.
 pub const PUMP_ROUNDS: usize = 64;
 
+/// The least free room a client read is made into while the up buffer already holds this much
+/// to send (the buffer counts as full below it).
+const MIN_READ: usize = 512;
+
 /// Small outgoing bytes that precede or sit between payload: a frame header, a whole control
 /// frame or small message, or the raw relay init.
 const SMALL_CAP: usize = if MAX_SMALL > INIT_LEN {
@@ -376,8 +380,13 @@ impl Relay {
             if !client_ready.read || !self.end.reads_client() {
                 break;
             }
+            let held = self.up.len();
             let space = self.up.space();
-            if space.is_empty() {
+            // Nearly full is full: a read into a sliver (a 64 KiB read of fake-TLS records
+            // leaves 20 bytes, its four headers) is a system call for nothing. What is held goes
+            // upstream first, as from a full buffer (pump_up can process all of it but a partial
+            // packet header, < MIN_READ), and the client is read again after (`read` stays set).
+            if space.is_empty() || (space.len() < MIN_READ && held >= MIN_READ) {
                 break;
             }
             match read_once(client, space) {

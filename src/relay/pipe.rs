@@ -1,13 +1,15 @@
 //! In-memory byte pipes with capacity limits for the relay's unit tests (no sockets): a full
 //! pipe refuses writes with `WouldBlock`, an empty one refuses reads until its writer shuts
-//! down (then `Ok(0)`), and either side can reset it. Counts the reads and writes it serves.
+//! down (then `Ok(0)`), and either side can reset it. Counts the reads and writes it serves. A
+//! vectored write takes bytes across its slices as `writev` does, so a short one may end inside
+//! any slice.
 //! An end can act like a TLS stream ([`PipeEnd::backlog_cap`]): a write is taken into its own
 //! backlog of records and flushed into the pipe as room allows, so it may succeed while the
 //! pipe is full and leave a backlog (`Endpoint::has_backlog`).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::rc::Rc;
 
 use crate::net::io::Endpoint;
@@ -144,6 +146,38 @@ impl Write for PipeEnd {
         }
         self.backlog.extend(&buf[..n]);
         self.flush_into_pipe();
+        self.writes += 1;
+        Ok(n)
+    }
+
+    /// As a socket's `writev`: as many bytes of the slices, in order, as the pipe has room for
+    /// (a short write may end inside any slice). A TLS-like end ([`PipeEnd::backlog_cap`])
+    /// takes the first non-empty slice, as `Write`'s default does.
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.backlog_cap != 0 {
+            let first = bufs
+                .iter()
+                .find(|b| !b.is_empty())
+                .map_or(&[][..], |b| &**b);
+            return self.write(first);
+        }
+        let mut tx = self.tx.borrow_mut();
+        if tx.reset {
+            return Err(io::ErrorKind::ConnectionReset.into());
+        }
+        if tx.shut {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        let room = tx.cap - tx.buf.len();
+        let mut n = 0;
+        for b in bufs {
+            let take = b.len().min(room - n);
+            tx.buf.extend(&b[..take]);
+            n += take;
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
         self.writes += 1;
         Ok(n)
     }

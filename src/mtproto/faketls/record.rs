@@ -163,9 +163,16 @@ impl RecordReader {
     }
 }
 
+/// Whole records one write may carry: [`RecordWriter::batch`] plans the current record and up
+/// to `BATCH - 1` more (`2 × BATCH` slices for one `write_vectored`), so a 64 KiB offer leaves
+/// in one call, as plain bytes do.
+pub const BATCH: usize = 4;
+
 /// Frames outgoing bytes as application_data records of at most [`MAX_PAYLOAD`] bytes: decides
 /// each record's length from the bytes offered when it starts, and keeps its header until the
-/// header is written (a header partly written is backlog). Allocation-free.
+/// header is written (a header partly written is backlog). May plan up to [`BATCH`] records for
+/// one write; the headers of the records after the current one are kept in fixed storage here
+/// until the write's outcome is known. Allocation-free.
 #[derive(Debug, Default)]
 pub struct RecordWriter {
     header: [u8; RECORD_HEADER],
@@ -173,6 +180,37 @@ pub struct RecordWriter {
     header_sent: usize,
     /// Payload bytes of the current record not yet written.
     left: usize,
+    /// Headers of the records planned after the current one by the last
+    /// [`RecordWriter::batch`] (none of their bytes on the wire yet); `more_len` of them.
+    more: [[u8; RECORD_HEADER]; BATCH - 1],
+    more_len: usize,
+}
+
+/// The records [`RecordWriter::batch`] planned for one write: for each, the header bytes to
+/// send and how many payload bytes follow it, in wire order.
+pub struct Batch<'a> {
+    first: (&'a [u8], usize),
+    more: &'a [[u8; RECORD_HEADER]],
+}
+
+impl<'a> Batch<'a> {
+    /// `(header bytes, payload length)` of each planned record, the current one first (its
+    /// header bytes may be fewer than [`RECORD_HEADER`], or none).
+    pub fn records(&self) -> impl Iterator<Item = (&'a [u8], usize)> + 'a {
+        let more = self.more;
+        std::iter::once(self.first).chain(more.iter().map(|h| (&h[..], header_len(h))))
+    }
+}
+
+/// The payload length an application_data header announces.
+fn header_len(h: &[u8; RECORD_HEADER]) -> usize {
+    usize::from(u16::from_be_bytes([h[3], h[4]]))
+}
+
+/// An application_data header for `len` payload bytes (`1..=MAX_PAYLOAD`).
+fn header_for(len: usize) -> [u8; RECORD_HEADER] {
+    let [hi, lo] = (len as u16).to_be_bytes();
+    [CT_APPDATA, VERSION[0], VERSION[1], hi, lo]
 }
 
 impl RecordWriter {
@@ -187,30 +225,74 @@ impl RecordWriter {
     /// What to write next for `offered` payload bytes (`offered > 0`): the header bytes still
     /// unwritten (empty once the header is out) and how many of the offered bytes may follow
     /// them in this record. Starts a record of `min(offered, MAX_PAYLOAD)` bytes at a boundary.
+    /// Plans no record after it (see [`RecordWriter::batch`]).
     pub fn next(&mut self, offered: usize) -> (&[u8], usize) {
+        self.more_len = 0;
         if self.left == 0 && self.header_sent == RECORD_HEADER && offered > 0 {
             let len = offered.min(MAX_PAYLOAD);
-            let [hi, lo] = (len as u16).to_be_bytes();
-            self.header = [CT_APPDATA, VERSION[0], VERSION[1], hi, lo];
+            self.header = header_for(len);
             self.header_sent = 0;
             self.left = len;
         }
         (&self.header[self.header_sent..], self.left.min(offered))
     }
 
-    /// Records that `n` bytes of what [`RecordWriter::next`] returned were written (header
-    /// bytes first); returns how many of them were payload.
-    pub fn wrote(&mut self, n: usize) -> usize {
-        let h = n.min(RECORD_HEADER - self.header_sent);
+    /// [`RecordWriter::next`], then, if the offered bytes go past the current record, whole
+    /// records for them (each `min(rest, MAX_PAYLOAD)`), up to [`BATCH`] records in all. The
+    /// following [`RecordWriter::wrote`] accounts for what the write took of them; records it
+    /// did not begin are dropped then.
+    pub fn batch(&mut self, offered: usize) -> Batch<'_> {
+        let take = self.next(offered).1;
+        let mut rest = offered - take;
+        while rest > 0 && self.more_len < BATCH - 1 {
+            let len = rest.min(MAX_PAYLOAD);
+            self.more[self.more_len] = header_for(len);
+            self.more_len += 1;
+            rest -= len;
+        }
+        Batch {
+            first: (&self.header[self.header_sent..], take),
+            more: &self.more[..self.more_len],
+        }
+    }
+
+    /// Records that `n` bytes of what the last [`RecordWriter::next`] or
+    /// [`RecordWriter::batch`] returned were written, in wire order (header bytes first);
+    /// returns how many of them were payload. Every record written whole is done; the one the
+    /// write ended inside becomes the current record (its header partly or wholly sent, its
+    /// payload partly sent, its announced length kept); planned records not begun are dropped.
+    pub fn wrote(&mut self, mut n: usize) -> usize {
+        let planned = std::mem::take(&mut self.more_len);
+        let mut payload = self.wrote_current(&mut n);
+        for i in 0..planned {
+            if n == 0 {
+                break;
+            }
+            // Bytes past the current record: it is complete, the next planned one begins.
+            debug_assert!(self.at_boundary());
+            self.header = self.more[i];
+            self.header_sent = 0;
+            self.left = header_len(&self.more[i]);
+            payload += self.wrote_current(&mut n);
+        }
+        payload
+    }
+
+    /// Takes what of `n` goes to the current record (header first); returns its payload part.
+    fn wrote_current(&mut self, n: &mut usize) -> usize {
+        let h = (*n).min(RECORD_HEADER - self.header_sent);
         self.header_sent += h;
-        let payload = (n - h).min(self.left);
+        let payload = (*n - h).min(self.left);
         self.left -= payload;
+        *n -= h + payload;
         payload
     }
 
     /// Drops a record whose header was not begun (nothing of it is on the wire), so the next
-    /// call to [`RecordWriter::next`] sizes a fresh one from what it is offered then.
+    /// call to [`RecordWriter::next`] sizes a fresh one from what it is offered then; drops the
+    /// planned records after it too.
     pub fn unstarted(&mut self) {
+        self.more_len = 0;
         if self.header_sent == 0 {
             self.header_sent = RECORD_HEADER;
             self.left = 0;

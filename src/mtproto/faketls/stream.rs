@@ -3,15 +3,17 @@
 //! `ee` client.
 //!
 //! Reads unwrap the client's records in place in the caller's buffer (`record::RecordReader`);
-//! writes put one application_data header in front of the payload in one vectored write
-//! (`record::RecordWriter`). Owns no buffer of its own beyond a 5-byte header; the only socket
-//! calls are on the transport, and registration with mio stays with whoever registered it.
+//! a write sends up to `record::BATCH` whole application_data records (each header in front of
+//! its payload) in one vectored write (`record::RecordWriter`), so a 64 KiB offer costs one
+//! system call as it does without records. Owns no buffer of its own beyond the writer's few
+//! 5-byte headers; the only socket calls are on the transport, and registration with mio stays
+//! with whoever registered it.
 //! [`FakeTls`] is the state alone, driven over a transport passed to each call (the session's
 //! client socket, `conn::client_io`); [`FakeTlsStream`] owns its transport (tests, tools).
 
 use std::io::{self, IoSlice, Read, Write};
 
-use super::record::{RecordError, RecordReader, RecordWriter};
+use super::record::{RecordError, RecordReader, RecordWriter, BATCH};
 use crate::net::io::Endpoint;
 
 /// The record layer state of one fake-TLS connection, driven over a transport passed to each
@@ -71,9 +73,21 @@ impl FakeTls {
         }
         // At most RECORD_HEADER + 1 rounds: each one that returns no payload wrote header bytes.
         loop {
-            let (header, take) = self.writer.next(buf.len());
-            let parts = [IoSlice::new(header), IoSlice::new(&buf[..take])];
-            match inner.write_vectored(&parts) {
+            let batch = self.writer.batch(buf.len());
+            let mut parts = [IoSlice::new(&[]); 2 * BATCH];
+            let (mut k, mut at) = (0, 0);
+            for (header, len) in batch.records() {
+                parts[k] = IoSlice::new(header);
+                parts[k + 1] = IoSlice::new(&buf[at..at + len]);
+                (k, at) = (k + 2, at + len);
+            }
+            // The current record's header may be all out already: no empty slice in front.
+            let parts = if parts[0].is_empty() {
+                &parts[1..k]
+            } else {
+                &parts[..k]
+            };
+            match inner.write_vectored(parts) {
                 Ok(0) => {
                     self.writer.unstarted();
                     return Ok(0);
@@ -125,8 +139,10 @@ impl FakeTls {
 ///   has nothing more now. A bad record ([`RecordError`]) is an `io::Error` of kind
 ///   `InvalidData` whose message names it ([`record_error`] gets it back).
 /// * `write` sends what is left of the current record header and up to the rest of that record
-///   (records ≤ `MAX_PAYLOAD`) in one `write_vectored`, and returns the payload bytes taken;
-///   a header partly written stays as backlog ([`Endpoint::has_backlog`]) and goes first.
+///   (records ≤ `MAX_PAYLOAD`), then up to `BATCH - 1` more whole records of what is offered,
+///   in one `write_vectored`, and returns the payload bytes taken; the record a short write
+///   ended inside carries on with its announced length, a header partly written stays as
+///   backlog ([`Endpoint::has_backlog`]) and goes first, records not begun are forgotten.
 pub struct FakeTlsStream<S> {
     /// The transport (the client's socket).
     pub inner: S,

@@ -4,13 +4,13 @@
 //! `record`.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 
 use super::*;
 use crate::buf::RelayBuf;
 use crate::mtproto::faketls::{MAX_PAYLOAD, MAX_RECORD_IN, RECORD_HEADER};
 use crate::mtproto::obfs2::{accept, accept_raw, initiate, Cipher, Tag};
-use crate::net::io::{read_once, write_once, Io};
+use crate::net::io::{read_once, write_once, Endpoint, Io};
 use crate::relay::pipe::{pair, PipeEnd};
 use crate::relay::{LinkKind, Meter, Outcome, Ready, Relay, Scratch};
 use crate::rng::Rng;
@@ -133,18 +133,175 @@ fn writes_become_records_at_every_pipe_capacity() {
     }
 }
 
+/// An endpoint over a pipe end that counts the write calls it gets: the slices of each
+/// `write_vectored`, and plain `write`s.
+struct Counting {
+    inner: PipeEnd,
+    vectored: Vec<usize>,
+    writes: usize,
+}
+
+impl Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf)
+    }
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.writes += 1;
+        self.inner.write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.vectored.push(bufs.len());
+        self.inner.write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Endpoint for Counting {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.inner.shutdown_write()
+    }
+}
+
 #[test]
-fn one_write_takes_at_most_a_record_and_sends_its_header_with_it() {
-    let (a, mut peer) = pair(100_000, 100_000);
-    let mut s = FakeTlsStream::new(a);
-    let payload = bulk(MAX_PAYLOAD + 10, 2);
-    assert_eq!(s.write(&payload).unwrap(), MAX_PAYLOAD);
-    assert_eq!(s.write(&payload[MAX_PAYLOAD..]).unwrap(), 10);
+fn a_64_kib_write_leaves_as_four_records_in_one_vectored_call() {
+    let (a, mut peer) = pair(1 << 20, 1 << 20);
+    let mut s = FakeTlsStream::new(Counting {
+        inner: a,
+        vectored: Vec::new(),
+        writes: 0,
+    });
+    let payload = bulk(4 * MAX_PAYLOAD, 2);
+    assert_eq!(s.write(&payload).unwrap(), 4 * MAX_PAYLOAD);
+    assert_eq!(s.inner.vectored, [8], "one call, 4 headers and 4 payloads");
     let mut wire = Vec::new();
     drain(&mut peer, &mut wire);
-    assert_eq!(parse_records(&wire), (payload, vec![MAX_PAYLOAD, 10]));
+    assert_eq!(wire.len(), 4 * (RECORD_HEADER + MAX_PAYLOAD));
+    assert_eq!(parse_records(&wire), (payload, vec![MAX_PAYLOAD; 4]));
+    // More than four records' worth: four go now, the rest in the next call.
+    let payload = bulk(5 * MAX_PAYLOAD + 10, 3);
+    assert_eq!(s.write(&payload).unwrap(), 4 * MAX_PAYLOAD);
+    assert_eq!(
+        s.write(&payload[4 * MAX_PAYLOAD..]).unwrap(),
+        MAX_PAYLOAD + 10
+    );
+    assert_eq!(s.inner.vectored, [8, 8, 4]);
+    let mut wire = Vec::new();
+    drain(&mut peer, &mut wire);
+    let sizes = vec![
+        MAX_PAYLOAD,
+        MAX_PAYLOAD,
+        MAX_PAYLOAD,
+        MAX_PAYLOAD,
+        MAX_PAYLOAD,
+        10,
+    ];
+    assert_eq!(parse_records(&wire), (payload, sizes));
     assert_eq!(s.write(&[]).unwrap(), 0, "an empty write sends no record");
     assert_eq!(peer.pending(), 0);
+    assert_eq!((s.inner.vectored.len(), s.inner.writes), (3, 0));
+}
+
+/// A sink that takes at most `budget` more bytes across a call's slices, as `writev` does,
+/// then refuses with `WouldBlock`; keeps what it took.
+struct Budget {
+    wire: Vec<u8>,
+    budget: usize,
+}
+
+impl Read for Budget {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+}
+
+impl Write for Budget {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[IoSlice::new(buf)])
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let mut n = 0;
+        for b in bufs {
+            let take = b.len().min(self.budget - n);
+            self.wire.extend(&b[..take]);
+            n += take;
+        }
+        self.budget -= n;
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Endpoint for Budget {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_three_record_write_cut_at_every_byte_carries_on_as_exact_records() {
+    let sizes = [MAX_PAYLOAD, MAX_PAYLOAD, 1000];
+    let payload = bulk(sizes.iter().sum(), 4);
+    let total = payload.len() + sizes.len() * RECORD_HEADER;
+    // Where each record's header starts on the wire.
+    let starts: Vec<usize> = (0..sizes.len())
+        .map(|i| sizes[..i].iter().map(|s| s + RECORD_HEADER).sum())
+        .collect();
+    for k in 0..=total {
+        // What the first k wire bytes hold: payload bytes, and whether they end inside a header.
+        let (mut in_payload, mut in_header) = (0, false);
+        for (&at, &len) in starts.iter().zip(&sizes) {
+            if k > at {
+                let into = k - at;
+                in_payload += into.saturating_sub(RECORD_HEADER).min(len);
+                in_header |= into < RECORD_HEADER;
+            }
+        }
+        let mut s = FakeTlsStream::new(Budget {
+            wire: Vec::new(),
+            budget: k,
+        });
+        let first = s.write(&payload);
+        match &first {
+            Ok(n) => assert_eq!(*n, in_payload, "k {k}"),
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "k {k}");
+                assert_eq!(in_payload, 0, "k {k}");
+            }
+        }
+        assert_eq!(s.inner.wire.len(), k);
+        assert_eq!(s.has_backlog(), in_header, "k {k}: a header cut is backlog");
+        // The rest, through a wide-open sink.
+        s.inner.budget = usize::MAX;
+        let mut at = first.unwrap_or(0);
+        for _ in 0..10 {
+            if at == payload.len() && !s.has_backlog() {
+                break;
+            }
+            if s.has_backlog() {
+                assert!(s.flush_backlog().unwrap(), "k {k}");
+            } else {
+                at += s.write(&payload[at..]).unwrap();
+            }
+        }
+        assert_eq!(at, payload.len(), "k {k}");
+        let (got, got_sizes) = parse_records(&s.inner.wire);
+        assert!(got == payload, "k {k}: payload exact");
+        assert_eq!(got_sizes, sizes, "k {k}");
+    }
 }
 
 #[test]
@@ -373,4 +530,28 @@ fn the_relay_over_a_fake_tls_client_survives_tiny_pipes() {
     for cap in [1, 3, 7] {
         relay_both_ways(20_000, cap, 333, 1024);
     }
+}
+
+#[test]
+fn an_upload_of_records_reads_the_client_about_once_per_64_kib() {
+    // A 64 KiB read of records unwraps to 20 bytes short of the buffer (four headers): the
+    // relay writes upstream before reading again, not into those 20 bytes.
+    let (mut w, mut app_enc) = World::new(1 << 20, 1 << 20, 16 * 1024);
+    w.run();
+    let up = bulk(4 << 20, 5);
+    let mut c = up.clone();
+    app_enc.apply(&mut c);
+    let wire = client_records(&c, &[MAX_PAYLOAD]);
+    let reads_before = w.client.inner.reads;
+    w.app_out.extend(&wire);
+    w.run();
+    assert!(w.front_plain == up, "up bytes intact");
+    let reads = w.client.inner.reads - reads_before;
+    let large = w.scratch.capacity();
+    assert_eq!(large, 64 * 1024);
+    assert!(
+        reads <= wire.len().div_ceil(large) + 2,
+        "{reads} reads for {} bytes",
+        wire.len()
+    );
 }
