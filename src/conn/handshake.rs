@@ -486,7 +486,13 @@ impl Conn {
         Step::Progress
     }
 
-    pub(super) fn log_bad(&mut self, reason: CloseReason, detail: &str, ctx: &mut Ctx<'_>) {
+    /// The one "bad client" line (rate-limited by `bad_log`; a suppressed one is counted).
+    pub(super) fn log_bad(
+        &mut self,
+        reason: CloseReason,
+        detail: impl std::fmt::Display,
+        ctx: &mut Ctx<'_>,
+    ) {
         match ctx.bad_log.allow(ctx.now) {
             Some(suppressed) => {
                 let more = if suppressed > 0 {
