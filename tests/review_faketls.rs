@@ -13,6 +13,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::plainrig::mask_server;
 use common::{client_opts, os_rng, tcp_dc2_proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::faketls::client::{check_server_hello, client_hello, CLIENT_HELLO_LEN};
@@ -122,23 +123,6 @@ fn a_ccs_flood_after_the_handshake_does_not_starve_other_clients() {
         attempt.ms
     );
     assert!(flooder_closed, "the flooding client is closed");
-}
-
-/// A fake mask server for one connection: reads until the client's end of stream, reports
-/// what it got, answers `reply` and closes.
-fn mask_server(reply: &'static [u8]) -> (std::net::SocketAddr, mpsc::Receiver<Vec<u8>>) {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let (mut s, _) = l.accept().expect("accept");
-        s.set_read_timeout(Some(WAIT)).unwrap();
-        let mut got = Vec::new();
-        let _ = s.read_to_end(&mut got);
-        let _ = tx.send(got);
-        let _ = s.write_all(reply);
-    });
-    (addr, rx)
 }
 
 /// Writes `parts` one by one (each its own segment), half-closes, reads to the end.
