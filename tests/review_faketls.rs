@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::plainrig::mask_server;
-use common::{client_opts, os_rng, tcp_dc2_proxy, SECRET};
+use common::{client_opts, os_rng, tcp_dc2_proxy, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::faketls::client::{check_server_hello, client_hello, CLIENT_HELLO_LEN};
 use tg_ws_proxy::mtproto::obfs2::{self, Secret, Tag};
@@ -152,6 +152,20 @@ fn hello_for(key: &[u8; 16], domain: &str) -> Vec<u8> {
     hello[..len].to_vec()
 }
 
+/// A masked session as [`mask_server`]`(b"site answer")` saw it: the mask host got exactly
+/// `want`, the client got the site's answer back (`reply`), and the proxy logged `line`.
+fn assert_masked(
+    proxy: &Proxy,
+    got: &mpsc::Receiver<Vec<u8>>,
+    reply: &[u8],
+    want: &[u8],
+    line: &[&str],
+) {
+    assert_eq!(got.recv_timeout(WAIT).expect("mask server got bytes"), want);
+    assert_eq!(reply, b"site answer");
+    assert!(proxy.wait_line(line, WAIT).is_some(), "{}", proxy.dump());
+}
+
 #[test]
 fn a_wrong_key_hello_split_and_followed_by_bytes_is_replayed_exactly_on_a_mixed_port() {
     let (mask, got) = mask_server(b"site answer");
@@ -165,17 +179,12 @@ fn a_wrong_key_hello_split_and_followed_by_bytes_is_replayed_exactly_on_a_mixed_
     );
     let mut want = hello.clone();
     want.extend(&after);
-    assert_eq!(got.recv_timeout(WAIT).expect("mask server got bytes"), want);
-    assert_eq!(reply, b"site answer");
-    assert!(
-        proxy
-            .wait_line(
-                &["masked 127.0.0.1:", "why=wrong-key", "end=both ended"],
-                WAIT
-            )
-            .is_some(),
-        "{}",
-        proxy.dump()
+    assert_masked(
+        &proxy,
+        &got,
+        &reply,
+        &want,
+        &["masked 127.0.0.1:", "why=wrong-key", "end=both ended"],
     );
 }
 
@@ -197,17 +206,12 @@ fn a_replayed_hello_is_masked_with_exactly_its_bytes() {
     assert_eq!(head, [0x16, 0x03, 0x03]);
     // Second time: a replay, masked.
     let reply = exchange(proxy.addr(), &[&hello]);
-    assert_eq!(
-        got.recv_timeout(WAIT).expect("mask server got bytes"),
-        hello
-    );
-    assert_eq!(reply, b"site answer");
-    assert!(
-        proxy
-            .wait_line(&["masked 127.0.0.1:", "why=replay"], WAIT)
-            .is_some(),
-        "{}",
-        proxy.dump()
+    assert_masked(
+        &proxy,
+        &got,
+        &reply,
+        &hello,
+        &["masked 127.0.0.1:", "why=replay"],
     );
 }
 
@@ -291,17 +295,12 @@ fn behind_proxy_protocol_a_masked_hello_reaches_the_mask_host_without_the_header
     let mut segment = b"PROXY TCP4 198.51.100.7 127.0.0.1 40000 443\r\n".to_vec();
     segment.extend(&hello);
     let reply = exchange(proxy.addr(), &[&segment]);
-    assert_eq!(
-        got.recv_timeout(WAIT).expect("mask server got bytes"),
-        hello
-    );
-    assert_eq!(reply, b"site answer");
-    assert!(
-        proxy
-            .wait_line(&["masked 198.51.100.7:40000", "why=wrong-key"], WAIT)
-            .is_some(),
-        "{}",
-        proxy.dump()
+    assert_masked(
+        &proxy,
+        &got,
+        &reply,
+        &hello,
+        &["masked 198.51.100.7:40000", "why=wrong-key"],
     );
 }
 

@@ -431,7 +431,7 @@ impl Conn {
             Err(_) => {
                 self.log_bad(
                     CloseReason::NoRoute,
-                    &format!("DC index {}", accepted.dc),
+                    format_args!("DC index {}", accepted.dc),
                     ctx,
                 );
                 return Step::Close(CloseReason::NoRoute);
@@ -440,7 +440,7 @@ impl Conn {
         if !known_dc(dc, ctx.cfg) {
             self.log_bad(
                 CloseReason::UnknownDc,
-                &format!("DC index {} ({dc}) is not a known DC", accepted.dc),
+                format_args!("DC index {} ({dc}) is not a known DC", accepted.dc),
                 ctx,
             );
             return Step::Close(CloseReason::UnknownDc);
