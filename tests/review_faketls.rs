@@ -38,18 +38,10 @@ fn tls_client_in(addr: std::net::SocketAddr, chunk: usize) -> TcpStream {
     let secret = Secret::parse(EE).expect("EE parses");
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(WAIT)).unwrap();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let mut hello = [0u8; CLIENT_HELLO_LEN];
-    let mut rng = os_rng();
-    let (len, random) = client_hello(&mut hello, &secret.key, "example.com", now, &mut |b| {
-        rng.fill(b)
-    });
-    assert_eq!(len, CLIENT_HELLO_LEN);
+    let (hello, random) = signed_hello(&secret.key, "example.com");
+    assert_eq!(hello.len(), CLIENT_HELLO_LEN);
     s.set_nodelay(true).unwrap();
-    for part in hello[..len].chunks(chunk) {
+    for part in hello.chunks(chunk) {
         s.write_all(part).unwrap();
     }
     let mut answer = Vec::new();
@@ -142,14 +134,19 @@ fn exchange(addr: std::net::SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
 
 /// A signed hello for `key` and `domain` at the current time.
 fn hello_for(key: &[u8; 16], domain: &str) -> Vec<u8> {
+    signed_hello(key, domain).0
+}
+
+/// [`hello_for`] with the client random it carries (to check the server's answer against).
+fn signed_hello(key: &[u8; 16], domain: &str) -> (Vec<u8>, [u8; 32]) {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
     let mut hello = [0u8; CLIENT_HELLO_LEN];
     let mut rng = os_rng();
-    let (len, _) = client_hello(&mut hello, key, domain, now, &mut |b| rng.fill(b));
-    hello[..len].to_vec()
+    let (len, random) = client_hello(&mut hello, key, domain, now, &mut |b| rng.fill(b));
+    (hello[..len].to_vec(), random)
 }
 
 /// A masked session as [`mask_server`]`(b"site answer")` saw it: the mask host got exactly
