@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use tg_ws_proxy::applet::probe::MtClient;
 
 use super::fakedc::{DcConfig, FakeDc};
-use super::{check_live, client, crypto, procfs, start_proxy, step, Opts, ProxyProc, GIB, MIB};
+use super::{
+    check_live, client, crypto, procfs, start_proxy, step, tier_args, Opts, ProxyProc, GIB, MIB,
+};
 
 /// Packet size of both directions (one WS message each on the ws tier).
 pub const PACKET: usize = 1 << 20;
@@ -602,24 +604,7 @@ fn open_streams_kind(
     } else {
         FakeDc::start_tcp(DcConfig::default())
     };
-    let dc_flag = if tier == "ws" {
-        "--dc-ip"
-    } else {
-        "--tcp-dc-ip"
-    };
-    let args: Vec<String> = [
-        dc_flag,
-        &format!("2:{}", dc.addr()),
-        "--tier-order",
-        tier,
-        "--max-connections",
-        "64",
-        "--mask-host",
-        "127.0.0.1:9",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = tier_args(&dc, tier, 64, &["--mask-host", "127.0.0.1:9"]);
     let mut p = ProxyProc::start(&o.proxy, &o.ca, client::EE_SECRET, &args)?;
     let clients = client::open_many_with(p.addr(), 0, o.streams, o.streams, client::EE_SECRET)?;
     check_live(&mut p, &dc, o.streams, tier)?;
