@@ -64,7 +64,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use fakedc::FakeDc;
+use fakedc::{DcConfig, FakeDc};
 use proxy::ProxyProc;
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -289,6 +289,15 @@ fn start_proxy_bin(
 ) -> Result<ProxyProc, String> {
     let args = tier_args(dc, tier, max, &[]);
     ProxyProc::start(bin, &o.ca, client::SECRET, &args)
+}
+
+/// A fake DC for `tier`: TLS + WebSocket for `ws`, plain TCP otherwise.
+fn tier_dc(tier: &str) -> FakeDc {
+    if tier == "ws" {
+        FakeDc::start_tls_ws(DcConfig::default())
+    } else {
+        FakeDc::start_tcp(DcConfig::default())
+    }
 }
 
 /// The proxy's arguments for `dc` on `tier` (`ws` or `tcp`) with at most `max` clients, then
