@@ -64,7 +64,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use fakedc::FakeDc;
+use fakedc::{DcConfig, FakeDc};
 use proxy::ProxyProc;
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -287,12 +287,28 @@ fn start_proxy_bin(
     tier: &str,
     max: usize,
 ) -> Result<ProxyProc, String> {
+    let args = tier_args(dc, tier, max, &[]);
+    ProxyProc::start(bin, &o.ca, client::SECRET, &args)
+}
+
+/// A fake DC for `tier`: TLS + WebSocket for `ws`, plain TCP otherwise.
+fn tier_dc(tier: &str) -> FakeDc {
+    if tier == "ws" {
+        FakeDc::start_tls_ws(DcConfig::default())
+    } else {
+        FakeDc::start_tcp(DcConfig::default())
+    }
+}
+
+/// The proxy's arguments for `dc` on `tier` (`ws` or `tcp`) with at most `max` clients, then
+/// `extra`.
+fn tier_args(dc: &FakeDc, tier: &str, max: usize, extra: &[&str]) -> Vec<String> {
     let dc_flag = if tier == "ws" {
         "--dc-ip"
     } else {
         "--tcp-dc-ip"
     };
-    let args: Vec<String> = [
+    let mut args: Vec<String> = [
         dc_flag,
         &format!("2:{}", dc.addr()),
         "--tier-order",
@@ -303,7 +319,8 @@ fn start_proxy_bin(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    ProxyProc::start(bin, &o.ca, client::SECRET, &args)
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
 }
 
 /// The `strace -c` transfers and their report section (part of `cpu`, or `--only strace`).

@@ -17,6 +17,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::plainrig::mask_server;
 use common::{closed_port, stats_field, Proxy};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -25,23 +26,6 @@ const WAIT: Duration = Duration::from_secs(10);
 fn ee_secret() -> String {
     let hex: String = b"mask.invalid".iter().map(|b| format!("{b:02x}")).collect();
     format!("ee0123456789abcdef0123456789abcdef{hex}")
-}
-
-/// A fake mask server for one connection: reads until the client's end of stream, reports
-/// what it got, answers `reply` and closes.
-fn mask_server(reply: &'static [u8]) -> (SocketAddr, mpsc::Receiver<Vec<u8>>) {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let (mut s, _) = l.accept().expect("accept");
-        s.set_read_timeout(Some(WAIT)).unwrap();
-        let mut got = Vec::new();
-        let _ = s.read_to_end(&mut got);
-        let _ = tx.send(got);
-        let _ = s.write_all(reply);
-    });
-    (addr, rx)
 }
 
 fn proxy(extra: &[&str]) -> Proxy {

@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Socket, Type};
 
-use common::{client_opts, os_rng, stats_field, tcp_dc2_proxy, Proxy, SECRET};
+use common::plainrig::res_pq_after;
+use common::{stats_field, tcp_dc2_proxy, Proxy};
 use tg_ws_proxy::applet::probe::MtClient;
-use tg_ws_proxy::mtproto::obfs2::Tag;
-use tg_ws_proxy::mtproto::packet;
 
 const WAIT: Duration = Duration::from_secs(10);
 /// Refusals must come well before this (`--handshake-timeout` below).
@@ -34,21 +33,7 @@ fn connect_from(from: [u8; 4], to: SocketAddr) -> TcpStream {
 
 /// A session from `from` that got its `resPQ`, kept open.
 fn session_from(proxy: &Proxy, from: [u8; 4], prefix: &[u8]) -> Result<MtClient, String> {
-    let mut s = connect_from(from, proxy.addr());
-    s.write_all(prefix).map_err(|e| e.to_string())?;
-    let mut rng = os_rng();
-    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
-    let mut c = MtClient::handshake(s, &opts, &mut rng).map_err(|e| format!("init: {e}"))?;
-    let mut nonce = [0u8; 16];
-    rng.fill(&mut nonce);
-    c.send_packet(&packet::req_pq_multi(
-        &nonce,
-        packet::msg_id(1_700_000_000_000),
-    ))
-    .map_err(|e| format!("send: {e}"))?;
-    let reply = c.recv_packet().map_err(|e| format!("recv: {e}"))?;
-    packet::parse_res_pq(&reply, &nonce).map_err(|e| format!("resPQ: {e:?}"))?;
-    Ok(c)
+    res_pq_after(connect_from(from, proxy.addr()), proxy.addr(), prefix)
 }
 
 /// Connects from `from` (after `prefix`) and waits for the proxy to close it without a byte:

@@ -13,10 +13,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv6Addr, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{client_opts, os_rng, stats_field, tcp_dc2_proxy, Proxy, SECRET};
-use tg_ws_proxy::applet::probe::MtClient;
-use tg_ws_proxy::mtproto::obfs2::Tag;
-use tg_ws_proxy::mtproto::packet;
+use common::plainrig::res_pq_after;
+use common::{os_rng, stats_field, tcp_dc2_proxy, Proxy};
 
 /// `--handshake-timeout` here: long enough that "at once" is clearly before it.
 const HANDSHAKE: &str = "3";
@@ -26,21 +24,8 @@ const WAIT: Duration = Duration::from_secs(10);
 /// Sends `prefix` then an MTProto session (init, `req_pq_multi`) on one connection and checks
 /// the `resPQ`; the connection is closed on return.
 fn served_after(proxy: &Proxy, prefix: &[u8]) -> Result<(), String> {
-    let mut s = TcpStream::connect(proxy.addr()).map_err(|e| e.to_string())?;
-    s.write_all(prefix).map_err(|e| e.to_string())?;
-    let mut rng = os_rng();
-    let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
-    let mut c = MtClient::handshake(s, &opts, &mut rng).map_err(|e| format!("init: {e}"))?;
-    let mut nonce = [0u8; 16];
-    rng.fill(&mut nonce);
-    c.send_packet(&packet::req_pq_multi(
-        &nonce,
-        packet::msg_id(1_700_000_000_000),
-    ))
-    .map_err(|e| format!("send: {e}"))?;
-    let reply = c.recv_packet().map_err(|e| format!("recv: {e}"))?;
-    packet::parse_res_pq(&reply, &nonce).map_err(|e| format!("resPQ: {e:?}"))?;
-    Ok(())
+    let s = TcpStream::connect(proxy.addr()).map_err(|e| e.to_string())?;
+    res_pq_after(s, proxy.addr(), prefix).map(drop)
 }
 
 /// Writes `bytes` (then half-closes if `eof`) and waits for the proxy to close: returns how

@@ -13,7 +13,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{client_opts, os_rng, tcp_dc2_proxy, SECRET};
+use common::plainrig::mask_server;
+use common::{client_opts, os_rng, tcp_dc2_proxy, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::faketls::client::{check_server_hello, client_hello, CLIENT_HELLO_LEN};
 use tg_ws_proxy::mtproto::obfs2::{self, Secret, Tag};
@@ -37,18 +38,10 @@ fn tls_client_in(addr: std::net::SocketAddr, chunk: usize) -> TcpStream {
     let secret = Secret::parse(EE).expect("EE parses");
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(WAIT)).unwrap();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let mut hello = [0u8; CLIENT_HELLO_LEN];
-    let mut rng = os_rng();
-    let (len, random) = client_hello(&mut hello, &secret.key, "example.com", now, &mut |b| {
-        rng.fill(b)
-    });
-    assert_eq!(len, CLIENT_HELLO_LEN);
+    let (hello, random) = signed_hello(&secret.key, "example.com");
+    assert_eq!(hello.len(), CLIENT_HELLO_LEN);
     s.set_nodelay(true).unwrap();
-    for part in hello[..len].chunks(chunk) {
+    for part in hello.chunks(chunk) {
         s.write_all(part).unwrap();
     }
     let mut answer = Vec::new();
@@ -124,23 +117,6 @@ fn a_ccs_flood_after_the_handshake_does_not_starve_other_clients() {
     assert!(flooder_closed, "the flooding client is closed");
 }
 
-/// A fake mask server for one connection: reads until the client's end of stream, reports
-/// what it got, answers `reply` and closes.
-fn mask_server(reply: &'static [u8]) -> (std::net::SocketAddr, mpsc::Receiver<Vec<u8>>) {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = l.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let (mut s, _) = l.accept().expect("accept");
-        s.set_read_timeout(Some(WAIT)).unwrap();
-        let mut got = Vec::new();
-        let _ = s.read_to_end(&mut got);
-        let _ = tx.send(got);
-        let _ = s.write_all(reply);
-    });
-    (addr, rx)
-}
-
 /// Writes `parts` one by one (each its own segment), half-closes, reads to the end.
 fn exchange(addr: std::net::SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).expect("connect");
@@ -158,14 +134,33 @@ fn exchange(addr: std::net::SocketAddr, parts: &[&[u8]]) -> Vec<u8> {
 
 /// A signed hello for `key` and `domain` at the current time.
 fn hello_for(key: &[u8; 16], domain: &str) -> Vec<u8> {
+    signed_hello(key, domain).0
+}
+
+/// [`hello_for`] with the client random it carries (to check the server's answer against).
+fn signed_hello(key: &[u8; 16], domain: &str) -> (Vec<u8>, [u8; 32]) {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
     let mut hello = [0u8; CLIENT_HELLO_LEN];
     let mut rng = os_rng();
-    let (len, _) = client_hello(&mut hello, key, domain, now, &mut |b| rng.fill(b));
-    hello[..len].to_vec()
+    let (len, random) = client_hello(&mut hello, key, domain, now, &mut |b| rng.fill(b));
+    (hello[..len].to_vec(), random)
+}
+
+/// A masked session as [`mask_server`]`(b"site answer")` saw it: the mask host got exactly
+/// `want`, the client got the site's answer back (`reply`), and the proxy logged `line`.
+fn assert_masked(
+    proxy: &Proxy,
+    got: &mpsc::Receiver<Vec<u8>>,
+    reply: &[u8],
+    want: &[u8],
+    line: &[&str],
+) {
+    assert_eq!(got.recv_timeout(WAIT).expect("mask server got bytes"), want);
+    assert_eq!(reply, b"site answer");
+    assert!(proxy.wait_line(line, WAIT).is_some(), "{}", proxy.dump());
 }
 
 #[test]
@@ -181,17 +176,12 @@ fn a_wrong_key_hello_split_and_followed_by_bytes_is_replayed_exactly_on_a_mixed_
     );
     let mut want = hello.clone();
     want.extend(&after);
-    assert_eq!(got.recv_timeout(WAIT).expect("mask server got bytes"), want);
-    assert_eq!(reply, b"site answer");
-    assert!(
-        proxy
-            .wait_line(
-                &["masked 127.0.0.1:", "why=wrong-key", "end=both ended"],
-                WAIT
-            )
-            .is_some(),
-        "{}",
-        proxy.dump()
+    assert_masked(
+        &proxy,
+        &got,
+        &reply,
+        &want,
+        &["masked 127.0.0.1:", "why=wrong-key", "end=both ended"],
     );
 }
 
@@ -213,17 +203,12 @@ fn a_replayed_hello_is_masked_with_exactly_its_bytes() {
     assert_eq!(head, [0x16, 0x03, 0x03]);
     // Second time: a replay, masked.
     let reply = exchange(proxy.addr(), &[&hello]);
-    assert_eq!(
-        got.recv_timeout(WAIT).expect("mask server got bytes"),
-        hello
-    );
-    assert_eq!(reply, b"site answer");
-    assert!(
-        proxy
-            .wait_line(&["masked 127.0.0.1:", "why=replay"], WAIT)
-            .is_some(),
-        "{}",
-        proxy.dump()
+    assert_masked(
+        &proxy,
+        &got,
+        &reply,
+        &hello,
+        &["masked 127.0.0.1:", "why=replay"],
     );
 }
 
@@ -307,17 +292,12 @@ fn behind_proxy_protocol_a_masked_hello_reaches_the_mask_host_without_the_header
     let mut segment = b"PROXY TCP4 198.51.100.7 127.0.0.1 40000 443\r\n".to_vec();
     segment.extend(&hello);
     let reply = exchange(proxy.addr(), &[&segment]);
-    assert_eq!(
-        got.recv_timeout(WAIT).expect("mask server got bytes"),
-        hello
-    );
-    assert_eq!(reply, b"site answer");
-    assert!(
-        proxy
-            .wait_line(&["masked 198.51.100.7:40000", "why=wrong-key"], WAIT)
-            .is_some(),
-        "{}",
-        proxy.dump()
+    assert_masked(
+        &proxy,
+        &got,
+        &reply,
+        &hello,
+        &["masked 198.51.100.7:40000", "why=wrong-key"],
     );
 }
 

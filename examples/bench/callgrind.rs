@@ -19,7 +19,7 @@ use std::time::Duration;
 use super::cpu::{self, Dir};
 use super::fakedc::{DcConfig, FakeDc};
 use super::proxy::ProxyProc;
-use super::{check_live, client, crypto, step, Opts, MIB};
+use super::{check_live, client, crypto, step, tier_dc, Opts, MIB};
 
 /// Waits under valgrind: start-up and the `listening on` line, and the exit after SIGTERM.
 const VG_START: Duration = Duration::from_secs(120);
@@ -173,11 +173,7 @@ fn proxy_ir(
     let tag = kind.replace(", ", "-");
     let out = out_dir().join(format!("proxy-{tier}-{tag}-{}-{packets}.out", dir.name()));
     let _ = std::fs::remove_file(&out);
-    let dc = if tier == "ws" {
-        FakeDc::start_tls_ws(DcConfig::default())
-    } else {
-        FakeDc::start_tcp(DcConfig::default())
-    };
+    let dc = tier_dc(tier);
     let secret = secret_of(kind);
     let mut p = ProxyProc::start_wrapped(
         &valgrind(&out),

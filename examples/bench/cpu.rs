@@ -19,8 +19,11 @@ use std::time::{Duration, Instant};
 
 use tg_ws_proxy::applet::probe::MtClient;
 
-use super::fakedc::{DcConfig, FakeDc};
-use super::{check_live, client, crypto, procfs, start_proxy, step, Opts, ProxyProc, GIB, MIB};
+use super::fakedc::FakeDc;
+use super::{
+    check_live, client, crypto, procfs, start_proxy, step, tier_args, tier_dc, Opts, ProxyProc,
+    GIB, MIB,
+};
 
 /// Packet size of both directions (one WS message each on the ws tier).
 pub const PACKET: usize = 1 << 20;
@@ -576,11 +579,7 @@ pub fn report(r: &mut String, o: &Opts, runs: &[CpuRun]) {
 /// A fresh fake DC for `tier` ("ws": TLS + WebSocket front, else raw TCP), a proxy in front of
 /// it and `o.streams` live sessions through it (the same setup for the timed and the strace runs).
 fn open_streams(o: &Opts, tier: &str) -> Result<(FakeDc, ProxyProc, Vec<MtClient>), String> {
-    let dc = if tier == "ws" {
-        FakeDc::start_tls_ws(DcConfig::default())
-    } else {
-        FakeDc::start_tcp(DcConfig::default())
-    };
+    let dc = tier_dc(tier);
     let mut p = start_proxy(o, &dc, tier, 64)?;
     let clients = client::open_many(p.addr(), 0, o.streams, o.streams)?;
     check_live(&mut p, &dc, o.streams, tier)?;
@@ -597,29 +596,8 @@ fn open_streams_kind(
     if kind != "ee" {
         return open_streams(o, tier);
     }
-    let dc = if tier == "ws" {
-        FakeDc::start_tls_ws(DcConfig::default())
-    } else {
-        FakeDc::start_tcp(DcConfig::default())
-    };
-    let dc_flag = if tier == "ws" {
-        "--dc-ip"
-    } else {
-        "--tcp-dc-ip"
-    };
-    let args: Vec<String> = [
-        dc_flag,
-        &format!("2:{}", dc.addr()),
-        "--tier-order",
-        tier,
-        "--max-connections",
-        "64",
-        "--mask-host",
-        "127.0.0.1:9",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let dc = tier_dc(tier);
+    let args = tier_args(&dc, tier, 64, &["--mask-host", "127.0.0.1:9"]);
     let mut p = ProxyProc::start(&o.proxy, &o.ca, client::EE_SECRET, &args)?;
     let clients = client::open_many_with(p.addr(), 0, o.streams, o.streams, client::EE_SECRET)?;
     check_live(&mut p, &dc, o.streams, tier)?;

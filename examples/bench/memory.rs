@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::fakedc::{DcConfig, FakeDc};
-use super::{check_live, client, kib_per, procfs, start_proxy_bin, step, wait_for, Opts};
+use super::{check_live, client, kib_per, procfs, start_proxy_bin, step, tier_dc, wait_for, Opts};
 
 /// What every session pulls at once in the streaming phase: 4 packets of 256 KiB.
 pub const STREAM: (u32, usize) = (4, 256 * 1024);
@@ -43,11 +43,7 @@ pub fn run(o: &Opts, bin: &Path, tier: &str, label: &str) -> Result<Memory, Stri
         o.small, o.large
     ));
     let pooled = pooled_idle(o, bin, tier)?;
-    let dc = if tier == "ws" {
-        FakeDc::start_tls_ws(DcConfig::default())
-    } else {
-        FakeDc::start_tcp(DcConfig::default())
-    };
+    let dc = tier_dc(tier);
     let mut p = start_proxy_bin(o, bin, &dc, tier, o.large + 100)?;
     std::thread::sleep(Duration::from_millis(300));
     let idle = p.settled_rss_kib();
@@ -109,11 +105,7 @@ pub fn run(o: &Opts, bin: &Path, tier: &str, label: &str) -> Result<Memory, Stri
 /// least one: the pool keeps as many as sessions started in the last `--pool-max-age`, at least
 /// 1; none on tcp), let it settle 500 ms, and read RSS.
 fn pooled_idle(o: &Opts, bin: &Path, tier: &str) -> Result<(u64, u64, usize), String> {
-    let dc = if tier == "ws" {
-        FakeDc::start_tls_ws(DcConfig::default())
-    } else {
-        FakeDc::start_tcp(DcConfig::default())
-    };
+    let dc = tier_dc(tier);
     let p = start_proxy_bin(o, bin, &dc, tier, 64)?;
     std::thread::sleep(Duration::from_millis(300));
     let mut clients = client::open_many(p.addr(), 0, 1, 1)?;

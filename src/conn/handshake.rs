@@ -431,7 +431,7 @@ impl Conn {
             Err(_) => {
                 self.log_bad(
                     CloseReason::NoRoute,
-                    &format!("DC index {}", accepted.dc),
+                    format_args!("DC index {}", accepted.dc),
                     ctx,
                 );
                 return Step::Close(CloseReason::NoRoute);
@@ -440,7 +440,7 @@ impl Conn {
         if !known_dc(dc, ctx.cfg) {
             self.log_bad(
                 CloseReason::UnknownDc,
-                &format!("DC index {} ({dc}) is not a known DC", accepted.dc),
+                format_args!("DC index {} ({dc}) is not a known DC", accepted.dc),
                 ctx,
             );
             return Step::Close(CloseReason::UnknownDc);
@@ -486,7 +486,13 @@ impl Conn {
         Step::Progress
     }
 
-    pub(super) fn log_bad(&mut self, reason: CloseReason, detail: &str, ctx: &mut Ctx<'_>) {
+    /// The one "bad client" line (rate-limited by `bad_log`; a suppressed one is counted).
+    pub(super) fn log_bad(
+        &mut self,
+        reason: CloseReason,
+        detail: impl std::fmt::Display,
+        ctx: &mut Ctx<'_>,
+    ) {
         match ctx.bad_log.allow(ctx.now) {
             Some(suppressed) => {
                 let more = if suppressed > 0 {

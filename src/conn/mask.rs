@@ -366,21 +366,11 @@ impl Conn {
 
     /// `--no-mask`: the client is refused like a bad init.
     fn refuse_unmasked(&mut self, why: MaskWhy, ctx: &mut Ctx<'_>) -> Step {
-        match ctx.bad_log.allow(ctx.now) {
-            Some(n) => {
-                let more = if n > 0 {
-                    format!(" ({n} similar suppressed)")
-                } else {
-                    String::new()
-                };
-                warn!(
-                    "bad client {}: {}: not ours ({why}), closed (--no-mask){more}",
-                    self.peer,
-                    CloseReason::BadInit
-                );
-            }
-            None => ctx.stats.bad_suppressed += 1,
-        }
+        self.log_bad(
+            CloseReason::BadInit,
+            format_args!("not ours ({why}), closed (--no-mask)"),
+            ctx,
+        );
         Step::Close(CloseReason::BadInit)
     }
 

@@ -11,8 +11,6 @@
 //! The admission's key is released by `Conn::close`, exactly once. Hands over to
 //! `Phase::Handshake(Handshake::new())`.
 
-use log::warn;
-
 use super::handshake::Handshake;
 use super::per_ip::Refusal;
 use super::{Conn, Ctx, Phase, Step};
@@ -128,21 +126,11 @@ impl Conn {
     }
 
     fn bad_header(&mut self, what: &str, ctx: &mut Ctx<'_>) -> Step {
-        match ctx.bad_log.allow(ctx.now) {
-            Some(n) => {
-                let more = if n > 0 {
-                    format!(" ({n} similar suppressed)")
-                } else {
-                    String::new()
-                };
-                warn!(
-                    "bad client {}: {}: PROXY header required (--proxy-protocol): {what}{more}",
-                    self.peer,
-                    CloseReason::ProxyHeader
-                );
-            }
-            None => ctx.stats.bad_suppressed += 1,
-        }
+        self.log_bad(
+            CloseReason::ProxyHeader,
+            format_args!("PROXY header required (--proxy-protocol): {what}"),
+            ctx,
+        );
         Step::Close(CloseReason::ProxyHeader)
     }
 

@@ -5,7 +5,8 @@
 //! any slice.
 //! An end can act like a TLS stream ([`PipeEnd::backlog_cap`]): a write is taken into its own
 //! backlog of records and flushed into the pipe as room allows, so it may succeed while the
-//! pipe is full and leave a backlog (`Endpoint::has_backlog`).
+//! pipe is full and leave a backlog (`Endpoint::has_backlog`). [`push`] feeds a queue into an
+//! end as far as it takes.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -35,6 +36,22 @@ pub struct PipeEnd {
     /// Bytes this end takes into its own backlog per write (0: writes go straight to the pipe).
     pub backlog_cap: usize,
     backlog: VecDeque<u8>,
+}
+
+/// Writes as much of `q` as `end` takes (front first); true if anything moved.
+pub fn push(end: &mut PipeEnd, q: &mut VecDeque<u8>) -> bool {
+    let mut moved = false;
+    while !q.is_empty() {
+        let (a, _) = q.as_slices();
+        match end.write(a) {
+            Ok(n) => {
+                q.drain(..n);
+                moved = true;
+            }
+            Err(_) => break,
+        }
+    }
+    moved
 }
 
 /// A pipe whose a→b direction holds `cap_ab` bytes and b→a `cap_ba`.

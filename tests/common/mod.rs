@@ -1,6 +1,7 @@
 //! Shared black-box test rig: spawn the built `tg-ws-proxy` binary ([`Proxy`]), fake peers
 //! ([`fakedc`], [`blackhole`], the mask site [`masksite`]), the rig's own fake-TLS client
-//! ([`faketls`], with [`mtsession`] for MTProto over any stream), condition waits, and client
+//! ([`faketls`], with [`mtsession`] for MTProto over any stream), a one-connection mask server
+//! and an MTProto session after leading bytes ([`plainrig`]), condition waits, and client
 //! helpers built on the probe applet's [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
 //!
 //! Test code: panics on local setup failure are the point (a broken rig must fail loudly).
@@ -14,6 +15,7 @@ pub mod fakedc;
 pub mod faketls;
 pub mod masksite;
 pub mod mtsession;
+pub mod plainrig;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};

@@ -162,6 +162,35 @@ fn write_all(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    /// The server side of one handshake (5 s read timeout on `s`): reads the ClientHello,
+    /// accepts it with our gate for `key`/`domain`, returns our server hello (random bytes from
+    /// `r`) for the caller to send.
+    fn accept_and_answer(s: &mut TcpStream, key: [u8; 16], domain: &str, r: &mut Rng) -> Vec<u8> {
+        use crate::mtproto::faketls::gate::{EeKey, Gate};
+        use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
+
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut hello = [0u8; CLIENT_HELLO_LEN];
+        s.read_exact(&mut hello).unwrap();
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let keys = [EeKey {
+            index: 0,
+            key,
+            domain: domain.into(),
+        }];
+        let acc = Gate::new(120, 16, wall, 0)
+            .check(&hello, &keys, wall, 0)
+            .unwrap();
+        let mut out = vec![0u8; MAX_SERVER_HELLO];
+        let n = server_hello(&mut out, &acc, &mut |b| r.fill(b));
+        out.truncate(n);
+        out
+    }
+
     #[test]
     fn wrap_splits_at_max_payload_and_leads_with_ccs_once() {
         let data: Vec<u8> = (0..MAX_PAYLOAD * 2 + 10).map(|i| i as u8).collect();
@@ -217,8 +246,6 @@ mod tests {
     /// client's first write is CCS + one application-data record.
     #[test]
     fn handshake_against_our_gate_and_server_hello_on_loopback() {
-        use crate::mtproto::faketls::gate::{EeKey, Gate};
-        use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
         use std::net::TcpListener;
         use std::time::Duration;
 
@@ -227,25 +254,8 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let mut hello = [0u8; CLIENT_HELLO_LEN];
-            s.read_exact(&mut hello).unwrap();
-            let wall = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_secs();
-            let keys = [EeKey {
-                index: 0,
-                key,
-                domain: "example.com".into(),
-            }];
-            let acc = Gate::new(120, 16, wall, 0)
-                .check(&hello, &keys, wall, 0)
-                .unwrap();
-            let mut out = vec![0u8; MAX_SERVER_HELLO];
             let mut r = Rng::from_seed([1; 48]);
-            let n = server_hello(&mut out, &acc, &mut |b| r.fill(b));
-            out.truncate(n);
+            let mut out = accept_and_answer(&mut s, key, "example.com", &mut r);
             out.extend_from_slice(&wrap(b"early", false));
             s.write_all(&out).unwrap();
             let mut first = [0u8; 6 + 5 + 3];
@@ -281,8 +291,6 @@ mod tests {
     #[test]
     fn mtclient_with_an_ee_secret_carries_obfuscated2_in_records() {
         use super::super::client::{ClientOptions, MtClient};
-        use crate::mtproto::faketls::gate::{EeKey, Gate};
-        use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
         use crate::mtproto::framing;
         use crate::mtproto::obfs2::{self, Secret, Tag};
         use std::net::TcpListener;
@@ -294,25 +302,9 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let mut hello = [0u8; CLIENT_HELLO_LEN];
-            s.read_exact(&mut hello).unwrap();
-            let wall = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_secs();
-            let keys = [EeKey {
-                index: 0,
-                key,
-                domain: "a.io".into(),
-            }];
-            let acc = Gate::new(120, 16, wall, 0)
-                .check(&hello, &keys, wall, 0)
-                .unwrap();
-            let mut out = vec![0u8; MAX_SERVER_HELLO];
             let mut r = Rng::from_seed([3; 48]);
-            let n = server_hello(&mut out, &acc, &mut |b| r.fill(b));
-            s.write_all(&out[..n]).unwrap();
+            let answer = accept_and_answer(&mut s, key, "a.io", &mut r);
+            s.write_all(&answer).unwrap();
             // CCS, then records carrying the init and the client's packet
             let mut ccs = [0u8; 6];
             s.read_exact(&mut ccs).unwrap();

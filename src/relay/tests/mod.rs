@@ -3,14 +3,14 @@
 //! intact after double re-encryption, what went on the wire, and why the session ended.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::Read;
 
 mod buffers;
 mod edges;
 mod ends;
 mod replay;
 
-use super::pipe::{pair, PipeEnd};
+use super::pipe::{pair, push, PipeEnd};
 use super::*;
 use crate::buf::BufPool;
 use crate::mtproto::obfs2::{accept, accept_raw, initiate, Tag};
@@ -345,22 +345,6 @@ impl Rig {
             .map(|f| (f.opcode, f.payload.clone()))
             .collect()
     }
-}
-
-/// Writes as much of `q` as the pipe takes.
-fn push(end: &mut PipeEnd, q: &mut VecDeque<u8>) -> bool {
-    let mut moved = false;
-    while !q.is_empty() {
-        let (a, _) = q.as_slices();
-        match end.write(a) {
-            Ok(n) => {
-                q.drain(..n);
-                moved = true;
-            }
-            Err(_) => break,
-        }
-    }
-    moved
 }
 
 /// An intermediate transport packet with a deterministic body of `len` bytes.

@@ -11,7 +11,7 @@ use crate::buf::RelayBuf;
 use crate::mtproto::faketls::{MAX_PAYLOAD, MAX_RECORD_IN, RECORD_HEADER};
 use crate::mtproto::obfs2::{accept, accept_raw, initiate, Cipher, Tag};
 use crate::net::io::{read_once, write_once, Endpoint, Io};
-use crate::relay::pipe::{pair, PipeEnd};
+use crate::relay::pipe::{pair, push, PipeEnd};
 use crate::relay::{LinkKind, Meter, Outcome, Ready, Relay, Scratch};
 use crate::rng::Rng;
 
@@ -63,22 +63,6 @@ fn parse_records(wire: &[u8]) -> (Vec<u8>, Vec<usize>) {
         at += RECORD_HEADER + len;
     }
     (payload, sizes)
-}
-
-/// Writes as much of `q` as `end` takes; true if anything moved.
-fn push(end: &mut PipeEnd, q: &mut VecDeque<u8>) -> bool {
-    let mut moved = false;
-    while !q.is_empty() {
-        let (a, _) = q.as_slices();
-        match end.write(a) {
-            Ok(n) => {
-                q.drain(..n);
-                moved = true;
-            }
-            Err(_) => break,
-        }
-    }
-    moved
 }
 
 /// Reads everything waiting at `end` into `out`; true if anything moved.
