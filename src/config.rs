@@ -217,7 +217,7 @@ pub struct Config {
     /// never checked; `mtproto::faketls::clock` has the trust rule).
     pub tls_time_window: Duration,
     /// Entries of the fake-TLS anti-replay cache of accepted client randoms
-    /// (`--replay-cache`, 16384; 0 = off, which lets a recorded hello be replayed).
+    /// (`--replay-cache`, 8192; 0 = off, which lets a recorded hello be replayed).
     pub replay_cache: usize,
 }
 
@@ -296,7 +296,7 @@ impl Config {
             per_ip_rate: 20,
             per_ip_burst: 64,
             tls_time_window: Duration::from_secs(120),
-            replay_cache: 16384,
+            replay_cache: 8192,
         }
     }
 }

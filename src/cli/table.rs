@@ -572,7 +572,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     },
     Opt {
         long: "--replay-cache", short: None, aliases: &[], env: &["TG_REPLAY_CACHE"],
-        meta: "N", default: "16384", group: Clients,
+        meta: "N", default: "8192", group: Clients,
         help: "fake-TLS hellos remembered to refuse a replayed one (32 bytes each, allocated at \
                start), 1-1048576; 0 = off, unsafe: a recorded hello is answered again",
         kind: Value(|d, s| {

@@ -14,7 +14,7 @@
 pub const KEY_LEN: usize = 16;
 
 /// Largest capacity (entries): 1048576, the `--replay-cache` bound. About 32 MB at this size
-/// (a 24-byte entry and two 4-byte index slots each); the default 16384 takes 512 KB.
+/// (a 24-byte entry and two 4-byte index slots each); the default 8192 (`--replay-cache`) takes 256 KiB.
 pub const MAX_CAPACITY: usize = 1 << 20;
 
 /// Bounded anti-replay cache of accepted client randoms.
