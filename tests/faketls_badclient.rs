@@ -4,7 +4,7 @@
 //! `tls-record`), hellos that are oversized (masked as malformed at once), truncated or dripped
 //! past `--handshake-timeout` (masked as malformed at the deadline, the bytes so far replayed), silence after our answer, an obfuscated2 init inside TLS made with
 //! another secret (`bad-init`); and a hello arriving in small pieces within the deadline is
-//! served. Spoken by the rig's own client (tests/common/faketls.rs). PROTOCOL.md §2.3, §2.4.
+//! served. Spoken by the rig's own client (tests/common/faketls.rs). docs/protocol.md §2.3, §2.4.
 //!
 //! Owns only this file. Real sockets on 127.0.0.1, fake peers, no fixed sleeps (the drip and
 //! piece writers' pacing is the case under test, not a wait).

@@ -5,7 +5,7 @@
 //! with the first packet, a CCS may come mid-stream, a record may be exactly 16640 bytes; 1 MiB
 //! each way arrives byte-exact in AppData records of ≤ 16384 bytes; SNI matches ignoring ASCII
 //! case; one port serves two `ee` secrets and a plain one. Bad clients: tests/faketls_badclient.rs;
-//! masking: tests/faketls_mask.rs. PROTOCOL.md §2; flags per the issue-8 flags file.
+//! masking: tests/faketls_mask.rs. docs/protocol.md §2; flags per the issue-8 flags file.
 //!
 //! Owns only this file. Real sockets on 127.0.0.1, fake peers, no fixed sleeps.
 
@@ -429,7 +429,7 @@ fn records_split_across_tcp_writes_are_reassembled() {
     }
 }
 
-/// The answer names the client's first TLS 1.3 suite, GREASE skipped (PROTOCOL.md §2.2: MTProxy
+/// The answer names the client's first TLS 1.3 suite, GREASE skipped (docs/protocol.md §2.2: MTProxy
 /// copies the client's `13 0x`), not a fixed `13 01`.
 #[test]
 fn the_answer_names_the_clients_first_tls13_suite_skipping_grease() {

@@ -6,7 +6,7 @@
 //! secrets is closed as before (`tls-to-plain-port`). Each masking is counted in the stats line
 //! as `masked-REASON` (not-tls, malformed, wrong-key, wrong-sni, stale, replay; the names of
 //! engineer B's stats), its end as the close reason `masked`, and logged as `masked … why=REASON`.
-//! PROTOCOL.md §2.1, §2.4; flags per the issue-8 flags file.
+//! docs/protocol.md §2.1, §2.4; flags per the issue-8 flags file.
 //!
 //! Owns only this file. Real sockets on 127.0.0.1, fake peers, no fixed sleeps.
 

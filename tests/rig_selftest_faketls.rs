@@ -1,6 +1,6 @@
 //! Self-tests of the fake-TLS half of the rig (tests/common/faketls.rs, mtsession.rs,
 //! masksite.rs), the companion of tests/rig_selftest.rs (kept apart for its size): the
-//! ClientHello against the wire facts of /work/shared/PROTOCOL.md §2.1 and the app's shape, the
+//! ClientHello against the wire facts of docs/protocol.md §2.1 and the app's shape, the
 //! digest round trip with our own verifier, the answer check (§2.2) against a server answer
 //! built here by the spec and against a real TLS server (the mask site, whose answer must fail
 //! the digest), the record layer of [`TlsClient`] against a tiny `ee` echo server written here,
@@ -86,7 +86,7 @@ fn client_hello_has_the_app_shape_and_our_digest() {
     assert_ne!(h.session_id, h2.session_id);
 }
 
-/// A ServerHello + CCS + AppData answer built by the table of PROTOCOL.md §2.2, signed.
+/// A ServerHello + CCS + AppData answer built by the table of docs/protocol.md §2.2, signed.
 fn spec_answer(key: &[u8; 16], client_random: &[u8; 32], sid: &[u8], r: &mut Rng) -> Vec<u8> {
     let mut a = vec![0x16, 3, 3, 0, 0x7a, 0x02, 0, 0, 0x76, 3, 3];
     a.extend_from_slice(&[0u8; 32]);

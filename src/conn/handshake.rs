@@ -1,6 +1,6 @@
 //! Inbound handshake: read exactly the 64-byte obfuscated2 init, check it against every
 //! secret (docs/protocol.md §1.1–1.3), and either start connecting or drain a bad client; with
-//! `ee` secrets, the fake-TLS handshake first (/work/shared/PROTOCOL.md §2).
+//! `ee` secrets, the fake-TLS handshake first (docs/protocol.md §2).
 //!
 //! ```text
 //! First ─not TLS─► Init ───────────────────────────────► (init ok) Connecting

@@ -1,6 +1,6 @@
 //! Masking: a client that is not ours (a TLS hello no `ee` secret accepts, or non-TLS bytes on a
 //! port whose secrets are all `ee`) is relayed byte for byte to the mask host, so a prober sees
-//! the real site (docs/protocol.md §2.4, /work/shared/PROTOCOL.md §2.4: what the other
+//! the real site (docs/protocol.md §2.4: what the other
 //! implementations do; ours adds the loop checks and fixed bounds).
 //!
 //! Owns [`Conn::start_mask`] (the entry point the handshake calls), the `Phase::Mask` splice

@@ -1,5 +1,5 @@
 //! The test rig's own fake-TLS (`ee`) client, written from the wire facts in
-//! /work/shared/PROTOCOL.md §2 (ClientHello digest §2.1, server answer §2.2, record layer §2.3)
+//! docs/protocol.md §2 (ClientHello digest §2.1, server answer §2.2, record layer §2.3)
 //! and independent of the proxy's `mtproto::faketls` so the black-box tests judge that code.
 //!
 //! Owns: building a ClientHello shaped like the Telegram app's ([`build_hello`]: record

@@ -1,4 +1,4 @@
-//! The client side of fake-TLS (docs/protocol.md "Fake-TLS", PROTOCOL.md §4.4, §6 item 9): a
+//! The client side of fake-TLS (docs/protocol.md "Fake-TLS", §4.4, §6 item 9): a
 //! signed ClientHello that MTProxy also accepts, and the check of a server's answer. Used by the
 //! probe applet now (and an upstream-proxy tier later). Sans-IO: buffers and `wall_s` in.
 
@@ -12,7 +12,7 @@ use super::{
 /// Longest SNI domain [`client_hello`] writes (a DNS name's limit): 253 bytes.
 pub const MAX_DOMAIN: usize = 253;
 /// The ClientHello record's payload length: 512, so its first four bytes are `16 03 01 02`
-/// (MTProxy requires 512..=767, PROTOCOL.md §6 item 9), reached with a padding extension
+/// (MTProxy requires 512..=767, docs/protocol.md §6 item 9), reached with a padding extension
 /// (RFC 7685) as browsers do.
 pub const HELLO_PAYLOAD: usize = 512;
 /// Length of the record [`client_hello`] writes (`out` must hold it): 517.
@@ -64,7 +64,7 @@ impl std::error::Error for ClientError {}
 /// server_name (`domain`), extended_master_secret, renegotiation_info, supported_groups,
 /// ec_point_formats, session_ticket, signature_algorithms, ALPN (h2, http/1.1),
 /// supported_versions (03 04, 03 03), psk_key_exchange_modes, key_share (x25519, 32 random
-/// bytes) and padding to [`HELLO_PAYLOAD`]. Signed per PROTOCOL.md §4.4: with H =
+/// bytes) and padding to [`HELLO_PAYLOAD`]. Signed per docs/protocol.md §4.4: with H =
 /// HMAC-SHA256(key, record with a zero random), random[0..28) = H[0..28) and random[28..32) =
 /// H[28..32) XOR u32 LE(wall_s). Returns (0, zeros) without writing when `out` is shorter than
 /// [`CLIENT_HELLO_LEN`] or `domain` is empty or longer than [`MAX_DOMAIN`].
@@ -176,7 +176,7 @@ pub fn client_hello(
 /// first AppData record (the first a handshake record (03 03) holding a ServerHello; then any
 /// of handshake, CCS; at most [`MAX_ANSWER_RECORDS`], each ≤ `MAX_RECORD_IN`), and the server
 /// random = HMAC-SHA256(key, client_random ‖ those bytes with the server random zeroed)
-/// (PROTOCOL.md §2.2). Returns the bytes consumed (later bytes are the record layer's);
+/// (docs/protocol.md §2.2). Returns the bytes consumed (later bytes are the record layer's);
 /// `Err(NeedMore)` while the answer is incomplete.
 pub fn check_server_hello(
     answer: &[u8],

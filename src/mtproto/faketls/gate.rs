@@ -1,4 +1,4 @@
-//! The whole verdict on one ClientHello record (docs/protocol.md "Fake-TLS", PROTOCOL.md §2.1):
+//! The whole verdict on one ClientHello record (docs/protocol.md "Fake-TLS", §2.1):
 //! parse, digest against every `ee` key in constant time, SNI, timestamp (when the clock is
 //! trusted), replay cache; in that order. Owns the replay cache and the clock trust state.
 //! Sans-IO: `wall_s` and `mono_ms` are passed in; what to do with a refused hello (masking) is

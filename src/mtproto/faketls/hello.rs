@@ -1,5 +1,5 @@
 //! The client's first TLS record: sniffing its header from the first bytes a client sends and
-//! strictly parsing one whole ClientHello record (docs/protocol.md "Fake-TLS", PROTOCOL.md §2.1).
+//! strictly parsing one whole ClientHello record (docs/protocol.md "Fake-TLS", §2.1).
 //! Parsing only: the digest, SNI, timestamp and replay verdict is `gate`'s. Never panics on any
 //! input; borrows the record, allocates nothing.
 
@@ -254,7 +254,7 @@ pub fn is_grease(v: u16) -> bool {
 /// its first non-GREASE suite if that is 0x1301..=0x1303, else the first such suite anywhere in
 /// its list, else 0x1301. Our ServerHello announces TLS 1.3 (supported_versions 03 04), and a
 /// TLS 1.3 ServerHello naming a TLS 1.2 or GREASE suite is both invalid and a fingerprint
-/// (PROTOCOL.md §6 item 8); a real TLS 1.3 server picks from the client's TLS 1.3 suites,
+/// (docs/protocol.md §6 item 8); a real TLS 1.3 server picks from the client's TLS 1.3 suites,
 /// normally the client's preferred one. A client offering none gets 0x1301, the suite every
 /// TLS 1.3 implementation must support (RFC 8446 §9.1).
 pub fn pick_cipher(suites: &[u8]) -> u16 {

@@ -12,7 +12,7 @@
 //!   framing ours); `stream`: [`stream::FakeTlsStream`], an `Endpoint` speaking it.
 //!
 //! Wire facts:
-//! docs/protocol.md "Fake-TLS"; /work/shared/PROTOCOL.md §2. This module is the only user of
+//! docs/protocol.md "Fake-TLS"; docs/protocol.md §2. This module is the only user of
 //! `ring` (through [`hmac_sha256`]).
 
 pub mod client;
@@ -46,7 +46,7 @@ pub const CCS_RECORD: [u8; 6] = [CT_CCS, 0x03, 0x03, 0x00, 0x01, 0x01];
 pub const RANDOM_AT: usize = 11;
 
 /// HMAC-SHA256 (RFC 2104) with `key` over the concatenation of `parts`; 32 bytes. The one user
-/// of `ring::hmac`: the fake-TLS digests of docs/protocol.md "Fake-TLS" (PROTOCOL.md §2.1, §2.2).
+/// of `ring::hmac`: the fake-TLS digests of docs/protocol.md "Fake-TLS" (docs/protocol.md §2.1, §2.2).
 pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
     let mut ctx = ring::hmac::Context::with_key(&key);

@@ -1,4 +1,4 @@
-//! The fake-TLS record layer after the handshake (/work/shared/PROTOCOL.md §2.3): unwrapping the
+//! The fake-TLS record layer after the handshake (docs/protocol.md §2.3): unwrapping the
 //! client's records in place ([`RecordReader`]) and framing our bytes as application_data
 //! records ([`RecordWriter`]).
 //!

@@ -1,4 +1,4 @@
-//! Our answer to an accepted ClientHello (docs/protocol.md "Fake-TLS", PROTOCOL.md §2.2): a
+//! Our answer to an accepted ClientHello (docs/protocol.md "Fake-TLS", §2.2): a
 //! ServerHello record, the dummy change_cipher_spec record and one application_data record of
 //! random bytes standing in for the encrypted certificate flight, signed by the HMAC rule.
 //! Sans-IO: writes into a caller's buffer; randomness is a parameter.
@@ -13,7 +13,7 @@ pub const APPDATA_MIN: usize = 2048;
 /// Uniform in [`APPDATA_MIN`]..=`APPDATA_MAX`: a real TLS 1.3 server's encrypted
 /// EncryptedExtensions + Certificate + CertificateVerify + Finished flight is one to a few KB
 /// depending on its chain (one RSA-2048 leaf and intermediate ≈ 2.5–3.5 KB, ECDSA chains less,
-/// longer chains more). A narrow fixed range (1900–2100 in other proxies, PROTOCOL.md §6 item
+/// longer chains more). A narrow fixed range (1900–2100 in other proxies, docs/protocol.md §6 item
 /// 8) is a fingerprint; a wide one covers the common chains. It fits one record (≤ 16384).
 pub const APPDATA_MAX: usize = 4096;
 

@@ -1,5 +1,5 @@
 //! [`FakeTlsStream`]: an [`Endpoint`] that speaks the fake-TLS record layer over another one
-//! (/work/shared/PROTOCOL.md §2.3), so the relay core and the handshake run unchanged over an
+//! (docs/protocol.md §2.3), so the relay core and the handshake run unchanged over an
 //! `ee` client.
 //!
 //! Reads unwrap the client's records in place in the caller's buffer (`record::RecordReader`);
