@@ -113,7 +113,7 @@ struct Shared {
     per_ip: PerIp,
     /// Local addresses of live mask connections (`conn::mask`).
     mask_locals: MaskLocals,
-    /// Unix seconds, read once per loop iteration (`Ctx::wall_s`).
+    /// Unix seconds, read once per loop iteration while an `ee` secret is configured (`Ctx::wall_s`).
     wall_s: u64,
     /// The fake-TLS gate (`Ctx::gate`).
     gate: Gate,
@@ -316,8 +316,9 @@ impl Reactor {
             }
             // +1: time 0 is "never" to the ladder (a route's last state change).
             self.now = self.clock.elapsed().as_millis() as u64 + 1;
-            self.s.wall_s = wall_clock_s();
+            // Only the fake-TLS gate reads the wall clock: without an ee secret, no read.
             if !self.s.ee_keys.is_empty() {
+                self.s.wall_s = wall_clock_s();
                 self.s.gate.observe_clock(self.s.wall_s, self.now);
                 log_clock_events(&mut self.s.gate, &self.s.cfg);
             }

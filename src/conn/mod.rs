@@ -142,8 +142,8 @@ pub struct Ctx<'a> {
     pub per_ip: &'a mut per_ip::PerIp,
     /// Local addresses of live mask connections, for the loop check at accept (`mask`).
     pub mask_locals: &'a mut mask::MaskLocals,
-    /// Unix seconds on the wall clock, read by the reactor once per loop iteration (like `now`);
-    /// only fake-TLS timestamps use it.
+    /// Unix seconds on the wall clock, read by the reactor once per loop iteration (like `now`)
+    /// while an `ee` secret is configured; only fake-TLS timestamps use it.
     pub wall_s: u64,
     /// The fake-TLS gate (replay cache, clock trust, `--tls-time-window`), one per process.
     pub gate: &'a mut Gate,
