@@ -219,6 +219,15 @@ pub struct Config {
     /// Entries of the fake-TLS anti-replay cache of accepted client randoms
     /// (`--replay-cache`, 8192; 0 = off, which lets a recorded hello be replayed).
     pub replay_cache: usize,
+    /// On SIGTERM/SIGINT, let open sessions finish for at most this long after accepting stops
+    /// and the final stats line is written, then exit (`--drain-timeout`, 5 s; 0 = exit at once).
+    pub drain_timeout: Duration,
+    /// Unix socket for `tg-ws-proxy ctl` (`--control-socket PATH`, mode 0600); `None` = off.
+    pub control_socket: Option<PathBuf>,
+    /// While the listen address cannot be bound (not assigned yet at boot, `EADDRNOTAVAIL`),
+    /// keep running and retry the bind this often (`--bind-retry`, 0 = exit with an error at
+    /// once, as before).
+    pub bind_retry: Duration,
 }
 
 /// Default listen port, as in the other implementations.
@@ -297,6 +306,9 @@ impl Config {
             per_ip_burst: 64,
             tls_time_window: Duration::from_secs(120),
             replay_cache: 8192,
+            drain_timeout: Duration::from_secs(5),
+            control_socket: None,
+            bind_retry: Duration::ZERO,
         }
     }
 }

@@ -618,6 +618,26 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         help: "host name or IP put in `tg-ws-proxy link` output",
         kind: Value(|d, s| parse_link_host(s).map(|h| d.config.link_ip = Some(h))),
     },
+    Opt {
+        long: "--drain-timeout", short: None, aliases: &[], env: &["TG_DRAIN_TIMEOUT"],
+        meta: "D", default: "5s", group: Clients,
+        help: "on SIGTERM/SIGINT stop accepting, write the stats line, let sessions finish for \
+               at most D, then exit (a second signal exits at once; 0 = exit at once)",
+        kind: Value(|d, s| duration(s).map(|v| d.config.drain_timeout = v)),
+    },
+    Opt {
+        long: "--bind-retry", short: None, aliases: &[], env: &["TG_BIND_RETRY"],
+        meta: "D", default: "0", group: Listen,
+        help: "while the listen address is not assigned yet (boot), retry the bind every D \
+               instead of exiting (0 = exit at once)",
+        kind: Value(|d, s| duration(s).map(|v| d.config.bind_retry = v)),
+    },
+    Opt {
+        long: "--control-socket", short: None, aliases: &[], env: &["TG_CONTROL_SOCKET"],
+        meta: "PATH", default: "none", group: Logging,
+        help: "unix socket (mode 0600) for `tg-ws-proxy ctl`: status, metrics, pin, probe, reload",
+        kind: Path(|d, p| { d.config.control_socket = Some(p); Ok(()) }),
+    },
 ];
 
 #[cfg(test)]
