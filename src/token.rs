@@ -4,7 +4,9 @@
 //! an event for a freed-and-reused slot is recognised as stale. For the client and upstream
 //! roles the slot is the session's and the id its connection id; for [`Role::Probe`] both
 //! belong to the reactor's probe slab. Layout (fits a 32-bit `usize`): bits 0–1 role, bits 2–23
-//! slot, bits 24–31 generation. The two highest values are the listener and the DNS socket.
+//! slot, bits 24–31 generation. Tokens whose slot field is all ones (2^22 − 1, never a slot) are
+//! the reactor's own sockets: the listener, the DNS socket, the signal pipe, the control socket's
+//! listener and its connections ([`control_conn`]).
 
 use mio::Token;
 
@@ -13,6 +15,32 @@ pub const LISTENER: Token = Token(usize::MAX);
 
 /// The DNS resolver's UDP socket.
 pub const DNS: Token = Token(usize::MAX - 1);
+
+/// The signal pipe (SIGHUP, SIGTERM, SIGINT reach the loop through it).
+pub const SIGNAL: Token = Token(usize::MAX - 2);
+
+/// The control socket's listener (`--control-socket`).
+pub const CONTROL: Token = Token(usize::MAX - 3);
+
+/// Control connections open at once, at most (each has a [`control_conn`] token).
+pub const MAX_CONTROL_CONNS: usize = 16;
+
+/// The slot field value no session or probe slot uses: marks the reactor's own tokens.
+const OWN: usize = 0x3f_ffff;
+
+/// Token of control connection `i` (< [`MAX_CONTROL_CONNS`]): slot field all ones, role 0,
+/// generation byte `i` (the fixed tokens above use generation 0xff).
+pub fn control_conn(i: usize) -> Token {
+    debug_assert!(i < MAX_CONTROL_CONNS);
+    Token(((i & 0xff) << 24) | (OWN << 2))
+}
+
+/// The index of a [`control_conn`] token, else `None`.
+pub fn control_index(t: Token) -> Option<usize> {
+    let v = t.0;
+    let i = (v >> 24) & 0xff;
+    (v & 3 == 0 && (v >> 2) & OWN == OWN && v >> 24 == i && i < MAX_CONTROL_CONNS).then_some(i)
+}
 
 /// Largest slot index a token can carry (2^22 − 2, so no token equals LISTENER or DNS on a
 /// 32-bit target).
@@ -43,10 +71,10 @@ pub fn encode(slot: usize, conn_id: u32, role: Role) -> Token {
 /// Splits a session token into (slot, generation byte, role); `None` for the listener or a
 /// malformed token.
 pub fn decode(t: Token) -> Option<(usize, u8, Role)> {
-    if t == LISTENER || t == DNS {
+    let v = t.0;
+    if (v >> 2) & OWN == OWN {
         return None;
     }
-    let v = t.0;
     let role = match v & 3 {
         0 => Role::Client,
         1 => Role::Up(0),
@@ -78,6 +106,13 @@ mod tests {
         let old = decode(encode(7, 10, Role::Client)).unwrap();
         assert_ne!(old.1, generation(11));
         assert_eq!(decode(LISTENER), None);
+        for own in [LISTENER, DNS, SIGNAL, CONTROL, control_conn(0), control_conn(15)] {
+            assert_eq!(decode(own), None);
+        }
+        assert_eq!(control_index(control_conn(3)), Some(3));
+        for other in [LISTENER, DNS, SIGNAL, CONTROL, encode(0, 0, Role::Client)] {
+            assert_eq!(control_index(other), None);
+        }
         assert_eq!(decode(DNS), None);
         assert_eq!(decode(Token(3)), Some((0, 0, Role::Probe)));
     }
