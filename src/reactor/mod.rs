@@ -12,6 +12,8 @@
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`.
 
+mod reload;
+
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
