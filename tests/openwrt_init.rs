@@ -476,6 +476,32 @@ fn disabled_service_starts_no_instance_and_writes_nothing() {
 }
 
 #[test]
+fn shipped_uci_file_starts_the_service_with_only_its_set_options() {
+    let r = Router::new("");
+    let shipped = init_script().with_file_name("tg-ws-proxy.config");
+    let secret = r.path("etc/tg-ws-proxy/secret").display().to_string();
+    let ctl = r.path("var/run/tg-ws-proxy/ctl.sock").display().to_string();
+    let text = fs::read_to_string(shipped)
+        .unwrap()
+        .replace("'/etc/tg-ws-proxy/secret'", &format!("'{secret}'"))
+        .replace("'/var/run/tg-ws-proxy/ctl.sock'", &format!("'{ctl}'"))
+        .replace("option user 'nobody'", &format!("option user '{}'", r.user));
+    fs::write(r.path("etc/config/tg-ws-proxy"), text).unwrap();
+    let calls = r.expect_started(&r.run("start"));
+    assert!(
+        has(&calls, &["procd_set_param", "user", &r.user]),
+        "{calls:?}"
+    );
+    let want =
+        format!("control-socket {ctl}\nhost 127.0.0.1\nsecret-file {secret}\nbind-retry 5s\n");
+    assert_eq!(
+        r.conf_settings(),
+        want,
+        "every other line of the shipped file is a comment"
+    );
+}
+
+#[test]
 fn init_script_passes_shellcheck() {
     let shellcheck = need("shellcheck", "shellcheck");
     let out = Command::new(shellcheck)
