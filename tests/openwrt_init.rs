@@ -394,6 +394,10 @@ fn reload_with_a_secret_option_keeps_the_running_instance_and_its_file() {
         !has(&calls, &["procd_close_service"]),
         "procd must not get a new (empty) service: {calls:?}"
     );
+    assert!(
+        !has(&calls, &["procd_kill"]),
+        "no restart after the failed reload: {calls:?}"
+    );
     assert_eq!(fs::read_to_string(r.conf_path()).unwrap(), before);
     let secret_file = r.path("etc/tg-ws-proxy/secret").display().to_string();
     assert!(
