@@ -465,6 +465,22 @@ fn value_with_a_line_break_is_refused_not_split_into_two_settings() {
 }
 
 #[test]
+fn old_extra_args_option_is_refused_pointing_to_one_option_per_flag() {
+    let r = Router::new("\toption extra_args '--tier-order ws,tcp'\n");
+    let o = r.run("start");
+    assert_ne!(o.code, Some(0));
+    assert!(!has(&r.take_calls(), &["procd_open_instance"]));
+    let want = "option extra_args is gone: every flag is its own option now";
+    assert!(o.stderr.contains(want), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("uci set tg-ws-proxy.main.tier_order='ws,tcp'"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn disabled_service_starts_no_instance_and_writes_nothing() {
     let r = Router::new("");
     fs::write(
