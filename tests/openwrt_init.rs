@@ -1,7 +1,7 @@
 //! The OpenWrt procd init script (cross/openwrt/tg-ws-proxy/files/tg-ws-proxy.init), run for
 //! real under Debian's `busybox sh` with the stand-ins in tests/data/openwrt/ (rc.common,
 //! functions.sh with config_load and `uci get`, procd.sh recording every procd_* call), in a
-//! temporary root (`TG_ROOT`): what it writes (the configuration file, the secret file), what
+//! temporary root (`TG_ROOT`) with only busybox's applets on PATH: what it writes (the configuration file, the secret file), what
 //! it asks procd for (command, reload signal, respawn, triggers) and what it refuses. Plus
 //! `shellcheck -s sh` over the script. The shipped UCI file's check lives in openwrt_uci.rs.
 //!
@@ -67,6 +67,21 @@ fn service_user() -> (String, u32) {
     found.expect("the service user (nobody, or the current user) is in /etc/passwd")
 }
 
+/// Fills `dir` with a link to busybox per applet: the script's PATH, so it runs with the tools a
+/// router has (busybox's chown, mkdir, tr, …), not the host's.
+fn busybox_path(dir: &Path) {
+    let busybox = need("busybox", "busybox-static");
+    let list = Command::new(&busybox)
+        .arg("--list")
+        .output()
+        .expect("busybox --list");
+    assert!(list.status.success(), "busybox --list failed");
+    fs::create_dir_all(dir).unwrap();
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        std::os::unix::fs::symlink(&busybox, dir.join(applet)).unwrap();
+    }
+}
+
 /// One recorded procd_* call: the function name, then its arguments.
 type Call = Vec<String>;
 
@@ -95,6 +110,7 @@ impl Router {
         fs::create_dir_all(root.join("etc/config")).unwrap();
         fs::create_dir_all(root.join("usr/bin")).unwrap();
         std::os::unix::fs::symlink(bin(), root.join("usr/bin/tg-ws-proxy")).unwrap();
+        busybox_path(&root.join("bb"));
         fs::write(
             root.join("etc/config/network"),
             "config interface 'lan'\n\toption proto 'static'\n\toption ipaddr '127.0.0.1'\n",
@@ -131,6 +147,7 @@ impl Router {
             .arg(init_script())
             .arg(action)
             .env("TG_ROOT", &self.root)
+            .env("PATH", self.path("bb"))
             .env("STUB_DIR", data_path("openwrt"))
             .env("UCI_CONFIG_DIR", self.path("etc/config"))
             .env("PROCD_RECORD", self.path("procd.calls"))
