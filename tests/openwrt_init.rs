@@ -1,8 +1,9 @@
 //! The OpenWrt procd init script (cross/openwrt/tg-ws-proxy/files/tg-ws-proxy.init), run for
 //! real under Debian's `busybox sh` with the stand-ins in tests/data/openwrt/ (rc.common,
 //! functions.sh with config_load and `uci get`, procd.sh recording every procd_* call), in a
-//! temporary root (`TG_ROOT`) with only busybox's applets on PATH: what it writes (the configuration file, the secret file), what
-//! it asks procd for (command, reload signal, respawn, triggers) and what it refuses. Plus
+//! temporary root (`TG_ROOT`) with only busybox's applets on PATH: what it writes (the
+//! configuration file, the secret file), what it asks procd for (command, reload signal,
+//! respawn, triggers) and what it refuses. Plus
 //! `shellcheck -s sh` over the script. The shipped UCI file's check lives in openwrt_uci.rs.
 //!
 //! Needs `busybox` (Debian busybox-static) and `shellcheck`: without them every test here
