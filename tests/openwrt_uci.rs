@@ -28,9 +28,18 @@ struct Key {
     help: String,
 }
 
-/// TEMPORARY (until `cli::config_keys()` lands): every option listed by `run --help`, in table
+/// TEMPORARY (until `cli::config_keys()` lands): every option listed by `run --help`, in help
 /// order. An entry starts at a line indented at most 6 columns with `-`; continuation lines
-/// are indented further; the entry ends `[TG_…] (DEFAULT)`.
+/// are indented further; the entry ends `[TG_…] (DEFAULT)`. After B's merge the body becomes
+/// (then `TG_UPDATE_UCI=1 cargo test --test openwrt_uci` once, and commit the file):
+///
+/// ```ignore
+/// tg_ws_proxy::cli::config_keys()
+///     .into_iter()
+///     .map(|k| Key { name: k.name.into(), list: k.list, switch: k.switch, count: k.count,
+///                    default: k.default.into(), help: k.help.into() })
+///     .collect()
+/// ```
 fn keys() -> Vec<Key> {
     let run = common::run_bin(&["run", "--help"], &[], std::time::Duration::from_secs(10));
     assert_eq!(run.code, Some(0), "run --help: {}", run.stderr);
