@@ -12,7 +12,12 @@
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`.
 
+mod drain;
+mod listen;
 mod reload;
+mod signals;
+
+pub use reload::RESTART_ONLY;
 
 use std::collections::VecDeque;
 use std::io;
@@ -42,7 +47,16 @@ use crate::route::ladder::Ladder;
 use crate::route::prober::{Finished, Prober, Shell, SuspendWatch};
 use crate::stats::Stats;
 use crate::timer::Wheel;
-use crate::token::{self, Role, DNS, LISTENER};
+use crate::token::{self, Role, DNS, LISTENER, SIGNAL};
+
+use drain::{Life, Next};
+use listen::{AfterBindError, BindRetry};
+use signals::SignalPipe;
+
+/// Re-reads the configuration for a reload (`run` builds it from the original argv and the
+/// process environment, so `--config` and `--secret-file` are read again): the new
+/// configuration and the notes to log (`(level, line)`), or one line saying why it is invalid.
+pub type Reload = Box<dyn FnMut() -> Result<(Config, Vec<(log::Level, String)>), String>>;
 
 /// The relay scratch holds this many relay buffers (`--buf-kb` each; 64 KiB at the default).
 const SCRATCH_BUFS: usize = 4;
@@ -167,7 +181,8 @@ impl Shared {
 /// The running proxy.
 struct Reactor {
     poll: Poll,
-    listener: TcpListener,
+    /// `None` while draining, or while `--bind-retry` waits for the address.
+    listener: Option<TcpListener>,
     slab: Slab<Conn>,
     capacity: usize,
     s: Shared,
@@ -184,13 +199,28 @@ struct Reactor {
     accept: Accept,
     next_id: u32,
     full_log: RateLimited,
+    /// SIGHUP, SIGTERM, SIGINT (`signals`).
+    signals: Option<SignalPipe>,
+    /// The signal pipe is readable.
+    signalled: bool,
+    /// Re-reads the configuration (`reload`); `None`: reloads are refused.
+    reloader: Option<Reload>,
+    /// Running or draining (`drain`).
+    life: Life,
+    /// `--bind-retry` while the listen address is not available (`listen`).
+    bind_retry: BindRetry,
 }
 
-/// Runs the proxy until a fatal error. Logs `listening on ADDR` once bound.
+/// Runs the proxy until a stop signal's drain ends (`Ok`) or a fatal error. Logs `listening on
+/// ADDR` once bound. SIGHUP calls `reload` (`None`: every reload is rejected).
 ///
-/// Errors: bind/poll failures, or a TLS configuration error (`--ca-file`).
-pub fn run(cfg: Config) -> io::Result<()> {
-    Reactor::new(cfg)?.run()
+/// Errors: bind/poll failures (an unassigned address only without `--bind-retry`), the signal
+/// handlers, or a TLS configuration error (`--ca-file`).
+pub fn run(cfg: Config, reload: Option<Reload>) -> io::Result<()> {
+    let mut r = Reactor::new(cfg)?;
+    r.signals = Some(SignalPipe::new(r.poll.registry())?);
+    r.reloader = reload;
+    r.run()
 }
 
 impl Reactor {
@@ -205,10 +235,24 @@ impl Reactor {
         let rng = Rng::new().map_err(randomness)?;
         let ladder_rng = Rng::new().map_err(randomness)?;
         let poll = Poll::new()?;
-        let mut listener = TcpListener::bind(cfg.listen)?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let listen = listener.local_addr()?;
+        let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
+        let listener = match listen::bind(cfg.listen, poll.registry()) {
+            Ok(l) => Some(l),
+            Err(e) => match bind_retry.failed(&e, 1) {
+                AfterBindError::Fatal => return Err(e),
+                AfterBindError::RetryAt(_) => {
+                    warn!(
+                        "cannot listen on {}: {e}; retrying every {:?} (--bind-retry) and on SIGHUP",
+                        cfg.listen, cfg.bind_retry
+                    );
+                    None
+                }
+            },
+        };
+        let listen = match &listener {
+            Some(l) => l.local_addr()?,
+            None => cfg.listen,
+        };
         let capacity = cfg.max_connections.min(token::MAX_SLOT);
         // Two relay buffers per session at most (the connect phase's one is its upstream one).
         let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
@@ -232,30 +276,16 @@ impl Reactor {
         })?;
         poll.registry()
             .register(dns.socket(), DNS, Interest::READABLE)?;
-        let mut names: Vec<String> = cfg.worker_domains.iter().map(|e| e.host.clone()).collect();
-        for ep in &cfg.cf_domains {
-            names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}.{}", ep.host)));
-        }
-        // Mask targets: --mask-host, or every ee secret's domain (the SNI picks one).
-        if !cfg.no_mask {
-            names.extend(cfg.mask_host.iter().map(|(h, _)| h.clone()));
-            if cfg.mask_host.is_none() {
-                for s in &cfg.secrets {
-                    if let crate::mtproto::obfs2::SecretKind::Ee(d) = &s.kind {
-                        let sni = Some(d.as_bytes());
-                        names.extend(mask_target(&cfg, sni).map(|(h, _)| h));
-                    }
-                }
-            }
-        }
-        for name in &names {
+        for name in &dns_names(&cfg) {
             dns.watch(name);
             let _ = crate::dns::cached(&mut dns, name, now);
         }
         let mut ladder_cfg = cfg.clone();
         ladder_cfg.listen = listen;
         let ladder = Ladder::new(&ladder_cfg, ladder_rng, now);
-        info!("listening on {listen} (max {capacity} sessions)");
+        if listener.is_some() {
+            info!("listening on {listen} (max {capacity} sessions)");
+        }
         let stats_ms = cfg.stats_interval.as_millis() as u64;
         Ok(Reactor {
             poll,
@@ -303,10 +333,15 @@ impl Reactor {
             accept: Accept::Idle,
             next_id: 0,
             full_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
+            signals: None,
+            signalled: false,
+            reloader: None,
+            life: Life::Running,
+            bind_retry,
         })
     }
 
-    /// The loop. Returns only on a poll failure.
+    /// The loop. Returns at the drain's end (`Ok`) or on a poll failure.
     fn run(&mut self) -> io::Result<()> {
         loop {
             let timeout = self.poll_timeout();
@@ -325,6 +360,9 @@ impl Reactor {
                 log_clock_events(&mut self.s.gate, &self.s.cfg);
             }
             self.dispatch();
+            if std::mem::take(&mut self.signalled) && self.on_signals() == Next::Exit {
+                return Ok(());
+            }
             if self.accept == Accept::Pending {
                 self.accept_batch();
             }
@@ -332,6 +370,9 @@ impl Reactor {
             self.resume_again();
             let (mut shell, ladder) = self.s.shell(self.poll.registry());
             shell.run_due(ladder, self.now);
+            if self.life_check() == Next::Exit {
+                return Ok(());
+            }
         }
     }
 
@@ -348,6 +389,7 @@ impl Reactor {
             s.prober.next_deadline(),
             self.globals[0],
             self.globals[1],
+            self.life_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -374,6 +416,10 @@ impl Reactor {
             }
             if tok == DNS {
                 self.s.dns.on_readable(now);
+                continue;
+            }
+            if tok == SIGNAL {
+                self.signalled = true;
                 continue;
             }
             let Some((slot, generation, role)) = token::decode(tok) else {
@@ -411,7 +457,11 @@ impl Reactor {
     fn accept_batch(&mut self) {
         let now = self.now;
         for _ in 0..ACCEPT_BATCH {
-            let (stream, peer) = match self.listener.accept() {
+            let Some(listener) = &self.listener else {
+                self.accept = Accept::Idle;
+                return;
+            };
+            let (stream, peer) = match listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.accept = Accept::Idle;
@@ -521,15 +571,20 @@ impl Reactor {
     fn on_global(&mut self, g: Global) {
         match g {
             Global::Stats => {
-                self.s.stats.probes_deferred = self.s.ladder.counters.deferred;
-                self.s.stats.unpaced = self.s.ladder.unpaced();
-                self.s.stats.set_gate(self.s.gate.counters());
-                info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
+                self.write_stats();
                 let every = self.s.cfg.stats_interval.as_millis() as u64;
                 self.globals[Global::Stats as usize] = Some(self.now + every);
             }
             Global::AcceptResume => self.accept = Accept::Pending,
         }
+    }
+
+    /// Writes the stats line now.
+    fn write_stats(&mut self) {
+        self.s.stats.probes_deferred = self.s.ladder.counters.deferred;
+        self.s.stats.unpaced = self.s.ladder.unpaced();
+        self.s.stats.set_gate(self.s.gate.counters());
+        info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
     }
 
     /// Resumes the sessions that hit the fairness cap last time, once each.
@@ -557,6 +612,28 @@ fn wall_clock_s() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Host names resolved in the background for `cfg`: the Workers, the `kwsN` names of every
+/// CF domain, and the mask targets (`--mask-host`, or every ee secret's domain).
+fn dns_names(cfg: &Config) -> Vec<String> {
+    let mut names: Vec<String> = cfg.worker_domains.iter().map(|e| e.host.clone()).collect();
+    for ep in &cfg.cf_domains {
+        names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}.{}", ep.host)));
+    }
+    // Mask targets: --mask-host, or every ee secret's domain (the SNI picks one).
+    if !cfg.no_mask {
+        names.extend(cfg.mask_host.iter().map(|(h, _)| h.clone()));
+        if cfg.mask_host.is_none() {
+            for s in &cfg.secrets {
+                if let crate::mtproto::obfs2::SecretKind::Ee(d) = &s.kind {
+                    let sni = Some(d.as_bytes());
+                    names.extend(mask_target(cfg, sni).map(|(h, _)| h));
+                }
+            }
+        }
+    }
+    names
 }
 
 /// Applies a session's status after it handled something.
