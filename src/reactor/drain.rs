@@ -72,10 +72,7 @@ impl Reactor {
     /// Acts on the signals that arrived. Returns [`Next::Exit`] on a second stop signal (or a
     /// first one with nothing to drain).
     pub(super) fn on_signals(&mut self) -> Next {
-        let Some(pipe) = self.signals.as_mut() else {
-            return Next::Go;
-        };
-        for sig in pipe.take() {
+        for sig in self.signals.take() {
             match sig {
                 Signal::Reload => {
                     if self.bind_retry.waiting() && self.life == Life::Running {

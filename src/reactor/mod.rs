@@ -200,7 +200,7 @@ struct Reactor {
     next_id: u32,
     full_log: RateLimited,
     /// SIGHUP, SIGTERM, SIGINT (`signals`).
-    signals: Option<SignalPipe>,
+    signals: SignalPipe,
     /// The signal pipe is readable.
     signalled: bool,
     /// Re-reads the configuration (`reload`); `None`: reloads are refused.
@@ -218,7 +218,6 @@ struct Reactor {
 /// handlers, or a TLS configuration error (`--ca-file`).
 pub fn run(cfg: Config, reload: Option<Reload>) -> io::Result<()> {
     let mut r = Reactor::new(cfg)?;
-    r.signals = Some(SignalPipe::new(r.poll.registry())?);
     r.reloader = reload;
     r.run()
 }
@@ -235,6 +234,8 @@ impl Reactor {
         let rng = Rng::new().map_err(randomness)?;
         let ladder_rng = Rng::new().map_err(randomness)?;
         let poll = Poll::new()?;
+        // Before the listener: once `listening on` is logged, a SIGHUP must not kill us.
+        let signals = SignalPipe::new(poll.registry())?;
         let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
         let listener = match listen::bind(cfg.listen, poll.registry()) {
             Ok(l) => Some(l),
@@ -333,7 +334,7 @@ impl Reactor {
             accept: Accept::Idle,
             next_id: 0,
             full_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
-            signals: None,
+            signals,
             signalled: false,
             reloader: None,
             life: Life::Running,
