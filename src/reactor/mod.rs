@@ -10,8 +10,11 @@
 //! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a peer that is one of
 //! our own mask connections, `conn::mask::MaskLocals`). Holds no ladder policy: every
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
-//! background through `route::prober::Shell`.
+//! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
+//! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
+//! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown).
 
+mod accept;
 mod drain;
 mod listen;
 mod reload;
@@ -25,7 +28,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use log::{error, info, warn};
+use log::{info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Registry, Token};
 use slab::Slab;
@@ -454,90 +457,6 @@ impl Reactor {
         }
     }
 
-    /// Accepts up to [`ACCEPT_BATCH`] clients; pauses on descriptor exhaustion.
-    fn accept_batch(&mut self) {
-        let now = self.now;
-        for _ in 0..ACCEPT_BATCH {
-            let Some(listener) = &self.listener else {
-                self.accept = Accept::Idle;
-                return;
-            };
-            let (stream, peer) = match listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.accept = Accept::Idle;
-                    return;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
-                    if let Some(n) = self.full_log.allow(now) {
-                        error!(
-                            "accept: {e}: out of file descriptors, pausing accepts for {ACCEPT_PAUSE_MS}ms{}",
-                            suppressed(n)
-                        );
-                    }
-                    self.accept = Accept::Paused;
-                    self.globals[Global::AcceptResume as usize] = Some(now + ACCEPT_PAUSE_MS);
-                    return;
-                }
-                Err(e) => {
-                    // Per-client (a peer that reset before we took it): folded.
-                    if let Some(n) = self.full_log.allow(now) {
-                        warn!("accept: {e}{}", suppressed(n));
-                    }
-                    self.accept = Accept::Idle;
-                    return;
-                }
-            };
-            self.s.stats.accepted += 1;
-            if let Some((slot, id)) = self.s.mask_locals.owner(peer) {
-                self.mask_loop(stream, peer, slot, id);
-                continue;
-            }
-            if self.slab.len() >= self.capacity {
-                self.s.stats.record_close(CloseReason::SlabFull, false);
-                refuse(stream, peer, self.capacity, &mut self.full_log, now);
-                continue;
-            }
-            self.next_id = self.next_id.wrapping_add(1);
-            let slot = self.slab.vacant_key();
-            let mut ctx = self.s.ctx(self.poll.registry(), now);
-            match Conn::accept(slot, self.next_id, stream, peer, &mut ctx) {
-                Ok(conn) => {
-                    self.slab.insert(conn);
-                    // Data may already be waiting: handle it without another edge.
-                    let status = self.slab[slot].on_event(Role::Client, true, true, &mut ctx);
-                    finish(&mut self.slab, slot, status, &mut self.again);
-                }
-                Err(e) => ctx.warn_client(peer, format_args!("cannot register: {e}")),
-            }
-        }
-    }
-
-    /// A client whose address is the local address of one of our own mask connections: the
-    /// mask target is this listener. Both are closed as `mask-loop`.
-    fn mask_loop(&mut self, stream: mio::net::TcpStream, peer: SocketAddr, slot: usize, id: u32) {
-        self.s.stats.record_close(CloseReason::MaskLoop, false);
-        let _ = stream.shutdown(std::net::Shutdown::Both);
-        let now = self.now;
-        if let Some(n) = self.full_log.allow(now) {
-            warn!(
-                "refusing client {peer}: {}: it is our own mask connection (the mask host leads back to this listener){}",
-                CloseReason::MaskLoop,
-                suppressed(n)
-            );
-        }
-        let Some(conn) = self.slab.get_mut(slot) else {
-            return;
-        };
-        if conn.id != id {
-            return;
-        }
-        let mut ctx = self.s.ctx(self.poll.registry(), now);
-        let status = conn.close_mask_loop(&mut ctx);
-        finish(&mut self.slab, slot, status, &mut self.again);
-    }
-
     /// Fires due session timers, global timers, job deadlines and the resolver's tick.
     fn expire(&mut self) {
         let now = self.now;
@@ -657,20 +576,5 @@ fn suppressed(n: u64) -> String {
     }
 }
 
-/// Closes a client at once because the slab is full (rate-limited log line).
-fn refuse(
-    stream: mio::net::TcpStream,
-    peer: SocketAddr,
-    capacity: usize,
-    log: &mut RateLimited,
-    now: u64,
-) {
-    if let Some(n) = log.allow(now) {
-        warn!(
-            "refusing client {peer}: {} ({capacity} sessions in use; raise --max-connections or the nofile limit){}",
-            CloseReason::SlabFull,
-            suppressed(n)
-        );
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-}
+#[cfg(test)]
+mod tests;
