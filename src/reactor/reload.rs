@@ -301,6 +301,17 @@ mod tests {
     }
 
     #[test]
+    fn readme_lists_every_restart_only_setting() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("### Reload and shutdown").expect("README section");
+        let section = &readme[start..];
+        let section = &section[..section[4..].find("\n#").map_or(section.len(), |i| i + 4)];
+        for name in RESTART_ONLY {
+            assert!(section.contains(&format!("`--{name}`")), "README misses --{name}");
+        }
+    }
+
+    #[test]
     fn the_summary_names_every_changed_setting_and_secret_changes_are_seen() {
         let old = base();
         let mut new = old.clone();
