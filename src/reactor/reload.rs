@@ -178,19 +178,17 @@ pub fn keep_restart_only(old: &Config, new: &mut Config, ee_live: bool) -> Vec<&
 /// option table's order of concerns.
 pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut names = Vec::new();
-    if old.secrets != new.secrets {
-        names.push("secrets");
-    }
     macro_rules! diff {
         ($($field:ident => $name:literal),* $(,)?) => {
             $(
-                if format!("{:?}", old.$field) != format!("{:?}", new.$field) {
+                if old.$field != new.$field {
                     names.push($name);
                 }
             )*
         };
     }
     diff!(
+        secrets => "secrets",
         listen => "listen",
         tier_order => "tier-order",
         ws_addrs => "dc-ip",
