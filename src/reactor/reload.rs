@@ -301,11 +301,16 @@ mod tests {
     #[test]
     fn readme_lists_every_restart_only_setting() {
         let readme = include_str!("../../README.md");
-        let start = readme.find("### Reload and shutdown").expect("README section");
+        let start = readme
+            .find("### Reload and shutdown")
+            .expect("README section");
         let section = &readme[start..];
         let section = &section[..section[4..].find("\n#").map_or(section.len(), |i| i + 4)];
         for name in RESTART_ONLY {
-            assert!(section.contains(&format!("`--{name}`")), "README misses --{name}");
+            assert!(
+                section.contains(&format!("`--{name}`")),
+                "README misses --{name}"
+            );
         }
     }
 
