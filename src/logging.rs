@@ -24,7 +24,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{LevelFilter, Log, Metadata, Record};
@@ -44,7 +44,7 @@ pub fn init(level: LevelFilter, file: Option<&Path>, max_bytes: u64) -> Result<(
         None => Sink::Stderr,
         Some(path) => Sink::File(Mutex::new(LogFile::open(path, max_bytes)?)),
     };
-    let logger: &'static Logger = Box::leak(Box::new(Logger { level, sink }));
+    let logger: &'static Logger = Box::leak(Box::new(Logger { sink }));
     log::set_logger(logger).map_err(|_| "a logger is already installed".to_string())?;
     log::set_max_level(level);
     Ok(())
@@ -60,33 +60,32 @@ pub fn lost_lines() -> usize {
 /// redacted form)`, e.g. the `--cf-worker-domain` and `--cf-domain` names and their
 /// `route::table::redact` forms). Our own lines redact at the call site, but a dependency's
 /// (tungstenite's `-v -v` trace of the upgrade request names the Worker in `Host:`) and error
-/// texts we pass on (rustls: "certificate not valid for name …") are rewritten here. The first
-/// call wins; later ones are ignored.
+/// texts we pass on (rustls: "certificate not valid for name …") are rewritten here. Each call
+/// replaces the previous set (a reload with new private names).
 pub fn set_redactions(mut pairs: Vec<(String, String)>) {
     // Longer names first, so a name that contains another is replaced whole.
     pairs.sort_by_key(|(host, _)| std::cmp::Reverse(host.len()));
     pairs.retain(|(host, _)| !host.is_empty());
-    let _ = REDACTIONS.set(pairs);
+    *REDACTIONS.write().unwrap_or_else(|e| e.into_inner()) = pairs;
 }
 
 /// `text` with the names given to [`set_redactions`] redacted: for output that does not go
 /// through the logger (the `check` table, whose details carry error texts such as rustls'
 /// "certificate not valid for name …").
 pub fn redact_configured(text: String) -> String {
-    redact_with(text, REDACTIONS.get().map_or(&[], Vec::as_slice))
+    let pairs = REDACTIONS.read().unwrap_or_else(|e| e.into_inner());
+    redact_with(text, &pairs)
 }
 
 /// See [`set_redactions`].
-static REDACTIONS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+static REDACTIONS: RwLock<Vec<(String, String)>> = RwLock::new(Vec::new());
 
 /// The text of `record` with the configured private names redacted (in our own lines too: an
 /// error text from a dependency, such as a certificate that is "not valid for name …", can
 /// carry the name into a line of ours).
 fn message(record: &Record) -> String {
-    redact_with(
-        record.args().to_string(),
-        REDACTIONS.get().map_or(&[], Vec::as_slice),
-    )
+    let pairs = REDACTIONS.read().unwrap_or_else(|e| e.into_inner());
+    redact_with(record.args().to_string(), &pairs)
 }
 
 /// `msg` with every `(host, shown)` host replaced by its shown form.
@@ -225,18 +224,19 @@ enum Sink {
     File(Mutex<LogFile>),
 }
 
+/// The level cap is `log::max_level()`, so a reload's `log::set_max_level` takes effect here.
 struct Logger {
-    level: LevelFilter,
     sink: Sink,
 }
 
 impl Log for Logger {
     fn enabled(&self, meta: &Metadata) -> bool {
         let own = meta.target().starts_with(env!("CARGO_CRATE_NAME"));
-        let cap = if own || self.level == LevelFilter::Trace {
-            self.level
+        let level = log::max_level();
+        let cap = if own || level == LevelFilter::Trace {
+            level
         } else {
-            self.level.min(LevelFilter::Info)
+            level.min(LevelFilter::Info)
         };
         meta.level() <= cap
     }

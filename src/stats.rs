@@ -64,6 +64,10 @@ pub struct Stats {
     /// `replay-evicted=N` when not 0: a hello recorded before the oldest entry can be replayed;
     /// raise `--replay-cache` if it grows within hours).
     pub tls_replay_evicted: u64,
+    /// Reloads applied (SIGHUP, `ctl reload`); shown as `reloads=N` when not 0.
+    pub reloads: u64,
+    /// Reloads rejected (the old configuration stayed); shown as `reloads-rejected=N` when not 0.
+    pub reloads_rejected: u64,
 }
 
 /// Why clients were masked, as the stats line names them (the order of `conn::mask::MaskWhy`'s
@@ -159,6 +163,12 @@ impl Stats {
             if n > 0 {
                 s.push_str(&format!(" {}={n}", r.name()));
             }
+        }
+        if self.reloads > 0 {
+            s.push_str(&format!(" reloads={}", self.reloads));
+        }
+        if self.reloads_rejected > 0 {
+            s.push_str(&format!(" reloads-rejected={}", self.reloads_rejected));
         }
         let lost = crate::logging::lost_lines();
         if lost > 0 {

@@ -18,7 +18,7 @@ const WAIT: Duration = Duration::from_secs(10);
 /// Item 9: the reader of stderr goes away (logd restarted, `| logger` killed). The next log
 /// line used to abort the process (`eprintln!` panics on EPIPE, the release profile aborts:
 /// exit 134). Now the broken sink is dropped: the proxy keeps serving and ends only by the
-/// SIGTERM the rig sends.
+/// SIGTERM the rig sends (a drain: exit 0).
 #[test]
 fn stderr_reader_gone_does_not_kill_proxy() {
     let dc = FakeDc::start_tcp(DcConfig::default());
@@ -66,7 +66,9 @@ fn stderr_reader_gone_does_not_kill_proxy() {
     });
     let _ = child.kill();
     let status = status.unwrap_or_else(|| child.wait().expect("wait"));
-    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    // SIGTERM drains (nothing open here) and exits 0; the shutdown lines went to the broken
+    // sink without harm.
+    assert_eq!(status.code(), Some(0), "{status:?}");
     assert!(!status.core_dumped(), "{status:?}");
 }
 

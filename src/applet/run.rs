@@ -1,8 +1,9 @@
 //! The `run` applet: parse flags, start logging, log the configuration, hand over to the reactor.
 //!
-//! Owns startup order, the `run --help` text ([`HELP`]), the startup summary lines and the
-//! mapping of outcomes to exit codes (0 clean stop, 1 runtime failure such as a failed bind,
-//! 2 bad usage). It must not open sockets itself (the reactor
+//! Owns startup order, the `run --help` text ([`HELP`]), the startup summary lines, the reload
+//! closure (the original argv parsed again, `reactor::Reload`) and the mapping of outcomes to
+//! exit codes (0 clean stop after a stop signal's drain, 1 runtime failure such as a failed
+//! bind, 2 bad usage). It must not open sockets itself (the reactor
 //! does, and logs `listening on ADDR`), and it must never log a secret unmasked.
 
 use std::io::ErrorKind;
@@ -26,7 +27,11 @@ variable and an empty variable counts as unset. Defaults in parentheses.
 
 /// `tg-ws-proxy run --help` after the option list.
 const HELP_TAIL: &str = "\
-Exit status: 1 runtime failure (e.g. cannot listen), 2 bad usage; SIGTERM/SIGINT end it at once.
+Signals: SIGHUP reloads the configuration (flags, variables, --config and --secret-file read
+again) for new sessions only; live sessions are untouched, an invalid configuration is rejected
+and the old one stays. SIGTERM/SIGINT stop accepting, write the stats line and let sessions
+finish for at most --drain-timeout; a second one exits at once.
+Exit status: 0 after a stop signal, 1 runtime failure (e.g. cannot listen), 2 bad usage.
 ";
 
 /// `tg-ws-proxy run --help`: usage, the duration grammar, every flag `cli::parse_run` accepts
@@ -39,13 +44,20 @@ pub fn help() -> String {
     )
 }
 
-/// Runs the proxy until a fatal error (SIGTERM/SIGINT end the process). Returns the process exit code (see [`help`]).
+/// Runs the proxy until a stop signal's drain ends (0) or a fatal error. Returns the process
+/// exit code (see [`help`]).
 pub fn main(mut args: Arguments) -> i32 {
     if args.contains(["-h", "--help"]) {
         print!("{}", help());
         return 0;
     }
-    let parsed = match cli::parse_run(args, "run", &cli::process_env) {
+    // Kept for reloads: SIGHUP parses the same argv again (with the process environment), so
+    // `--config` and `--secret-file` are read again.
+    let argv = args.finish();
+    let parse = |argv: &[std::ffi::OsString]| {
+        cli::parse_run(Arguments::from_vec(argv.to_vec()), "run", &cli::process_env)
+    };
+    let parsed = match parse(&argv) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tg-ws-proxy: {e}");
@@ -76,7 +88,12 @@ pub fn main(mut args: Arguments) -> i32 {
     }
     let listen = config.listen;
     let to_file = config.log_file.is_some();
-    match crate::reactor::run(config) {
+    let reload: crate::reactor::Reload = Box::new(move || {
+        parse(&argv)
+            .map(|p| (p.config, p.notes))
+            .map_err(|e| e.to_string())
+    });
+    match crate::reactor::run(config, Some(reload)) {
         Ok(()) => 0,
         Err(e) => {
             let line = match e.kind() {

@@ -463,7 +463,7 @@ impl Conn {
         );
         let connecting = Connecting::new(accepted, dc, self.slot, self.id, ctx);
         self.phase = Phase::Connecting(Box::new(connecting));
-        let idle_at = ctx.now + ctx.cfg.idle_timeout.as_millis() as u64;
+        let idle_at = ctx.now + self.kept.idle_ms();
         self.arm_idle(idle_at, ctx);
         Step::Progress
     }

@@ -215,6 +215,8 @@ pub struct Conn {
     info: SessionInfo,
     /// The per-client-address admission to release at close (`per_ip`), once.
     per_ip: Option<per_ip::Key>,
+    /// Timer settings kept from the start, whatever a reload changes (`timers::Kept`).
+    kept: timers::Kept,
 }
 
 /// What the close line reports.
@@ -280,6 +282,7 @@ impl Conn {
             stall_timer: None,
             info: SessionInfo::default(),
             per_ip: None,
+            kept: timers::Kept::of(ctx.cfg),
         })
     }
 
@@ -483,11 +486,7 @@ impl Conn {
             self.stall_timer = Some(ctx.wheel.insert(at, ev));
         }
         if wants_linger && self.timer.is_none() {
-            self.arm(
-                ctx.now + ctx.cfg.close_linger.as_millis() as u64,
-                SessionTimer::Linger,
-                ctx,
-            );
+            self.arm(ctx.now + self.kept.linger_ms(), SessionTimer::Linger, ctx);
         }
         self.report_first_byte(ctx);
         self.watch_first_byte(ctx);

@@ -86,6 +86,16 @@ impl PerIp {
         }
     }
 
+    /// A reload's new limits, for admissions from now on: live sessions stay admitted (and are
+    /// released as usual); buckets keep what they hold, capped by the new burst on next use.
+    pub fn set_limits(&mut self, limits: Limits) {
+        let on = limits.max_per_ip > 0 || limits.rate > 0;
+        if on && self.table.capacity() < self.capacity {
+            self.table.reserve(self.capacity - self.table.len());
+        }
+        self.limits = limits;
+    }
+
     /// Admits a new connection from `ip` at `now_ms`: `Ok(Some(key))` — release `key` once when
     /// the session ends; `Ok(None)` — limits off, nothing to release.
     ///

@@ -1,10 +1,46 @@
 //! A session's timers: what each [`SessionTimer`] does when it fires (handshake — PROXY header
 //! included — and linger deadlines, the mask phase's connect/idle deadline, idleness, the WS
-//! ping, a pooled upstream's first-byte deadline, the stall watch) and how they are armed. Owns
-//! no state of its own: the timer ids live in [`Conn`] (`mod.rs`), the decisions they lead to in
-//! the relay core (`crate::relay`) and the ladder.
+//! ping, a pooled upstream's first-byte deadline, the stall watch) and how they are armed, and
+//! the timer settings a session keeps from its start ([`Kept`]). The timer ids live in
+//! [`Conn`] (`mod.rs`), the decisions they lead to in the relay core (`crate::relay`) and the
+//! ladder.
 
 use super::*;
+
+/// The timer settings a session reads after it started, copied from the configuration at
+/// accept: a reload (`reactor::reload`) never shortens or lengthens a live session's idle
+/// timeout, close linger or WS ping interval. Milliseconds; 0 = never for the pings.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Kept {
+    idle_ms: u64,
+    linger_ms: u64,
+    cf_ping_ms: u64,
+    ws_ping_ms: u64,
+}
+
+impl Kept {
+    /// The values of `cfg` (`--idle-timeout`, `--close-linger`, `--cf-ping-interval`,
+    /// `--ws-ping-interval`).
+    pub(super) fn of(cfg: &Config) -> Kept {
+        let ms = |d: std::time::Duration| d.as_millis() as u64;
+        Kept {
+            idle_ms: ms(cfg.idle_timeout),
+            linger_ms: ms(cfg.close_linger),
+            cf_ping_ms: ms(cfg.cf_ping_interval),
+            ws_ping_ms: ms(cfg.ws_ping_interval),
+        }
+    }
+
+    /// `--idle-timeout` at the session's start, ms.
+    pub(super) fn idle_ms(&self) -> u64 {
+        self.idle_ms
+    }
+
+    /// `--close-linger` at the session's start, ms.
+    pub(super) fn linger_ms(&self) -> u64 {
+        self.linger_ms
+    }
+}
 
 impl Conn {
     /// Handles a timer addressed to this session (already checked for staleness).
@@ -40,7 +76,7 @@ impl Conn {
                     // Only after real idleness: traffic either way since the last ping (or the
                     // start) pushes the ping back (lazy re-arm). And only while the route may
                     // be pinged: a timer armed before the ladder learned otherwise is void.
-                    let idle = ctx.now >= self.ping_due(t, ctx);
+                    let idle = ctx.now >= self.ping_due(t);
                     let allowed = self
                         .info
                         .route
@@ -75,7 +111,7 @@ impl Conn {
             }
             SessionTimer::Idle => {
                 self.idle_timer = None;
-                let idle_ms = ctx.cfg.idle_timeout.as_millis() as u64;
+                let idle_ms = self.kept.idle_ms();
                 if ctx.now.saturating_sub(self.last_activity) >= idle_ms {
                     Step::Close(CloseReason::IdleTimeout)
                 } else {
@@ -111,23 +147,22 @@ impl Conn {
     /// ping ends at the intermediary, `--cf-ping-interval`; Telegram's front, directly or
     /// through a Cloudflare-proxied domain (which passes pings on to it),
     /// `--ws-ping-interval`, off by default; none for raw TCP. Zero = never.
-    pub(super) fn ping_every(tier: Tier, cfg: &Config) -> u64 {
-        let every = match tier {
-            Tier::Worker => cfg.cf_ping_interval,
-            Tier::Ws | Tier::CfProxy => cfg.ws_ping_interval,
-            Tier::Tcp => return 0,
-        };
-        every.as_millis() as u64
+    pub(super) fn ping_every(tier: Tier, kept: &Kept) -> u64 {
+        match tier {
+            Tier::Worker => kept.cf_ping_ms,
+            Tier::Ws | Tier::CfProxy => kept.ws_ping_ms,
+            Tier::Tcp => 0,
+        }
     }
 
     /// When the next ping is due (ms): one interval after the last payload byte either way,
     /// our last ping, or the relay's start, whichever is latest.
-    pub(super) fn ping_due(&self, tier: Tier, ctx: &Ctx<'_>) -> u64 {
+    pub(super) fn ping_due(&self, tier: Tier) -> u64 {
         let since = self
             .last_activity
             .max(self.ping_sent.map_or(0, |(at, _)| at))
             .max(self.info.connected_ms.unwrap_or(0));
-        since + Self::ping_every(tier, ctx.cfg)
+        since + Self::ping_every(tier, &self.kept)
     }
 
     /// Arms the WS keepalive ping (lazily: [`SessionTimer::Ping`] checks real idleness when it
@@ -141,10 +176,10 @@ impl Conn {
             .info
             .route
             .is_some_and(|r| !ctx.ladder.pings_allowed(r, ctx.now));
-        if Self::ping_every(tier, ctx.cfg) == 0 || pings_off {
+        if Self::ping_every(tier, &self.kept) == 0 || pings_off {
             return;
         }
-        let at = self.ping_due(tier, ctx).max(ctx.now + 1);
+        let at = self.ping_due(tier).max(ctx.now + 1);
         let ev = self.timer_ev(SessionTimer::Ping);
         self.ping_timer = Some(ctx.wheel.insert(at, ev));
     }

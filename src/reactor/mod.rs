@@ -10,9 +10,17 @@
 //! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a peer that is one of
 //! our own mask connections, `conn::mask::MaskLocals`). Holds no ladder policy: every
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
-//! background through `route::prober::Shell`.
+//! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
+//! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
+//! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown).
 
+mod accept;
+mod drain;
+mod listen;
 mod reload;
+mod signals;
+
+pub use reload::RESTART_ONLY;
 
 use std::collections::VecDeque;
 use std::io;
@@ -20,7 +28,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use log::{error, info, warn};
+use log::{info, warn};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Registry, Token};
 use slab::Slab;
@@ -42,7 +50,16 @@ use crate::route::ladder::Ladder;
 use crate::route::prober::{Finished, Prober, Shell, SuspendWatch};
 use crate::stats::Stats;
 use crate::timer::Wheel;
-use crate::token::{self, Role, DNS, LISTENER};
+use crate::token::{self, Role, DNS, LISTENER, SIGNAL};
+
+use drain::{Life, Next};
+use listen::{AfterBindError, BindRetry};
+use signals::SignalPipe;
+
+/// Re-reads the configuration for a reload (`run` builds it from the original argv and the
+/// process environment, so `--config` and `--secret-file` are read again): the new
+/// configuration and the notes to log (`(level, line)`), or one line saying why it is invalid.
+pub type Reload = Box<dyn FnMut() -> Result<(Config, Vec<(log::Level, String)>), String>>;
 
 /// The relay scratch holds this many relay buffers (`--buf-kb` each; 64 KiB at the default).
 const SCRATCH_BUFS: usize = 4;
@@ -167,7 +184,8 @@ impl Shared {
 /// The running proxy.
 struct Reactor {
     poll: Poll,
-    listener: TcpListener,
+    /// `None` while draining, or while `--bind-retry` waits for the address.
+    listener: Option<TcpListener>,
     slab: Slab<Conn>,
     capacity: usize,
     s: Shared,
@@ -184,13 +202,27 @@ struct Reactor {
     accept: Accept,
     next_id: u32,
     full_log: RateLimited,
+    /// SIGHUP, SIGTERM, SIGINT (`signals`).
+    signals: SignalPipe,
+    /// The signal pipe is readable.
+    signalled: bool,
+    /// Re-reads the configuration (`reload`); `None`: reloads are refused.
+    reloader: Option<Reload>,
+    /// Running or draining (`drain`).
+    life: Life,
+    /// `--bind-retry` while the listen address is not available (`listen`).
+    bind_retry: BindRetry,
 }
 
-/// Runs the proxy until a fatal error. Logs `listening on ADDR` once bound.
+/// Runs the proxy until a stop signal's drain ends (`Ok`) or a fatal error. Logs `listening on
+/// ADDR` once bound. SIGHUP calls `reload` (`None`: every reload is rejected).
 ///
-/// Errors: bind/poll failures, or a TLS configuration error (`--ca-file`).
-pub fn run(cfg: Config) -> io::Result<()> {
-    Reactor::new(cfg)?.run()
+/// Errors: bind/poll failures (an unassigned address only without `--bind-retry`), the signal
+/// handlers, or a TLS configuration error (`--ca-file`).
+pub fn run(cfg: Config, reload: Option<Reload>) -> io::Result<()> {
+    let mut r = Reactor::new(cfg)?;
+    r.reloader = reload;
+    r.run()
 }
 
 impl Reactor {
@@ -205,10 +237,26 @@ impl Reactor {
         let rng = Rng::new().map_err(randomness)?;
         let ladder_rng = Rng::new().map_err(randomness)?;
         let poll = Poll::new()?;
-        let mut listener = TcpListener::bind(cfg.listen)?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        let listen = listener.local_addr()?;
+        // Before the listener: once `listening on` is logged, a SIGHUP must not kill us.
+        let signals = SignalPipe::new(poll.registry())?;
+        let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
+        let listener = match listen::bind(cfg.listen, poll.registry()) {
+            Ok(l) => Some(l),
+            Err(e) => match bind_retry.failed(&e, 1) {
+                AfterBindError::Fatal => return Err(e),
+                AfterBindError::RetryAt(_) => {
+                    warn!(
+                        "cannot listen on {}: {e}; retrying every {:?} (--bind-retry) and on SIGHUP",
+                        cfg.listen, cfg.bind_retry
+                    );
+                    None
+                }
+            },
+        };
+        let listen = match &listener {
+            Some(l) => l.local_addr()?,
+            None => cfg.listen,
+        };
         let capacity = cfg.max_connections.min(token::MAX_SLOT);
         // Two relay buffers per session at most (the connect phase's one is its upstream one).
         let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
@@ -232,30 +280,16 @@ impl Reactor {
         })?;
         poll.registry()
             .register(dns.socket(), DNS, Interest::READABLE)?;
-        let mut names: Vec<String> = cfg.worker_domains.iter().map(|e| e.host.clone()).collect();
-        for ep in &cfg.cf_domains {
-            names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}.{}", ep.host)));
-        }
-        // Mask targets: --mask-host, or every ee secret's domain (the SNI picks one).
-        if !cfg.no_mask {
-            names.extend(cfg.mask_host.iter().map(|(h, _)| h.clone()));
-            if cfg.mask_host.is_none() {
-                for s in &cfg.secrets {
-                    if let crate::mtproto::obfs2::SecretKind::Ee(d) = &s.kind {
-                        let sni = Some(d.as_bytes());
-                        names.extend(mask_target(&cfg, sni).map(|(h, _)| h));
-                    }
-                }
-            }
-        }
-        for name in &names {
+        for name in &dns_names(&cfg) {
             dns.watch(name);
             let _ = crate::dns::cached(&mut dns, name, now);
         }
         let mut ladder_cfg = cfg.clone();
         ladder_cfg.listen = listen;
         let ladder = Ladder::new(&ladder_cfg, ladder_rng, now);
-        info!("listening on {listen} (max {capacity} sessions)");
+        if listener.is_some() {
+            info!("listening on {listen} (max {capacity} sessions)");
+        }
         let stats_ms = cfg.stats_interval.as_millis() as u64;
         Ok(Reactor {
             poll,
@@ -303,10 +337,15 @@ impl Reactor {
             accept: Accept::Idle,
             next_id: 0,
             full_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
+            signals,
+            signalled: false,
+            reloader: None,
+            life: Life::Running,
+            bind_retry,
         })
     }
 
-    /// The loop. Returns only on a poll failure.
+    /// The loop. Returns at the drain's end (`Ok`) or on a poll failure.
     fn run(&mut self) -> io::Result<()> {
         loop {
             let timeout = self.poll_timeout();
@@ -325,6 +364,9 @@ impl Reactor {
                 log_clock_events(&mut self.s.gate, &self.s.cfg);
             }
             self.dispatch();
+            if std::mem::take(&mut self.signalled) && self.on_signals() == Next::Exit {
+                return Ok(());
+            }
             if self.accept == Accept::Pending {
                 self.accept_batch();
             }
@@ -332,6 +374,9 @@ impl Reactor {
             self.resume_again();
             let (mut shell, ladder) = self.s.shell(self.poll.registry());
             shell.run_due(ladder, self.now);
+            if self.life_check() == Next::Exit {
+                return Ok(());
+            }
         }
     }
 
@@ -348,6 +393,7 @@ impl Reactor {
             s.prober.next_deadline(),
             self.globals[0],
             self.globals[1],
+            self.life_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -374,6 +420,10 @@ impl Reactor {
             }
             if tok == DNS {
                 self.s.dns.on_readable(now);
+                continue;
+            }
+            if tok == SIGNAL {
+                self.signalled = true;
                 continue;
             }
             let Some((slot, generation, role)) = token::decode(tok) else {
@@ -405,86 +455,6 @@ impl Reactor {
         for f in self.finished.drain(..) {
             shell.finish(ladder, f, self.now);
         }
-    }
-
-    /// Accepts up to [`ACCEPT_BATCH`] clients; pauses on descriptor exhaustion.
-    fn accept_batch(&mut self) {
-        let now = self.now;
-        for _ in 0..ACCEPT_BATCH {
-            let (stream, peer) = match self.listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.accept = Accept::Idle;
-                    return;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
-                    if let Some(n) = self.full_log.allow(now) {
-                        error!(
-                            "accept: {e}: out of file descriptors, pausing accepts for {ACCEPT_PAUSE_MS}ms{}",
-                            suppressed(n)
-                        );
-                    }
-                    self.accept = Accept::Paused;
-                    self.globals[Global::AcceptResume as usize] = Some(now + ACCEPT_PAUSE_MS);
-                    return;
-                }
-                Err(e) => {
-                    // Per-client (a peer that reset before we took it): folded.
-                    if let Some(n) = self.full_log.allow(now) {
-                        warn!("accept: {e}{}", suppressed(n));
-                    }
-                    self.accept = Accept::Idle;
-                    return;
-                }
-            };
-            self.s.stats.accepted += 1;
-            if let Some((slot, id)) = self.s.mask_locals.owner(peer) {
-                self.mask_loop(stream, peer, slot, id);
-                continue;
-            }
-            if self.slab.len() >= self.capacity {
-                self.s.stats.record_close(CloseReason::SlabFull, false);
-                refuse(stream, peer, self.capacity, &mut self.full_log, now);
-                continue;
-            }
-            self.next_id = self.next_id.wrapping_add(1);
-            let slot = self.slab.vacant_key();
-            let mut ctx = self.s.ctx(self.poll.registry(), now);
-            match Conn::accept(slot, self.next_id, stream, peer, &mut ctx) {
-                Ok(conn) => {
-                    self.slab.insert(conn);
-                    // Data may already be waiting: handle it without another edge.
-                    let status = self.slab[slot].on_event(Role::Client, true, true, &mut ctx);
-                    finish(&mut self.slab, slot, status, &mut self.again);
-                }
-                Err(e) => ctx.warn_client(peer, format_args!("cannot register: {e}")),
-            }
-        }
-    }
-
-    /// A client whose address is the local address of one of our own mask connections: the
-    /// mask target is this listener. Both are closed as `mask-loop`.
-    fn mask_loop(&mut self, stream: mio::net::TcpStream, peer: SocketAddr, slot: usize, id: u32) {
-        self.s.stats.record_close(CloseReason::MaskLoop, false);
-        let _ = stream.shutdown(std::net::Shutdown::Both);
-        let now = self.now;
-        if let Some(n) = self.full_log.allow(now) {
-            warn!(
-                "refusing client {peer}: {}: it is our own mask connection (the mask host leads back to this listener){}",
-                CloseReason::MaskLoop,
-                suppressed(n)
-            );
-        }
-        let Some(conn) = self.slab.get_mut(slot) else {
-            return;
-        };
-        if conn.id != id {
-            return;
-        }
-        let mut ctx = self.s.ctx(self.poll.registry(), now);
-        let status = conn.close_mask_loop(&mut ctx);
-        finish(&mut self.slab, slot, status, &mut self.again);
     }
 
     /// Fires due session timers, global timers, job deadlines and the resolver's tick.
@@ -521,15 +491,20 @@ impl Reactor {
     fn on_global(&mut self, g: Global) {
         match g {
             Global::Stats => {
-                self.s.stats.probes_deferred = self.s.ladder.counters.deferred;
-                self.s.stats.unpaced = self.s.ladder.unpaced();
-                self.s.stats.set_gate(self.s.gate.counters());
-                info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
+                self.write_stats();
                 let every = self.s.cfg.stats_interval.as_millis() as u64;
                 self.globals[Global::Stats as usize] = Some(self.now + every);
             }
             Global::AcceptResume => self.accept = Accept::Pending,
         }
+    }
+
+    /// Writes the stats line now.
+    fn write_stats(&mut self) {
+        self.s.stats.probes_deferred = self.s.ladder.counters.deferred;
+        self.s.stats.unpaced = self.s.ladder.unpaced();
+        self.s.stats.set_gate(self.s.gate.counters());
+        info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
     }
 
     /// Resumes the sessions that hit the fairness cap last time, once each.
@@ -559,6 +534,28 @@ fn wall_clock_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Host names resolved in the background for `cfg`: the Workers, the `kwsN` names of every
+/// CF domain, and the mask targets (`--mask-host`, or every ee secret's domain).
+fn dns_names(cfg: &Config) -> Vec<String> {
+    let mut names: Vec<String> = cfg.worker_domains.iter().map(|e| e.host.clone()).collect();
+    for ep in &cfg.cf_domains {
+        names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}.{}", ep.host)));
+    }
+    // Mask targets: --mask-host, or every ee secret's domain (the SNI picks one).
+    if !cfg.no_mask {
+        names.extend(cfg.mask_host.iter().map(|(h, _)| h.clone()));
+        if cfg.mask_host.is_none() {
+            for s in &cfg.secrets {
+                if let crate::mtproto::obfs2::SecretKind::Ee(d) = &s.kind {
+                    let sni = Some(d.as_bytes());
+                    names.extend(mask_target(cfg, sni).map(|(h, _)| h));
+                }
+            }
+        }
+    }
+    names
+}
+
 /// Applies a session's status after it handled something.
 fn finish(slab: &mut Slab<Conn>, slot: usize, status: Status, again: &mut VecDeque<(usize, u32)>) {
     match status {
@@ -579,20 +576,5 @@ fn suppressed(n: u64) -> String {
     }
 }
 
-/// Closes a client at once because the slab is full (rate-limited log line).
-fn refuse(
-    stream: mio::net::TcpStream,
-    peer: SocketAddr,
-    capacity: usize,
-    log: &mut RateLimited,
-    now: u64,
-) {
-    if let Some(n) = log.allow(now) {
-        warn!(
-            "refusing client {peer}: {} ({capacity} sessions in use; raise --max-connections or the nofile limit){}",
-            CloseReason::SlabFull,
-            suppressed(n)
-        );
-    }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-}
+#[cfg(test)]
+mod tests;

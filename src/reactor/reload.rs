@@ -1,13 +1,335 @@
-//! Reload of the running configuration (SIGHUP, `ctl reload`): placeholder until the reload
-//! work lands; it refuses every reload.
+//! Reload of the running configuration (SIGHUP, `ctl reload`): [`Reactor::reload`].
+//!
+//! The new configuration comes from the `Reload` closure `run` built (the original argv and
+//! the process environment, so `--config` and `--secret-file` are read again). Everything that
+//! can fail is checked before anything changes (parse, `--ca-file`, the new listen address's
+//! bind); then the changes are applied for NEW sessions only: live sessions are never closed,
+//! re-planned or given shorter timers (`conn` keeps the per-session values it needs at
+//! accept). What cannot change live ([`RESTART_ONLY`]) keeps its old value and is named in
+//! the summary. The ladder's part is `route::ladder::reconfigure`, the listener's
+//! `reactor::listen`.
 
-use super::Reactor;
+use std::sync::Arc;
+
+use log::{info, warn};
+
+use super::{dns_names, Reactor};
+use crate::config::Config;
+use crate::conn::per_ip::Limits;
+use crate::mtproto::faketls::gate::{EeKey, Gate};
+use crate::net::tls;
+use crate::route::table::private_names;
+
+/// Settings a reload cannot change, by flag name: they size memory at start (`max-connections`,
+/// `buf-kb`, `replay-cache` once an ee secret is in use), own a file or socket opened at start
+/// (`log-file`, `log-max-kb`, `control-socket`) or configure the resolver's socket
+/// (`hosts-file`, `resolv-conf`). A reload that changes one keeps the old value and says
+/// "needs a restart: NAME".
+pub const RESTART_ONLY: [&str; 8] = [
+    "max-connections",
+    "buf-kb",
+    "replay-cache",
+    "log-file",
+    "log-max-kb",
+    "control-socket",
+    "hosts-file",
+    "resolv-conf",
+];
 
 impl Reactor {
-    /// Re-reads the configuration and applies it to new sessions. Ok: a one-line summary of what
-    /// changed; Err: why the new configuration was refused (the running one stays).
-    #[allow(dead_code)]
+    /// Re-reads the configuration and applies it to new sessions. Ok: the one-line summary
+    /// `reload: applied (CHANGES)[; needs a restart: NAMES]`; Err: the one-line reason the new
+    /// configuration was refused (the running one stays). Logs the line itself (`reload:
+    /// applied …` at info, `reload: rejected: WHY` at warn) and counts it in the stats
+    /// (`reloads`, `reloads-rejected`): callers only pass the result on.
     pub(super) fn reload(&mut self) -> Result<String, String> {
-        Err("reload is not implemented yet".into())
+        match self.try_reload() {
+            Ok(line) => {
+                self.s.stats.reloads += 1;
+                info!("{line}");
+                Ok(line)
+            }
+            Err(why) => {
+                self.s.stats.reloads_rejected += 1;
+                warn!("reload: rejected: {why}");
+                Err(why)
+            }
+        }
+    }
+
+    fn try_reload(&mut self) -> Result<String, String> {
+        if self.life != super::Life::Running {
+            return Err("shutting down".into());
+        }
+        let Some(reloader) = self.reloader.as_mut() else {
+            return Err("no configuration source to re-read".into());
+        };
+        let (mut cfg, notes) = reloader()?;
+        let old = &self.s.cfg;
+        let restart = keep_restart_only(old, &mut cfg, !self.s.ee_keys.is_empty());
+        let tls_changed = cfg.ca_file != old.ca_file
+            || cfg.accept_invalid_certs != old.accept_invalid_certs
+            || cfg.tls_cipher != old.tls_cipher;
+        let tls = if tls_changed {
+            let t = tls::client_config_with(
+                cfg.ca_file.as_deref(),
+                cfg.accept_invalid_certs,
+                cfg.tls_cipher,
+            )
+            .map_err(|e| format!("--ca-file: {e}"))?;
+            Some(t)
+        } else {
+            None
+        };
+        let listener = if cfg.listen != old.listen && self.listener.is_some() {
+            Some(self.bind_new(cfg.listen)?)
+        } else {
+            None
+        };
+        // Nothing can fail from here on.
+        let changes = changed(&self.s.cfg, &cfg);
+        for (level, note) in &notes {
+            log::log!(*level, "{note}");
+        }
+        self.apply(cfg, tls);
+        if let Some(l) = listener {
+            self.s.listen = self.swap_listener(l);
+        }
+        if self.listener.is_none() && self.bind_retry.waiting() {
+            // Still waiting for the address: the next try uses the new one.
+            self.retry_bind();
+        }
+        let mut ladder_cfg = self.s.cfg.clone();
+        ladder_cfg.listen = self.s.listen;
+        self.s.ladder.reconfigure(&ladder_cfg, self.now);
+        Ok(summary(&changes, &restart))
+    }
+
+    /// Applies a validated `cfg` (restart-only settings already reset) to everything but the
+    /// listener and the ladder.
+    fn apply(&mut self, cfg: Config, tls: Option<Arc<rustls::ClientConfig>>) {
+        let s = &mut self.s;
+        let ee_keys = EeKey::from_secrets(&cfg.secrets);
+        if s.ee_keys.is_empty() && !ee_keys.is_empty() {
+            // The first ee secret: the gate so far never saw a hello; give it its replay cache.
+            s.wall_s = super::wall_clock_s();
+            s.gate = Gate::new(
+                cfg.tls_time_window.as_secs(),
+                cfg.replay_cache,
+                s.wall_s,
+                self.now,
+            );
+        } else {
+            s.gate.set_window(cfg.tls_time_window.as_secs());
+        }
+        s.ee_keys = ee_keys;
+        s.keys = cfg.secrets.iter().map(|k| k.key).collect();
+        if let Some(t) = tls {
+            // Sessions already dialled keep their own Arc of the old one.
+            s.tls = t;
+        }
+        s.per_ip.set_limits(Limits {
+            max_per_ip: cfg.max_per_ip.min(u32::MAX as usize) as u32,
+            rate: cfg.per_ip_rate,
+            burst: cfg.per_ip_burst,
+        });
+        log::set_max_level(cfg.log_level);
+        crate::logging::set_redactions(private_names(&cfg));
+        for name in &dns_names(&cfg) {
+            s.dns.watch(name);
+            let _ = crate::dns::cached(&mut s.dns, name, self.now);
+        }
+        if cfg.stats_interval != s.cfg.stats_interval {
+            let every = cfg.stats_interval.as_millis() as u64;
+            self.globals[super::Global::Stats as usize] = (every > 0).then_some(self.now + every);
+        }
+        self.bind_retry.set_every(cfg.bind_retry.as_millis() as u64);
+        self.s.cfg = cfg;
+    }
+}
+
+/// Resets in `new` every [`RESTART_ONLY`] setting that differs from `old` and returns their
+/// names. `replay-cache` only counts while an ee secret is in use (`ee_live`): before that the
+/// cache holds nothing and is sized when the first ee secret arrives.
+pub fn keep_restart_only(old: &Config, new: &mut Config, ee_live: bool) -> Vec<&'static str> {
+    let mut names = Vec::new();
+    macro_rules! keep {
+        ($field:ident, $name:literal) => {
+            if new.$field != old.$field {
+                new.$field = old.$field.clone();
+                names.push($name);
+            }
+        };
+    }
+    keep!(max_connections, "max-connections");
+    keep!(buf_size, "buf-kb");
+    if ee_live {
+        keep!(replay_cache, "replay-cache");
+    }
+    keep!(log_file, "log-file");
+    keep!(log_max_bytes, "log-max-kb");
+    keep!(control_socket, "control-socket");
+    keep!(hosts_file, "hosts-file");
+    keep!(resolv_conf, "resolv-conf");
+    names
+}
+
+/// Names (the flags' terms) of the settings that differ between `old` and `new`, in the
+/// option table's order of concerns.
+pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut names = Vec::new();
+    macro_rules! diff {
+        ($($field:ident => $name:literal),* $(,)?) => {
+            $(
+                if old.$field != new.$field {
+                    names.push($name);
+                }
+            )*
+        };
+    }
+    diff!(
+        secrets => "secrets",
+        listen => "listen",
+        tier_order => "tier-order",
+        ws_addrs => "dc-ip",
+        tcp_addrs => "tcp-dc-ip",
+        worker_domains => "cf-worker-domain",
+        cf_domains => "cf-domain",
+        ws_connect_timeout => "ws-connect-timeout",
+        tcp_connect_timeout => "tcp-connect-timeout",
+        cf_connect_timeout => "cf-connect-timeout",
+        handshake_timeout => "handshake-timeout",
+        idle_timeout => "idle-timeout",
+        bad_client_drain => "bad-client-drain",
+        ca_file => "ca-file",
+        accept_invalid_certs => "danger-accept-invalid-certs",
+        tls_cipher => "tls-cipher",
+        stats_interval => "stats-interval",
+        hedge_delay => "hedge-delay",
+        handshake_pace => "handshake-pace",
+        handshake_burst => "handshake-burst",
+        pace_max_wait => "pace-max-wait",
+        startup_probes => "startup-probes",
+        connect_budget => "connect-budget",
+        health => "cooldown",
+        probe_interval => "probe-interval",
+        probe_timeout => "probe-timeout",
+        worker_budget => "worker-budget",
+        pool_size => "pool-size",
+        pool_max_age => "pool-max-age",
+        pool_first_byte_timeout => "pool-first-byte-timeout",
+        ws_ping_interval => "ws-ping-interval",
+        cf_ping_interval => "cf-ping-interval",
+        pings_off_for => "pings-off-for",
+        tcp_keepalive => "tcp-keepalive",
+        close_linger => "close-linger",
+        log_level => "verbose",
+        link_ip => "link-ip",
+        short_session => "short-session",
+        stall_timeout => "stall-timeout",
+        stall_probe_bytes => "stall-probe-bytes",
+        mask_host => "mask-host",
+        no_mask => "no-mask",
+        mask_connect_timeout => "mask-connect-timeout",
+        mask_idle_timeout => "mask-idle-timeout",
+        proxy_protocol => "proxy-protocol",
+        max_per_ip => "max-per-ip",
+        per_ip_rate => "per-ip-rate",
+        per_ip_burst => "per-ip-burst",
+        tls_time_window => "tls-time-window",
+        replay_cache => "replay-cache",
+        drain_timeout => "drain-timeout",
+        bind_retry => "bind-retry",
+    );
+    names
+}
+
+/// `reload: applied (a, b); needs a restart: c` — `(no changes)` when nothing differed.
+pub fn summary(changes: &[&str], restart: &[&str]) -> String {
+    let mut line = if changes.is_empty() {
+        "reload: applied (no changes)".to_string()
+    } else {
+        format!("reload: applied ({})", changes.join(", "))
+    };
+    if !restart.is_empty() {
+        line.push_str(&format!("; needs a restart: {}", restart.join(", ")));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Tier;
+    use crate::mtproto::obfs2::Secret;
+    use std::time::Duration;
+
+    fn base() -> Config {
+        Config::with_secrets(vec![
+            Secret::parse("0123456789abcdef0123456789abcdef").unwrap()
+        ])
+    }
+
+    #[test]
+    fn restart_only_settings_keep_their_old_value_and_are_named() {
+        let old = base();
+        let mut new = old.clone();
+        new.buf_size *= 2;
+        new.max_connections += 1;
+        new.replay_cache = 5;
+        new.idle_timeout = Duration::from_secs(1);
+        let names = keep_restart_only(&old, &mut new, true);
+        assert_eq!(names, vec!["max-connections", "buf-kb", "replay-cache"]);
+        assert_eq!(new.buf_size, old.buf_size);
+        assert_eq!(new.max_connections, old.max_connections);
+        assert_eq!(new.replay_cache, old.replay_cache);
+        assert_eq!(
+            new.idle_timeout,
+            Duration::from_secs(1),
+            "live settings untouched"
+        );
+        // Without an ee secret in use the replay cache is not sized yet: it may change.
+        let mut new = old.clone();
+        new.replay_cache = 5;
+        assert!(keep_restart_only(&old, &mut new, false).is_empty());
+        assert_eq!(new.replay_cache, 5);
+        for n in names {
+            assert!(RESTART_ONLY.contains(&n));
+        }
+    }
+
+    #[test]
+    fn readme_lists_every_restart_only_setting() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("### Reload and shutdown")
+            .expect("README section");
+        let section = &readme[start..];
+        let section = &section[..section[4..].find("\n#").map_or(section.len(), |i| i + 4)];
+        for name in RESTART_ONLY {
+            assert!(
+                section.contains(&format!("`--{name}`")),
+                "README misses --{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_summary_names_every_changed_setting_and_secret_changes_are_seen() {
+        let old = base();
+        let mut new = old.clone();
+        assert_eq!(
+            summary(&changed(&old, &new), &[]),
+            "reload: applied (no changes)"
+        );
+        new.secrets = vec![Secret::parse("fedcba9876543210fedcba9876543210").unwrap()];
+        new.tier_order = vec![Tier::Tcp];
+        new.pool_size = 0;
+        let line = summary(&changed(&old, &new), &["buf-kb"]);
+        assert_eq!(
+            line,
+            "reload: applied (secrets, tier-order, pool-size); needs a restart: buf-kb"
+        );
+        assert!(!line.contains("fedcba"), "no secret in the line");
     }
 }

@@ -54,6 +54,16 @@ impl Budget {
         }
     }
 
+    /// A reload's new `per_day` and `burst` (as in [`Budget::new`]) at `now`: what was earned
+    /// so far is kept up to the new burst; a running 429 block and its backoff stay.
+    pub fn set_rate(&mut self, per_day: u32, burst: u32, now: u64) {
+        self.credit = self.credit_at(now);
+        self.last = self.last.max(now);
+        self.per_day = u64::from(per_day);
+        self.cap = u64::from(burst.max(1)) * DAY_MS;
+        self.credit = self.credit.min(self.cap);
+    }
+
     /// Takes one token at `now` if one is available and no 429 block is running. A successful
     /// spend after a calm period as long as the last block resets the 429 backoff.
     pub fn try_spend(&mut self, now: u64) -> bool {

@@ -49,7 +49,7 @@ pub const RTT_MIN_P95: usize = 4;
 pub const FLAP_RING: usize = 8;
 
 /// Cooldown and quarantine knobs, shared by every route of a tier. All durations in ms.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
     /// First cooldown after a route goes Down (level 0). Default 10 s.
     pub base_ms: u64,

@@ -64,6 +64,15 @@ impl Pacer {
         }
     }
 
+    /// A reload's new policy; every address's bucket is kept (capped at the new burst on its
+    /// next use).
+    pub fn set_policy(&mut self, policy: PacePolicy) {
+        self.policy = PacePolicy {
+            burst: policy.burst.max(1),
+            ..policy
+        };
+    }
+
     /// Client handshakes since start that started at once because their pacing turn was more
     /// than `max_wait_ms` away (sustained overload toward one address).
     pub fn unpaced(&self) -> u64 {

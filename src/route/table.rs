@@ -4,7 +4,8 @@
 //! ([`DcId`] is the one normalisation: test offset removed, sign → media, DC 203 kept as 203;
 //! only `kws` host names map 203 → 2). Owns: route creation on first use of a DC (a client's,
 //! or the ladder's startup probes of DCs 1–5), targets, dial specs, labels and redaction, the
-//! self-loop check. Must not touch: health decisions, schedules, pools, sockets — those are
+//! self-loop check, and what a reload does to the routes ([`Table::reconfigure`]: unchanged
+//! ones kept, removed ones retired, new ones created). Must not touch: health decisions, schedules, pools, sockets — those are
 //! `route::ladder`'s (policy) and `route::prober`'s (I/O). The tier facts it encodes are in docs/protocol.md §3–§4.
 
 use std::collections::BTreeMap;
@@ -19,7 +20,7 @@ use crate::route::health::Health;
 pub const WEB_ORIGIN: &str = "https://web.telegram.org";
 
 /// Where a route goes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
     /// Telegram's WS front: TCP to `addr`, SNI/Host one of `hosts` (media order).
     Ws {
@@ -65,6 +66,9 @@ pub struct Route {
     pub last_ok: u64,
     /// Sessions that started on this route (stats).
     pub sessions: u64,
+    /// No longer configured (a reload removed its tier, DC entry, Worker or domain): never
+    /// planned, probed or filled again; its id stays valid for the sessions still on it.
+    pub retired: bool,
 }
 
 impl Route {
@@ -224,6 +228,43 @@ impl Table {
         if !known_dc(dc, cfg) {
             return Vec::new();
         }
+        let ids = self.derive(dc, cfg, listen);
+        self.by_dc.insert(dc, ids.clone());
+        ids
+    }
+
+    /// Re-derives the routes of every DC with entries for a new `cfg` (a reload), in its tier
+    /// order. A route whose (tier, DC, target) is still configured keeps its index and all it
+    /// learned (a retired one with that key is brought back); one no longer configured is
+    /// retired (it stays in `routes`, so the ids live sessions hold stay valid); new ones are
+    /// appended. A DC that is no longer known loses its entry. Returns the ids retired now.
+    /// Routes are only ever added for targets not seen before, so repeated reloads between the
+    /// same configurations do not grow the table.
+    pub fn reconfigure(&mut self, cfg: &Config, listen: SocketAddr) -> Vec<usize> {
+        let old = std::mem::take(&mut self.by_dc);
+        let mut retired = Vec::new();
+        for (dc, old_ids) in old {
+            let ids = if known_dc(dc, cfg) {
+                self.derive(dc, cfg, listen)
+            } else {
+                Vec::new()
+            };
+            for id in old_ids {
+                if !ids.contains(&id) {
+                    self.routes[id].retired = true;
+                    retired.push(id);
+                }
+            }
+            if known_dc(dc, cfg) {
+                self.by_dc.insert(dc, ids);
+            }
+        }
+        retired
+    }
+
+    /// The route ids `dc` gets under `cfg`, reusing (and un-retiring) a route with the same
+    /// tier and target, appending the others.
+    fn derive(&mut self, dc: DcId, cfg: &Config, listen: SocketAddr) -> Vec<usize> {
         let mut ids = Vec::new();
         for &tier in &cfg.tier_order {
             for target in targets(tier, dc, cfg) {
@@ -232,18 +273,33 @@ impl Table {
                         continue;
                     }
                 }
-                ids.push(self.routes.len());
-                self.routes.push(Route {
-                    tier,
-                    dc,
-                    target,
-                    health: Health::new(),
-                    last_ok: 0,
-                    sessions: 0,
-                });
+                let same = self
+                    .routes
+                    .iter()
+                    .position(|r| r.dc == dc && r.tier == tier && r.target == target);
+                let id = match same {
+                    Some(id) => {
+                        self.routes[id].retired = false;
+                        id
+                    }
+                    None => {
+                        self.routes.push(Route {
+                            tier,
+                            dc,
+                            target,
+                            health: Health::new(),
+                            last_ok: 0,
+                            sessions: 0,
+                            retired: false,
+                        });
+                        self.routes.len() - 1
+                    }
+                };
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
             }
         }
-        self.by_dc.insert(dc, ids.clone());
         ids
     }
 

@@ -141,6 +141,12 @@ impl Gate {
         }
     }
 
+    /// A reload's new `--tls-time-window` (seconds, 0 = timestamps never checked); the replay
+    /// cache and the clock trust are kept.
+    pub fn set_window(&mut self, window_s: u64) {
+        self.window_s = window_s;
+    }
+
     /// Checks one whole ClientHello record against every `ee` key, in this order: parse
     /// (`Malformed`); the digest of every key, computed for all of them and compared in
     /// constant time (`WrongKey`); SNI equal to the matching key's domain, ASCII

@@ -21,7 +21,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use log::{debug, info};
 
-use crate::config::{Config, Tier};
+use crate::config::Config;
 use crate::error::Failure;
 use crate::mtproto::dc::DcId;
 use crate::rng::Rng;
@@ -124,6 +124,7 @@ struct Slot<U> {
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 
 mod facts;
+mod reconfigure;
 mod rules;
 
 /// The ladder. See the module docs.
@@ -141,6 +142,8 @@ pub struct Ladder<U> {
     /// A network-class failure ([`Failure::is_network`]) was seen and no route has worked
     /// since: "network unreachable" is logged once per such outage, not per route.
     network_down: bool,
+    /// Shutting down (drain): no background work is handed out any more.
+    stopped: bool,
 }
 
 impl<U: Pooled> Ladder<U> {
@@ -148,7 +151,7 @@ impl<U: Pooled> Ladder<U> {
     /// production DCs are created and their probes are due at once (paced and budgeted like any
     /// background work), so the first client already finds a proven route.
     pub fn new(cfg: &Config, rng: Rng, now: u64) -> Ladder<U> {
-        let burst = (cfg.worker_budget / 50).clamp(1, 100);
+        let burst = reconfigure::worker_burst(cfg);
         let mut l = Ladder {
             cfg: cfg.clone(),
             table: Table::new(),
@@ -168,6 +171,7 @@ impl<U: Pooled> Ladder<U> {
             sweep_at: (cfg.pool_size > 0).then(|| now + sweep_every(cfg)),
             counters: Counters::default(),
             network_down: false,
+            stopped: false,
         };
         if cfg.startup_probes {
             for dc in STARTUP_DCS {
@@ -214,25 +218,7 @@ impl<U: Pooled> Ladder<U> {
     /// Route ids of `dc` in tier order, created on first use.
     pub fn routes_for(&mut self, dc: DcId) -> Vec<RouteId> {
         let ids = self.table.routes_for(dc, &self.cfg, self.cfg.listen);
-        while self.slots.len() < self.table.routes.len() {
-            let tier = self.table.routes[self.slots.len()].tier;
-            self.slots.push(Slot {
-                sched: Sched::Idle,
-                pool: Pool::default(),
-                refill: if tier == Tier::Worker {
-                    Refill::OnSessionStart(0)
-                } else {
-                    Refill::Continuous
-                },
-                fill_retry_at: 0,
-                dialled: false,
-                doubt_probed_at: 0,
-                short_ends: 0,
-                short_since: 0,
-                pings_off_until: 0,
-                stall_probe: false,
-            });
-        }
+        self.grow_slots();
         ids
     }
 
@@ -287,7 +273,9 @@ impl<U: Pooled> Ladder<U> {
     /// Takes a warm upstream of `route` (newest first; stale or dead entries are closed on the
     /// way) and when its dial began. `None` when the route is not Up or holds nothing alive.
     pub fn take_pooled(&mut self, route: RouteId, now: u64) -> Option<(U, u64)> {
-        if self.table.routes[route].health.usable(now) != Use::Preferred {
+        if self.table.routes[route].retired
+            || self.table.routes[route].health.usable(now) != Use::Preferred
+        {
             return None;
         }
         let (got, dropped) = self.slots[route].pool.take(now, ms(self.cfg.pool_max_age));
@@ -348,6 +336,10 @@ impl<U: Pooled> Ladder<U> {
 
     /// Learns from `obs` at `now`. Returns the route's state change, if any (already logged).
     pub fn observe(&mut self, obs: Observation, now: u64) -> Option<Change> {
+        if let Some(route) = self.retired_route(&obs) {
+            self.observe_retired(route, obs);
+            return None;
+        }
         match obs {
             Observation::AttemptFailed {
                 route,
@@ -503,6 +495,9 @@ impl<U: Pooled> Ladder<U> {
 
     /// The earliest time (ms) at which [`Ladder::next_work`] may have something new.
     pub fn next_deadline(&self) -> Option<u64> {
+        if self.stopped {
+            return None;
+        }
         let mut next = self.sweep_at;
         let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
         for s in &self.slots {
@@ -523,6 +518,9 @@ impl<U: Pooled> Ladder<U> {
         now: u64,
         resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
     ) -> Option<Work> {
+        if self.stopped {
+            return None;
+        }
         if self.sweep_at.is_some_and(|t| t <= now) {
             self.sweep_at = Some(now + sweep_every(&self.cfg));
             return Some(Work::Sweep);

@@ -279,8 +279,11 @@ impl<U: Pooled> Ladder<U> {
     }
 
     /// Pool cap of `route`: `--pool-size`, at most 1 toward a Worker (its quota), none for raw
-    /// TCP (nothing to save).
+    /// TCP (nothing to save) or a retired route.
     pub(super) fn pool_cap(&self, route: RouteId) -> usize {
+        if self.table.routes[route].retired {
+            return 0;
+        }
         match self.table.routes[route].tier {
             Tier::Tcp => 0,
             Tier::Worker => self.cfg.pool_size.min(1),

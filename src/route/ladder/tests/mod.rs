@@ -2,13 +2,14 @@
 //! holds the shared fixtures and the client-path rules (plans, proofs, hedging, what counts
 //! against a route); `background.rs` the background rules (probe schedule, pools, budgets);
 //! `under_fire.rs` the rules of the field faults (issue 10: closed after reply, pings, the 16 KB
-//! freeze, a dead network).
+//! freeze, a dead network); `reconfigure.rs` a reload's and a shutdown's rules.
 
 mod background;
+mod reconfigure;
 mod under_fire;
 
 use super::*;
-use crate::config::CfEndpoint;
+use crate::config::{CfEndpoint, Tier};
 use crate::route::health::State;
 use crate::route::pool::tests::Fake;
 

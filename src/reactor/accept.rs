@@ -1,0 +1,119 @@
+//! Accepting clients: the listener's accept batches (paused on descriptor exhaustion), the
+//! slab-full refusal and the mask loop check at accept (a peer that is one of our own mask
+//! connections). The listener itself (bind, swap, close) is `listen`'s; the sessions are
+//! `conn`'s.
+
+use std::io;
+use std::net::SocketAddr;
+
+use log::{error, warn};
+
+use super::{finish, suppressed, Accept, Global, Reactor, ACCEPT_BATCH, ACCEPT_PAUSE_MS};
+use crate::conn::Conn;
+use crate::error::CloseReason;
+use crate::logging::RateLimited;
+use crate::token::Role;
+
+impl Reactor {
+    /// Accepts up to [`ACCEPT_BATCH`] clients; pauses on descriptor exhaustion.
+    pub(super) fn accept_batch(&mut self) {
+        let now = self.now;
+        for _ in 0..ACCEPT_BATCH {
+            let Some(listener) = &self.listener else {
+                self.accept = Accept::Idle;
+                return;
+            };
+            let (stream, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.accept = Accept::Idle;
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
+                    if let Some(n) = self.full_log.allow(now) {
+                        error!(
+                            "accept: {e}: out of file descriptors, pausing accepts for {ACCEPT_PAUSE_MS}ms{}",
+                            suppressed(n)
+                        );
+                    }
+                    self.accept = Accept::Paused;
+                    self.globals[Global::AcceptResume as usize] = Some(now + ACCEPT_PAUSE_MS);
+                    return;
+                }
+                Err(e) => {
+                    // Per-client (a peer that reset before we took it): folded.
+                    if let Some(n) = self.full_log.allow(now) {
+                        warn!("accept: {e}{}", suppressed(n));
+                    }
+                    self.accept = Accept::Idle;
+                    return;
+                }
+            };
+            self.s.stats.accepted += 1;
+            if let Some((slot, id)) = self.s.mask_locals.owner(peer) {
+                self.mask_loop(stream, peer, slot, id);
+                continue;
+            }
+            if self.slab.len() >= self.capacity {
+                self.s.stats.record_close(CloseReason::SlabFull, false);
+                refuse(stream, peer, self.capacity, &mut self.full_log, now);
+                continue;
+            }
+            self.next_id = self.next_id.wrapping_add(1);
+            let slot = self.slab.vacant_key();
+            let mut ctx = self.s.ctx(self.poll.registry(), now);
+            match Conn::accept(slot, self.next_id, stream, peer, &mut ctx) {
+                Ok(conn) => {
+                    self.slab.insert(conn);
+                    // Data may already be waiting: handle it without another edge.
+                    let status = self.slab[slot].on_event(Role::Client, true, true, &mut ctx);
+                    finish(&mut self.slab, slot, status, &mut self.again);
+                }
+                Err(e) => ctx.warn_client(peer, format_args!("cannot register: {e}")),
+            }
+        }
+    }
+
+    /// A client whose address is the local address of one of our own mask connections: the
+    /// mask target is this listener. Both are closed as `mask-loop`.
+    fn mask_loop(&mut self, stream: mio::net::TcpStream, peer: SocketAddr, slot: usize, id: u32) {
+        self.s.stats.record_close(CloseReason::MaskLoop, false);
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        let now = self.now;
+        if let Some(n) = self.full_log.allow(now) {
+            warn!(
+                "refusing client {peer}: {}: it is our own mask connection (the mask host leads back to this listener){}",
+                CloseReason::MaskLoop,
+                suppressed(n)
+            );
+        }
+        let Some(conn) = self.slab.get_mut(slot) else {
+            return;
+        };
+        if conn.id != id {
+            return;
+        }
+        let mut ctx = self.s.ctx(self.poll.registry(), now);
+        let status = conn.close_mask_loop(&mut ctx);
+        finish(&mut self.slab, slot, status, &mut self.again);
+    }
+}
+
+/// Closes a client at once because the slab is full (rate-limited log line).
+fn refuse(
+    stream: mio::net::TcpStream,
+    peer: SocketAddr,
+    capacity: usize,
+    log: &mut RateLimited,
+    now: u64,
+) {
+    if let Some(n) = log.allow(now) {
+        warn!(
+            "refusing client {peer}: {} ({capacity} sessions in use; raise --max-connections or the nofile limit){}",
+            CloseReason::SlabFull,
+            suppressed(n)
+        );
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}

@@ -1,0 +1,165 @@
+//! What a reload and a shutdown do to the ladder: [`Ladder::reconfigure`] (new configuration
+//! for new plans, live sessions untouched) and [`Ladder::stop`] (drain: no more background
+//! work). Also the rule for observations about retired routes (ignored, job accounting
+//! kept) and slot creation for new routes. The route-level part of a reload (which routes are
+//! kept, retired, created) is `route::table`'s [`Table::reconfigure`](crate::route::table::Table::reconfigure).
+
+use log::info;
+
+use super::{ms, sweep_every, Ladder, Observation, Refill, RouteId, Sched, Slot};
+use crate::config::{Config, Tier};
+use crate::route::budget::Budget;
+use crate::route::pace::PacePolicy;
+use crate::route::pool::{Pool, Pooled};
+
+impl<U: Pooled> Ladder<U> {
+    /// Applies a reloaded `cfg` at `now` (ms) to new plans and background work only:
+    /// * a route whose (tier, DC, target) is unchanged keeps its health, RTT, probe schedule
+    ///   and pool; one no longer configured is retired (never planned, probed or filled again,
+    ///   its pool closed; its id stays valid and later observations about it are ignored);
+    ///   new routes are created as on first use;
+    /// * Worker request budgets are carried over by Worker endpoint (host and port), with the
+    ///   new `--worker-budget` rate; a new Worker starts with a full burst;
+    /// * pacing, health policy, timeouts, pool size and probe interval come from `cfg` from
+    ///   now on (a running probe keeps its deadline).
+    ///
+    /// `cfg.listen` must be the address actually listened on (as for [`Ladder::new`]).
+    /// Returns the number of routes retired now.
+    pub fn reconfigure(&mut self, cfg: &Config, now: u64) -> usize {
+        let burst = worker_burst(cfg);
+        let mut old: Vec<Option<Budget>> = std::mem::take(&mut self.budgets)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.budgets = cfg
+            .worker_domains
+            .iter()
+            .map(|ep| {
+                let carried = self
+                    .cfg
+                    .worker_domains
+                    .iter()
+                    .position(|old_ep| old_ep == ep)
+                    .and_then(|i| old.get_mut(i).and_then(Option::take));
+                match carried {
+                    Some(mut b) => {
+                        b.set_rate(cfg.worker_budget, burst, now);
+                        b
+                    }
+                    None => Budget::new(cfg.worker_budget, burst, now),
+                }
+            })
+            .collect();
+        self.pacer.set_policy(PacePolicy {
+            pace_ms: ms(cfg.handshake_pace),
+            burst: cfg.handshake_burst,
+            max_wait_ms: ms(cfg.pace_max_wait),
+        });
+        self.cfg = cfg.clone();
+        let retired = self.table.reconfigure(cfg, cfg.listen);
+        self.grow_slots();
+        for &id in &retired {
+            let slot = &mut self.slots[id];
+            slot.pool.flush();
+            if slot.sched != Sched::Running {
+                slot.sched = Sched::Idle;
+            }
+            slot.fill_retry_at = 0;
+        }
+        if cfg.pool_size == 0 {
+            self.sweep_at = None;
+            for slot in &mut self.slots {
+                slot.pool.flush();
+            }
+        } else if self.sweep_at.is_none() {
+            self.sweep_at = Some(now + sweep_every(cfg));
+        }
+        if !retired.is_empty() {
+            info!("reload: {} route(s) retired", retired.len());
+        }
+        retired.len()
+    }
+
+    /// Shutdown: closes every pooled upstream and hands out no more background work (probes,
+    /// fills, sweeps); [`Ladder::next_deadline`] is `None` from now on. Jobs in flight may
+    /// still report. Returns the number of pooled upstreams closed.
+    pub fn stop(&mut self) -> usize {
+        self.stopped = true;
+        self.sweep_at = None;
+        self.slots.iter_mut().map(|s| s.pool.flush()).sum()
+    }
+
+    /// Whether the route `id` is retired (see [`Ladder::reconfigure`]).
+    pub fn retired(&self, id: RouteId) -> bool {
+        self.table.routes[id].retired
+    }
+
+    /// The route `obs` is about, if that route is retired.
+    pub(super) fn retired_route(&self, obs: &Observation) -> Option<RouteId> {
+        let route = match *obs {
+            Observation::AttemptFailed { route, .. }
+            | Observation::AttemptCancelled { route }
+            | Observation::SessionStarted { route }
+            | Observation::FirstByte { route, .. }
+            | Observation::SessionEnded { route, .. }
+            | Observation::ProbeDone { route, .. }
+            | Observation::FillFailed { route, .. }
+            | Observation::NotStarted { route, .. }
+            | Observation::PooledSilent { route, .. }
+            | Observation::SessionStalled { route } => route,
+        };
+        self.table.routes[route].retired.then_some(route)
+    }
+
+    /// An observation about a retired route: health, schedule and pool demand are left alone;
+    /// only a background job's end is accounted for (its job slot and fill count).
+    pub(super) fn observe_retired(&mut self, route: RouteId, obs: Observation) {
+        match obs {
+            Observation::ProbeDone { .. } => {
+                self.job_ended();
+                self.slots[route].sched = Sched::Idle;
+            }
+            Observation::FillFailed { .. } => {
+                self.job_ended();
+                self.slots[route].pool.fill_ended();
+            }
+            Observation::NotStarted { probe, .. } => {
+                self.job_ended();
+                if probe {
+                    self.slots[route].sched = Sched::Idle;
+                } else {
+                    self.slots[route].pool.fill_ended();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Creates the slots of routes the table added.
+    pub(super) fn grow_slots(&mut self) {
+        while self.slots.len() < self.table.routes.len() {
+            let tier = self.table.routes[self.slots.len()].tier;
+            self.slots.push(Slot {
+                sched: Sched::Idle,
+                pool: Pool::default(),
+                refill: if tier == Tier::Worker {
+                    Refill::OnSessionStart(0)
+                } else {
+                    Refill::Continuous
+                },
+                fill_retry_at: 0,
+                dialled: false,
+                doubt_probed_at: 0,
+                short_ends: 0,
+                short_since: 0,
+                pings_off_until: 0,
+                stall_probe: false,
+            });
+        }
+    }
+}
+
+/// The Worker budget's burst for `cfg`: 1/50 of the daily budget, 1..=100.
+pub(super) fn worker_burst(cfg: &Config) -> u32 {
+    (cfg.worker_budget / 50).clamp(1, 100)
+}
