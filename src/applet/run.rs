@@ -1,6 +1,7 @@
 //! The `run` applet: parse flags, start logging, log the configuration, hand over to the reactor.
 //!
-//! Owns startup order, the `run --help` text ([`HELP`]), the startup summary lines and the
+//! Owns startup order, the `run --help` text ([`HELP`]), the startup summary lines (and, on a
+//! terminal, the links, drawn by `applet::link`) and the
 //! mapping of outcomes to exit codes (0 clean stop, 1 runtime failure such as a failed bind,
 //! 2 bad usage). It must not open sockets itself (the reactor
 //! does, and logs `listening on ADDR`), and it must never log a secret unmasked.
@@ -74,6 +75,7 @@ pub fn main(mut args: Arguments) -> i32 {
     for line in summary(&config) {
         log::info!("{line}");
     }
+    crate::applet::link::print_startup_links(&config, parsed.host_given);
     let listen = config.listen;
     let to_file = config.log_file.is_some();
     match crate::reactor::run(config) {
