@@ -121,7 +121,10 @@ pub fn links_for(c: &Config, host: &str) -> Vec<String> {
 /// What `run` prints on a terminal at start: [`links_for`] with the server chosen as `link`
 /// chooses it (`host_given` as in [`cli::RunArgs`]), and the guess note if any. Errors: port 0
 /// (not known before the bind), or only public addresses and no `--link-ip`.
-pub fn startup_links(c: &Config, host_given: bool) -> Result<(Vec<String>, Option<String>), String> {
+pub fn startup_links(
+    c: &Config,
+    host_given: bool,
+) -> Result<(Vec<String>, Option<String>), String> {
     if c.listen.port() == 0 {
         return Err("--port 0: the port is known only once bound".into());
     }

@@ -260,8 +260,14 @@ mod tests {
             "{note}"
         );
         assert!(note.contains("192.168.8.20 (wlan0)") && note.contains("--link-ip"));
-        assert!(!note.contains("100.64.12.7"), "CGNAT is not a LAN address: {note}");
-        assert!(!note.contains("fd00::1"), "0.0.0.0 serves IPv4 only: {note}");
+        assert!(
+            !note.contains("100.64.12.7"),
+            "CGNAT is not a LAN address: {note}"
+        );
+        assert!(
+            !note.contains("fd00::1"),
+            "0.0.0.0 serves IPv4 only: {note}"
+        );
         let no_bridge: Vec<Candidate> = router()
             .into_iter()
             .filter(|c| c.interface != "br-lan")
@@ -278,7 +284,10 @@ mod tests {
         let (host, note) = choose_server(facts("127.0.0.1", false), &router()).unwrap();
         assert_eq!(host, "10.1.0.1");
         let note = note.unwrap();
-        assert!(note.starts_with("link: --host not given: guessed"), "{note}");
+        assert!(
+            note.starts_with("link: --host not given: guessed"),
+            "{note}"
+        );
         assert!(note.contains("listens on 127.0.0.1 only"), "{note}");
     }
 

@@ -114,6 +114,10 @@ mod tests {
         assert_eq!(lines.len(), 5);
         assert_eq!(lines[0], "█".repeat(9));
         assert_eq!(lines[2], format!("{}▄{}", "█".repeat(4), "█".repeat(4)));
-        assert_eq!(lines[4], "█".repeat(9), "the odd last row: its missing half is light");
+        assert_eq!(
+            lines[4],
+            "█".repeat(9),
+            "the odd last row: its missing half is light"
+        );
     }
 }
