@@ -21,8 +21,10 @@ tg-ws-proxy run: serve Telegram clients (the default applet)
 
 Usage: tg-ws-proxy [run] [FLAGS]
 
-Every flag can also be set by the environment variable in brackets; a flag wins over its
-variable and an empty variable counts as unset. Defaults in parentheses.
+Every flag can also be set by the environment variable in brackets, and in the --config file
+as `NAME VALUE` (NAME = the long flag without --); a flag wins over its variable, a variable
+over the file, and an empty variable counts as unset. Defaults in parentheses. When stdout is a
+terminal, the tg:// and https://t.me/proxy links are printed once at start (see `link --help`).
 ";
 
 /// `tg-ws-proxy run --help` after the option list.

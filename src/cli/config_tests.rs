@@ -35,7 +35,11 @@ fn parse(argv: &[&str], env: &[(&str, &str)]) -> Result<RunArgs, CliError> {
     parse_run(args, "run", &lookup)
 }
 
-fn with_file(p: &PathBuf, rest: &[&str], env: &[(&str, &str)]) -> Result<RunArgs, CliError> {
+fn with_file(
+    p: &std::path::Path,
+    rest: &[&str],
+    env: &[(&str, &str)],
+) -> Result<RunArgs, CliError> {
     let mut argv = vec!["--config", p.to_str().unwrap()];
     argv.extend_from_slice(rest);
     parse(&argv, env)
