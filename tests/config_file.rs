@@ -1,6 +1,7 @@
 //! Black-box tests of `--config FILE` / `TG_CONFIG`: `run` serves clients with secrets and
 //! the tier order from the file (an inline `secret` line and a `secret-file` it names), a flag
-//! (a list too) beats the file, and a bad file stops `run` with exit 2 and one line naming the file and the line.
+//! (a list too) beats the file, and a bad file stops `run` with exit 2 and one line naming the
+//! file and the line.
 //! README's example configuration is accepted as written.
 //!
 //! Loopback only: fake DCs on 127.0.0.1, the proxy on an ephemeral 127.0.0.1 port.

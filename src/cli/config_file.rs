@@ -90,9 +90,9 @@ pub(super) fn bare_means_on(o: &Opt) -> bool {
 }
 
 /// Splits and resolves every line of a configuration file. Errors, first one wins: a name not
-/// in the option table (`--NAME: unknown setting`, the name cut at 40 characters), `config` itself, a second line for a single-value
-/// option (aliases count as the same option), a bare name for an option that needs a value,
-/// `NAME =` with nothing after it.
+/// in the option table (`--NAME: unknown setting`, the name cut at 40 characters), `config`
+/// itself, a second line for a single-value option (aliases count as the same option), a bare
+/// name for an option that needs a value, `NAME =` with nothing after it.
 pub(super) fn parse_text(text: &str) -> Result<Vec<Entry>, FileError> {
     let mut out: Vec<Entry> = Vec::new();
     for (i, raw) in text.lines().enumerate() {

@@ -1,6 +1,6 @@
 //! Command line, `TG_*` environment and `--config` file → [`Config`](crate::config::Config) for
-//! `run` (and for `link` and `check`, which take the same flags), plus the value parsers other applets share
-//! ([`parse_duration`], [`parse_link_host`], …).
+//! `run` (and for `link` and `check`, which take the same flags), plus the value parsers other
+//! applets share ([`parse_duration`], [`parse_link_host`], …).
 //!
 //! Every `run` flag is declared once in `table` (names, variables, default, help, writer);
 //! `parse` drives the arguments and the environment from it ([`parse_run`]) and `help` renders
@@ -8,12 +8,12 @@
 //! `duration`, the secret file's format and creation in `secret_file`, the configuration file's
 //! format and read in `config_file` ([`config_keys`] lists its names). This file owns the error
 //! shape (`--flag (TG_VAR): what is wrong`, one line), the environment seam and the helpers
-//! applets use for flags of their own. A flag always wins over its variable; an empty variable
-//! counts as unset, so init scripts may export blanks.
+//! applets use for flags of their own. A flag always wins over its variable, a variable over
+//! the file; an empty variable counts as unset, so init scripts may export blanks.
 //!
-//! The only I/O is reading `--config` and `--secret-file` (creating it with a fresh secret when missing) and
-//! checking that `--ca-file` is readable. Nothing here opens sockets, installs the logger or
-//! prints: applets do that.
+//! The only I/O is reading `--config` and `--secret-file` (creating the latter with a fresh
+//! secret when missing) and checking that `--ca-file` is readable. Nothing here opens sockets,
+//! installs the logger or prints: applets do that.
 
 mod config_file;
 #[cfg(test)]

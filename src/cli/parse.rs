@@ -6,8 +6,8 @@
 //! Owns precedence (a flag beats its variable, a variable beats the `--config` file; the first
 //! set variable of an entry is used; a list from a flag or variable replaces the file's), the
 //! order of checks (leftover arguments first, then the configuration file's lines, then values
-//! in table order, the secret file last) and the error's flag/variable/file-line naming. It knows no flag by value grammar: that lives
-//! in the table's writers.
+//! in table order, the secret file last) and the error's flag/variable/file-line naming. It
+//! knows no flag by value grammar: that lives in the table's writers.
 
 use std::path::PathBuf;
 
