@@ -77,9 +77,9 @@ pub fn choose_server(
         } else {
             format!("; others: {}", others.join(", "))
         };
-        let best = shown(best);
+        let picked = shown(best);
         let note = format!(
-            "link: {why}: guessed the LAN address {best}{others}; pass --link-ip HOST to \
+            "link: {why}: guessed the LAN address {picked}{others}; pass --link-ip HOST to \
              choose{loopback_only}"
         );
         return Ok((best.ip.to_string(), Some(note)));
