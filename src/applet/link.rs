@@ -1,27 +1,34 @@
 //! The `link` applet: print the `tg://proxy` and `https://t.me/proxy` links for every
-//! configured secret (docs/protocol.md §1.6).
+//! configured secret (docs/protocol.md §1.6), and with `--qr` a QR code of each
+//! `https://t.me/proxy` link; plus [`startup_links`], which `run` prints on a terminal.
 //!
-//! Owns choosing the link's server host, including LAN IPv4 detection from
-//! `/proc/net/fib_trie` (no packet is sent, no socket opened). Accepts every `run` flag so the
-//! same command line (or environment) works for both; it must not start the proxy. Flags go
-//! through `cli::parse_run`, so a missing `--secret-file` is created here just as `run` would.
+//! Owns the links' text ([`links_for`], one place for `link` and `run`) and the applet's
+//! flags. The server address is chosen in `address` (sans-IO rule + the `getifaddrs` read; no
+//! socket opened), the QR drawing in `qr`. Takes the same configuration as `run` (every `run`
+//! flag, `TG_*` variables, `--config FILE`) through `cli::parse_run`, so a missing
+//! `--secret-file` is created here just as `run` would; it must not start the proxy.
 
-use std::net::Ipv4Addr;
+pub mod address;
+pub mod qr;
+
+use std::io::Write;
 
 use pico_args::Arguments;
 
 use crate::cli::{self, CliError};
+use crate::config::Config;
 
 /// `tg-ws-proxy link --help`.
 pub const HELP: &str = "\
 tg-ws-proxy link: print the tg:// and https://t.me/proxy links for every configured secret
 
-Usage: tg-ws-proxy link [--server HOST] [FLAGS]
+Usage: tg-ws-proxy link [--server HOST] [--qr] [FLAGS]
 
-      --server HOST             host name or IP the clients should dial (default: --link-ip,
-                                else --host, else, when --host is 0.0.0.0/:: or not given, the
-                                machine's first LAN IPv4, else 127.0.0.1)
+      --server HOST             host name or IP the clients should dial (same as --link-ip)
       --link-ip HOST            same as --server [TG_LINK_IP]
+      --qr                      also draw a QR code of each https://t.me/proxy link (Unicode
+                                half blocks, light modules printed: for a dark terminal)
+      --config FILE             the configuration file `run` reads [TG_CONFIG]
   -H, --host IP                 the proxy's listen address [TG_HOST]
   -p, --port N                  the proxy's port [TG_PORT] (1443)
   -s, --secret S[,S...]         secrets, repeatable [TG_SECRET]
@@ -29,8 +36,15 @@ Usage: tg-ws-proxy link [--server HOST] [FLAGS]
                                 [TG_SECRET_FILE]
   -h, --help                    this text
 
-Every other `tg-ws-proxy run` flag is accepted too (and checked), so the command line and
-environment of `run` work unchanged. Links go to stdout, two lines per secret; notes to stderr.
+The server is --server/--link-ip if given, else the address `run` listens on (--host) when it
+is a specific one. With --host 0.0.0.0/:: or no --host it is guessed among this machine's
+private addresses (192.168/16, 10/8, 172.16/12; IPv6 ULA with --host ::; the OpenWrt LAN bridge
+br-lan first), and stderr says so and which; a public or carrier-grade NAT (100.64/10) address
+is never guessed (exit 2: pass --link-ip). With only loopback, 127.0.0.1 (and a note).
+
+Every other `tg-ws-proxy run` flag is accepted too (and checked), so the command line,
+environment and configuration file of `run` work unchanged. Links go to stdout, two lines per
+secret (then its QR code with --qr); notes to stderr. Exit status: 0, or 2 on bad usage.
 ";
 
 /// Prints the links. Exit code 0, or 2 on bad usage.
@@ -53,6 +67,7 @@ pub fn main(mut args: Arguments) -> i32 {
     }
 }
 
+/// The applet's output lines (links, QR rows); notes go to stderr here.
 fn links(mut args: Arguments) -> Result<Vec<String>, CliError> {
     let server: Option<String> = args
         .opt_value_from_str("--server")
@@ -61,37 +76,91 @@ fn links(mut args: Arguments) -> Result<Vec<String>, CliError> {
         Some(s) => Some(cli::parse_link_host(&s).map_err(|m| CliError::flag("--server", m))?),
         None => None,
     };
+    let want_qr = args.contains("--qr");
     let parsed = cli::parse_run(args, "link", &cli::process_env)?;
     for (_, note) in &parsed.notes {
         eprintln!("tg-ws-proxy: {note}");
     }
     let c = &parsed.config;
-    let port = c.listen.port();
-    if port == 0 {
+    if c.listen.port() == 0 {
         return Err(CliError::flag(
             "--port",
             "0 (any free port) cannot be put in a link",
         ));
     }
-    let ip = c.listen.ip();
-    let host = match server.or_else(|| c.link_ip.clone()) {
-        Some(h) => h,
-        None if parsed.host_given && !ip.is_unspecified() => ip.to_string(),
-        None => {
-            match lan_ipv4() {
-                Some(a) => a.to_string(),
-                None => {
-                    eprintln!("tg-ws-proxy: no LAN IPv4 address found; using 127.0.0.1 (pass --server HOST)");
-                    Ipv4Addr::LOCALHOST.to_string()
-                }
-            }
-        }
+    let facts = address::Facts {
+        explicit: server.as_deref().or(c.link_ip.as_deref()),
+        listen: c.listen.ip(),
+        host_given: parsed.host_given,
     };
+    let (host, note) = address::choose_server(facts, &address::interface_addresses())
+        .map_err(|m| CliError::flag("--link-ip", m))?;
+    if let Some(note) = note {
+        eprintln!("tg-ws-proxy: {note}");
+    }
     let mut out = Vec::new();
-    for s in &c.secrets {
-        out.extend(link_urls(&host, port, &s.link_hex()));
+    for pair in links_for(c, &host).chunks(2) {
+        out.extend(pair.iter().cloned());
+        if want_qr {
+            let https = pair.last().map_or("", String::as_str);
+            out.extend(qr::draw(https).map_err(|m| CliError::flag("--qr", m))?);
+        }
     }
     Ok(out)
+}
+
+/// The links of every secret of `c` for clients dialling `host` on `c`'s port: for each
+/// secret in order `tg://proxy?server=…&port=…&secret=…` then `https://t.me/proxy?…`.
+pub fn links_for(c: &Config, host: &str) -> Vec<String> {
+    c.secrets
+        .iter()
+        .flat_map(|s| link_urls(host, c.listen.port(), &s.link_hex()))
+        .collect()
+}
+
+/// What `run` prints on a terminal at start: [`links_for`] with the server chosen as `link`
+/// chooses it (`host_given` as in [`cli::RunArgs`]), and the guess note if any. Errors: port 0
+/// (not known before the bind), or only public addresses and no `--link-ip`.
+pub fn startup_links(
+    c: &Config,
+    host_given: bool,
+) -> Result<(Vec<String>, Option<String>), String> {
+    if c.listen.port() == 0 {
+        return Err("--port 0: the port is known only once bound".into());
+    }
+    let facts = address::Facts {
+        explicit: c.link_ip.as_deref(),
+        listen: c.listen.ip(),
+        host_given,
+    };
+    let (host, note) = address::choose_server(facts, &address::interface_addresses())?;
+    Ok((links_for(c, &host), note))
+}
+
+/// `run` at start: when stdout is a terminal (never under procd or in tests, where it is a pipe
+/// or a file), prints [`startup_links`] on stdout once; the guess note is logged (info), a
+/// reason not to print (port 0, only public addresses) is logged as a warning.
+pub fn print_startup_links(c: &Config, host_given: bool) {
+    // SAFETY: isatty only inspects the descriptor.
+    if unsafe { libc::isatty(1) } != 1 {
+        return;
+    }
+    match startup_links(c, host_given) {
+        Ok((lines, note)) => {
+            if let Some(note) = note {
+                log::info!("{note}");
+            }
+            let mut out = std::io::stdout().lock();
+            for line in lines {
+                // A closed terminal is no reason to stop serving.
+                if writeln!(out, "{line}").is_err() {
+                    break;
+                }
+            }
+            let _ = out.flush();
+        }
+        Err(e) => log::warn!("links not printed: {e}"),
+    }
 }
 
 /// `[tg://proxy?…, https://t.me/proxy?…]` for one secret in link form (hex).
@@ -103,95 +172,9 @@ pub fn link_urls(host: &str, port: u16, secret_hex: &str) -> [String; 2] {
     ]
 }
 
-/// The machine's preferred LAN IPv4 from `/proc/net/fib_trie`; `None` if unreadable or none.
-pub fn lan_ipv4() -> Option<Ipv4Addr> {
-    pick_lan_ipv4(&std::fs::read_to_string("/proc/net/fib_trie").ok()?)
-}
-
-/// Local addresses in `fib_trie` text are leaf lines `|-- A.B.C.D` followed by a `/32 host
-/// LOCAL` line. Loopback, link-local, multicast and broadcast are skipped. Preference: the
-/// first 192.168/16, then 10/8, then 172.16/12, then any other.
-pub fn pick_lan_ipv4(fib_trie: &str) -> Option<Ipv4Addr> {
-    let mut current: Option<Ipv4Addr> = None;
-    let mut local: Vec<Ipv4Addr> = Vec::new();
-    for line in fib_trie.lines() {
-        let t = line.trim();
-        if let Some(rest) = t.strip_prefix("|--") {
-            current = rest.trim().parse().ok();
-        } else if t.starts_with("/32 host LOCAL") {
-            if let Some(a) = current {
-                if !local.contains(&a) {
-                    local.push(a);
-                }
-            }
-        }
-    }
-    let usable = |a: &&Ipv4Addr| {
-        !(a.is_loopback()
-            || a.is_link_local()
-            || a.is_multicast()
-            || a.is_broadcast()
-            || a.is_unspecified())
-    };
-    let rank = |a: &Ipv4Addr| match a.octets() {
-        [192, 168, ..] => 0,
-        [10, ..] => 1,
-        [172, b, ..] if (16..32).contains(&b) => 2,
-        _ => 3,
-    };
-    local.iter().filter(usable).min_by_key(|a| rank(a)).copied()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const TRIE: &str = "\
-Main:
-  +-- 0.0.0.0/0 3 0 5
-     |-- 0.0.0.0
-        /0 universe UNICAST
-     +-- 127.0.0.0/8 2 0 2
-        +-- 127.0.0.0/31 1 0 0
-           |-- 127.0.0.0
-              /8 host LOCAL
-           |-- 127.0.0.1
-              /32 host LOCAL
-        |-- 127.255.255.255
-           /32 link BROADCAST
-     +-- 172.17.0.0/16 2 0 2
-        |-- 172.17.0.1
-           /32 host LOCAL
-     +-- 192.168.1.0/24 2 0 2
-        |-- 192.168.1.0
-           /24 link UNICAST
-        |-- 192.168.1.20
-           /32 host LOCAL
-        |-- 192.168.1.255
-           /32 link BROADCAST
-Local:
-  +-- 0.0.0.0/0 3 0 5
-     |-- 192.168.1.20
-        /32 host LOCAL
-";
-
-    #[test]
-    fn prefers_192_168_over_docker_bridge_and_skips_loopback() {
-        assert_eq!(pick_lan_ipv4(TRIE), Some(Ipv4Addr::new(192, 168, 1, 20)));
-    }
-
-    #[test]
-    fn other_addresses_and_none() {
-        let only =
-            "Main:\n  |-- 100.64.3.4\n     /32 host LOCAL\n  |-- 172.20.0.9\n     /32 host LOCAL\n";
-        assert_eq!(pick_lan_ipv4(only), Some(Ipv4Addr::new(172, 20, 0, 9)));
-        let wan = "Main:\n  |-- 203.0.113.7\n     /32 host LOCAL\n";
-        assert_eq!(pick_lan_ipv4(wan), Some(Ipv4Addr::new(203, 0, 113, 7)));
-        let lo =
-            "Main:\n  |-- 127.0.0.1\n     /32 host LOCAL\n  |-- 169.254.1.1\n     /32 host LOCAL\n";
-        assert_eq!(pick_lan_ipv4(lo), None);
-        assert_eq!(pick_lan_ipv4(""), None);
-    }
 
     #[test]
     fn urls() {

@@ -1,9 +1,10 @@
 //! The `run` applet: parse flags, start logging, log the configuration, hand over to the reactor.
 //!
-//! Owns startup order, the `run --help` text ([`HELP`]), the startup summary lines, the reload
-//! closure (the original argv parsed again, `reactor::Reload`) and the mapping of outcomes to
-//! exit codes (0 clean stop after a stop signal's drain, 1 runtime failure such as a failed
-//! bind, 2 bad usage). It must not open sockets itself (the reactor
+//! Owns startup order, the `run --help` text ([`HELP`]), the startup summary lines (and, on a
+//! terminal, the links, drawn by `applet::link`), the reload closure (the original argv parsed
+//! again, `reactor::Reload`) and the mapping of outcomes to exit codes (0 clean stop after a stop
+//! signal's drain, 1 runtime failure such as a failed bind, 2 bad usage). It must not open
+//! sockets itself (the reactor
 //! does, and logs `listening on ADDR`), and it must never log a secret unmasked.
 
 use std::io::ErrorKind;
@@ -21,8 +22,10 @@ tg-ws-proxy run: serve Telegram clients (the default applet)
 
 Usage: tg-ws-proxy [run] [FLAGS]
 
-Every flag can also be set by the environment variable in brackets; a flag wins over its
-variable and an empty variable counts as unset. Defaults in parentheses.
+Every flag can also be set by the environment variable in brackets, and in the --config file
+as `NAME VALUE` (NAME = the long flag without --); a flag wins over its variable, a variable
+over the file, and an empty variable counts as unset. Defaults in parentheses. When stdout is a
+terminal, the tg:// and https://t.me/proxy links are printed once at start (see `link --help`).
 ";
 
 /// `tg-ws-proxy run --help` after the option list.
@@ -86,6 +89,7 @@ pub fn main(mut args: Arguments) -> i32 {
     for line in summary(&config) {
         log::info!("{line}");
     }
+    crate::applet::link::print_startup_links(&config, parsed.host_given);
     let listen = config.listen;
     let to_file = config.log_file.is_some();
     let reload: crate::reactor::Reload = Box::new(move || {

@@ -1,19 +1,23 @@
-//! Command line and `TG_*` environment → [`Config`](crate::config::Config) for `run` (and for
-//! `link` and `check`, which take the same flags), plus the value parsers other applets share
-//! ([`parse_duration`], [`parse_link_host`], …).
+//! Command line, `TG_*` environment and `--config` file → [`Config`](crate::config::Config) for
+//! `run` (and for `link` and `check`, which take the same flags), plus the value parsers other
+//! applets share ([`parse_duration`], [`parse_link_host`], …).
 //!
 //! Every `run` flag is declared once in `table` (names, variables, default, help, writer);
 //! `parse` drives the arguments and the environment from it ([`parse_run`]) and `help` renders
 //! the option list of `run --help` ([`run_options_help`]). Value grammars live in `values` and
-//! `duration`, the secret file's format and creation in `secret_file`. This file owns the error
+//! `duration`, the secret file's format and creation in `secret_file`, the configuration file's
+//! format and read in `config_file` ([`config_keys`] lists its names). This file owns the error
 //! shape (`--flag (TG_VAR): what is wrong`, one line), the environment seam and the helpers
-//! applets use for flags of their own. A flag always wins over its variable; an empty variable
-//! counts as unset, so init scripts may export blanks.
+//! applets use for flags of their own. A flag always wins over its variable, a variable over
+//! the file; an empty variable counts as unset, so init scripts may export blanks.
 //!
-//! The only I/O is reading `--secret-file` (creating it with a fresh secret when missing) and
-//! checking that `--ca-file` is readable. Nothing here opens sockets, installs the logger or
-//! prints: applets do that.
+//! The only I/O is reading `--config` and `--secret-file` (creating the latter with a fresh
+//! secret when missing) and checking that `--ca-file` is readable. Nothing here opens sockets,
+//! installs the logger or prints: applets do that.
 
+mod config_file;
+#[cfg(test)]
+mod config_tests;
 mod duration;
 mod help;
 mod parse;
@@ -25,6 +29,7 @@ use std::fmt;
 
 use pico_args::Arguments;
 
+pub use config_file::MAX_CONFIG_BYTES;
 pub use duration::{parse_duration, DURATION_HELP, MAX_DURATION};
 pub use help::run_options_help;
 pub use parse::{parse_run, Note, RunArgs};
@@ -118,4 +123,37 @@ pub fn reject_leftovers(args: Arguments, applet: &str) -> Result<(), CliError> {
         format!("unexpected argument '{s}' ({hint})")
     };
     Err(CliError::plain(msg))
+}
+
+/// One `run` setting as the configuration file (and UCI) names it, for tests and packaging.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigKey {
+    /// The file's NAME: the long flag without `--` (`cf-domain`).
+    pub name: &'static str,
+    /// Repeatable: each line adds items (a UCI `list`).
+    pub list: bool,
+    /// On or off: `NAME 1|0` (also on|off, true|false, yes|no); a bare NAME means on.
+    pub switch: bool,
+    /// Counted (`verbose 2`); a bare NAME means 1.
+    pub count: bool,
+    /// The default as `run --help` shows it (a value, or words such as `none`, `off`).
+    pub default: &'static str,
+    /// The flag's help text.
+    pub help: &'static str,
+}
+
+/// Every `run` option a configuration file may set (all but `config` itself), in table order.
+pub fn config_keys() -> Vec<ConfigKey> {
+    table::RUN_OPTIONS
+        .iter()
+        .filter(|o| o.long != config_file::CONFIG_FLAG)
+        .map(|o| ConfigKey {
+            name: &o.long[2..],
+            list: matches!(o.kind, table::Kind::List(_)),
+            switch: matches!(o.kind, table::Kind::Switch(_)) || o.meta == "on|off",
+            count: matches!(o.kind, table::Kind::Count(_)),
+            default: o.default,
+            help: o.help,
+        })
+        .collect()
 }

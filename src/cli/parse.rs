@@ -3,19 +3,21 @@
 //! arguments, fall back to its variable, hand the value to the entry's writer — and then
 //! settles the rules that join several flags ([`Draft::finish`]).
 //!
-//! Owns precedence (a flag beats its variable; the first set variable of an entry is used),
-//! the order of checks (leftover arguments first, then values in table order, the secret file
-//! last) and the error's flag/variable naming. It knows no flag by value grammar: that lives
-//! in the table's writers.
+//! Owns precedence (a flag beats its variable, a variable beats the `--config` file; the first
+//! set variable of an entry is used; a list from a flag or variable replaces the file's), the
+//! order of checks (leftover arguments first, then the configuration file's lines, then values
+//! in table order, the secret file last) and the error's flag/variable/file-line naming. It
+//! knows no flag by value grammar: that lives in the table's writers.
 
 use std::path::PathBuf;
 
 use log::{Level, LevelFilter};
 use pico_args::Arguments;
 
+use super::config_file::{self, Entry, CONFIG_FLAG};
 use super::secret_file::load_or_create_secret_file;
 use super::table::{Kind, Opt, RUN_OPTIONS};
-use super::values::parse_bool;
+use super::values::{parse_bool, parse_in_range};
 use super::{pico_error, reject_leftovers, CliError, Env};
 use crate::config::{self, Config, Tier};
 
@@ -41,6 +43,8 @@ pub(crate) enum Source {
     Flag,
     /// This environment variable.
     Env(&'static str),
+    /// The `--config` file, at this 1-based line (a list's first line).
+    File(usize),
 }
 
 impl Source {
@@ -49,6 +53,16 @@ impl Source {
         match self {
             Source::Flag => None,
             Source::Env(name) => Some(name),
+            Source::File(_) => None,
+        }
+    }
+
+    /// Precedence: a flag beats a variable, a variable beats the file.
+    fn rank(self) -> u8 {
+        match self {
+            Source::Flag => 2,
+            Source::Env(_) => 1,
+            Source::File(_) => 0,
         }
     }
 }
@@ -69,6 +83,8 @@ pub(crate) struct Draft {
     pub quiet: u32,
     /// Long name and source of every option that got a value, in table order.
     given: Vec<(&'static str, Source)>,
+    /// The `--config` file as shown in errors, if one was read.
+    config_file: Option<String>,
 }
 
 /// Command-line occurrences of one option, taken out of the arguments before any is judged.
@@ -100,10 +116,60 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
     }
     reject_leftovers(args, applet)?;
     let mut draft = Draft::new();
-    for (o, t) in RUN_OPTIONS.iter().zip(taken) {
-        draft.apply(o, t, env)?;
+    let (entries, note) = load_config(&taken, env, &mut draft)?;
+    for (i, (o, t)) in RUN_OPTIONS.iter().zip(taken).enumerate() {
+        if o.long == CONFIG_FLAG {
+            continue; // read above
+        }
+        let file: Vec<&Entry> = entries.iter().filter(|e| e.opt == i).collect();
+        draft.apply_from(o, t, env, &file)?;
     }
-    draft.finish()
+    let mut parsed = draft.finish()?;
+    parsed.notes.extend(note);
+    Ok(parsed)
+}
+
+/// Reads and splits the `--config` file (the last `--config` value, else `TG_CONFIG`), if any;
+/// records it in the draft for error lines. Returns its entries and the warning when it holds a
+/// `secret` line and is readable by group or others.
+fn load_config(
+    taken: &[Taken],
+    env: Env,
+    draft: &mut Draft,
+) -> Result<(Vec<Entry>, Option<Note>), CliError> {
+    let Some(i) = RUN_OPTIONS.iter().position(|o| o.long == CONFIG_FLAG) else {
+        return Ok((Vec::new(), None));
+    };
+    let o = &RUN_OPTIONS[i];
+    let (path, var) = match taken[i].values.last() {
+        Some(p) => (p.clone(), None),
+        None => match o.env.iter().find_map(|&n| env(n).map(|v| (v, n))) {
+            Some((p, n)) => (p, Some(n)),
+            None => return Ok((Vec::new(), None)),
+        },
+    };
+    let shown = match var {
+        Some(n) => format!("{CONFIG_FLAG} ({n}) {path}"),
+        None => format!("{CONFIG_FLAG} {path}"),
+    };
+    let loaded = config_file::read_file(std::path::Path::new(&path))
+        .map_err(|m| CliError::plain(format!("{shown}: {m}")))?;
+    let entries = config_file::parse_text(&loaded.text).map_err(|e| {
+        let flag = e.flag.map_or(String::new(), |f| format!("{f}: "));
+        CliError::plain(format!("{shown} line {}: {flag}{}", e.line, e.msg))
+    })?;
+    let note = (config_file::has_inline_secret(&entries) && loaded.mode & 0o077 != 0).then(|| {
+        (
+            Level::Warn,
+            format!(
+                "configuration file {path} holds a secret and is readable by others (mode {:o}); \
+                 chmod 600 it",
+                loaded.mode & 0o777
+            ),
+        )
+    });
+    draft.config_file = Some(shown);
+    Ok((entries, note))
 }
 
 /// All command-line values of `o`: short and long in argument order, then each alias's.
@@ -159,6 +225,18 @@ impl Draft {
             verbose: 0,
             quiet: 0,
             given: Vec::new(),
+            config_file: None,
+        }
+    }
+
+    /// The one-line error about option `long` whose value came from `source`: `--flag (TG_VAR):
+    /// msg`, or `--config FILE line N: --flag: msg` for a value from the file.
+    fn error(&self, long: &'static str, source: Source, msg: String) -> CliError {
+        match (source, &self.config_file) {
+            (Source::File(line), Some(file)) => {
+                CliError::plain(format!("{file} line {line}: {long}: {msg}"))
+            }
+            _ => CliError::new(long, source.env(), msg),
         }
     }
 
@@ -172,7 +250,19 @@ impl Draft {
     }
 
     /// Runs `o`'s writer on its command-line values, else on its first set variable.
+    #[cfg(test)]
     pub(super) fn apply(&mut self, o: &Opt, taken: Taken, env: Env) -> Result<(), CliError> {
+        self.apply_from(o, taken, env, &[])
+    }
+
+    /// [`Draft::apply`] with `o`'s lines of the `--config` file as the last fallback.
+    pub(super) fn apply_from(
+        &mut self,
+        o: &Opt,
+        taken: Taken,
+        env: Env,
+        file: &[&Entry],
+    ) -> Result<(), CliError> {
         let from_env = || {
             o.env
                 .iter()
@@ -185,7 +275,8 @@ impl Draft {
         } else {
             match from_env() {
                 Some((text, source)) => (vec![text], source),
-                None => return Ok(()),
+                None if file.is_empty() => return Ok(()),
+                None => return self.apply_file(o, file),
             }
         };
         self.given.push((o.long, source));
@@ -214,7 +305,7 @@ impl Draft {
             Kind::Switch(write) => {
                 let on = match source {
                     Source::Flag => true,
-                    Source::Env(_) => parse_bool(&texts[0]).map_err(err)?,
+                    Source::Env(_) | Source::File(_) => parse_bool(&texts[0]).map_err(err)?,
                 };
                 write(self, on);
                 Ok(())
@@ -222,7 +313,54 @@ impl Draft {
             Kind::Count(write) => {
                 let n = match source {
                     Source::Flag => taken.count,
-                    Source::Env(_) => u32::from(parse_bool(&texts[0]).map_err(err)?),
+                    Source::Env(_) | Source::File(_) => {
+                        u32::from(parse_bool(&texts[0]).map_err(err)?)
+                    }
+                };
+                write(self, n);
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs `o`'s writer on its lines of the configuration file (never empty): a list takes
+    /// every item of every line, other kinds their one line; a bare name is `on` (1 for a
+    /// count). Errors name the line of the bad value.
+    fn apply_file(&mut self, o: &Opt, file: &[&Entry]) -> Result<(), CliError> {
+        let first = file[0].line;
+        self.given.push((o.long, Source::File(first)));
+        let err = |d: &Draft, line: usize, msg: String| d.error(o.long, Source::File(line), msg);
+        let text = |e: &Entry| e.value.clone().unwrap_or_else(|| "on".to_string());
+        let e = file[0];
+        match o.kind {
+            Kind::Value(write) => write(self, text(e).trim()).map_err(|m| err(self, e.line, m)),
+            Kind::Path(write) => {
+                write(self, PathBuf::from(text(e))).map_err(|m| err(self, e.line, m))
+            }
+            Kind::List(write) => {
+                for e in file {
+                    let t = text(e);
+                    let items = list_items(&t);
+                    if items.is_empty() {
+                        return Err(err(self, e.line, "empty value".into()));
+                    }
+                    for item in items {
+                        write(self, item).map_err(|m| err(self, e.line, m))?;
+                    }
+                }
+                Ok(())
+            }
+            Kind::Switch(write) => {
+                let on = parse_bool(&text(e)).map_err(|m| err(self, e.line, m))?;
+                write(self, on);
+                Ok(())
+            }
+            Kind::Count(write) => {
+                let n = match &e.value {
+                    None => 1,
+                    Some(t) => parse_in_range(t, 0, MAX_COUNT)
+                        .map_err(|m| err(self, e.line, format!("a count: {m}")))?
+                        as u32,
                 };
                 write(self, n);
                 Ok(())
@@ -235,8 +373,10 @@ impl Draft {
     /// `-v` against `-q`.
     pub(super) fn settle(&mut self) -> Result<(), CliError> {
         let tier_order_given = self.source("--tier-order").is_some();
-        let verbose_flag = self.source("--verbose") == Some(Source::Flag);
-        let quiet_flag = self.source("--quiet") == Some(Source::Flag);
+        let level = log_level(
+            (self.verbose, self.source("--verbose")),
+            (self.quiet, self.source("--quiet")),
+        );
         let c = &mut self.config;
         if c.ws_addrs.is_empty() {
             c.ws_addrs = config::default_ws_addrs();
@@ -246,7 +386,13 @@ impl Draft {
             c.tier_order = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
         }
         c.health.max_ms = c.health.max_ms.max(c.health.base_ms);
-        c.log_level = log_level((self.verbose, verbose_flag), (self.quiet, quiet_flag))?;
+        c.log_level = match level {
+            Ok(l) => l,
+            Err(source) => {
+                let msg = "cannot be combined with --verbose".to_string();
+                return Err(self.error("--quiet", source, msg));
+            }
+        };
         Ok(())
     }
 
@@ -254,16 +400,17 @@ impl Draft {
     /// once every other value passed; at least one secret is required; duplicates are dropped.
     fn finish(mut self) -> Result<RunArgs, CliError> {
         self.settle()?;
-        let secret_file_env = self.source("--secret-file").and_then(Source::env);
+        let secret_file_source = self.source("--secret-file").unwrap_or(Source::Flag);
         let host_given = self.source("--host").is_some();
-        let c = &mut self.config;
         let mut notes = Vec::new();
         if let Some(path) = &self.secret_file {
             let (file_secrets, note) = load_or_create_secret_file(path)
-                .map_err(|m| CliError::new("--secret-file", secret_file_env, m))?;
+                .map_err(|m| self.error("--secret-file", secret_file_source, m))?;
+            let c = &mut self.config;
             c.secrets.extend(file_secrets);
             notes.extend(note);
         }
+        let c = &mut self.config;
         if c.secrets.is_empty() {
             return Err(CliError::flag(
                 "--secret",
@@ -287,22 +434,24 @@ impl Draft {
     }
 }
 
-/// `-v`/`-q` (counts, from_flag) → level. Command-line switches override the environment; the
-/// two together from the same source are an error.
-fn log_level(verbose: (u32, bool), quiet: (u32, bool)) -> Result<LevelFilter, CliError> {
-    let ((v, v_flag), (q, q_flag)) = (verbose, quiet);
-    let (v, q) = match (v_flag, q_flag) {
-        (true, false) => (v, 0),
-        (false, true) => (0, q),
-        _ => (v, q),
+/// Largest count a `verbose N` / `quiet N` line takes (past 2 nothing changes).
+const MAX_COUNT: u64 = 9;
+
+/// `-v`/`-q` (counts, sources) → level. The higher source wins (flag > variable > file); the
+/// two together from the same source are an error, returned as that source.
+fn log_level(
+    verbose: (u32, Option<Source>),
+    quiet: (u32, Option<Source>),
+) -> Result<LevelFilter, Source> {
+    let ((v, v_src), (q, q_src)) = (verbose, quiet);
+    let rank = |s: Option<Source>| s.map_or(0, |s| s.rank() + 1);
+    let (v, q) = match rank(v_src).cmp(&rank(q_src)) {
+        std::cmp::Ordering::Greater => (v, 0),
+        std::cmp::Ordering::Less => (0, q),
+        std::cmp::Ordering::Equal => (v, q),
     };
     if v > 0 && q > 0 {
-        let env = (!v_flag).then_some("TG_QUIET");
-        return Err(CliError::new(
-            "--quiet",
-            env,
-            "cannot be combined with --verbose",
-        ));
+        return Err(q_src.unwrap_or(Source::Flag));
     }
     Ok(match (v, q) {
         (0, 0) => LevelFilter::Info,
@@ -313,278 +462,5 @@ fn log_level(verbose: (u32, bool), quiet: (u32, bool)) -> Result<LevelFilter, Cl
 }
 
 #[cfg(test)]
-mod tests {
-    use std::os::unix::fs::PermissionsExt;
-    use std::path::Path;
-    use std::time::Duration;
-
-    use super::*;
-
-    const KEY: &str = "0123456789abcdef0123456789abcdef";
-    type Pairs = &'static [(&'static str, &'static str)];
-    const S: Pairs = &[("TG_SECRET", KEY)];
-
-    fn env_of(pairs: Pairs) -> impl Fn(&str) -> Option<String> {
-        move |name| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
-    }
-
-    /// Parses a whitespace-separated command line (`{KEY}`-free strings use `KEY` via format!).
-    fn parse(cmd: &str, env: Pairs) -> Result<RunArgs, CliError> {
-        parse_argv(&cmd.split_whitespace().collect::<Vec<_>>(), env)
-    }
-
-    fn parse_argv(v: &[&str], env: Pairs) -> Result<RunArgs, CliError> {
-        let args = Arguments::from_vec(v.iter().map(|s| s.into()).collect());
-        parse_run(args, "run", &env_of(env))
-    }
-
-    fn err_line(cmd: &str, env: Pairs) -> String {
-        parse(cmd, env).expect_err(cmd).to_string()
-    }
-
-    #[test]
-    fn defaults_with_env_secret() {
-        let r = parse("", S).unwrap();
-        let c = &r.config;
-        assert_eq!(c.listen, "127.0.0.1:1443".parse().unwrap());
-        assert!(!r.host_given);
-        assert_eq!(c.secrets.len(), 1);
-        assert_eq!(c.tier_order, Tier::ALL.to_vec());
-        assert_eq!(c.ws_addrs.len(), 2);
-        assert_eq!(c.log_level, LevelFilter::Info);
-        assert_eq!(c.log_max_bytes, 1024 * 1024);
-        assert!(!c.accept_invalid_certs);
-        assert!(r.notes.is_empty());
-    }
-
-    #[test]
-    fn flag_wins_over_env() {
-        let env: Pairs = &[
-            ("TG_SECRET", "ffffffffffffffffffffffffffffffff"),
-            ("TG_PORT", "1000"),
-            ("TG_HOST", "0.0.0.0"),
-            ("TG_DC_IP", "1:10.0.0.1"),
-            ("TG_IDLE_TIMEOUT", "5"),
-            ("TG_QUIET", "yes"),
-        ];
-        let r = parse(
-            &format!("-p 2000 --host ::1 --secret {KEY} --dc-ip 2:10.0.0.2 -v"),
-            env,
-        );
-        let c = r.unwrap().config;
-        assert_eq!(c.listen, "[::1]:2000".parse().unwrap());
-        assert_eq!(c.secrets.len(), 1);
-        assert_eq!(c.secrets[0].key_hex(), KEY);
-        assert_eq!(c.ws_addrs.keys().copied().collect::<Vec<_>>(), vec![2]);
-        assert_eq!(
-            c.idle_timeout,
-            Duration::from_secs(5),
-            "env used when no flag"
-        );
-        assert_eq!(c.log_level, LevelFilter::Debug, "-v flag beats TG_QUIET");
-        let r = parse("", env).unwrap(); // env alone applies
-        assert_eq!(r.config.listen, "0.0.0.0:1000".parse().unwrap());
-        assert!(r.host_given);
-        assert_eq!(r.config.ws_addrs[&1], "10.0.0.1:443".parse().unwrap());
-        assert_eq!(r.config.log_level, LevelFilter::Warn);
-        let both: Pairs = &[("TG_SECRET", KEY), ("TG_VERBOSE", "1")];
-        assert_eq!(
-            parse("-q", both).unwrap().config.log_level,
-            LevelFilter::Warn
-        );
-    }
-
-    #[test]
-    fn repeated_and_listed_values() {
-        let cmd = format!(
-            "-s {KEY} --secret dd{KEY},{KEY} --dc-ip 2:10.0.0.2,4:10.0.0.4:444 --dc-ip 2:10.0.0.9 \
-             --port 1 --port 0 --tcp-fallback-timeout 1.5"
-        );
-        let c = parse(&cmd, &[]).unwrap().config;
-        assert_eq!(c.secrets.len(), 2, "duplicate plain secret folded, dd kept");
-        assert_eq!(
-            c.ws_addrs[&2],
-            "10.0.0.9:443".parse().unwrap(),
-            "last DC entry wins"
-        );
-        assert_eq!(c.ws_addrs[&4], "10.0.0.4:444".parse().unwrap());
-        assert_eq!(c.listen.port(), 0, "last --port wins");
-        assert_eq!(c.tcp_connect_timeout, Duration::from_millis(1500));
-        let r = parse("", &[("TG_SECRET", KEY), ("TG_TCP_FALLBACK_TIMEOUT", "3")]).unwrap();
-        assert_eq!(r.config.tcp_connect_timeout, Duration::from_secs(3));
-    }
-
-    #[test]
-    fn every_setting_parses() {
-        let cmd = "--tcp-dc-ip 2:10.1.1.1 --tier-order tcp --ws-connect-timeout 3 \
-                   --tcp-connect-timeout 4 --handshake-timeout 250ms --idle-timeout 1m \
-                   --bad-client-drain 0 --stats-interval 0 --max-connections 7 --buf-kb 4 \
-                   --danger-accept-invalid-certs --log-file /tmp/x.log --log-max-kb 2 \
-                   --link-ip router.lan -v -v";
-        let c = parse(cmd, S).unwrap().config;
-        assert_eq!(c.tcp_addrs[&2], "10.1.1.1:443".parse().unwrap());
-        assert_eq!(c.tier_order, vec![Tier::Tcp]);
-        assert_eq!(c.ws_connect_timeout, Duration::from_secs(3));
-        assert_eq!(c.tcp_connect_timeout, Duration::from_secs(4));
-        assert_eq!(c.handshake_timeout, Duration::from_millis(250));
-        assert_eq!(c.idle_timeout, Duration::from_secs(60));
-        assert_eq!(c.bad_client_drain, Duration::ZERO);
-        assert_eq!(c.stats_interval, Duration::ZERO);
-        assert_eq!(c.max_connections, 7);
-        assert_eq!(c.buf_size, 4096);
-        assert!(c.accept_invalid_certs);
-        assert_eq!(c.log_file.as_deref(), Some(Path::new("/tmp/x.log")));
-        assert_eq!(c.log_max_bytes, 2048);
-        assert_eq!(c.link_ip.as_deref(), Some("router.lan"));
-        assert_eq!(c.log_level, LevelFilter::Trace);
-    }
-
-    #[test]
-    fn errors_name_the_flag_and_the_env_var() {
-        assert_eq!(
-            err_line("--port x", S),
-            "--port: not a port number (0-65535)"
-        );
-        let e = err_line("", &[("TG_SECRET", KEY), ("TG_PORT", "70000")]);
-        assert_eq!(e, "--port (TG_PORT): not a port number (0-65535)");
-        let cases: &[(&str, Pairs, &str)] = &[
-            ("--port", S, "--port: missing value"),
-            ("--bogus", S, "unknown flag '--bogus'"),
-            ("--bogus", &[], "unknown flag '--bogus'"), // before the secret check
-            ("--port x --bogus", S, "unknown flag"),    // before value checks
-            ("stray", S, "unexpected argument 'stray'"),
-            (
-                "--idle-timeout 0",
-                S,
-                "--idle-timeout: must be greater than 0",
-            ),
-            (
-                "",
-                &[("TG_SECRET", KEY), ("TG_HANDSHAKE_TIMEOUT", "x")],
-                "--handshake-timeout (TG_HANDSHAKE_TIMEOUT): ",
-            ),
-            ("--max-connections 0", S, "--max-connections: "),
-            ("--buf-kb 2048", S, "--buf-kb: "),
-            ("--tier-order ws,quic", S, "--tier-order: unknown tier"),
-            ("--host localhost", S, "--host: "),
-            ("--ca-file /nonexistent/ca.pem", S, "--ca-file: cannot read"),
-            ("-v -q", S, "--quiet: cannot be combined"),
-            (
-                "",
-                &[("TG_SECRET", KEY), ("TG_VERBOSE", "1"), ("TG_QUIET", "1")],
-                "--quiet (TG_QUIET): ",
-            ),
-            (
-                "",
-                &[("TG_SECRET", KEY), ("TG_SKIP_TLS_VERIFY", "maybe")],
-                "--danger-accept-invalid-certs (TG_SKIP_TLS_VERIFY): ",
-            ),
-            ("--link-ip bad_name!", S, "--link-ip: "),
-            (
-                "",
-                &[("TG_SECRET", "0123456789abcdefXYZ")],
-                "--secret (TG_SECRET): invalid secret",
-            ),
-            ("", &[], "--secret: no secret configured"),
-        ];
-        for (cmd, env, prefix) in cases {
-            let e = err_line(cmd, env);
-            assert!(
-                e.starts_with(prefix),
-                "{cmd:?}: {e:?} lacks prefix {prefix:?}"
-            );
-        }
-        let e = parse_argv(&["--dc-ip", ""], S).unwrap_err().to_string();
-        assert_eq!(e, "--dc-ip: empty value");
-        assert!(!err_line(KEY, S).contains(KEY));
-        assert!(!err_line("", &[("TG_SECRET", "0123456789abcdefXYZ")]).contains("0123456789"));
-        let e = err_line("", &[]);
-        assert!(
-            e.contains("tg-ws-proxy genkey") && e.contains("--secret-file"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn joined_rules_cf_priority_cooldown_max_and_switch_order() {
-        let order = |cmd: &str, env: Pairs| parse(cmd, env).unwrap().config.tier_order;
-        let cf_first = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
-        assert_eq!(order("--cf-priority", S), cf_first);
-        assert_eq!(order("--cf-priority --tier-order tcp", S), vec![Tier::Tcp]);
-        let env: Pairs = &[("TG_SECRET", KEY), ("TG_CF_PRIORITY", "1")];
-        assert_eq!(order("", env), cf_first);
-        assert_eq!(order("--tier-order ws", env), vec![Tier::Ws]);
-        let c = parse("--cooldown-base 20 --cooldown-max 5", S)
-            .unwrap()
-            .config;
-        assert_eq!((c.health.base_ms, c.health.max_ms), (20_000, 20_000));
-        // A value that looks like a switch belongs to its flag.
-        let c = parse("--log-file -q", S).unwrap().config;
-        assert_eq!(c.log_file.as_deref(), Some(Path::new("-q")));
-        assert_eq!(c.log_level, LevelFilter::Info);
-        // Paths are taken verbatim, other values trimmed.
-        let env: Pairs = &[
-            ("TG_SECRET", KEY),
-            ("TG_HOSTS_FILE", " h "),
-            ("TG_PORT", " 7 "),
-        ];
-        let c = parse("", env).unwrap().config;
-        assert_eq!(
-            (c.hosts_file.as_path(), c.listen.port()),
-            (Path::new(" h "), 7)
-        );
-    }
-
-    fn temp_dir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("tgwp-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    #[test]
-    fn secret_file_is_created_once_then_reused() {
-        let dir = temp_dir("create");
-        let path = dir.join("secret");
-        let cmd = format!("--secret-file {}", path.display());
-        let first = parse(&cmd, &[]).unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-        assert_eq!(first.notes.len(), 1);
-        assert!(first.notes[0].1.contains(&path.display().to_string()));
-        let key = first.config.secrets[0].key_hex();
-        assert!(
-            !first.notes[0].1.contains(&key),
-            "note must not show the secret"
-        );
-        let second = parse(&cmd, &[]).unwrap();
-        assert_eq!(second.config.secrets[0].key_hex(), key);
-        assert!(second.notes.is_empty());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn secret_file_errors() {
-        let dir = temp_dir("errors");
-        let e = err_line(&format!("--secret-file {}/no/dir/s", dir.display()), &[]);
-        assert!(e.starts_with("--secret-file: cannot create"), "{e}");
-        let path = dir.join("s");
-        let cmd = format!("--secret-file {}", path.display());
-        std::fs::write(&path, format!("# keys\n{KEY}\nnot-hex\n")).unwrap();
-        assert!(err_line(&cmd, &[]).contains("line 3: invalid secret"));
-        std::fs::write(&path, "# nothing\n\n").unwrap();
-        assert!(err_line(&cmd, &[]).contains("contains no secret"));
-        let text = format!("{KEY} # main\ndd{KEY}, ee{KEY}6578616d706c652e636f6d\n");
-        std::fs::write(&path, text).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let r = parse(&cmd, &[]).unwrap();
-        assert_eq!(r.config.secrets.len(), 3);
-        assert_eq!(r.notes[0].0, Level::Warn);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+#[path = "parse_tests.rs"]
+mod tests;

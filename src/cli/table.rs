@@ -638,6 +638,14 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         help: "unix socket (mode 0600) for `tg-ws-proxy ctl`: status, metrics, pin, probe, reload",
         kind: Path(|d, p| { d.config.control_socket = Some(p); Ok(()) }),
     },
+    Opt {
+        long: "--config", short: None, aliases: &[], env: &["TG_CONFIG"],
+        meta: "FILE", default: "none", group: Listen,
+        help: "read settings from FILE (at most 64 KiB): one `NAME VALUE` per line, NAME a long \
+               flag without --, # comment lines; flags and TG_* variables win over it",
+        // Read by the driver before every other option (`parse::load_config`).
+        kind: Path(|_, _| Ok(())),
+    },
 ];
 
 #[cfg(test)]

@@ -1,0 +1,303 @@
+//! `--config FILE` (`TG_CONFIG`): the configuration file's format and its read.
+//!
+//! Owns the grammar — one setting per line, `NAME VALUE` or `NAME = VALUE`, NAME a `run` flag's
+//! long name without `--` (aliases too), `#` as the first non-blank character starts a comment,
+//! blank lines ignored, no inline comments (everything after the name is the value, trimmed), a
+//! bare NAME for a switch — and its bounds: at most [`MAX_CONFIG_BYTES`], UTF-8. [`parse_text`]
+//! is sans-IO (text in, entries or a line-numbered error out) and resolves names against the
+//! option table; [`read_file`] is the one read. Which source wins (flag > env > file) and what
+//! a value means are the driver's (`parse`) and the table's writers' business.
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use super::table::{Kind, Opt, RUN_OPTIONS};
+
+/// Largest configuration file accepted, in bytes (64 KiB); a longer one is refused unread.
+pub const MAX_CONFIG_BYTES: usize = 64 * 1024;
+
+/// The canonical long name of the option that names the file itself; refused inside a file.
+pub(super) const CONFIG_FLAG: &str = "--config";
+
+/// One setting of the file: the option it sets (an index into `RUN_OPTIONS`), its value text
+/// (trimmed; `None` for a bare NAME) and its 1-based line number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub opt: usize,
+    pub value: Option<String>,
+    pub line: usize,
+}
+
+/// A problem in the file: the 1-based line, the option's canonical long name if the name was
+/// known, and what is wrong (never a secret's text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct FileError {
+    pub line: usize,
+    pub flag: Option<&'static str>,
+    pub msg: String,
+}
+
+/// The file's text read whole, with the permission bits of the file (for the secret warning).
+pub(super) struct Loaded {
+    pub text: String,
+    pub mode: u32,
+}
+
+/// Reads `path`: at most [`MAX_CONFIG_BYTES`] (a longer file is an error, not truncated), valid
+/// UTF-8. Errors are one phrase with the OS error as the OS reported it (`cannot read: No such
+/// file or directory (os error 2)`).
+pub(super) fn read_file(path: &Path) -> Result<Loaded, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mode = file.metadata().map(|m| m.permissions().mode()).unwrap_or(0);
+    let mut bytes = Vec::new();
+    // One byte past the cap tells a file of exactly the cap from a longer one.
+    file.take(MAX_CONFIG_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "larger than {} KiB: not a configuration file",
+            MAX_CONFIG_BYTES / 1024
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("line {line}: not valid UTF-8")
+    })?;
+    Ok(Loaded { text, mode })
+}
+
+/// The option whose canonical long name or alias is `--name`; `None` for an unknown name.
+/// A short name (`p`) is not accepted: the file uses long names only.
+pub(super) fn lookup(name: &str) -> Option<usize> {
+    RUN_OPTIONS.iter().position(|o| {
+        o.long.strip_prefix("--") == Some(name)
+            || o.aliases.iter().any(|a| a.strip_prefix("--") == Some(name))
+    })
+}
+
+/// True for options that take at most one setting in a file (all but lists, and counts, which
+/// carry their number).
+fn single(o: &Opt) -> bool {
+    !matches!(o.kind, Kind::List(_))
+}
+
+/// True for options a bare NAME turns on: switches, counts, and the `on|off` values.
+pub(super) fn bare_means_on(o: &Opt) -> bool {
+    matches!(o.kind, Kind::Switch(_) | Kind::Count(_)) || o.meta == "on|off"
+}
+
+/// Splits and resolves every line of a configuration file. Errors, first one wins: a name not
+/// in the option table (`--NAME: unknown setting`, the name cut at 40 characters), `config`
+/// itself, a second line for a single-value option (aliases count as the same option), a bare
+/// name for an option that needs a value, `NAME =` with nothing after it.
+pub(super) fn parse_text(text: &str) -> Result<Vec<Entry>, FileError> {
+    let mut out: Vec<Entry> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let t = raw.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let split = t
+            .find(|c: char| c.is_whitespace() || c == '=')
+            .unwrap_or(t.len());
+        let (name, rest) = t.split_at(split);
+        let rest = rest.trim_start();
+        let (rest, had_eq) = match rest.strip_prefix('=') {
+            Some(r) => (r.trim(), true),
+            None => (rest.trim(), false),
+        };
+        let err = |flag, msg: String| FileError { line, flag, msg };
+        let name = name.strip_prefix("--").unwrap_or(name);
+        if name.is_empty() {
+            return Err(err(None, "a line must start with a setting name".into()));
+        }
+        if Some(name) == CONFIG_FLAG.strip_prefix("--") {
+            return Err(err(
+                Some(CONFIG_FLAG),
+                "not allowed inside a configuration file".into(),
+            ));
+        }
+        let Some(idx) = lookup(name) else {
+            let shown: String = name.chars().take(40).collect();
+            return Err(err(
+                None,
+                format!("--{shown}: unknown setting (names are `run` flags without --)"),
+            ));
+        };
+        let o = &RUN_OPTIONS[idx];
+        let value = match (rest.is_empty(), had_eq) {
+            (false, _) => Some(rest.to_string()),
+            (true, true) => return Err(err(Some(o.long), "missing value after '='".into())),
+            (true, false) if bare_means_on(o) => None,
+            (true, false) => return Err(err(Some(o.long), "missing value".into())),
+        };
+        if single(o) {
+            if let Some(first) = out.iter().find(|e| e.opt == idx) {
+                return Err(err(
+                    Some(o.long),
+                    format!("given twice (first on line {})", first.line),
+                ));
+            }
+        }
+        out.push(Entry {
+            opt: idx,
+            value,
+            line,
+        });
+    }
+    Ok(out)
+}
+
+/// True if the entries set a secret inline (`secret …`), so the file itself must be private.
+pub(super) fn has_inline_secret(entries: &[Entry]) -> bool {
+    entries
+        .iter()
+        .any(|e| RUN_OPTIONS[e.opt].long == "--secret")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn long(e: &Entry) -> &'static str {
+        RUN_OPTIONS[e.opt].long
+    }
+
+    fn parse(text: &str) -> Vec<(&'static str, Option<String>, usize)> {
+        parse_text(text)
+            .unwrap_or_else(|e| panic!("{text:?}: {e:?}"))
+            .iter()
+            .map(|e| (long(e), e.value.clone(), e.line))
+            .collect()
+    }
+
+    fn error(text: &str) -> FileError {
+        parse_text(text).expect_err(text)
+    }
+
+    #[test]
+    fn comments_blanks_spaces_and_equals() {
+        let text = "# a comment\n\n   \n  # indented comment\nport 1443\n\
+                    tier-order = ws,tcp\nhost=127.0.0.1\n  cf-domain   a.example.org  \n";
+        assert_eq!(
+            parse(text),
+            vec![
+                ("--port", Some("1443".into()), 5),
+                ("--tier-order", Some("ws,tcp".into()), 6),
+                ("--host", Some("127.0.0.1".into()), 7),
+                ("--cf-domain", Some("a.example.org".into()), 8),
+            ]
+        );
+        // No inline comments: everything after the name is the value.
+        assert_eq!(
+            parse("log-file /tmp/a # b\n"),
+            vec![("--log-file", Some("/tmp/a # b".into()), 1)]
+        );
+        // CRLF line ends are fine; a leading -- on the name is tolerated.
+        assert_eq!(parse("--port 1\r\n"), vec![("--port", Some("1".into()), 1)]);
+    }
+
+    #[test]
+    fn bare_names_turn_switches_counts_and_on_off_values_on() {
+        let got = parse("cf-priority\nverbose\nstartup-probes\nproxy-protocol off\n");
+        assert_eq!(
+            got,
+            vec![
+                ("--cf-priority", None, 1),
+                ("--verbose", None, 2),
+                ("--startup-probes", None, 3),
+                ("--proxy-protocol", Some("off".into()), 4),
+            ]
+        );
+        let e = error("port\n");
+        assert_eq!((e.line, e.flag), (1, Some("--port")));
+        assert_eq!(e.msg, "missing value");
+        let e = error("\nport =\n");
+        assert_eq!((e.line, e.msg.as_str()), (2, "missing value after '='"));
+    }
+
+    #[test]
+    fn lists_repeat_single_values_do_not() {
+        let got = parse("cf-domain a.example.org\ncf-domain b.example.org, c.example.org\n");
+        assert_eq!(got.len(), 2);
+        let e = error("port 1\n# x\nport 2\n");
+        assert_eq!((e.line, e.flag), (3, Some("--port")));
+        assert_eq!(e.msg, "given twice (first on line 1)");
+        // An alias is the same option.
+        let e = error("tcp-connect-timeout 1\ntcp-fallback-timeout 2\n");
+        assert_eq!((e.line, e.flag), (2, Some("--tcp-connect-timeout")));
+        let e = error("verbose 1\nverbose 2\n");
+        assert_eq!(e.flag, Some("--verbose"));
+        assert_eq!(
+            parse("cfproxy-worker-domain w.example.org\n")[0].0,
+            "--cf-worker-domain"
+        );
+    }
+
+    #[test]
+    fn unknown_names_short_names_and_config_itself_are_refused() {
+        let e = error("port 1\nprot 2\n");
+        assert_eq!((e.line, e.flag), (2, None));
+        assert!(e.msg.starts_with("--prot: unknown setting"), "{}", e.msg);
+        let e = error("p 1443\n");
+        assert!(e.msg.starts_with("--p: unknown setting"), "{}", e.msg);
+        let e = error("config /etc/other.conf\n");
+        assert_eq!((e.line, e.flag), (1, Some("--config")));
+        let e = error("= 1\n");
+        assert_eq!(e.msg, "a line must start with a setting name");
+        let long_name = "x".repeat(1000);
+        assert!(
+            error(&long_name).msg.len() < 120,
+            "name is cut in the message"
+        );
+    }
+
+    #[test]
+    fn every_option_but_config_has_a_name_the_file_resolves() {
+        for (i, o) in RUN_OPTIONS.iter().enumerate() {
+            let name = &o.long[2..];
+            if o.long == CONFIG_FLAG {
+                assert!(parse_text(&format!("{name} x")).is_err());
+            } else {
+                assert_eq!(lookup(name), Some(i), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn inline_secret_is_noticed() {
+        let e = parse_text("secret 0123456789abcdef0123456789abcdef\n").unwrap();
+        assert!(has_inline_secret(&e));
+        let e = parse_text("secret-file /etc/tg-ws-proxy/secret\n").unwrap();
+        assert!(!has_inline_secret(&e));
+    }
+
+    fn temp_file(tag: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("tgwp-conf-{tag}-{}", std::process::id()));
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn read_caps_at_64_kib_and_wants_utf8() {
+        let ok = temp_file("cap-ok", &vec![b'#'; MAX_CONFIG_BYTES]);
+        assert_eq!(read_file(&ok).unwrap().text.len(), MAX_CONFIG_BYTES);
+        let big = temp_file("cap-big", &vec![b'#'; MAX_CONFIG_BYTES + 1]);
+        assert!(read_file(&big)
+            .err()
+            .unwrap()
+            .starts_with("larger than 64 KiB"));
+        let bad = temp_file("utf8", b"port 1\nhost \xff\n");
+        assert_eq!(read_file(&bad).err().unwrap(), "line 2: not valid UTF-8");
+        let missing = std::env::temp_dir().join("tgwp-conf-missing-file");
+        let e = read_file(&missing).err().unwrap();
+        assert!(e.starts_with("cannot read: No such file"), "{e}");
+        for p in [ok, big, bad] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

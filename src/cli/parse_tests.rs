@@ -1,0 +1,277 @@
+//! Unit tests of the driver (`parse`) without a configuration file: defaults, precedence of a
+//! flag over its variable, lists, every setting, error lines, joined rules, the secret file.
+//! (`config_tests` covers `--config`.) Owns nothing but tests.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+const KEY: &str = "0123456789abcdef0123456789abcdef";
+type Pairs = &'static [(&'static str, &'static str)];
+const S: Pairs = &[("TG_SECRET", KEY)];
+
+fn env_of(pairs: Pairs) -> impl Fn(&str) -> Option<String> {
+    move |name| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
+/// Parses a whitespace-separated command line (`{KEY}`-free strings use `KEY` via format!).
+fn parse(cmd: &str, env: Pairs) -> Result<RunArgs, CliError> {
+    parse_argv(&cmd.split_whitespace().collect::<Vec<_>>(), env)
+}
+
+fn parse_argv(v: &[&str], env: Pairs) -> Result<RunArgs, CliError> {
+    let args = Arguments::from_vec(v.iter().map(|s| s.into()).collect());
+    parse_run(args, "run", &env_of(env))
+}
+
+fn err_line(cmd: &str, env: Pairs) -> String {
+    parse(cmd, env).expect_err(cmd).to_string()
+}
+
+#[test]
+fn defaults_with_env_secret() {
+    let r = parse("", S).unwrap();
+    let c = &r.config;
+    assert_eq!(c.listen, "127.0.0.1:1443".parse().unwrap());
+    assert!(!r.host_given);
+    assert_eq!(c.secrets.len(), 1);
+    assert_eq!(c.tier_order, Tier::ALL.to_vec());
+    assert_eq!(c.ws_addrs.len(), 2);
+    assert_eq!(c.log_level, LevelFilter::Info);
+    assert_eq!(c.log_max_bytes, 1024 * 1024);
+    assert!(!c.accept_invalid_certs);
+    assert!(r.notes.is_empty());
+}
+
+#[test]
+fn flag_wins_over_env() {
+    let env: Pairs = &[
+        ("TG_SECRET", "ffffffffffffffffffffffffffffffff"),
+        ("TG_PORT", "1000"),
+        ("TG_HOST", "0.0.0.0"),
+        ("TG_DC_IP", "1:10.0.0.1"),
+        ("TG_IDLE_TIMEOUT", "5"),
+        ("TG_QUIET", "yes"),
+    ];
+    let r = parse(
+        &format!("-p 2000 --host ::1 --secret {KEY} --dc-ip 2:10.0.0.2 -v"),
+        env,
+    );
+    let c = r.unwrap().config;
+    assert_eq!(c.listen, "[::1]:2000".parse().unwrap());
+    assert_eq!(c.secrets.len(), 1);
+    assert_eq!(c.secrets[0].key_hex(), KEY);
+    assert_eq!(c.ws_addrs.keys().copied().collect::<Vec<_>>(), vec![2]);
+    assert_eq!(
+        c.idle_timeout,
+        Duration::from_secs(5),
+        "env used when no flag"
+    );
+    assert_eq!(c.log_level, LevelFilter::Debug, "-v flag beats TG_QUIET");
+    let r = parse("", env).unwrap(); // env alone applies
+    assert_eq!(r.config.listen, "0.0.0.0:1000".parse().unwrap());
+    assert!(r.host_given);
+    assert_eq!(r.config.ws_addrs[&1], "10.0.0.1:443".parse().unwrap());
+    assert_eq!(r.config.log_level, LevelFilter::Warn);
+    let both: Pairs = &[("TG_SECRET", KEY), ("TG_VERBOSE", "1")];
+    assert_eq!(
+        parse("-q", both).unwrap().config.log_level,
+        LevelFilter::Warn
+    );
+}
+
+#[test]
+fn repeated_and_listed_values() {
+    let cmd = format!(
+        "-s {KEY} --secret dd{KEY},{KEY} --dc-ip 2:10.0.0.2,4:10.0.0.4:444 --dc-ip 2:10.0.0.9 \
+         --port 1 --port 0 --tcp-fallback-timeout 1.5"
+    );
+    let c = parse(&cmd, &[]).unwrap().config;
+    assert_eq!(c.secrets.len(), 2, "duplicate plain secret folded, dd kept");
+    assert_eq!(
+        c.ws_addrs[&2],
+        "10.0.0.9:443".parse().unwrap(),
+        "last DC entry wins"
+    );
+    assert_eq!(c.ws_addrs[&4], "10.0.0.4:444".parse().unwrap());
+    assert_eq!(c.listen.port(), 0, "last --port wins");
+    assert_eq!(c.tcp_connect_timeout, Duration::from_millis(1500));
+    let r = parse("", &[("TG_SECRET", KEY), ("TG_TCP_FALLBACK_TIMEOUT", "3")]).unwrap();
+    assert_eq!(r.config.tcp_connect_timeout, Duration::from_secs(3));
+}
+
+#[test]
+fn every_setting_parses() {
+    let cmd = "--tcp-dc-ip 2:10.1.1.1 --tier-order tcp --ws-connect-timeout 3 \
+               --tcp-connect-timeout 4 --handshake-timeout 250ms --idle-timeout 1m \
+               --bad-client-drain 0 --stats-interval 0 --max-connections 7 --buf-kb 4 \
+               --danger-accept-invalid-certs --log-file /tmp/x.log --log-max-kb 2 \
+               --link-ip router.lan -v -v";
+    let c = parse(cmd, S).unwrap().config;
+    assert_eq!(c.tcp_addrs[&2], "10.1.1.1:443".parse().unwrap());
+    assert_eq!(c.tier_order, vec![Tier::Tcp]);
+    assert_eq!(c.ws_connect_timeout, Duration::from_secs(3));
+    assert_eq!(c.tcp_connect_timeout, Duration::from_secs(4));
+    assert_eq!(c.handshake_timeout, Duration::from_millis(250));
+    assert_eq!(c.idle_timeout, Duration::from_secs(60));
+    assert_eq!(c.bad_client_drain, Duration::ZERO);
+    assert_eq!(c.stats_interval, Duration::ZERO);
+    assert_eq!(c.max_connections, 7);
+    assert_eq!(c.buf_size, 4096);
+    assert!(c.accept_invalid_certs);
+    assert_eq!(c.log_file.as_deref(), Some(Path::new("/tmp/x.log")));
+    assert_eq!(c.log_max_bytes, 2048);
+    assert_eq!(c.link_ip.as_deref(), Some("router.lan"));
+    assert_eq!(c.log_level, LevelFilter::Trace);
+}
+
+#[test]
+fn errors_name_the_flag_and_the_env_var() {
+    assert_eq!(
+        err_line("--port x", S),
+        "--port: not a port number (0-65535)"
+    );
+    let e = err_line("", &[("TG_SECRET", KEY), ("TG_PORT", "70000")]);
+    assert_eq!(e, "--port (TG_PORT): not a port number (0-65535)");
+    let cases: &[(&str, Pairs, &str)] = &[
+        ("--port", S, "--port: missing value"),
+        ("--bogus", S, "unknown flag '--bogus'"),
+        ("--bogus", &[], "unknown flag '--bogus'"), // before the secret check
+        ("--port x --bogus", S, "unknown flag"),    // before value checks
+        ("stray", S, "unexpected argument 'stray'"),
+        (
+            "--idle-timeout 0",
+            S,
+            "--idle-timeout: must be greater than 0",
+        ),
+        (
+            "",
+            &[("TG_SECRET", KEY), ("TG_HANDSHAKE_TIMEOUT", "x")],
+            "--handshake-timeout (TG_HANDSHAKE_TIMEOUT): ",
+        ),
+        ("--max-connections 0", S, "--max-connections: "),
+        ("--buf-kb 2048", S, "--buf-kb: "),
+        ("--tier-order ws,quic", S, "--tier-order: unknown tier"),
+        ("--host localhost", S, "--host: "),
+        ("--ca-file /nonexistent/ca.pem", S, "--ca-file: cannot read"),
+        ("-v -q", S, "--quiet: cannot be combined"),
+        (
+            "",
+            &[("TG_SECRET", KEY), ("TG_VERBOSE", "1"), ("TG_QUIET", "1")],
+            "--quiet (TG_QUIET): ",
+        ),
+        (
+            "",
+            &[("TG_SECRET", KEY), ("TG_SKIP_TLS_VERIFY", "maybe")],
+            "--danger-accept-invalid-certs (TG_SKIP_TLS_VERIFY): ",
+        ),
+        ("--link-ip bad_name!", S, "--link-ip: "),
+        (
+            "",
+            &[("TG_SECRET", "0123456789abcdefXYZ")],
+            "--secret (TG_SECRET): invalid secret",
+        ),
+        ("", &[], "--secret: no secret configured"),
+    ];
+    for (cmd, env, prefix) in cases {
+        let e = err_line(cmd, env);
+        assert!(
+            e.starts_with(prefix),
+            "{cmd:?}: {e:?} lacks prefix {prefix:?}"
+        );
+    }
+    let e = parse_argv(&["--dc-ip", ""], S).unwrap_err().to_string();
+    assert_eq!(e, "--dc-ip: empty value");
+    assert!(!err_line(KEY, S).contains(KEY));
+    assert!(!err_line("", &[("TG_SECRET", "0123456789abcdefXYZ")]).contains("0123456789"));
+    let e = err_line("", &[]);
+    assert!(
+        e.contains("tg-ws-proxy genkey") && e.contains("--secret-file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn joined_rules_cf_priority_cooldown_max_and_switch_order() {
+    let order = |cmd: &str, env: Pairs| parse(cmd, env).unwrap().config.tier_order;
+    let cf_first = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
+    assert_eq!(order("--cf-priority", S), cf_first);
+    assert_eq!(order("--cf-priority --tier-order tcp", S), vec![Tier::Tcp]);
+    let env: Pairs = &[("TG_SECRET", KEY), ("TG_CF_PRIORITY", "1")];
+    assert_eq!(order("", env), cf_first);
+    assert_eq!(order("--tier-order ws", env), vec![Tier::Ws]);
+    let c = parse("--cooldown-base 20 --cooldown-max 5", S)
+        .unwrap()
+        .config;
+    assert_eq!((c.health.base_ms, c.health.max_ms), (20_000, 20_000));
+    // A value that looks like a switch belongs to its flag.
+    let c = parse("--log-file -q", S).unwrap().config;
+    assert_eq!(c.log_file.as_deref(), Some(Path::new("-q")));
+    assert_eq!(c.log_level, LevelFilter::Info);
+    // Paths are taken verbatim, other values trimmed.
+    let env: Pairs = &[
+        ("TG_SECRET", KEY),
+        ("TG_HOSTS_FILE", " h "),
+        ("TG_PORT", " 7 "),
+    ];
+    let c = parse("", env).unwrap().config;
+    assert_eq!(
+        (c.hosts_file.as_path(), c.listen.port()),
+        (Path::new(" h "), 7)
+    );
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tgwp-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn secret_file_is_created_once_then_reused() {
+    let dir = temp_dir("create");
+    let path = dir.join("secret");
+    let cmd = format!("--secret-file {}", path.display());
+    let first = parse(&cmd, &[]).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(first.notes.len(), 1);
+    assert!(first.notes[0].1.contains(&path.display().to_string()));
+    let key = first.config.secrets[0].key_hex();
+    assert!(
+        !first.notes[0].1.contains(&key),
+        "note must not show the secret"
+    );
+    let second = parse(&cmd, &[]).unwrap();
+    assert_eq!(second.config.secrets[0].key_hex(), key);
+    assert!(second.notes.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn secret_file_errors() {
+    let dir = temp_dir("errors");
+    let e = err_line(&format!("--secret-file {}/no/dir/s", dir.display()), &[]);
+    assert!(e.starts_with("--secret-file: cannot create"), "{e}");
+    let path = dir.join("s");
+    let cmd = format!("--secret-file {}", path.display());
+    std::fs::write(&path, format!("# keys\n{KEY}\nnot-hex\n")).unwrap();
+    assert!(err_line(&cmd, &[]).contains("line 3: invalid secret"));
+    std::fs::write(&path, "# nothing\n\n").unwrap();
+    assert!(err_line(&cmd, &[]).contains("contains no secret"));
+    let text = format!("{KEY} # main\ndd{KEY}, ee{KEY}6578616d706c652e636f6d\n");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let r = parse(&cmd, &[]).unwrap();
+    assert_eq!(r.config.secrets.len(), 3);
+    assert_eq!(r.notes[0].0, Level::Warn);
+    let _ = std::fs::remove_dir_all(&dir);
+}
