@@ -12,8 +12,8 @@
 #                                  tg-ws-proxy_VERSION_ARCH.ipk, tg-ws-proxy-VERSION-TARGET.tar.gz,
 #                                  then rewrite OUTDIR/SHA256SUMS. No cross toolchain needed.
 #   all [TARGET...]                `make dist`: cross/build.sh build + smoke for each TARGET
-#                                  (default: the five router targets), package each into
-#                                  $DIST_DIR, SHA256SUMS over it
+#                                  (default: the five router targets), empty $DIST_DIR of older
+#                                  artifacts, package each into it, SHA256SUMS over it
 #   sums OUTDIR                    rewrite OUTDIR/SHA256SUMS (sha256sum format) over the artifacts
 #   arch TARGET                    print the OpenWrt arch name used for TARGET's .ipk
 #
@@ -269,6 +269,9 @@ cmd_all() {
     done
     "$REPO_ROOT/cross/build.sh" build "${targets[@]}"
     "$REPO_ROOT/cross/build.sh" smoke "${targets[@]}"
+    # dist/ holds exactly one run: no artifact of an older version or target set stays listed.
+    mkdir -p "$DIST_DIR"
+    rm -f "$DIST_DIR/$BIN"-* "$DIST_DIR/$BIN"_*.ipk "$DIST_DIR/SHA256SUMS"
     for t in "${targets[@]}"; do
         cmd_package "$t" "$CROSS_TARGET_DIR/$t/release/$BIN" "$DIST_DIR" >/dev/null
     done
