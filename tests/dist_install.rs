@@ -710,6 +710,43 @@ fn a_tarball_for_another_cpu_is_refused() {
     );
 }
 
+/// ROOT=DIR for another CPU (building an image): the binary cannot run here, so the secret
+/// comes from /dev/urandom and the link is left for the router.
+#[test]
+fn a_root_for_another_cpu_gets_a_secret_without_running_the_binary() {
+    let p = pkg();
+    let t = Scratch::new("image");
+    let root = openwrt_root(&t.0);
+    let path = applet_path(&t.0);
+    // A little-endian MIPS tarball (patched e_machine) for a root whose busybox is
+    // little-endian, with UNAME_M=mips: the CPUs match, but the binary does not run here.
+    let other = t.0.join("mipsel");
+    ok(Command::new("cp").arg("-a").arg(&p.dir).arg(&other));
+    let mut b = fs::read(other.join("tg-ws-proxy")).unwrap();
+    b[18] = 8;
+    b[19] = 0;
+    fs::write(other.join("tg-ws-proxy"), &b).unwrap();
+    let out = run(Command::new(busybox())
+        .arg("sh")
+        .arg(other.join("install.sh"))
+        .env_clear()
+        .env("PATH", &path)
+        .env("ROOT", &root)
+        .env("UNAME_M", "mips"));
+    let log = text(&out.stdout) + &text(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("CPU: little-endian MIPS32 (mipsel_24kc), matches"),
+        "{log}"
+    );
+    assert_eq!(fs::read(root.join("usr/bin/tg-ws-proxy")).unwrap(), b);
+    let secret_file = root.join("etc/tg-ws-proxy/secret");
+    assert_eq!(mode(&secret_file), 0o600);
+    secret_in(&secret_file);
+    assert!(log.contains("from /dev/urandom"), "{log}");
+    assert!(log.contains("could not print the link here"), "{log}");
+}
+
 #[test]
 fn an_unknown_system_is_refused() {
     let p = pkg();
