@@ -19,7 +19,8 @@
 #                 CPU under ROOT; tests, since Debian's busybox sh always runs its own uname)
 #
 # Files: OpenWrt /usr/bin/tg-ws-proxy, /etc/init.d/tg-ws-proxy (procd), /etc/config/tg-ws-proxy
-# (UCI; on upgrade the new default goes to /etc/config/tg-ws-proxy-opkg), /etc/tg-ws-proxy/secret.
+# (UCI; on upgrade the new default goes to /etc/config/tg-ws-proxy-opkg, with apk
+# tg-ws-proxy.apk-new), /etc/tg-ws-proxy/secret.
 # Entware /opt/sbin/tg-ws-proxy, /opt/etc/init.d/S99tg-ws-proxy, /opt/etc/tg-ws-proxy.conf (new
 # default: /opt/etc/tg-ws-proxy.conf.new), /opt/etc/tg-ws-proxy/secret.
 set -eu
@@ -75,6 +76,7 @@ if [ -f "$R/etc/openwrt_release" ]; then
 	CONF=/etc/config/$NAME
 	CONF_SRC=$NAME.config
 	CONF_NEW=$CONF-opkg
+	[ "$PM" != apk ] || CONF_NEW=$CONF.apk-new # each package manager's own name for it
 	SECRET_DIR=/etc/$NAME
 elif [ -x "$R/opt/bin/opkg" ] && [ -d "$R/opt/etc" ]; then
 	SYS=entware PM=opkg
