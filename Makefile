@@ -1,5 +1,5 @@
 # Makefile — developer entry points for tg-ws-proxy. Owns: the commands CI and people run
-# (test, demo, bench, size, cross builds). Must not touch: source or test files; cross
+# (test, demo, bench, size, cross builds, dist). Must not touch: source or test files; cross
 # toolchain details live in cross/build.sh so they can be run without make.
 #
 # GNU make. Recipes are indented with tabs.
@@ -20,6 +20,8 @@ BENCH_ARGS ?=
 CROSS_CI_TARGETS := mips-unknown-linux-musl mipsel-unknown-linux-musl
 CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 	aarch64-unknown-linux-musl x86_64-unknown-linux-musl
+# `make dist` targets (all five by default); e.g. make dist DIST_TARGETS="mips-unknown-linux-musl"
+DIST_TARGETS ?= $(CROSS_ALL_TARGETS)
 
 .PHONY: help test demo bench bench-burst bench-pit bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
 	cross-bench
@@ -40,6 +42,7 @@ help:
 	@echo "  make cross-all      static musl builds + qemu smoke for all five router targets"
 	@echo "  make cross-tiny     opt-in size build (panic=immediate-abort) for MIPS + MIPSel"
 	@echo "  make cross-bench    MIPS under qemu: proxy CPU/GiB vs the opt-3 crypto floor, ws AES-GCM vs ChaCha20"
+	@echo "  make dist           router packages in dist/: binary, .ipk, .tar.gz per DIST_TARGETS, SHA256SUMS"
 	@echo "Cross builds go to \$$CROSS_TARGET_DIR (default /var/tmp/tg-ws-proxy-cross); see cross/README.md."
 
 test:
@@ -96,3 +99,8 @@ cross-tiny:
 # CROSS_BENCH_MIB / CROSS_BENCH_GIB (environment) size the runs; see cross/bench.sh.
 cross-bench:
 	cross/build.sh bench mips-unknown-linux-musl
+
+# Builds (cross/build.sh) and packages each of DIST_TARGETS into dist/; see cross/README.md.
+.PHONY: dist
+dist:
+	cross/dist.sh all $(DIST_TARGETS)
