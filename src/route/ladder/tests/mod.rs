@@ -2,10 +2,12 @@
 //! holds the shared fixtures and the client-path rules (plans, proofs, hedging, what counts
 //! against a route); `background.rs` the background rules (probe schedule, pools, budgets);
 //! `under_fire.rs` the rules of the field faults (issue 10: closed after reply, pings, the 16 KB
-//! freeze, a dead network).
+//! freeze, a dead network); `ops.rs` the operator actions (pin, unpin, probe now, snapshot).
 
 mod background;
 mod under_fire;
+
+mod ops;
 
 use super::*;
 use crate::config::CfEndpoint;
