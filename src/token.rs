@@ -106,7 +106,14 @@ mod tests {
         let old = decode(encode(7, 10, Role::Client)).unwrap();
         assert_ne!(old.1, generation(11));
         assert_eq!(decode(LISTENER), None);
-        for own in [LISTENER, DNS, SIGNAL, CONTROL, control_conn(0), control_conn(15)] {
+        for own in [
+            LISTENER,
+            DNS,
+            SIGNAL,
+            CONTROL,
+            control_conn(0),
+            control_conn(15),
+        ] {
             assert_eq!(decode(own), None);
         }
         assert_eq!(control_index(control_conn(3)), Some(3));

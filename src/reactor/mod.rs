@@ -10,9 +10,12 @@
 //! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a peer that is one of
 //! our own mask connections, `conn::mask::MaskLocals`). Holds no ladder policy: every
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
-//! background through `route::prober::Shell`.
+//! background through `route::prober::Shell`. The control socket (`--control-socket`) and its
+//! connections are `control.rs`'s.
 
 mod reload;
+
+mod control;
 
 use std::collections::VecDeque;
 use std::io;
@@ -184,6 +187,8 @@ struct Reactor {
     accept: Accept,
     next_id: u32,
     full_log: RateLimited,
+    /// The control socket (`--control-socket`), if configured.
+    control: Option<control::Control>,
 }
 
 /// Runs the proxy until a fatal error. Logs `listening on ADDR` once bound.
@@ -205,6 +210,10 @@ impl Reactor {
         let rng = Rng::new().map_err(randomness)?;
         let ladder_rng = Rng::new().map_err(randomness)?;
         let poll = Poll::new()?;
+        // Before the listener: a second instance on the same control socket stops here.
+        let control = (cfg.control_socket.as_deref())
+            .map(|p| control::Control::open(p, poll.registry()))
+            .transpose()?;
         let mut listener = TcpListener::bind(cfg.listen)?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
@@ -303,6 +312,7 @@ impl Reactor {
             accept: Accept::Idle,
             next_id: 0,
             full_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
+            control,
         })
     }
 
@@ -348,6 +358,9 @@ impl Reactor {
             s.prober.next_deadline(),
             self.globals[0],
             self.globals[1],
+            self.control
+                .as_ref()
+                .and_then(control::Control::next_deadline),
         ]
         .into_iter()
         .flatten()
@@ -374,6 +387,10 @@ impl Reactor {
             }
             if tok == DNS {
                 self.s.dns.on_readable(now);
+                continue;
+            }
+            if tok == token::CONTROL || token::control_index(tok).is_some() {
+                self.on_control(tok);
                 continue;
             }
             let Some((slot, generation, role)) = token::decode(tok) else {
@@ -513,6 +530,7 @@ impl Reactor {
         }
         self.s.prober.expire(now, &mut self.finished);
         self.finish_jobs();
+        self.expire_control();
         if self.s.dns.next_deadline().is_some_and(|d| d <= now) {
             self.s.dns.on_tick(now);
         }
