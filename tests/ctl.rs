@@ -62,7 +62,8 @@ fn raw(sock: &Path, request: &[u8]) -> String {
     let mut s = UnixStream::connect(sock).expect("connect to the control socket");
     s.set_read_timeout(Some(WAIT)).unwrap();
     s.write_all(request).expect("send request");
-    s.shutdown(std::net::Shutdown::Write).expect("shutdown write");
+    s.shutdown(std::net::Shutdown::Write)
+        .expect("shutdown write");
     let mut reply = String::new();
     s.read_to_string(&mut reply).expect("read reply");
     reply

@@ -141,8 +141,10 @@ pub(crate) mod tests {
     /// A status with two routes, one Worker budget and a few counters, for render and metrics
     /// tests.
     pub(crate) fn sample() -> Status {
-        let mut s = Stats::default();
-        s.accepted = 5;
+        let mut s = Stats {
+            accepted: 5,
+            ..Stats::default()
+        };
         s.record_close(CloseReason::ClientEof, true);
         s.record_close(CloseReason::ClientEof, false);
         s.bytes_up = 1000;

@@ -476,5 +476,8 @@ fn fds_limit() -> Option<u64> {
     };
     // SAFETY: getrlimit writes one `rlimit` through a valid pointer.
     let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+    // rlim_t is 32 bits on some 32-bit libcs.
+    #[allow(clippy::unnecessary_cast)]
+    let cur = r.rlim_cur as u64;
+    (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
 }
