@@ -254,6 +254,15 @@ fn pin_tcp_sends_the_next_session_over_tcp_and_unpin_restores_the_tier_order() {
     drop(session(&p));
     assert_eq!((ws.inits(), tcp.inits()), (2, 1), "unpinned: ws again");
     assert!(ctl_ok(&p, &sock, &["unpin"]).contains("nothing was pinned"));
+    // A tier that can carry nothing here is refused, and the pin stays off.
+    let r = ctl(&sock, &["pin", "worker"]);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr
+            .contains("pin worker: the tier is not in --tier-order (ws,tcp)"),
+        "{r:?}"
+    );
+    assert!(status_json(&p, &sock)["pin"].is_null());
 }
 
 #[test]

@@ -26,6 +26,7 @@ use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 use socket2::{Domain, SockAddr, Socket, Type};
 
+use crate::config::Tier;
 use crate::control::request::{self, PinTarget, Request, RouteSel, MAX_REQUEST};
 use crate::control::status::{Counters, Status};
 use crate::control::{self as core, metrics, render};
@@ -309,7 +310,10 @@ impl Reactor {
             Request::Metrics => core::ok(&metrics::render(&self.status())),
             Request::Pin(target) => {
                 let pin = match target {
-                    PinTarget::Tier(t) => Pin::Tier(t),
+                    PinTarget::Tier(t) => match self.tier_unused(t) {
+                        Some(why) => return core::error(&format!("pin {}: {why}", t.name())),
+                        None => Pin::Tier(t),
+                    },
                     PinTarget::Route(sel) => match self.select(sel).as_deref() {
                         Ok([id]) => Pin::Route(*id),
                         Ok(ids) => {
@@ -399,6 +403,28 @@ impl Reactor {
                     Ok(ids)
                 }
             }
+        }
+    }
+
+    /// Why tier `t` can carry no session here (not in `--tier-order`, or no Worker / CF
+    /// domain configured for it), if so.
+    fn tier_unused(&self, t: Tier) -> Option<String> {
+        let cfg = &self.s.cfg;
+        if !cfg.tier_order.contains(&t) {
+            let order: Vec<&str> = cfg.tier_order.iter().map(|t| t.name()).collect();
+            return Some(format!(
+                "the tier is not in --tier-order ({})",
+                order.join(",")
+            ));
+        }
+        match t {
+            Tier::Worker if cfg.worker_domains.is_empty() => {
+                Some("no --cf-worker-domain is configured".into())
+            }
+            Tier::CfProxy if cfg.cf_domains.is_empty() => {
+                Some("no --cf-domain is configured".into())
+            }
+            _ => None,
         }
     }
 
