@@ -338,6 +338,25 @@ fn a_second_instance_on_the_same_socket_refuses_to_start() {
 }
 
 #[test]
+fn a_path_that_is_not_a_socket_is_never_replaced() {
+    let path = sock_path();
+    std::fs::write(&path, "not a socket\n").unwrap();
+    let mut args = common::run_args();
+    args.extend_from_slice(&["--secret", SECRET, "--control-socket", sock_str(&path)]);
+    let r = run_bin(&args, &[], Duration::from_secs(10));
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("exists and is not a socket"),
+        "{r:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "not a socket\n",
+        "left alone"
+    );
+}
+
+#[test]
 fn garbage_requests_get_an_error_and_the_proxy_carries_on() {
     let (_dc, p, sock) = tcp_bed(&[]);
     let reply = raw(&sock, b"\x00\xff\xfegarbage\n");
