@@ -8,7 +8,7 @@
 //! Why it is built this way: docs/design.md; the wire facts it relies on: docs/protocol.md.
 //!
 //! Layering (lower never imports higher): `timer, buf, rng, token, error, logging, stats,
-//! mtproto, net, dns` → `route`, `relay` → `conn` → `reactor` → `applet, cli` → `main`. `config` stands
+//! mtproto, net, dns` → `route`, `relay` → `conn`, `control` → `reactor` → `applet, cli` → `main`. `config` stands
 //! beside the order: `stats`, `route` and everything above read it, and it holds
 //! `route::health::Policy`.
 
@@ -17,6 +17,7 @@ pub mod buf;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod control;
 pub mod dns;
 pub mod error;
 pub mod logging;

@@ -9,10 +9,10 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use pico_args::Arguments;
-use tg_ws_proxy::applet::{check, genkey, link, probe, run};
+use tg_ws_proxy::applet::{check, ctl, genkey, link, probe, run};
 
 /// Applet names, in the order shown by `--help`.
-const APPLETS: [&str; 5] = ["run", "probe", "link", "genkey", "check"];
+const APPLETS: [&str; 6] = ["run", "probe", "link", "genkey", "check", "ctl"];
 
 const OVERVIEW: &str = "\
 tg-ws-proxy: MTProto proxy for home routers (Telegram over WebSocket/TLS, with fallback tiers)
@@ -26,6 +26,7 @@ Applets:
   link      print tg:// and https://t.me/proxy links for the configured secrets
   genkey    print a fresh random secret
   check     probe every configured route and print a table
+  ctl       ask a running proxy (--control-socket): status, metrics, pin, probe, reload
 
   tg-ws-proxy APPLET --help   flags of one applet (`tg-ws-proxy help APPLET` works too)
   -h, --help                  this overview
@@ -83,6 +84,7 @@ fn dispatch(argv0: &OsString, mut rest: Vec<OsString>) -> i32 {
         "link" => link::main(args),
         "genkey" => genkey::main(args),
         "check" => check::main(args),
+        "ctl" => ctl::main(args),
         _ => {
             eprintln!("tg-ws-proxy: {applet}: not yet implemented");
             2
@@ -99,6 +101,7 @@ fn help(applet: Option<&str>) -> i32 {
         Some("link") => link::HELP.to_string(),
         Some("genkey") => genkey::HELP.to_string(),
         Some("check") => check::HELP.to_string(),
+        Some("ctl") => ctl::HELP.to_string(),
         Some(other) => {
             eprintln!(
                 "tg-ws-proxy: no help for '{other}' (known: {})",

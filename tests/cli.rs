@@ -195,7 +195,10 @@ fn errors_never_echo_a_secret() {
 #[test]
 fn help_texts_exit_zero_and_list_their_flags() {
     let cases: &[(&[&str], &[&str])] = &[
-        (&["--help"], &["run", "probe", "link", "genkey", "check"]),
+        (
+            &["--help"],
+            &["run", "probe", "link", "genkey", "check", "ctl"],
+        ),
         (&["-h"], &["Applets:"]),
         (&["help"], &["Applets:"]),
         (&["help", "genkey"], &["--dd", "--ee"]),

@@ -503,3 +503,10 @@ enum Step {
     /// Close the session for this reason.
     Close(CloseReason),
 }
+
+impl Conn {
+    /// The tier this session is relaying over now; `None` while it is still connecting.
+    pub fn relaying_tier(&self) -> Option<Tier> {
+        self.info.connected_ms.and(self.info.tier)
+    }
+}

@@ -12,7 +12,8 @@
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
-//! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown).
+//! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown),
+//! `control` (the control socket, `--control-socket`, and its connections).
 
 mod accept;
 mod drain;
@@ -21,6 +22,8 @@ mod reload;
 mod signals;
 
 pub use reload::RESTART_ONLY;
+
+mod control;
 
 use std::collections::VecDeque;
 use std::io;
@@ -212,6 +215,8 @@ struct Reactor {
     life: Life,
     /// `--bind-retry` while the listen address is not available (`listen`).
     bind_retry: BindRetry,
+    /// The control socket (`--control-socket`), if configured.
+    control: Option<control::Control>,
 }
 
 /// Runs the proxy until a stop signal's drain ends (`Ok`) or a fatal error. Logs `listening on
@@ -239,6 +244,10 @@ impl Reactor {
         let poll = Poll::new()?;
         // Before the listener: once `listening on` is logged, a SIGHUP must not kill us.
         let signals = SignalPipe::new(poll.registry())?;
+        // Before the listener: a second instance on the same control socket stops here.
+        let control = (cfg.control_socket.as_deref())
+            .map(|p| control::Control::open(p, poll.registry()))
+            .transpose()?;
         let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
         let listener = match listen::bind(cfg.listen, poll.registry()) {
             Ok(l) => Some(l),
@@ -342,6 +351,7 @@ impl Reactor {
             reloader: None,
             life: Life::Running,
             bind_retry,
+            control,
         })
     }
 
@@ -394,6 +404,9 @@ impl Reactor {
             self.globals[0],
             self.globals[1],
             self.life_deadline(),
+            self.control
+                .as_ref()
+                .and_then(control::Control::next_deadline),
         ]
         .into_iter()
         .flatten()
@@ -424,6 +437,10 @@ impl Reactor {
             }
             if tok == SIGNAL {
                 self.signalled = true;
+                continue;
+            }
+            if tok == token::CONTROL || token::control_index(tok).is_some() {
+                self.on_control(tok);
                 continue;
             }
             let Some((slot, generation, role)) = token::decode(tok) else {
@@ -483,6 +500,7 @@ impl Reactor {
         }
         self.s.prober.expire(now, &mut self.finished);
         self.finish_jobs();
+        self.expire_control();
         if self.s.dns.next_deadline().is_some_and(|d| d <= now) {
             self.s.dns.on_tick(now);
         }

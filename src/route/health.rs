@@ -187,6 +187,8 @@ pub struct Health {
     rtt: [u32; RTT_SAMPLES],
     rtt_len: u8,
     rtt_next: u8,
+    /// The last failure that counted against the route and when it was seen (ms).
+    last_failure: Option<(Failure, u64)>,
 }
 
 impl Health {
@@ -203,7 +205,14 @@ impl Health {
             rtt: [0; RTT_SAMPLES],
             rtt_len: 0,
             rtt_next: 0,
+            last_failure: None,
         }
+    }
+
+    /// The last failure that counted against the route (any class but [`Class::NotRoute`],
+    /// also one seen while a cooldown was running) and when (ms); `None` if none yet.
+    pub fn last_failure(&self) -> Option<(Failure, u64)> {
+        self.last_failure
     }
 
     /// Current state.
@@ -289,6 +298,7 @@ impl Health {
         if class == Class::NotRoute {
             return None;
         }
+        self.last_failure = Some((f, now));
         let from = self.state;
         match from {
             State::Down { until } if now < until => return None,
@@ -920,5 +930,28 @@ mod tests {
         assert_eq!(fast.hedge_delay(250, 300), 300, "floor");
         assert_eq!(slow.hedge_delay(250, 50), 1_000, "ceiling 4 × default");
         assert_eq!(slow.hedge_delay(250, 2_000), 2_000, "floor beats ceiling");
+    }
+
+    #[test]
+    fn last_failure_remembers_the_class_and_time_of_failures_that_count() {
+        let mut g = Rig::exact(7);
+        assert_eq!(g.h.last_failure(), None);
+        g.fail(100, Failure::Local);
+        assert_eq!(
+            g.h.last_failure(),
+            None,
+            "not the route's fault: not recorded"
+        );
+        g.fail(200, Failure::Refused);
+        assert_eq!(g.h.last_failure(), Some((Failure::Refused, 200)));
+        // During the cooldown nothing changes state, but the failure is still the last seen.
+        assert_eq!(g.fail(300, Failure::Http(502)), None);
+        assert_eq!(g.h.last_failure(), Some((Failure::Http(502), 300)));
+        g.h.on_success(400_000, 20);
+        assert_eq!(
+            g.h.last_failure(),
+            Some((Failure::Http(502), 300)),
+            "a success does not erase the history"
+        );
     }
 }

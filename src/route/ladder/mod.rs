@@ -16,6 +16,8 @@
 //! * [`Ladder::observe`] takes what a session or the prober saw ([`Observation`]).
 //! * [`Ladder::next_work`] hands out background work ([`Work`]) that is due;
 //!   [`Ladder::next_deadline`] says when to ask again.
+//! * Operator actions and the status snapshot (`ops.rs`): [`Ladder::pin`], [`Ladder::unpin`],
+//!   [`Ladder::probe_now`], [`Ladder::snapshot`].
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -127,6 +129,10 @@ mod facts;
 mod reconfigure;
 mod rules;
 
+pub use ops::{Pin, ProbeNow, RouteStatus};
+
+mod ops;
+
 /// The ladder. See the module docs.
 pub struct Ladder<U> {
     cfg: Config,
@@ -144,6 +150,8 @@ pub struct Ladder<U> {
     network_down: bool,
     /// Shutting down (drain): no background work is handed out any more.
     stopped: bool,
+    /// The operator's pin (`ctl pin`): its routes are planned first ([`Ladder::pin`]).
+    pinned: Option<Pin>,
 }
 
 impl<U: Pooled> Ladder<U> {
@@ -172,6 +180,7 @@ impl<U: Pooled> Ladder<U> {
             counters: Counters::default(),
             network_down: false,
             stopped: false,
+            pinned: None,
         };
         if cfg.startup_probes {
             for dc in STARTUP_DCS {
@@ -222,8 +231,8 @@ impl<U: Pooled> Ladder<U> {
         ids
     }
 
-    /// A client's plan for `dc` at `now`: usable routes — Up first, then Unknown, then
-    /// Suspect, tier order within each — with their dial specs (`resolve` maps a host name to a
+    /// A client's plan for `dc` at `now`: usable routes — the pinned ones first
+    /// ([`Ladder::pin`]), then Up, then Unknown, then Suspect, tier order within each — with their dial specs (`resolve` maps a host name to a
     /// cached address; an unresolved route is skipped, never waited on). Routes in cooldown, or
     /// whose cooldown ended and wait for their recovery probe, are left out: clients never pay
     /// for health checks. If nothing is usable every route is listed (the connect budget still
@@ -235,7 +244,7 @@ impl<U: Pooled> Ladder<U> {
         resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
     ) -> Plan {
         let ids = self.routes_for(dc);
-        let mut ranked: Vec<(u8, usize, RouteId)> = Vec::new();
+        let mut ranked: Vec<(u8, u8, usize, RouteId)> = Vec::new();
         for (pos, &id) in ids.iter().enumerate() {
             let rank = match self.table.routes[id].health.usable(now) {
                 Use::Preferred => 0,
@@ -243,12 +252,13 @@ impl<U: Pooled> Ladder<U> {
                 Use::Degraded => 2,
                 Use::Cooling { .. } | Use::Expired => continue,
             };
-            ranked.push((rank, pos, id));
+            // The operator's pin (`ctl pin`) goes before rank order.
+            ranked.push((self.pin_rank(id), rank, pos, id));
         }
         ranked.sort_unstable();
         let usable = !ranked.is_empty();
         let order: Vec<RouteId> = if usable {
-            ranked.into_iter().map(|(_, _, id)| id).collect()
+            ranked.into_iter().map(|(_, _, _, id)| id).collect()
         } else {
             ids
         };

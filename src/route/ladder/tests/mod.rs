@@ -2,11 +2,14 @@
 //! holds the shared fixtures and the client-path rules (plans, proofs, hedging, what counts
 //! against a route); `background.rs` the background rules (probe schedule, pools, budgets);
 //! `under_fire.rs` the rules of the field faults (issue 10: closed after reply, pings, the 16 KB
-//! freeze, a dead network); `reconfigure.rs` a reload's and a shutdown's rules.
+//! freeze, a dead network); `reconfigure.rs` a reload's and a shutdown's rules; `ops.rs` the
+//! operator actions (pin, unpin, probe now, snapshot).
 
 mod background;
 mod reconfigure;
 mod under_fire;
+
+mod ops;
 
 use super::*;
 use crate::config::{CfEndpoint, Tier};

@@ -1,0 +1,472 @@
+//! `ctl metrics`: the [`Status`] counters in the Prometheus text exposition format 0.0.4.
+//!
+//! Every family has one `# HELP` and one `# TYPE` line before its samples; names carry the
+//! prefix `tgwsproxy_`; counters end in `_total`; labels are `tier`, `route`, `dc`, `reason`
+//! and `state`, values escaped (`\\`, `\"`, `\n`). Route series are labelled with the route id
+//! (`route="3"`, as `ctl status` shows it), its tier and DC. Times are seconds, sizes bytes.
+
+use std::fmt::Write;
+
+use crate::config::Tier;
+
+use super::status::Status;
+
+/// The exposition text of `s`.
+pub fn render(s: &Status) -> String {
+    let mut e = Exposition::default();
+    let c = &s.counters;
+    e.family(
+        "build_info",
+        "gauge",
+        "Always 1; the version label is the running binary's.",
+    );
+    e.sample("build_info", &[("version", s.version)], 1);
+    e.family(
+        "uptime_seconds",
+        "gauge",
+        "Seconds since the proxy started.",
+    );
+    e.sample_f("uptime_seconds", &[], s.uptime_ms as f64 / 1000.0);
+    e.family(
+        "sessions_active",
+        "gauge",
+        "Sessions open now (connecting or relaying).",
+    );
+    e.sample("sessions_active", &[], s.sessions_active as u64);
+    e.family(
+        "sessions_capacity",
+        "gauge",
+        "Sessions that may be open at once (--max-connections).",
+    );
+    e.sample("sessions_capacity", &[], s.sessions_capacity as u64);
+    e.family(
+        "sessions_relaying",
+        "gauge",
+        "Sessions relaying now, per tier.",
+    );
+    for t in Tier::ALL {
+        e.sample(
+            "sessions_relaying",
+            &[("tier", t.name())],
+            s.sessions_per_tier[t.index()] as u64,
+        );
+    }
+    e.family("accepted_total", "counter", "Client connections accepted.");
+    e.sample("accepted_total", &[], c.accepted);
+    e.family(
+        "closed_total",
+        "counter",
+        "Sessions closed, per close reason.",
+    );
+    for (r, n) in &c.closed {
+        e.sample("closed_total", &[("reason", r)], *n);
+    }
+    e.family(
+        "zero_byte_closes_total",
+        "counter",
+        "Sessions the client closed after receiving zero bytes.",
+    );
+    e.sample("zero_byte_closes_total", &[], c.zero_byte_closes);
+    e.family(
+        "bytes_up_total",
+        "counter",
+        "Payload bytes client to Telegram.",
+    );
+    e.sample("bytes_up_total", &[], c.bytes_up);
+    e.family(
+        "bytes_down_total",
+        "counter",
+        "Payload bytes Telegram to client.",
+    );
+    e.sample("bytes_down_total", &[], c.bytes_down);
+    e.family(
+        "hedges_total",
+        "counter",
+        "Hedges started (a second route raced a slow first).",
+    );
+    e.sample("hedges_total", &[], c.hedges);
+    for (i, (name, help)) in [
+        ("probes_started_total", "Background probes started."),
+        ("probes_ok_total", "Background probes that succeeded."),
+        ("probes_failed_total", "Background probes that failed."),
+    ]
+    .iter()
+    .enumerate()
+    {
+        e.family(name, "counter", help);
+        e.sample(name, &[], c.probes[i]);
+    }
+    for (name, help, v) in [
+        (
+            "probes_deferred_total",
+            "Probes and pool fills put off by a spent Worker budget.",
+            c.probes_deferred,
+        ),
+        (
+            "unpaced_total",
+            "Client handshakes started at once past --pace-max-wait.",
+            c.unpaced,
+        ),
+        (
+            "pool_hits_total",
+            "Sessions served from a warm pool.",
+            c.pool_hits,
+        ),
+        ("pool_fills_total", "Pool fills started.", c.pool_fills),
+        (
+            "pool_retries_total",
+            "Sessions replayed after a silent pooled upstream.",
+            c.pool_retries,
+        ),
+    ] {
+        e.family(name, "counter", help);
+        e.sample(name, &[], v);
+    }
+    for (i, (name, help)) in [
+        ("attempts_total", "Upstream attempts started, per tier."),
+        ("attempts_ok_total", "Upstream attempts that won, per tier."),
+        (
+            "attempts_failed_total",
+            "Upstream attempts that failed, per tier.",
+        ),
+        (
+            "attempts_cancelled_total",
+            "Upstream attempts cancelled by a winning race, per tier.",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        e.family(name, "counter", help);
+        for t in Tier::ALL {
+            e.sample(name, &[("tier", t.name())], c.attempts[t.index()][i]);
+        }
+    }
+    e.family(
+        "masked_total",
+        "counter",
+        "Clients handed to the mask host, per reason.",
+    );
+    for (r, n) in &c.masked {
+        e.sample("masked_total", &[("reason", r)], *n);
+    }
+    e.family("tls_accepted_total", "counter", "Fake-TLS hellos accepted.");
+    e.sample("tls_accepted_total", &[], c.tls[0]);
+    e.family(
+        "tls_refused_total",
+        "counter",
+        "Fake-TLS hellos refused, per reason.",
+    );
+    e.sample("tls_refused_total", &[("reason", "replay")], c.tls[1]);
+    e.sample("tls_refused_total", &[("reason", "stale")], c.tls[2]);
+    e.family(
+        "tls_unchecked_total",
+        "counter",
+        "Fake-TLS hellos accepted with the clock untrusted.",
+    );
+    e.sample("tls_unchecked_total", &[], c.tls[3]);
+    e.family(
+        "tls_replay_evicted_total",
+        "counter",
+        "Replay cache entries pushed out by a full cache.",
+    );
+    e.sample("tls_replay_evicted_total", &[], c.tls[4]);
+
+    route_families(&mut e, s);
+
+    e.family(
+        "worker_budget_left",
+        "gauge",
+        "Requests left today in each Worker's budget (route = index:redacted host).",
+    );
+    for (i, (w, left)) in s.budgets.iter().enumerate() {
+        e.sample(
+            "worker_budget_left",
+            &[("route", &format!("{i}:{w}"))],
+            u64::from(*left),
+        );
+    }
+    if let Some(fds) = s.fds_used {
+        e.family("fds_used", "gauge", "Open file descriptors.");
+        e.sample("fds_used", &[], fds);
+    }
+    if let Some(limit) = s.fds_limit {
+        e.family(
+            "fds_limit",
+            "gauge",
+            "The soft limit on open file descriptors (RLIMIT_NOFILE).",
+        );
+        e.sample("fds_limit", &[], limit);
+    }
+    if let Some(kib) = s.rss_kib {
+        e.family("resident_memory_bytes", "gauge", "Resident set size.");
+        e.sample("resident_memory_bytes", &[], kib.saturating_mul(1024));
+    }
+    if let Some((applied, rejected)) = s.reloads {
+        e.family("reloads_total", "counter", "Reloads applied.");
+        e.sample("reloads_total", &[], applied);
+        e.family(
+            "reloads_rejected_total",
+            "counter",
+            "Reloads rejected (the old configuration kept).",
+        );
+        e.sample("reloads_rejected_total", &[], rejected);
+    }
+    e.out
+}
+
+/// Per-route families: state (one series per route, the state as a label), cooldown left,
+/// RTT p95, pool, sessions, pin.
+fn route_families(e: &mut Exposition, s: &Status) {
+    let ids: Vec<String> = s.routes.iter().map(|r| r.id.to_string()).collect();
+    let dcs: Vec<String> = s.routes.iter().map(|r| r.dc.label()).collect();
+    let labels = |i: usize| {
+        let r = &s.routes[i];
+        [
+            ("route", ids[i].as_str()),
+            ("tier", r.tier.name()),
+            ("dc", dcs[i].as_str()),
+        ]
+    };
+    e.family(
+        "route_state",
+        "gauge",
+        "1 for each route, labelled with its health state (unknown, up, suspect, down).",
+    );
+    for (i, r) in s.routes.iter().enumerate() {
+        let [a, b, c] = labels(i);
+        e.sample("route_state", &[a, b, c, ("state", r.state)], 1);
+    }
+    e.family(
+        "route_cooldown_seconds",
+        "gauge",
+        "Cooldown left of each route (0 unless down and cooling).",
+    );
+    for (i, r) in s.routes.iter().enumerate() {
+        e.sample_f(
+            "route_cooldown_seconds",
+            &labels(i),
+            r.cooldown_left_ms as f64 / 1000.0,
+        );
+    }
+    e.family(
+        "route_rtt_p95_seconds",
+        "gauge",
+        "95th percentile connect RTT of each route with enough samples.",
+    );
+    for (i, r) in s.routes.iter().enumerate() {
+        if let Some(ms) = r.rtt_p95_ms {
+            e.sample_f("route_rtt_p95_seconds", &labels(i), ms as f64 / 1000.0);
+        }
+    }
+    e.family(
+        "route_pool_warm",
+        "gauge",
+        "Warm pooled upstreams of each route.",
+    );
+    for (i, r) in s.routes.iter().enumerate() {
+        e.sample("route_pool_warm", &labels(i), r.pool.0 as u64);
+    }
+    e.family(
+        "route_sessions_total",
+        "counter",
+        "Sessions started on each route.",
+    );
+    for (i, r) in s.routes.iter().enumerate() {
+        e.sample("route_sessions_total", &labels(i), r.sessions);
+    }
+    e.family(
+        "route_pinned",
+        "gauge",
+        "1 for routes the operator's pin selects (ctl pin), else 0.",
+    );
+    for (i, r) in s.routes.iter().enumerate() {
+        e.sample("route_pinned", &labels(i), u64::from(r.pinned));
+    }
+}
+
+/// The text being built.
+#[derive(Default)]
+struct Exposition {
+    out: String,
+}
+
+impl Exposition {
+    /// `# HELP` and `# TYPE` of family `name` (without the prefix).
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.out, "# HELP tgwsproxy_{name} {help}");
+        let _ = writeln!(self.out, "# TYPE tgwsproxy_{name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: u64) {
+        self.line(name, labels, &v.to_string());
+    }
+
+    fn sample_f(&mut self, name: &str, labels: &[(&str, &str)], v: f64) {
+        self.line(name, labels, &format!("{v}"));
+    }
+
+    fn line(&mut self, name: &str, labels: &[(&str, &str)], v: &str) {
+        let _ = write!(self.out, "tgwsproxy_{name}");
+        if !labels.is_empty() {
+            let parts: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect();
+            let _ = write!(self.out, "{{{}}}", parts.join(","));
+        }
+        let _ = writeln!(self.out, " {v}");
+    }
+}
+
+/// A label value escaped for the text format: `\` → `\\`, `"` → `\"`, line feed → `\n`.
+pub fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::status::tests::sample;
+    use std::collections::{HashMap, HashSet};
+
+    fn valid_name(n: &str) -> bool {
+        let mut b = n.bytes();
+        b.next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_' || c == b':')
+            && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+    }
+
+    /// Splits a sample line into (name, labels text, value), honouring escapes in label values.
+    fn split(line: &str) -> (String, String, String) {
+        let name_end = line.find(['{', ' ']).expect("name");
+        let name = line[..name_end].to_string();
+        let rest = &line[name_end..];
+        if let Some(body) = rest.strip_prefix('{') {
+            let mut esc = false;
+            let mut quoted = false;
+            for (i, c) in body.char_indices() {
+                match c {
+                    _ if esc => esc = false,
+                    '\\' if quoted => esc = true,
+                    '"' => quoted = !quoted,
+                    '}' if !quoted => {
+                        let value = body[i + 1..].trim().to_string();
+                        return (name, body[..i].to_string(), value);
+                    }
+                    _ => {}
+                }
+            }
+            panic!("unclosed labels: {line}");
+        }
+        (name, String::new(), rest.trim().to_string())
+    }
+
+    #[test]
+    fn exposition_follows_the_text_format_rules() {
+        let mut st = sample();
+        st.reloads = Some((2, 1));
+        let text = render(&st);
+        let mut types: HashMap<String, String> = HashMap::new();
+        let mut helps = HashSet::new();
+        let mut series = HashSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(helps.insert(name.to_string()), "two HELP for {name}");
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut w = rest.split(' ');
+                let (name, kind) = (w.next().unwrap(), w.next().unwrap());
+                assert!(helps.contains(name), "TYPE before HELP: {name}");
+                assert!(["counter", "gauge"].contains(&kind), "{line}");
+                assert!(
+                    types.insert(name.to_string(), kind.to_string()).is_none(),
+                    "one TYPE per family: {name}"
+                );
+                assert_eq!(
+                    kind == "counter",
+                    name.ends_with("_total"),
+                    "counters end in _total: {name}"
+                );
+                continue;
+            }
+            assert!(!line.starts_with('#'), "{line}");
+            let (name, labels, value) = split(line);
+            assert!(
+                valid_name(&name) && name.starts_with("tgwsproxy_"),
+                "{name}"
+            );
+            assert!(types.contains_key(&name), "sample before its TYPE: {line}");
+            assert!(value.parse::<f64>().is_ok(), "value of {line}");
+            for pair in split_labels(&labels) {
+                let (k, _) = pair.split_once('=').expect("k=v");
+                assert!(
+                    ["tier", "route", "dc", "reason", "state", "version"].contains(&k),
+                    "label {k}"
+                );
+            }
+            assert!(
+                series.insert(format!("{name}{{{labels}}}")),
+                "duplicate series {line}"
+            );
+        }
+        assert!(text.ends_with('\n'));
+        assert!(text.contains("tgwsproxy_accepted_total 5\n"), "{text}");
+        assert!(text.contains("tgwsproxy_closed_total{reason=\"client-eof\"} 2\n"));
+        assert!(text.contains(
+            "tgwsproxy_route_state{route=\"1\",tier=\"tcp\",dc=\"DC2\",state=\"down\"} 1\n"
+        ));
+        assert!(text.contains(
+            "tgwsproxy_route_rtt_p95_seconds{route=\"0\",tier=\"ws\",dc=\"DC2\"} 0.041\n"
+        ));
+        assert!(text.contains("tgwsproxy_reloads_rejected_total 1\n"));
+        assert!(text.contains("tgwsproxy_sessions_relaying{tier=\"ws\"} 2\n"));
+    }
+
+    /// `a="x",b="y\"z"` → [`a="x"`, `b="y\"z"`].
+    fn split_labels(s: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let (mut cur, mut quoted, mut esc) = (String::new(), false, false);
+        for c in s.chars() {
+            match c {
+                _ if esc => esc = false,
+                '\\' if quoted => esc = true,
+                '"' => quoted = !quoted,
+                ',' if !quoted => {
+                    out.push(std::mem::take(&mut cur));
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(c);
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let mut st = sample();
+        st.budgets = vec![("we\"ird\\\n".into(), 1)];
+        let text = render(&st);
+        assert!(
+            text.contains("tgwsproxy_worker_budget_left{route=\"0:we\\\"ird\\\\\\n\"} 1\n"),
+            "{text}"
+        );
+    }
+}

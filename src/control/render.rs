@@ -1,0 +1,427 @@
+//! Drawing a [`Status`]: the human table of `ctl status` ([`table`]) and its `--json` form
+//! ([`json`]).
+//!
+//! JSON is written by hand (a small writer with RFC 8259 string escaping) rather than with a
+//! serialisation crate: the shape is fixed and small, and the router binary stays smaller; the
+//! tests parse the output with `serde_json` (a dev-dependency only). Times are ms, sizes KiB
+//! unless the name says otherwise; absent values are `null`.
+
+use std::fmt::Write;
+
+use crate::config::Tier;
+
+use super::status::Status;
+
+/// The human form: a header, the route table with aligned columns, budgets and counters.
+pub fn table(s: &Status) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "tg-ws-proxy {}, up {}, listening on {}, pin: {}",
+        s.version,
+        duration(s.uptime_ms),
+        s.listen,
+        s.pin.as_deref().unwrap_or("none")
+    );
+    let tiers: Vec<String> = Tier::ALL
+        .iter()
+        .map(|t| format!("{} {}", t.name(), s.sessions_per_tier[t.index()]))
+        .collect();
+    let _ = writeln!(
+        out,
+        "sessions: {}/{} ({}, connecting {})",
+        s.sessions_active,
+        s.sessions_capacity,
+        tiers.join(", "),
+        s.sessions_connecting()
+    );
+    let mut rows = vec![[
+        "ID",
+        "ROUTE",
+        "STATE",
+        "COOLDOWN",
+        "RTT-P95",
+        "LAST-FAILURE",
+        "PROBE",
+        "POOL",
+        "SESSIONS",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in &s.routes {
+        rows.push(vec![
+            format!("#{}{}", r.id, if r.pinned { "*" } else { "" }),
+            r.label.clone(),
+            r.state.to_string(),
+            if r.cooldown_left_ms > 0 {
+                duration(r.cooldown_left_ms)
+            } else {
+                "-".into()
+            },
+            r.rtt_p95_ms.map_or("-".into(), |v| format!("{v}ms")),
+            r.last_failure
+                .map_or("-".into(), |(f, ago)| format!("{f} {} ago", duration(ago))),
+            r.probe.to_string(),
+            format!("{}/{}", r.pool.0, r.pool.1),
+            r.sessions.to_string(),
+        ]);
+    }
+    if s.routes.is_empty() {
+        out.push_str("routes: none yet (created on a DC's first use or by the startup probes)\n");
+    } else {
+        out.push_str(&columns(&rows));
+        if s.routes.iter().any(|r| r.pinned) {
+            out.push_str("(* pinned; POOL = warm/filling)\n");
+        } else {
+            out.push_str("(POOL = warm/filling)\n");
+        }
+    }
+    for (worker, left) in &s.budgets {
+        let _ = writeln!(out, "budget: worker {worker}: {left} requests left today");
+    }
+    let c = &s.counters;
+    let _ = writeln!(
+        out,
+        "counters: accepted={} closed={} zero-byte-closes={} up={} down={} hedges={} probes={}/{}/{} pool={}/{}",
+        c.accepted,
+        c.closed_total(),
+        c.zero_byte_closes,
+        c.bytes_up,
+        c.bytes_down,
+        c.hedges,
+        c.probes[0],
+        c.probes[1],
+        c.probes[2],
+        c.pool_hits,
+        c.pool_fills
+    );
+    let closed: Vec<String> = c
+        .closed
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| format!("{r}={n}"))
+        .collect();
+    if !closed.is_empty() {
+        let _ = writeln!(out, "closed: {}", closed.join(" "));
+    }
+    let opt = |v: Option<u64>| v.map_or("?".to_string(), |v| v.to_string());
+    let _ = write!(
+        out,
+        "fds: {}/{}  rss: {}KiB",
+        opt(s.fds_used),
+        opt(s.fds_limit),
+        opt(s.rss_kib)
+    );
+    if let Some((applied, rejected)) = s.reloads {
+        let _ = write!(out, "  reloads: {applied} applied, {rejected} rejected");
+    }
+    out.push('\n');
+    out
+}
+
+/// The `--json` form: one object, one line.
+pub fn json(s: &Status) -> String {
+    let mut o = Obj::new();
+    o.str("version", s.version);
+    o.num("uptime_ms", s.uptime_ms);
+    o.str("listen", &s.listen.to_string());
+    o.raw("pin", &s.pin.as_deref().map_or("null".into(), quote));
+    let mut per_tier = Obj::new();
+    for t in Tier::ALL {
+        per_tier.num(t.name(), s.sessions_per_tier[t.index()] as u64);
+    }
+    let mut sessions = Obj::new();
+    sessions.num("active", s.sessions_active as u64);
+    sessions.num("capacity", s.sessions_capacity as u64);
+    sessions.raw("per_tier", &per_tier.end());
+    sessions.num("connecting", s.sessions_connecting() as u64);
+    o.raw("sessions", &sessions.end());
+    let routes: Vec<String> = s
+        .routes
+        .iter()
+        .map(|r| {
+            let mut ro = Obj::new();
+            ro.num("id", r.id as u64);
+            ro.str("label", &r.label);
+            ro.str("tier", r.tier.name());
+            ro.str("dc", &r.dc.label());
+            ro.str("state", r.state);
+            ro.num("cooldown_left_ms", r.cooldown_left_ms);
+            ro.opt("rtt_p95_ms", r.rtt_p95_ms);
+            let lf = r.last_failure.map_or("null".into(), |(f, ago)| {
+                let mut fo = Obj::new();
+                fo.str("class", &f.to_string());
+                fo.num("ago_ms", ago);
+                fo.end()
+            });
+            ro.raw("last_failure", &lf);
+            ro.str("probe", r.probe);
+            let mut pool = Obj::new();
+            pool.num("warm", r.pool.0 as u64);
+            pool.num("filling", r.pool.1 as u64);
+            ro.raw("pool", &pool.end());
+            ro.num("sessions", r.sessions);
+            ro.raw("pinned", if r.pinned { "true" } else { "false" });
+            ro.end()
+        })
+        .collect();
+    o.raw("routes", &format!("[{}]", routes.join(",")));
+    let budgets: Vec<String> = s
+        .budgets
+        .iter()
+        .map(|(w, left)| {
+            let mut b = Obj::new();
+            b.str("worker", w);
+            b.num("left", u64::from(*left));
+            b.end()
+        })
+        .collect();
+    o.raw("budgets", &format!("[{}]", budgets.join(",")));
+    let c = &s.counters;
+    o.num("zero_byte_closes", c.zero_byte_closes);
+    let mut fds = Obj::new();
+    fds.opt("used", s.fds_used);
+    fds.opt("limit", s.fds_limit);
+    o.raw("fds", &fds.end());
+    o.opt("rss_kib", s.rss_kib);
+    let reloads = s.reloads.map_or("null".into(), |(a, r)| {
+        let mut ro = Obj::new();
+        ro.num("applied", a);
+        ro.num("rejected", r);
+        ro.end()
+    });
+    o.raw("reloads", &reloads);
+    let mut co = Obj::new();
+    co.num("accepted", c.accepted);
+    co.num("closed", c.closed_total());
+    let mut by = Obj::new();
+    for (r, n) in &c.closed {
+        by.num(r, *n);
+    }
+    co.raw("closed_by_reason", &by.end());
+    co.num("bytes_up", c.bytes_up);
+    co.num("bytes_down", c.bytes_down);
+    co.num("hedges", c.hedges);
+    co.num("probes_started", c.probes[0]);
+    co.num("probes_ok", c.probes[1]);
+    co.num("probes_failed", c.probes[2]);
+    co.num("probes_deferred", c.probes_deferred);
+    co.num("unpaced", c.unpaced);
+    co.num("pool_hits", c.pool_hits);
+    co.num("pool_fills", c.pool_fills);
+    co.num("pool_retries", c.pool_retries);
+    let mut at = Obj::new();
+    for t in Tier::ALL {
+        let a = c.attempts[t.index()];
+        let mut ao = Obj::new();
+        ao.num("started", a[0]);
+        ao.num("ok", a[1]);
+        ao.num("failed", a[2]);
+        ao.num("cancelled", a[3]);
+        at.raw(t.name(), &ao.end());
+    }
+    co.raw("attempts", &at.end());
+    let mut masked = Obj::new();
+    for (r, n) in &c.masked {
+        masked.num(r, *n);
+    }
+    co.raw("masked", &masked.end());
+    let mut tls = Obj::new();
+    for (k, v) in [
+        "accepted",
+        "replays",
+        "stale",
+        "unchecked",
+        "replay_evicted",
+    ]
+    .iter()
+    .zip(c.tls)
+    {
+        tls.num(k, v);
+    }
+    co.raw("tls", &tls.end());
+    o.raw("counters", &co.end());
+    let mut text = o.end();
+    text.push('\n');
+    text
+}
+
+/// A JSON string literal for `s` (RFC 8259: `"` and `\` escaped, control characters as
+/// `\n`, `\t`, … or `\u00XX`).
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A JSON object under construction.
+struct Obj(String);
+
+impl Obj {
+    fn new() -> Obj {
+        Obj(String::from("{"))
+    }
+
+    /// `"key":` then `value` as given (already JSON).
+    fn raw(&mut self, key: &str, value: &str) {
+        if self.0.len() > 1 {
+            self.0.push(',');
+        }
+        self.0.push_str(&quote(key));
+        self.0.push(':');
+        self.0.push_str(value);
+    }
+
+    fn str(&mut self, key: &str, value: &str) {
+        self.raw(key, &quote(value));
+    }
+
+    fn num(&mut self, key: &str, value: u64) {
+        self.raw(key, &value.to_string());
+    }
+
+    fn opt(&mut self, key: &str, value: Option<u64>) {
+        self.raw(key, &value.map_or("null".into(), |v| v.to_string()));
+    }
+
+    fn end(mut self) -> String {
+        self.0.push('}');
+        self.0
+    }
+}
+
+/// `3723000` ms → `1h02m`; `61000` → `1m01s`; `1500` → `1.5s`; `40` → `40ms`.
+pub fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else if ms >= 1000 {
+        format!("{}.{}s", s, (ms % 1000) / 100)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// Rows padded to aligned columns (two spaces apart, the last column unpadded), two-space indent.
+fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::from(" ");
+        for (i, c) in r.iter().enumerate() {
+            line.push(' ');
+            line.push_str(c);
+            if i + 1 < r.len() {
+                let pad = widths[i] - c.chars().count();
+                line.extend(std::iter::repeat_n(' ', pad + 1));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::status::tests::sample;
+
+    #[test]
+    fn json_parses_and_carries_every_field() {
+        let st = sample();
+        let text = json(&st);
+        assert!(text.ends_with('\n') && text.lines().count() == 1);
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(v["version"], "0.1.0");
+        assert_eq!(v["listen"], "127.0.0.1:1443");
+        assert_eq!(v["pin"], "tier tcp");
+        assert_eq!(v["sessions"]["active"], 3);
+        assert_eq!(v["sessions"]["per_tier"]["ws"], 2);
+        assert_eq!(v["sessions"]["connecting"], 1);
+        let r = &v["routes"];
+        assert_eq!(r.as_array().unwrap().len(), 2);
+        assert_eq!(
+            r[0]["label"], "ws:DC2 \"x\\y\"@127.0.0.1:443",
+            "escaped and back"
+        );
+        assert_eq!(r[0]["state"], "up");
+        assert_eq!(r[0]["rtt_p95_ms"], 41);
+        assert!(r[0]["last_failure"].is_null());
+        assert_eq!(r[1]["last_failure"]["class"], "http-502");
+        assert_eq!(r[1]["last_failure"]["ago_ms"], 2500);
+        assert_eq!(r[1]["cooldown_left_ms"], 1500);
+        assert_eq!(r[1]["pinned"], true);
+        assert_eq!(r[1]["dc"], "DC2");
+        assert_eq!(v["budgets"][0]["left"], 99_000);
+        assert_eq!(v["fds"]["used"], 12);
+        assert!(v["reloads"].is_null());
+        assert_eq!(v["counters"]["closed_by_reason"]["client-eof"], 2);
+        assert_eq!(v["counters"]["attempts"]["ws"]["ok"], 3);
+        assert_eq!(v["zero_byte_closes"], 1);
+    }
+
+    #[test]
+    fn quote_escapes_what_json_requires() {
+        for s in ["plain", "q\"b\\s", "nl\nt\tcr\r", "\u{1}\u{1f}", "ünï…"] {
+            let back: String = serde_json::from_str(&quote(s)).expect("valid string");
+            assert_eq!(back, s);
+        }
+        assert_eq!(quote("\u{1}"), "\"\\u0001\"");
+    }
+
+    #[test]
+    fn table_aligns_columns_and_says_what_it_knows() {
+        let t = table(&sample());
+        assert!(
+            t.starts_with(
+                "tg-ws-proxy 0.1.0, up 1h02m, listening on 127.0.0.1:1443, pin: tier tcp\n"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("sessions: 3/100 (ws 2, worker 0, cfproxy 0, tcp 0, connecting 1)"),
+            "{t}"
+        );
+        let lines: Vec<&str> = t.lines().filter(|l| l.starts_with("  ")).collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        let col = |l: &str, w: &str| l.find(w).unwrap_or_else(|| panic!("{w} in {l}"));
+        let state = col(lines[0], "STATE");
+        assert_eq!(col(lines[1], "up"), state, "{t}");
+        assert_eq!(col(lines[2], "down"), state, "{t}");
+        assert!(lines[2].contains("#1*"), "{t}");
+        assert!(lines[2].contains("http-502 2.5s ago"), "{t}");
+        assert!(lines[2].contains("1.5s"), "{t}");
+        assert!(lines[1].contains("41ms"), "{t}");
+        assert!(t.contains("budget: worker w…workers.dev:443: 99000 requests left today"));
+        assert!(t.contains("closed: client-eof=2"), "{t}");
+        assert!(t.contains("fds: 12/1024  rss: 3000KiB"), "{t}");
+        assert_eq!(duration(40), "40ms");
+        assert_eq!(duration(61_000), "1m01s");
+    }
+}

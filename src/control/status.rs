@@ -1,0 +1,201 @@
+//! The [`Status`] snapshot `ctl status` and `ctl metrics` render: plain data, gathered by the
+//! reactor's shell at one instant (`now`), owned, so rendering borrows nothing of the reactor.
+
+use std::net::SocketAddr;
+
+use crate::config::Tier;
+use crate::error::CloseReason;
+use crate::route::ladder::RouteStatus;
+use crate::stats::{Stats, MASK_WHY_NAMES};
+
+/// Everything `ctl status` shows.
+#[derive(Clone, Debug)]
+pub struct Status {
+    /// The binary's version (`CARGO_PKG_VERSION`).
+    pub version: &'static str,
+    /// Time since start, ms.
+    pub uptime_ms: u64,
+    /// The address clients connect to.
+    pub listen: SocketAddr,
+    /// The operator's pin (`tier tcp`, `route #3`), if any.
+    pub pin: Option<String>,
+    /// Sessions in the slab now (connecting or relaying).
+    pub sessions_active: usize,
+    /// Slab size (`--max-connections`, capped).
+    pub sessions_capacity: usize,
+    /// Sessions relaying now over each tier, in [`Tier::index`] order; the rest of
+    /// `sessions_active` are still connecting (or closing).
+    pub sessions_per_tier: [usize; 4],
+    /// Every route created so far.
+    pub routes: Vec<RouteStatus>,
+    /// Requests left today per Worker (`--cf-worker-domain` order): (redacted host:port, left).
+    pub budgets: Vec<(String, u32)>,
+    /// Open file descriptors of the process, if `/proc/self/fd` was readable.
+    pub fds_used: Option<u64>,
+    /// The soft `RLIMIT_NOFILE`, if known (`None` also for "unlimited").
+    pub fds_limit: Option<u64>,
+    /// Resident set size, KiB (`stats::rss_kib`).
+    pub rss_kib: Option<u64>,
+    /// Reloads applied and rejected, once the stats carry them (`None` until then).
+    pub reloads: Option<(u64, u64)>,
+    /// The stats line's counters.
+    pub counters: Counters,
+}
+
+/// The counters of the stats line (`stats::Stats`), copied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Client connections accepted.
+    pub accepted: u64,
+    /// Sessions closed, per close reason name (`client-eof`, …), every reason listed.
+    pub closed: Vec<(&'static str, u64)>,
+    /// Sessions the client closed after receiving zero bytes.
+    pub zero_byte_closes: u64,
+    /// Payload bytes client → Telegram and Telegram → client.
+    pub bytes_up: u64,
+    /// Payload bytes Telegram → client.
+    pub bytes_down: u64,
+    /// Hedges started.
+    pub hedges: u64,
+    /// Background probes started, succeeded, failed.
+    pub probes: [u64; 3],
+    /// Probes and fills put off by a spent Worker budget.
+    pub probes_deferred: u64,
+    /// Client handshakes pacing could not spread.
+    pub unpaced: u64,
+    /// Sessions served from a warm pool, and pool fills started.
+    pub pool_hits: u64,
+    /// Pool fills started.
+    pub pool_fills: u64,
+    /// Sessions replayed after a silent pooled upstream.
+    pub pool_retries: u64,
+    /// Upstream attempts per tier ([`Tier::index`] order): started, won, failed, cancelled.
+    pub attempts: [[u64; 4]; 4],
+    /// Clients handed to the mask host, per reason (`not-tls`, …), every reason listed.
+    pub masked: Vec<(&'static str, u64)>,
+    /// Fake-TLS hellos: accepted, replays, stale, accepted unchecked, replay-cache evictions.
+    pub tls: [u64; 5],
+}
+
+impl Counters {
+    /// A copy of `s`'s counters.
+    pub fn from_stats(s: &Stats) -> Counters {
+        let mut attempts = [[0; 4]; 4];
+        for t in Tier::ALL {
+            let i = t.index();
+            attempts[i] = [
+                s.attempts[i],
+                s.attempts_ok[i],
+                s.attempts_failed[i],
+                s.attempts_cancelled[i],
+            ];
+        }
+        Counters {
+            accepted: s.accepted,
+            closed: CloseReason::ALL
+                .iter()
+                .map(|r| (r.name(), s.closed[r.index()]))
+                .collect(),
+            zero_byte_closes: s.zero_byte_closes,
+            bytes_up: s.bytes_up,
+            bytes_down: s.bytes_down,
+            hedges: s.hedges,
+            probes: s.probes,
+            probes_deferred: s.probes_deferred,
+            unpaced: s.unpaced,
+            pool_hits: s.pool_hits,
+            pool_fills: s.pool_fills,
+            pool_retries: s.pool_retries,
+            attempts,
+            masked: MASK_WHY_NAMES.iter().copied().zip(s.masked).collect(),
+            tls: [
+                s.tls_accepted,
+                s.tls_replays,
+                s.tls_stale,
+                s.tls_unchecked,
+                s.tls_replay_evicted,
+            ],
+        }
+    }
+
+    /// Total closed sessions.
+    pub fn closed_total(&self) -> u64 {
+        self.closed.iter().map(|(_, n)| n).sum()
+    }
+}
+
+impl Status {
+    /// Sessions in the slab that are not relaying over any tier yet.
+    pub fn sessions_connecting(&self) -> usize {
+        self.sessions_active
+            .saturating_sub(self.sessions_per_tier.iter().sum())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::error::Failure;
+    use crate::mtproto::dc::DcId;
+
+    /// A status with two routes, one Worker budget and a few counters, for render and metrics
+    /// tests.
+    pub(crate) fn sample() -> Status {
+        let mut s = Stats {
+            accepted: 5,
+            ..Stats::default()
+        };
+        s.record_close(CloseReason::ClientEof, true);
+        s.record_close(CloseReason::ClientEof, false);
+        s.bytes_up = 1000;
+        s.bytes_down = 2000;
+        s.probes = [3, 2, 1];
+        s.attempts[Tier::Ws.index()] = 4;
+        s.attempts_ok[Tier::Ws.index()] = 3;
+        s.masked[0] = 1;
+        let route = |id, tier, state| RouteStatus {
+            id,
+            label: format!("{}:DC2 \"x\\y\"@127.0.0.1:443", Tier::name(tier)),
+            tier,
+            dc: DcId::plain(2),
+            state,
+            cooldown_left_ms: if state == "down" { 1500 } else { 0 },
+            rtt_p95_ms: (state == "up").then_some(41),
+            last_failure: (state == "down").then_some((Failure::Http(502), 2500)),
+            probe: "idle",
+            pool: (1, 0),
+            sessions: 7,
+            pinned: tier == Tier::Tcp,
+        };
+        Status {
+            version: "0.1.0",
+            uptime_ms: 3_723_000,
+            listen: "127.0.0.1:1443".parse().unwrap(),
+            pin: Some("tier tcp".into()),
+            sessions_active: 3,
+            sessions_capacity: 100,
+            sessions_per_tier: [2, 0, 0, 0],
+            routes: vec![route(0, Tier::Ws, "up"), route(1, Tier::Tcp, "down")],
+            budgets: vec![("w…workers.dev:443".into(), 99_000)],
+            fds_used: Some(12),
+            fds_limit: Some(1024),
+            rss_kib: Some(3000),
+            reloads: None,
+            counters: Counters::from_stats(&s),
+        }
+    }
+
+    #[test]
+    fn counters_copy_the_stats_and_connecting_is_the_rest() {
+        let st = sample();
+        let c = &st.counters;
+        assert_eq!(c.accepted, 5);
+        assert_eq!(c.closed_total(), 2);
+        assert_eq!(c.zero_byte_closes, 1);
+        assert!(c.closed.contains(&("client-eof", 2)));
+        assert_eq!(c.closed.len(), CloseReason::ALL.len());
+        assert_eq!(c.attempts[Tier::Ws.index()], [4, 3, 0, 0]);
+        assert_eq!(c.masked[0], ("not-tls", 1));
+        assert_eq!(st.sessions_connecting(), 1);
+    }
+}
