@@ -555,10 +555,7 @@ fn init_script_passes_shellcheck() {
     );
 }
 
-// NEEDS ENGINEER B's `--config` (issue 9): fails until it is merged. The lead removes the
-// `ignore` after merging wip-b and runs it: `cargo test --test openwrt_init -- --ignored`.
 #[test]
-#[ignore = "needs --config (engineer B); un-ignore after merging"]
 fn link_prints_the_links_and_the_binary_accepts_the_generated_file() {
     let r = Router::new(concat!(
         "\toption port '2443'\n",

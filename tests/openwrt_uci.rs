@@ -4,9 +4,7 @@
 //! is generated from the table by [`render`]: `TG_UPDATE_UCI=1 cargo test --test openwrt_uci`
 //! rewrites it; otherwise a stale file fails the test with the first differing line.
 //!
-//! The keys come from `run --help` for now ([`keys`]): engineer B's
-//! `tg_ws_proxy::cli::config_keys()` (issue 9 contract) replaces that parser after the merge
-//! (same field names), then regenerate the file once (help texts lose the `alias …` words).
+//! The keys come from `tg_ws_proxy::cli::config_keys()`, the option table itself ([`keys`]).
 
 mod common;
 
@@ -28,68 +26,19 @@ struct Key {
     help: String,
 }
 
-/// TEMPORARY (until `cli::config_keys()` lands): every option listed by `run --help`, in help
-/// order. An entry starts at a line indented at most 6 columns with `-`; continuation lines
-/// are indented further; the entry ends `[TG_…] (DEFAULT)`. After B's merge the body becomes
-/// (then `TG_UPDATE_UCI=1 cargo test --test openwrt_uci` once, and commit the file):
-///
-/// ```ignore
-/// tg_ws_proxy::cli::config_keys()
-///     .into_iter()
-///     .map(|k| Key { name: k.name.into(), list: k.list, switch: k.switch, count: k.count,
-///                    default: k.default.into(), help: k.help.into() })
-///     .collect()
-/// ```
+/// Every `run` option a configuration file takes, in table order (`cli::config_keys()`).
 fn keys() -> Vec<Key> {
-    let run = common::run_bin(&["run", "--help"], &[], std::time::Duration::from_secs(10));
-    assert_eq!(run.code, Some(0), "run --help: {}", run.stderr);
-    let mut entries: Vec<(String, String)> = Vec::new(); // (flags, text)
-    for line in run.stdout.lines() {
-        let t = line.trim_start();
-        let indent = line.len() - t.len();
-        if t.is_empty() || indent == 0 {
-            entries.push((String::new(), String::new())); // ends the entry
-        } else if indent <= 6 && t.starts_with('-') {
-            let (flags, text) = t.split_once("  ").unwrap_or((t, ""));
-            entries.push((flags.to_string(), text.trim().to_string()));
-        } else if indent > 6 {
-            if let Some((_, text)) = entries.last_mut() {
-                text.push(' ');
-                text.push_str(t);
-            }
-        } else {
-            entries.push((String::new(), String::new()));
-        }
-    }
-    let mut keys = Vec::new();
-    for (flags, text) in entries.into_iter().filter(|(f, _)| !f.is_empty()) {
-        let mut words = flags.split(' ').skip_while(|w| !w.starts_with("--"));
-        let long = words.next().expect("a long flag");
-        if long == "--help" {
-            continue;
-        }
-        let meta = words.next().unwrap_or("");
-        // The counted flags are the short-named switches (-v, -q); config_keys() says it.
-        let count = meta.is_empty() && !flags.starts_with("--");
-        let text = text.trim().to_string();
-        let open = text.rfind(" (").expect("a (default)");
-        let default = text[open + 2..].trim_end_matches(')').to_string();
-        let help = text[..text.rfind(" [TG_").expect("a [TG_…]")].to_string();
-        keys.push(Key {
-            name: long.trim_start_matches("--").to_string(),
-            list: help.contains("repeatable"),
-            switch: meta.is_empty() && !count,
-            count,
-            default,
-            help,
-        });
-    }
-    assert!(
-        keys.len() > 40,
-        "run --help parsed into {} options only",
-        keys.len()
-    );
-    keys
+    tg_ws_proxy::cli::config_keys()
+        .into_iter()
+        .map(|k| Key {
+            name: k.name.into(),
+            list: k.list,
+            switch: k.switch,
+            count: k.count,
+            default: k.default.into(),
+            help: k.help.into(),
+        })
+        .collect()
 }
 
 /// Defaults shown as words: the UCI line is left empty (an empty option means the default).
