@@ -284,6 +284,14 @@ impl Reactor {
                 }
             }
         }
+        // Unread bytes past the request (an over-long line) would turn the close into a reset
+        // that can beat the reply to the client: discard what is queued (64 KiB at most).
+        let mut sink = [0u8; 512];
+        for _ in 0..128 {
+            if !matches!(k.stream.read(&mut sink), Ok(n) if n > 0) {
+                break;
+            }
+        }
         let _ = k.stream.shutdown(std::net::Shutdown::Write);
         false
     }
