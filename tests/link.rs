@@ -121,12 +121,12 @@ fn link_qr_draws_one_code_per_secret_after_its_links() {
     assert_eq!(r.stdout.lines().count(), 2, "{r:?}");
 }
 
-/// The `tg-ws-proxy link …` commands of README's router section.
+/// The `tg-ws-proxy link …` commands of README's "By hand, on any Linux box" section.
 fn readme_link_commands() -> Vec<Vec<String>> {
     let readme = include_str!("../README.md");
     let start = readme
-        .find("## Running it on a router")
-        .expect("router section");
+        .find("### By hand, on any Linux box")
+        .expect("README section \"By hand, on any Linux box\"");
     let block = &readme[start..];
     let end = block[3..].find("```\n").expect("a code block") + 3;
     block[..end]
