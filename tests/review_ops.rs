@@ -1,7 +1,8 @@
 //! Black-box review cases of issue 9's operations that the owners' files leave open: a drain
 //! with `--drain-timeout 0`, a reload asked for while draining, the control socket file after a
 //! second-signal exit, a secret removed then re-added by reload, and a listen address already in
-//! use at reload (rejected, the old listener keeps serving).
+//! use at reload (rejected, the old listener keeps serving); and, ignored until fixed, `ctl` at
+//! the control connection cap.
 //!
 //! Owns only this file; the rig lives in tests/common. Real sockets on 127.0.0.0/8 and unix
 //! sockets in the test's temp dir, signals through `kill(2)` on the child, no fixed sleeps.
@@ -236,4 +237,30 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Defect found in review, NOT fixed here: with the control socket's 16 connections taken,
+/// the proxy accepts and closes a 17th at once, and `ctl` reports only `reply: Connection reset
+/// by peer` (or `request sent: Broken pipe`) instead of saying the proxy is busy. The fix (the
+/// reactor writes `error busy: …` and discards the request before that close) changes what
+/// tests/ctl.rs's cap-and-deadline test expects (EOF first), which the integrator is editing
+/// for `--control-timeout`; left for the merge. Run with `--ignored` to see it fail.
+#[test]
+#[ignore = "defect: ctl at the control connection cap does not say the proxy is busy"]
+fn ctl_at_the_control_connection_cap_says_the_proxy_is_busy() {
+    let sock = temp_dir().join("ctl.sock");
+    let s = sock.to_str().expect("UTF-8 temp path");
+    let (_dc, proxy) = tcp_dc2_proxy(&["--control-socket", s]);
+    let held: Vec<_> = (0..16)
+        .map(|_| std::os::unix::net::UnixStream::connect(&sock).expect("connect"))
+        .collect();
+    let r = common::run_bin(&["ctl", "status", "--control-socket", s], &[], WAIT);
+    drop(held);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("busy") || r.stderr.contains("16"),
+        "ctl does not say why: {:?}\n{}",
+        r.stderr,
+        proxy.logs().join("\n")
+    );
 }
