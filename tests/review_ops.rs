@@ -1,7 +1,8 @@
 //! Black-box review cases of issue 9's operations that the owners' files leave open: a drain
 //! with `--drain-timeout 0`, a reload asked for while draining, the control socket file after a
 //! second-signal exit, a secret removed then re-added by reload, and a listen address already in
-//! use at reload (rejected, the old listener keeps serving); and, ignored until fixed, `ctl` at
+//! use at reload (rejected, the old listener keeps serving), the replay cache kept when every `ee`
+//! secret is removed and one re-added; and, ignored until fixed, `ctl` at
 //! the control connection cap.
 //!
 //! Owns only this file; the rig lives in tests/common. Real sockets on 127.0.0.0/8 and unix
@@ -263,4 +264,61 @@ fn ctl_at_the_control_connection_cap_says_the_proxy_is_busy() {
         r.stderr,
         proxy.logs().join("\n")
     );
+}
+
+/// README: at reload "the fake-TLS replay cache and clock trust are kept". Removing every `ee`
+/// secret and adding one back must not hand out a fresh, empty replay cache: a hello recorded
+/// before is still a replay (masked, counted in `tls=…/replays/…`), not a new session.
+#[test]
+fn an_ee_secret_removed_then_re_added_keeps_the_replay_cache() {
+    use common::eebed::{ee_res_pq, ee_secret};
+    use common::masksite::MaskSite;
+    use std::io::Write;
+    let mask = MaskSite::start_tls();
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let path = temp_dir().join("secret");
+    write_private(&path, &format!("{}\n{SECRET}\n", ee_secret()));
+    let (route, mask_host) = (
+        format!("2:{}", dc.addr()),
+        format!("127.0.0.1:{}", mask.port()),
+    );
+    let proxy = Proxy::start(&[
+        "--secret-file",
+        path.to_str().unwrap(),
+        "--mask-host",
+        &mask_host,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+        "--stats-interval",
+        "0.1",
+    ]);
+    let mut rng = common::os_rng();
+    let first = ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
+    let hello = first.stream.hello.clone();
+    drop(first);
+    write_private(&path, &format!("{SECRET}\n"));
+    signal(&proxy, libc::SIGHUP);
+    must_log(&proxy, "reload: applied (secrets)");
+    write_private(&path, &format!("{}\n{SECRET}\n", ee_secret()));
+    signal(&proxy, libc::SIGHUP);
+    let ok = wait_until(WAIT, || proxy.count_log("reload: applied (secrets)") >= 2);
+    assert!(ok, "no second reload:\n{}", proxy.dump());
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    sock.write_all(&hello.bytes).unwrap();
+    // `tls=accepted/replays/stale/unchecked`: the replay is counted as one.
+    let mut last = None;
+    let seen = wait_until(WAIT, || {
+        last = proxy.next_stats(WAIT);
+        last.as_deref()
+            .and_then(|l| common::stats_field(l, "tls"))
+            .is_some_and(|v| v.len() == 4 && v[1] >= 1)
+    });
+    assert!(
+        seen,
+        "the replayed hello was not refused; last stats: {last:?}\n{}",
+        proxy.dump()
+    );
+    assert_eq!(dc.connections(), 1, "the replay reached the DC");
 }
