@@ -9,7 +9,7 @@
 //! a value means are the driver's (`parse`) and the table's writers' business.
 
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use super::table::{Kind, Opt, RUN_OPTIONS};
@@ -44,12 +44,21 @@ pub(super) struct Loaded {
     pub mode: u32,
 }
 
-/// Reads `path`: at most [`MAX_CONFIG_BYTES`] (a longer file is an error, not truncated), valid
-/// UTF-8. Errors are one phrase with the OS error as the OS reported it (`cannot read: No such
+/// Reads `path`: a regular file (a FIFO or a device is refused, and the open never blocks), at
+/// most [`MAX_CONFIG_BYTES`] (a longer file is an error, not truncated), valid UTF-8. Errors are one phrase with the OS error as the OS reported it (`cannot read: No such
 /// file or directory (os error 2)`).
 pub(super) fn read_file(path: &Path) -> Result<Loaded, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
-    let mode = file.metadata().map(|m| m.permissions().mode()).unwrap_or(0);
+    // O_NONBLOCK: a FIFO at the path must not stall the start or, at reload, the reactor.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mode = meta.permissions().mode();
     let mut bytes = Vec::new();
     // One byte past the cap tells a file of exactly the cap from a longer one.
     file.take(MAX_CONFIG_BYTES as u64 + 1)
@@ -299,5 +308,19 @@ mod tests {
         for p in [ok, big, bad] {
             let _ = std::fs::remove_file(p);
         }
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_is_refused_without_blocking() {
+        let p = std::env::temp_dir().join(format!("tgwp-conf-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // A blocking open would wait for a writer for ever (at reload: inside the reactor).
+        assert_eq!(read_file(&p).err().unwrap(), "not a regular file");
+        let _ = std::fs::remove_file(&p);
+        let dev = read_file(Path::new("/dev/zero")).err().unwrap();
+        assert_eq!(dev, "not a regular file");
     }
 }

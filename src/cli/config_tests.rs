@@ -256,3 +256,31 @@ fn config_keys_cover_every_option_but_config() {
     assert_eq!(key("port").default, "1443");
     assert_eq!(keys[0].name, "host", "table order");
 }
+
+#[test]
+fn control_characters_from_the_file_are_escaped_in_the_error_line() {
+    // An unknown name and a bad value, each carrying ESC/NUL/BEL: the error line names them
+    // escaped, so a junk file cannot clear the terminal, retitle it or cut the log line.
+    for (tag, text, shown) in [
+        (
+            "ctl-name",
+            "\u{1}\u{1b}[2Jjunk\0 x\n",
+            "\\u{1}\\u{1b}[2Jjunk\\u{0}",
+        ),
+        (
+            "ctl-value",
+            "tier-order ws,\u{1b}]0;pwn\u{7}\n",
+            "\\u{1b}]0;pwn\\u{7}",
+        ),
+    ] {
+        let p = file(tag, text);
+        let e = parse(&["--config", p.to_str().unwrap()], &[])
+            .err()
+            .unwrap_or_else(|| panic!("{tag}: accepted"))
+            .to_string();
+        assert!(e.contains("line 1"), "{tag}: {e}");
+        assert!(e.contains(shown), "{tag}: {e:?}");
+        assert!(!e.chars().any(char::is_control), "{tag}: {e:?}");
+        let _ = std::fs::remove_file(p);
+    }
+}

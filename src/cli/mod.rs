@@ -87,13 +87,24 @@ impl CliError {
     }
 }
 
+/// The one-line shape `--flag (TG_VAR): what is wrong`. Control characters in the message
+/// (echoed from a file, a variable or an argument: ESC, NUL, line breaks) are written escaped
+/// (`\u{1b}`), so a bad value cannot split the line or drive the terminal or the log.
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.flag, self.env) {
-            (Some(flag), Some(env)) => write!(f, "{flag} ({env}): {}", self.msg),
-            (Some(flag), None) => write!(f, "{flag}: {}", self.msg),
-            (None, _) => f.write_str(&self.msg),
+            (Some(flag), Some(env)) => write!(f, "{flag} ({env}): ")?,
+            (Some(flag), None) => write!(f, "{flag}: ")?,
+            (None, _) => {}
         }
+        for c in self.msg.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -4,7 +4,7 @@
 //! creation (exclusive, mode 0600). Messages name the file and the line, never a secret.
 
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
@@ -32,13 +32,40 @@ pub fn parse_secret_text(text: &str) -> Result<Vec<Secret>, String> {
     Ok(out)
 }
 
-/// Reads the secrets in `path`, or, if it does not exist, creates it (mode 0600, exclusive
-/// create) holding one fresh plain secret. Returns the secrets and a note to log.
+/// Largest secret file read, in bytes (64 KiB); a longer one is refused, not truncated.
+pub const MAX_SECRET_FILE_BYTES: usize = 64 * 1024;
+
+/// Reads `path` whole if it is a regular file of at most `cap` bytes of UTF-8. The open does
+/// not block (`O_NONBLOCK`: a FIFO or a device at the path would otherwise stall the start or,
+/// at reload, the reactor); anything but a regular file is refused. Errors: the OS error of
+/// `open`/`read` as it is (a missing file keeps `NotFound`), or `InvalidData` saying what is
+/// wrong (not a regular file, too long, not UTF-8).
+pub fn read_small_file(path: &Path, cap: usize) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind};
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidData, "not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    f.take(cap as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > cap {
+        let msg = format!("larger than {} KiB", cap / 1024);
+        return Err(Error::new(ErrorKind::InvalidData, msg));
+    }
+    String::from_utf8(bytes).map_err(|_| Error::new(ErrorKind::InvalidData, "not valid UTF-8"))
+}
+
+/// Reads the secrets in `path` (at most [`MAX_SECRET_FILE_BYTES`], a regular file), or, if it
+/// does not exist, creates it (mode 0600, exclusive create) holding one fresh plain secret.
+/// Returns the secrets and a note to log.
 pub(super) fn load_or_create_secret_file(
     path: &Path,
 ) -> Result<(Vec<Secret>, Option<Note>), String> {
     let shown = path.display();
-    match std::fs::read_to_string(path) {
+    match read_small_file(path, MAX_SECRET_FILE_BYTES) {
         Ok(text) => {
             let secrets = parse_secret_text(&text).map_err(|e| format!("{shown}: {e}"))?;
             let mode = std::fs::metadata(path)
@@ -76,5 +103,41 @@ pub(super) fn load_or_create_secret_file(
             Ok((vec![secret], Some((Level::Info, note))))
         }
         Err(e) => Err(format!("cannot read {shown}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(tag: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("tgwp-sf-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        p
+    }
+
+    #[test]
+    fn a_huge_secret_file_is_refused_unread_past_the_cap() {
+        let p = temp("huge");
+        let mut text = String::from("0123456789abcdef0123456789abcdef\n");
+        text.push_str(&"#".repeat(MAX_SECRET_FILE_BYTES));
+        std::fs::write(&p, text).unwrap();
+        let e = load_or_create_secret_file(&p).unwrap_err();
+        assert!(e.contains("larger than 64 KiB"), "{e}");
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_as_secret_file_is_refused_without_blocking() {
+        let p = temp("fifo");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Without O_NONBLOCK this open would wait for a writer for ever.
+        let e = load_or_create_secret_file(&p).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        let _ = std::fs::remove_file(&p);
+        let e = load_or_create_secret_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
     }
 }

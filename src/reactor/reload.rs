@@ -66,7 +66,9 @@ impl Reactor {
         };
         let (mut cfg, notes) = reloader()?;
         let old = &self.s.cfg;
-        let restart = keep_restart_only(old, &mut cfg, !self.s.ee_keys.is_empty());
+        // The replay cache is sized once, when the first ee secret arrives (see `apply`).
+        let ee_live = self.s.gate.replay_cache().capacity() > 0;
+        let restart = keep_restart_only(old, &mut cfg, ee_live);
         let tls_changed = cfg.ca_file != old.ca_file
             || cfg.accept_invalid_certs != old.accept_invalid_certs
             || cfg.tls_cipher != old.tls_cipher;
@@ -110,8 +112,10 @@ impl Reactor {
     fn apply(&mut self, cfg: Config, tls: Option<Arc<rustls::ClientConfig>>) {
         let s = &mut self.s;
         let ee_keys = EeKey::from_secrets(&cfg.secrets);
-        if s.ee_keys.is_empty() && !ee_keys.is_empty() {
+        if s.gate.replay_cache().capacity() == 0 && !ee_keys.is_empty() {
             // The first ee secret: the gate so far never saw a hello; give it its replay cache.
+            // Once sized it is kept, also across a reload that removes every ee secret and a
+            // later one that adds one back (a fresh cache would take old hellos again).
             s.wall_s = super::wall_clock_s();
             s.gate = Gate::new(
                 cfg.tls_time_window.as_secs(),

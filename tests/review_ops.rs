@@ -1,0 +1,324 @@
+//! Black-box review cases of issue 9's operations that the owners' files leave open: a drain
+//! with `--drain-timeout 0`, a reload asked for while draining, the control socket file after a
+//! second-signal exit, a secret removed then re-added by reload, and a listen address already in
+//! use at reload (rejected, the old listener keeps serving), the replay cache kept when every `ee`
+//! secret is removed and one re-added; and, ignored until fixed, `ctl` at
+//! the control connection cap.
+//!
+//! Owns only this file; the rig lives in tests/common. Real sockets on 127.0.0.0/8 and unix
+//! sockets in the test's temp dir, signals through `kill(2)` on the child, no fixed sleeps.
+
+mod common;
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use common::fakedc::{DcConfig, FakeDc};
+use common::{client_opts, tcp_dc2_proxy, temp_dir, wait_until, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
+use tg_ws_proxy::mtproto::obfs2::Tag;
+use tg_ws_proxy::rng::Rng;
+
+/// How long a log line or an exit may take to show up.
+const WAIT: Duration = Duration::from_secs(10);
+
+const OTHER: &str = "fedcba9876543210fedcba9876543210";
+
+fn signal(proxy: &Proxy, sig: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid; no memory is shared.
+    let rc = unsafe { libc::kill(proxy.pid() as libc::pid_t, sig) };
+    assert_eq!(rc, 0, "kill: {}", io::Error::last_os_error());
+}
+
+fn wait_exit(proxy: &mut Proxy, timeout: Duration) -> Option<ExitStatus> {
+    let mut status = None;
+    wait_until(timeout, || {
+        status = proxy.try_wait();
+        status.is_some()
+    });
+    status
+}
+
+fn must_log(proxy: &Proxy, needle: &str) {
+    assert!(
+        proxy.wait_log(needle, WAIT),
+        "no {needle:?}:\n{}",
+        proxy.logs().join("\n")
+    );
+}
+
+/// A relaying session: connected through the proxy, one echo exchanged.
+fn live_session(proxy: &Proxy) -> MtClient {
+    let mut c = MtClient::connect(&client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2))
+        .expect("connect through the proxy");
+    echo(&mut c, 1, proxy);
+    c
+}
+
+/// One packet to the fake DC and its echo back (the 0xA5 lead makes it an echo).
+fn echo(c: &mut MtClient, n: u8, proxy: &Proxy) {
+    let payload = [0xA5, n, 2, 3, 4, 5, 6, n];
+    c.send_packet(&payload).expect("send echo");
+    let got = c
+        .recv_packet()
+        .unwrap_or_else(|e| panic!("echo {n}: {e}\n{}", proxy.logs().join("\n")));
+    assert_eq!(got, payload, "echo {n}");
+}
+
+/// One `req_pq_multi` → `resPQ` exchange with `secret` toward DC 2 at `addr`.
+fn served(addr: SocketAddr, secret: &str) -> Outcome {
+    let mut rng = Rng::new().expect("OS randomness");
+    let mut opts = client_opts(addr, secret, Tag::Intermediate, 2);
+    opts.timeout = Duration::from_secs(3);
+    probe_once(&opts, &mut rng).outcome
+}
+
+fn write_private(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+#[test]
+fn drain_timeout_0_cuts_live_sessions_and_exits_at_once() {
+    let (_dc, mut proxy) = tcp_dc2_proxy(&["--drain-timeout", "0"]);
+    let mut c = live_session(&proxy);
+    let t0 = Instant::now();
+    signal(&proxy, libc::SIGTERM);
+    let status = wait_exit(&mut proxy, WAIT).expect("exit with --drain-timeout 0");
+    assert!(status.success(), "{status:?}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    must_log(&proxy, "shutdown: 1 sessions cut at --drain-timeout");
+    assert!(c.recv_packet().is_err(), "session still open after exit");
+}
+
+#[test]
+fn a_reload_while_draining_is_refused_and_the_drain_goes_on() {
+    let (_dc, mut proxy) = tcp_dc2_proxy(&["--drain-timeout", "30s"]);
+    let mut c = live_session(&proxy);
+    signal(&proxy, libc::SIGTERM);
+    must_log(&proxy, "shutdown: draining 1 sessions");
+    signal(&proxy, libc::SIGHUP);
+    must_log(&proxy, "reload: rejected: shutting down");
+    // SIGHUP is not a second stop signal: still draining, the session still relays.
+    assert!(proxy.try_wait().is_none(), "SIGHUP ended the drain");
+    echo(&mut c, 2, &proxy);
+    drop(c);
+    let status = wait_exit(&mut proxy, WAIT).expect("exit once the last session ended");
+    assert!(status.success(), "{status:?}");
+    must_log(&proxy, "shutdown: done");
+}
+
+#[test]
+fn control_socket_file_is_removed_after_a_second_signal_exit() {
+    let sock = temp_dir().join("ctl.sock");
+    let s = sock.to_str().expect("UTF-8 temp path");
+    let (_dc, mut proxy) = tcp_dc2_proxy(&["--drain-timeout", "60s", "--control-socket", s]);
+    assert!(sock.exists(), "no control socket at {s}");
+    let _c = live_session(&proxy);
+    signal(&proxy, libc::SIGTERM);
+    must_log(&proxy, "shutdown: draining 1 sessions");
+    signal(&proxy, libc::SIGINT);
+    let status = wait_exit(&mut proxy, WAIT).expect("second signal exits at once");
+    assert!(status.success(), "{status:?}");
+    assert!(!sock.exists(), "socket file left behind after exit");
+}
+
+#[test]
+fn a_secret_removed_then_re_added_by_reload_is_served_again() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let path = temp_dir().join("secret");
+    write_private(&path, &format!("{SECRET}\n{OTHER}\n"));
+    let route = format!("2:{}", dc.addr());
+    let file = path.to_str().expect("UTF-8 temp path");
+    let proxy = Proxy::start(&[
+        "--secret-file",
+        file,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+    ]);
+    assert_eq!(served(proxy.addr(), OTHER), Outcome::Ok);
+    write_private(&path, &format!("{SECRET}\n"));
+    signal(&proxy, libc::SIGHUP);
+    must_log(&proxy, "reload: applied (secrets)");
+    assert_ne!(
+        served(proxy.addr(), OTHER),
+        Outcome::Ok,
+        "removed secret served"
+    );
+    assert_eq!(served(proxy.addr(), SECRET), Outcome::Ok);
+    write_private(&path, &format!("{OTHER}\n{SECRET}\n"));
+    signal(&proxy, libc::SIGHUP);
+    let ok = wait_until(WAIT, || proxy.count_log("reload: applied (secrets)") >= 2);
+    assert!(ok, "no second reload:\n{}", proxy.logs().join("\n"));
+    assert_eq!(served(proxy.addr(), OTHER), Outcome::Ok, "re-added secret");
+    assert_eq!(served(proxy.addr(), SECRET), Outcome::Ok);
+}
+
+#[test]
+fn a_listen_address_in_use_at_reload_is_rejected_and_the_old_listener_serves() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    // The address the new file asks for is taken (by this test) on another loopback address.
+    let taken = TcpListener::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+    let busy = taken.local_addr().unwrap();
+    let cfg = temp_dir().join("proxy.conf");
+    let route = format!("2:{}", dc.addr());
+    let text = |host: &str, port: u16| {
+        format!(
+            "host {host}\nport {port}\nsecret {SECRET}\ntcp-dc-ip {route}\ntier-order tcp\n\
+             pool-size 0\nstartup-probes off\nmax-per-ip 0\nper-ip-rate 0\n"
+        )
+    };
+    // A port for the first listener: bound and released (the proxy binds it at once).
+    let first = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    write_private(&cfg, &text("127.0.0.1", first.port()));
+    let mut cmd = common::command(&["run", "--config", cfg.to_str().unwrap()]);
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for l in io::BufRead::lines(io::BufReader::new(stderr)).map_while(Result::ok) {
+            sink.lock().unwrap().push(l);
+        }
+    });
+    let dump = || lines.lock().unwrap().join("\n");
+    let up = wait_until(WAIT, || TcpStream::connect(first).is_ok());
+    if !up {
+        let _ = child.kill();
+        panic!("proxy not listening on {first}:\n{}", dump());
+    }
+    assert_eq!(served(first, SECRET), Outcome::Ok, "{}", dump());
+    write_private(&cfg, &text("127.0.0.2", busy.port()));
+    // SAFETY: kill(2) on our own child's pid; no memory is shared.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) };
+    assert_eq!(rc, 0);
+    let rejected = || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains("reload: rejected"))
+            .cloned()
+    };
+    let seen = wait_until(WAIT, || rejected().is_some());
+    let line = rejected().unwrap_or_default();
+    let _guard = KillOnDrop(child);
+    assert!(seen, "no rejection:\n{}", dump());
+    assert!(
+        line.contains("Address already in use") && line.contains(&busy.to_string()),
+        "{line}"
+    );
+    assert_eq!(
+        served(first, SECRET),
+        Outcome::Ok,
+        "old listener after a rejected reload:\n{}",
+        dump()
+    );
+    drop(taken);
+}
+
+/// Kills and reaps the child on drop (also when an assertion fails).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Defect found in review, NOT fixed here: with the control socket's 16 connections taken,
+/// the proxy accepts and closes a 17th at once, and `ctl` reports only `reply: Connection reset
+/// by peer` (or `request sent: Broken pipe`) instead of saying the proxy is busy. The fix (the
+/// reactor writes `error busy: …` and discards the request before that close) changes what
+/// tests/ctl.rs's cap-and-deadline test expects (EOF first), which the integrator is editing
+/// for `--control-timeout`; left for the merge. Run with `--ignored` to see it fail.
+#[test]
+#[ignore = "defect: ctl at the control connection cap does not say the proxy is busy"]
+fn ctl_at_the_control_connection_cap_says_the_proxy_is_busy() {
+    let sock = temp_dir().join("ctl.sock");
+    let s = sock.to_str().expect("UTF-8 temp path");
+    let (_dc, proxy) = tcp_dc2_proxy(&["--control-socket", s]);
+    let held: Vec<_> = (0..16)
+        .map(|_| std::os::unix::net::UnixStream::connect(&sock).expect("connect"))
+        .collect();
+    let r = common::run_bin(&["ctl", "status", "--control-socket", s], &[], WAIT);
+    drop(held);
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stderr.contains("busy") || r.stderr.contains("16"),
+        "ctl does not say why: {:?}\n{}",
+        r.stderr,
+        proxy.logs().join("\n")
+    );
+}
+
+/// README: at reload "the fake-TLS replay cache and clock trust are kept". Removing every `ee`
+/// secret and adding one back must not hand out a fresh, empty replay cache: a hello recorded
+/// before is still a replay (masked, counted in `tls=…/replays/…`), not a new session.
+#[test]
+fn an_ee_secret_removed_then_re_added_keeps_the_replay_cache() {
+    use common::eebed::{ee_res_pq, ee_secret};
+    use common::masksite::MaskSite;
+    use std::io::Write;
+    let mask = MaskSite::start_tls();
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let path = temp_dir().join("secret");
+    write_private(&path, &format!("{}\n{SECRET}\n", ee_secret()));
+    let (route, mask_host) = (
+        format!("2:{}", dc.addr()),
+        format!("127.0.0.1:{}", mask.port()),
+    );
+    let proxy = Proxy::start(&[
+        "--secret-file",
+        path.to_str().unwrap(),
+        "--mask-host",
+        &mask_host,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+        "--stats-interval",
+        "0.1",
+    ]);
+    let mut rng = common::os_rng();
+    let first = ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
+    let hello = first.stream.hello.clone();
+    drop(first);
+    write_private(&path, &format!("{SECRET}\n"));
+    signal(&proxy, libc::SIGHUP);
+    must_log(&proxy, "reload: applied (secrets)");
+    write_private(&path, &format!("{}\n{SECRET}\n", ee_secret()));
+    signal(&proxy, libc::SIGHUP);
+    let ok = wait_until(WAIT, || proxy.count_log("reload: applied (secrets)") >= 2);
+    assert!(ok, "no second reload:\n{}", proxy.dump());
+    let mut sock = TcpStream::connect(proxy.addr()).unwrap();
+    sock.write_all(&hello.bytes).unwrap();
+    // `tls=accepted/replays/stale/unchecked`: the replay is counted as one.
+    let mut last = None;
+    let seen = wait_until(WAIT, || {
+        last = proxy.next_stats(WAIT);
+        last.as_deref()
+            .and_then(|l| common::stats_field(l, "tls"))
+            .is_some_and(|v| v.len() == 4 && v[1] >= 1)
+    });
+    assert!(
+        seen,
+        "the replayed hello was not refused; last stats: {last:?}\n{}",
+        proxy.dump()
+    );
+    assert_eq!(dc.connections(), 1, "the replay reached the DC");
+}
