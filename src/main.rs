@@ -3,7 +3,8 @@
 //! Busybox style: a symlink named after an applet (`probe` → `tg-ws-proxy`) runs that applet;
 //! otherwise the first argument may name one, and with none `run` is used. This file owns only
 //! that dispatch, the top-level `--help`/`--version`, and splitting `--flag=value` into two
-//! arguments; flags belong to the applets (`tg_ws_proxy::applet`).
+//! arguments, and SIGPIPE's default for the printing applets; flags belong to the applets
+//! (`tg_ws_proxy::applet`).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -34,6 +35,13 @@ Applets:
 ";
 
 fn main() {
+    // Printing applets end quietly on a closed pipe (`tg-ws-proxy link | head -1`) as other
+    // command-line tools do, instead of panicking on EPIPE: SIGPIPE back to its default here.
+    // `run` ignores it again before it starts serving (a closed log pipe must not kill it).
+    // SAFETY: signal() with SIG_DFL installs no handler; nothing runs concurrently yet.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let mut argv = std::env::args_os();
     let argv0 = argv.next().unwrap_or_default();
     let rest: Vec<OsString> = argv.collect();

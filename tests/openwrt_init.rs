@@ -432,6 +432,27 @@ fn reload_with_a_secret_option_keeps_the_running_instance_and_its_file() {
 }
 
 #[test]
+fn reload_with_the_secret_file_gone_makes_no_new_secret_and_keeps_the_instance() {
+    let r = Router::new("\toption tier_order 'ws,tcp'\n");
+    r.expect_started(&r.run("start"));
+    let secret = r.path("etc/tg-ws-proxy/secret");
+    fs::remove_file(&secret).expect("remove the secret file");
+    let o = r.run("reload");
+    assert_ne!(o.code, Some(0), "reload without the secret file fails");
+    assert!(!secret.exists(), "the reload made a new secret file");
+    let calls = r.take_calls();
+    assert!(
+        !has(&calls, &["procd_close_service"]) && !has(&calls, &["procd_kill"]),
+        "the running instance is left alone: {calls:?}"
+    );
+    assert!(
+        r.logged().contains("reload refused"),
+        "says why: {}",
+        r.logged()
+    );
+}
+
+#[test]
 fn secret_option_at_start_is_refused_naming_the_secret_file() {
     let r = Router::new("\toption secret '0123456789abcdef0123456789abcdef'\n");
     let o = r.run("start");

@@ -161,6 +161,34 @@ fn a_secret_removed_then_re_added_by_reload_is_served_again() {
 }
 
 #[test]
+fn a_secret_file_deleted_before_a_reload_is_not_replaced_by_a_new_secret() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let path = temp_dir().join("secret");
+    write_private(&path, &format!("{SECRET}\n"));
+    let route = format!("2:{}", dc.addr());
+    let file = path.to_str().expect("UTF-8 temp path");
+    let proxy = Proxy::start(&[
+        "--secret-file",
+        file,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+    ]);
+    assert_eq!(served(proxy.addr(), SECRET), Outcome::Ok);
+    std::fs::remove_file(&path).expect("remove the secret file");
+    signal(&proxy, libc::SIGHUP);
+    must_log(&proxy, "reload: rejected");
+    must_log(&proxy, "a reload never makes a new secret");
+    assert!(!path.exists(), "the reload created a new secret file");
+    assert_eq!(
+        served(proxy.addr(), SECRET),
+        Outcome::Ok,
+        "the running secret stays"
+    );
+}
+
+#[test]
 fn a_listen_address_in_use_at_reload_is_rejected_and_the_old_listener_serves() {
     let dc = FakeDc::start_tcp(DcConfig::default());
     // The address the new file asks for is taken (by this test) on another loopback address.

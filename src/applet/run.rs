@@ -54,13 +54,16 @@ pub fn main(mut args: Arguments) -> i32 {
         print!("{}", help());
         return 0;
     }
+    // The binary's entry restored SIGPIPE's default for the printing applets; the proxy must
+    // never die of one (a closed log pipe; sockets use MSG_NOSIGNAL anyway).
+    // SAFETY: SIG_IGN installs no handler; the reactor has not started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
     // Kept for reloads: SIGHUP parses the same argv again (with the process environment), so
     // `--config` and `--secret-file` are read again.
     let argv = args.finish();
-    let parse = |argv: &[std::ffi::OsString]| {
-        cli::parse_run(Arguments::from_vec(argv.to_vec()), "run", &cli::process_env)
-    };
-    let parsed = match parse(&argv) {
+    let parsed = match cli::parse_run(Arguments::from_vec(argv.clone()), "run", &cli::process_env) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tg-ws-proxy: {e}");
@@ -93,7 +96,7 @@ pub fn main(mut args: Arguments) -> i32 {
     let listen = config.listen;
     let to_file = config.log_file.is_some();
     let reload: crate::reactor::Reload = Box::new(move || {
-        parse(&argv)
+        cli::parse_run_reload(Arguments::from_vec(argv.clone()), &cli::process_env)
             .map(|p| (p.config, p.notes))
             .map_err(|e| e.to_string())
     });
@@ -159,7 +162,7 @@ pub fn summary(c: &Config) -> Vec<String> {
         ),
         format!(
             "upstream: ws {}; tcp {}; ca-file {}; timeouts ws {} tcp {} handshake {} idle {} \
-             drain {}; stats {}",
+             bad-client-drain {}; shutdown drain {}; stats {}",
             map(&c.ws_addrs),
             map(&c.tcp_addrs),
             c.ca_file
@@ -170,6 +173,7 @@ pub fn summary(c: &Config) -> Vec<String> {
             fmt_duration(c.handshake_timeout),
             fmt_duration(c.idle_timeout),
             fmt_duration(c.bad_client_drain),
+            fmt_duration(c.drain_timeout),
             if c.stats_interval.is_zero() {
                 "off".to_string()
             } else {

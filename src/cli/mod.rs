@@ -32,7 +32,7 @@ use pico_args::Arguments;
 pub use config_file::MAX_CONFIG_BYTES;
 pub use duration::{parse_duration, DURATION_HELP, MAX_DURATION};
 pub use help::run_options_help;
-pub use parse::{parse_run, Note, RunArgs};
+pub use parse::{parse_run, parse_run_reload, Note, RunArgs};
 pub use secret_file::parse_secret_text;
 pub use table::MAX_CONNECTIONS_LIMIT;
 pub use values::{

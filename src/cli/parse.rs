@@ -101,7 +101,23 @@ pub(super) struct Taken {
 /// value is judged; then values are judged in table order and the first bad one is reported.
 /// May create the `--secret-file` (see `RunArgs::notes`); that happens last, after every other
 /// check passed.
-pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs, CliError> {
+pub fn parse_run(args: Arguments, applet: &str, env: Env) -> Result<RunArgs, CliError> {
+    parse_run_with(args, applet, env, true)
+}
+
+/// [`parse_run`] for a reload of a running proxy: the same rules, except that a missing
+/// `--secret-file` is an error (`… does not exist; a reload never makes a new secret`) instead
+/// of being created — a reload must not silently replace the secret every phone link holds.
+pub fn parse_run_reload(args: Arguments, env: Env) -> Result<RunArgs, CliError> {
+    parse_run_with(args, "run", env, false)
+}
+
+fn parse_run_with(
+    mut args: Arguments,
+    applet: &str,
+    env: Env,
+    create_secret_file: bool,
+) -> Result<RunArgs, CliError> {
     let mut taken: Vec<Taken> = RUN_OPTIONS.iter().map(|_| Taken::default()).collect();
     // Valued options first, switches last: a switch search must not eat a flag's value.
     for (o, t) in RUN_OPTIONS.iter().zip(&mut taken) {
@@ -124,7 +140,7 @@ pub fn parse_run(mut args: Arguments, applet: &str, env: Env) -> Result<RunArgs,
         let file: Vec<&Entry> = entries.iter().filter(|e| e.opt == i).collect();
         draft.apply_from(o, t, env, &file)?;
     }
-    let mut parsed = draft.finish()?;
+    let mut parsed = draft.finish(create_secret_file)?;
     parsed.notes.extend(note);
     Ok(parsed)
 }
@@ -398,12 +414,21 @@ impl Draft {
 
     /// [`Draft::settle`], then the secrets: the secret file is read (or created) only now,
     /// once every other value passed; at least one secret is required; duplicates are dropped.
-    fn finish(mut self) -> Result<RunArgs, CliError> {
+    /// With `create_secret_file` false (a reload) a missing secret file is an error.
+    fn finish(mut self, create_secret_file: bool) -> Result<RunArgs, CliError> {
         self.settle()?;
         let secret_file_source = self.source("--secret-file").unwrap_or(Source::Flag);
         let host_given = self.source("--host").is_some();
         let mut notes = Vec::new();
         if let Some(path) = &self.secret_file {
+            if !create_secret_file && !path.exists() {
+                let m = format!(
+                    "{} does not exist; a reload never makes a new secret (restore the file, \
+                     or restart to create one)",
+                    path.display()
+                );
+                return Err(self.error("--secret-file", secret_file_source, m));
+            }
             let (file_secrets, note) = load_or_create_secret_file(path)
                 .map_err(|m| self.error("--secret-file", secret_file_source, m))?;
             let c = &mut self.config;

@@ -160,6 +160,13 @@ fn parse_args(
         (false, None) => {
             return Err("--secret: missing (or TG_SECRET, --secret-file, --raw)".to_string())
         }
+        // A secret file has `run`'s format (comment lines, several secrets): its first secret.
+        (false, Some(text)) if secret_src == "--secret-file" => {
+            let all =
+                crate::cli::parse_secret_text(&text).map_err(|e| format!("{secret_src}: {e}"))?;
+            let first = all.into_iter().next();
+            Some(first.ok_or_else(|| format!("{secret_src}: the file holds no secret"))?)
+        }
         (false, Some(text)) => {
             let first = text.split(',').next().unwrap_or("").trim();
             let s = Secret::parse(first).map_err(|e| format!("{secret_src}: {e}"))?;
@@ -315,6 +322,25 @@ mod tests {
     }
 
     const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_secret_file_in_runs_format_gives_its_first_secret() {
+        let p = std::env::temp_dir().join(format!("probe-secret-{}", std::process::id()));
+        let other = "fedcba9876543210fedcba9876543210";
+        std::fs::write(&p, format!("# tg-ws-proxy secret file\n{KEY}, {other}\n")).unwrap();
+        let path = p.to_str().unwrap();
+        let a = parse_args(args(&["127.0.0.1:1443", "--secret-file", path]), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            a.client.secret.as_ref().map(|s| s.key_hex()),
+            Some(KEY.to_string())
+        );
+        std::fs::write(&p, "# only a comment\n").unwrap();
+        let e = parse_args(args(&["127.0.0.1:1443", "--secret-file", path]), None).unwrap_err();
+        assert!(e.contains("no secret"), "{e}");
+        let _ = std::fs::remove_file(&p);
+    }
 
     #[test]
     fn flags_defaults_and_tag_choice() {
