@@ -266,9 +266,8 @@ fn main() -> ExitCode {
         println!("  protocol violations: {violations:?}");
     }
 
-    section("6. Stop the proxy; its log");
-    let _ = child.kill();
-    let _ = child.wait();
+    section("6. Stop the proxy (SIGTERM: it drains, writes its last lines and exits); its log");
+    stop(&mut child);
     for r in readers {
         let _ = r.join();
     }
@@ -288,3 +287,21 @@ fn main() -> ExitCode {
 /// Every DC mapped to the discard port on loopback, where nothing listens.
 const LOOPBACK_DEAD_DCS: &str =
     "1:127.0.0.1:9,2:127.0.0.1:9,3:127.0.0.1:9,4:127.0.0.1:9,5:127.0.0.1:9,203:127.0.0.1:9";
+
+/// SIGTERM, then wait up to 10 s for the drain to end (the proxy logs its final stats line and
+/// the sessions' close lines); SIGKILL if it is still there.
+fn stop(child: &mut std::process::Child) {
+    // SAFETY: kill(2) on our own child's pid; no memory is touched.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
