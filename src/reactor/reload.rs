@@ -240,6 +240,7 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         replay_cache => "replay-cache",
         drain_timeout => "drain-timeout",
         bind_retry => "bind-retry",
+        control_timeout => "control-timeout",
     );
     names
 }
