@@ -6,7 +6,8 @@
 //! in cooldown are still left out (clients never pay for health checks), health is still
 //! tracked for every route, and sessions already relaying never consult the ladder again. A
 //! manual probe is scheduled like a doubt probe, through the same pacing, budgets and job slots
-//! as any background work.
+//! as any background work. Routes a reload retired are listed with state `retired` and refuse
+//! a pin or a probe.
 
 use std::fmt;
 
