@@ -2,7 +2,8 @@
 //! `status` (table and JSON) and `metrics` against sessions the test made, `pin`/`unpin`
 //! steering new sessions between fake DCs, `probe` reaching a fake DC, the socket's mode, a
 //! stale socket file replaced, a second instance refused, garbage requests answered with an
-//! error while the proxy carries on, the connection cap and deadline, and `ctl` with no daemon.
+//! error while the proxy carries on, the connection cap and deadline, `ctl` with no daemon, and
+//! `ctl` giving up at `--timeout` on a socket whose backlog is full.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only (127.0.0.1 and unix sockets in
 //! the test's temp dir). No fixed sleeps: every wait polls a condition against a deadline.
@@ -488,4 +489,43 @@ fn ctl_without_a_daemon_exits_1_and_says_why() {
         help.stdout.contains("pin TIER|ROUTE")
             && help.stdout.contains("/var/run/tg-ws-proxy/ctl.sock")
     );
+}
+
+#[test]
+fn ctl_connect_to_a_socket_with_a_full_backlog_gives_up_at_the_timeout() {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    // A listener that never accepts, its backlog filled: a blocking unix connect to it waits
+    // for an accept that never comes.
+    let path = sock_path();
+    let listener = Socket::new(Domain::UNIX, Type::STREAM, None).expect("socket");
+    listener
+        .bind(&SockAddr::unix(&path).expect("unix address"))
+        .expect("bind");
+    listener.listen(0).expect("listen");
+    let mut queued = Vec::new();
+    loop {
+        let c = Socket::new(Domain::UNIX, Type::STREAM, None).expect("socket");
+        c.set_nonblocking(true).unwrap();
+        match c.connect(&SockAddr::unix(&path).unwrap()) {
+            Ok(()) => queued.push(c),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the backlog: {e}"),
+        }
+        assert!(queued.len() < 64, "the backlog never filled");
+    }
+    let started = Instant::now();
+    let r = ctl(&path, &["status", "--timeout", "500ms"]);
+    let took = started.elapsed();
+    assert_eq!(r.code, Some(1), "ctl must give up, not hang: {r:?}");
+    assert!(r.stderr.contains("not accepted within"), "{r:?}");
+    assert!(r.stderr.contains(sock_str(&path)), "names the path: {r:?}");
+    assert!(
+        took >= Duration::from_millis(450),
+        "waited its timeout: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "bounded by --timeout: {took:?}"
+    );
+    drop(queued);
 }
