@@ -2,8 +2,9 @@
 //! `status` (table and JSON) and `metrics` against sessions the test made, `pin`/`unpin`
 //! steering new sessions between fake DCs, `probe` reaching a fake DC, the socket's mode, a
 //! stale socket file replaced, a second instance refused, garbage requests answered with an
-//! error while the proxy carries on, the connection cap and deadline, `ctl` with no daemon, and
-//! `ctl` giving up at `--timeout` on a socket whose backlog is full.
+//! error while the proxy carries on, the connection cap and deadline, `ctl` with no daemon,
+//! `ctl` giving up at `--timeout` on a socket whose backlog is full, and a route retired by a
+//! reload (status, metrics, pin and probe refused).
 //!
 //! Owns only this file; the rig is tests/common. Loopback only (127.0.0.1 and unix sockets in
 //! the test's temp dir). No fixed sleeps: every wait polls a condition against a deadline.
@@ -523,4 +524,67 @@ fn ctl_connect_to_a_socket_with_a_full_backlog_gives_up_at_the_timeout() {
         "bounded by --timeout: {took:?}"
     );
     drop(queued);
+}
+
+#[test]
+fn a_route_retired_by_a_reload_shows_as_retired_and_refuses_pin_and_probe() {
+    use common::LOOPBACK_DEAD_DCS;
+    let (old_dc, new_dc) = (
+        FakeDc::start_tcp(DcConfig::default()),
+        FakeDc::start_tcp(DcConfig::default()),
+    );
+    let sock = sock_path();
+    let config = sock.with_file_name("proxy.conf");
+    // Settings from the file only: a flag would override the file's tcp-dc-ip list.
+    let write = |dc: &FakeDc| {
+        let text = format!(
+            "host 127.0.0.1\nport 0\npool-size 0\nstartup-probes off\nmax-per-ip 0\n\
+             per-ip-rate 0\ndc-ip {LOOPBACK_DEAD_DCS}\ntier-order tcp\ntcp-dc-ip 2:{}\n\
+             secret {SECRET}\ncontrol-socket {}\n",
+            dc.addr(),
+            sock.display()
+        );
+        std::fs::write(&config, text).expect("write config");
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    };
+    write(&old_dc);
+    let p = Proxy::start_argv(&["run", "--config", config.to_str().unwrap()]);
+    drop(session(&p));
+    write(&new_dc);
+    let reply = ctl_ok(&p, &sock, &["reload"]);
+    assert!(reply.contains("reload: applied"), "{reply}");
+    let v = status_json(&p, &sock);
+    let routes = v["routes"].as_array().expect("routes");
+    let old = routes
+        .iter()
+        .find(|r| {
+            r["label"]
+                .as_str()
+                .unwrap()
+                .contains(&old_dc.addr().to_string())
+        })
+        .unwrap_or_else(|| panic!("the old route is still listed: {v:#}"));
+    assert_eq!(old["state"], "retired", "{v:#}");
+    assert_eq!(old["retired"], true);
+    let id = old["id"].as_u64().unwrap().to_string();
+    let table = ctl_ok(&p, &sock, &["status"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.trim_start().starts_with(&format!("#{id} ")) && l.contains("retired")),
+        "{table}"
+    );
+    let metrics = ctl_ok(&p, &sock, &["metrics"]);
+    assert!(
+        metrics.contains(&format!("route=\"{id}\"")) && metrics.contains("state=\"retired\""),
+        "{metrics}"
+    );
+    for verb in ["pin", "probe"] {
+        let r = ctl(&sock, &[verb, &id]);
+        assert_eq!(r.code, Some(1), "{verb} #{id}: {r:?}");
+        assert!(r.stderr.contains("retired"), "{verb}: {r:?}");
+    }
+    // New sessions go to the new route.
+    drop(session(&p));
+    assert_eq!((old_dc.inits(), new_dc.inits()), (1, 1));
 }
