@@ -228,6 +228,9 @@ pub struct Config {
     /// keep running and retry the bind this often (`--bind-retry`, 0 = exit with an error at
     /// once, as before).
     pub bind_retry: Duration,
+    /// Time a control-socket client has to send its request and take the reply, after which
+    /// the connection is closed (`--control-timeout`, 2 s; never 0).
+    pub control_timeout: Duration,
 }
 
 /// Default listen port, as in the other implementations.
@@ -309,6 +312,7 @@ impl Config {
             drain_timeout: Duration::from_secs(5),
             control_socket: None,
             bind_retry: Duration::ZERO,
+            control_timeout: Duration::from_secs(2),
         }
     }
 }

@@ -1,17 +1,20 @@
-//! Black-box: SIGHUP reloads the configuration for new sessions only. The secret file is the
-//! configuration source here (`--secret-file` is read again on every reload; `--config` cases
-//! come with the configuration file): a 64 MiB download running across a reload that changes
-//! the secrets finishes byte-exact; a new secret is accepted and a removed one refused right
-//! after the `reload: applied` line; an invalid file is rejected with one line and the old
-//! secret is still served.
+//! Black-box: SIGHUP reloads the configuration for new sessions only. Sources: the secret
+//! file (`--secret-file` is read again on every reload) and the `--config` file (every setting
+//! in it; the proxy is started with `run --config FILE` only, since a flag would override the
+//! file): a 64 MiB download running across a reload that changes the secrets and the tier
+//! order finishes byte-exact, and a new session after it reaches the new tier's DC; a new
+//! secret is accepted and a removed one refused right after the `reload: applied` line; a
+//! changed listen address (127.0.0.1 → 127.0.0.2) is bound before the old listener closes and
+//! a session on the old one keeps working; an invalid secret file or config file is rejected
+//! with one line naming the line and the old configuration is still served.
 //!
-//! Owns only this file; the rig lives in tests/common. Real sockets on 127.0.0.1, signals
-//! through `kill(2)` on the child, no fixed sleeps.
+//! Owns only this file; the rig lives in tests/common. Real sockets on 127.0.0.1 and
+//! 127.0.0.2, signals through `kill(2)` on the child, no fixed sleeps.
 
 mod common;
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,7 +22,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use common::fakedc::{bulk_payload, bulk_request, DcConfig, FakeDc};
-use common::{client_opts, temp_dir, Proxy};
+use common::{client_opts, data_path, temp_dir, Proxy, LOOPBACK_DEAD_DCS, LOOPBACK_DEAD_TEST_DCS};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
 use tg_ws_proxy::mtproto::framing::{self, Decoder};
 use tg_ws_proxy::mtproto::obfs2::{Cipher, Tag};
@@ -81,10 +84,54 @@ fn setup(secrets: &Path) -> (FakeDc, Proxy) {
     (dc, proxy)
 }
 
+/// The configuration file text: the rig's defaults ([`common::run_args`] as file lines,
+/// `--ca-file`, a short `bad-client-drain`), `secret-file SECRETS`, then `extra` lines. A
+/// `host …` line in `extra` replaces the default `host 127.0.0.1` (line 1 stays `host`).
+fn config_text(secrets: &Path, extra: &[&str]) -> String {
+    let ca = data_path("ca.pem");
+    let host = extra.iter().find(|l| l.starts_with("host "));
+    let mut lines = vec![
+        host.map_or("host 127.0.0.1", |h| h).to_string(),
+        "port 0".into(),
+        "pool-size 0".into(),
+        "startup-probes off".into(),
+        "max-per-ip 0".into(),
+        "per-ip-rate 0".into(),
+        format!("dc-ip {LOOPBACK_DEAD_DCS}"),
+        format!("tcp-dc-ip {LOOPBACK_DEAD_DCS}"),
+        format!("tcp-dc-ip {LOOPBACK_DEAD_TEST_DCS}"),
+        format!("ca-file {}", ca.display()),
+        "bad-client-drain 100ms".into(),
+        format!("secret-file {}", secrets.display()),
+    ];
+    lines.extend(
+        extra
+            .iter()
+            .filter(|l| !l.starts_with("host "))
+            .map(|l| l.to_string()),
+    );
+    lines.join("\n") + "\n"
+}
+
+/// Writes the config file at `path` ([`config_text`]).
+fn write_config(path: &Path, secrets: &Path, extra: &[&str]) {
+    std::fs::write(path, config_text(secrets, extra)).expect("write config file");
+}
+
+/// `run --config FILE` and nothing else on the command line.
+fn start_with_config(config: &Path) -> Proxy {
+    Proxy::start_argv(&["run", "--config", config.to_str().expect("utf-8 temp path")])
+}
+
 /// One `req_pq_multi` → `resPQ` exchange with `secret`.
 fn served(proxy: &Proxy, secret: &str) -> Outcome {
+    served_at(proxy.addr(), secret)
+}
+
+/// [`served`] against the listener at `addr`.
+fn served_at(addr: SocketAddr, secret: &str) -> Outcome {
     let mut rng = Rng::new().expect("OS randomness");
-    let mut opts = client_opts(proxy.addr(), secret, Tag::Intermediate, 2);
+    let mut opts = client_opts(addr, secret, Tag::Intermediate, 2);
     opts.timeout = Duration::from_secs(3);
     probe_once(&opts, &mut rng).outcome
 }
@@ -165,24 +212,143 @@ impl Reader {
     }
 }
 
-#[test]
-fn download_of_64_mib_survives_reload() {
-    let path = secret_file();
-    let (dc, proxy) = setup(&path);
+/// A session opened with `secret` on `addr`: the client's writer half and its [`Reader`].
+fn open_session(addr: SocketAddr, secret: &str) -> (TcpStream, Cipher, Reader) {
     let tag = Tag::Intermediate;
     let mut rng = Rng::new().expect("OS randomness");
-    let opts = client_opts(proxy.addr(), OLD, tag, 2);
-    let (mut sock, mut enc, dec) = MtClient::connect_with(&opts, &mut rng)
+    let opts = client_opts(addr, secret, tag, 2);
+    let (sock, enc, dec) = MtClient::connect_with(&opts, &mut rng)
         .expect("connect to proxy")
         .into_parts();
     sock.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let mut reader = Reader {
+    let reader = Reader {
         sock: sock.try_clone().expect("clone socket"),
         dec,
         decoder: Decoder::new(tag),
         buf: vec![0u8; 256 * 1024],
     };
+    (sock, enc, reader)
+}
+
+/// Asks for `count` BULK packets of `size` bytes on an open session; checks each one.
+fn bulk_round(
+    sock: &mut TcpStream,
+    enc: &mut Cipher,
+    reader: &mut Reader,
+    count: u32,
+    size: usize,
+) {
+    let mut rng = Rng::new().expect("OS randomness");
+    let mut wire = framing::encode(
+        Tag::Intermediate,
+        &bulk_request(count, size as u32),
+        &mut rng,
+    );
+    enc.apply(&mut wire);
+    sock.write_all(&wire).expect("send BULK request");
+    for i in 0..count {
+        let p = reader
+            .next()
+            .unwrap_or_else(|e| panic!("packet {i}/{count}: {e}"));
+        assert_eq!(&p[..size], &bulk_payload(i, size)[..], "packet {i}");
+    }
+}
+
+/// The address of the last `listening on ADDR` line in the logs.
+fn last_listen_addr(proxy: &Proxy) -> Option<SocketAddr> {
+    proxy.logs().iter().rev().find_map(|l| {
+        let rest = &l[l.find("listening on ")? + "listening on ".len()..];
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+#[test]
+fn listen_address_change_by_reload_binds_new_then_closes_old() {
+    let secrets = secret_file();
+    let config = secrets.with_file_name("proxy.conf");
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let ws = format!("dc-ip 2:{}", dc.addr());
+    write_config(&config, &secrets, &[&ws, "tier-order ws"]);
+    let proxy = start_with_config(&config);
+    let old = proxy.addr();
+    assert_eq!(old.ip().to_string(), "127.0.0.1");
+    // A session on the old listener, opened before the reload.
+    let (mut sock, mut enc, mut reader) = open_session(old, OLD);
+    bulk_round(&mut sock, &mut enc, &mut reader, 2, 4096);
+
+    write_config(&config, &secrets, &[&ws, "tier-order ws", "host 127.0.0.2"]);
+    reload_and_wait(&proxy, "reload: applied", 1);
+    let new = last_listen_addr(&proxy).expect("a listening line");
+    assert_eq!(new.ip().to_string(), "127.0.0.2", "{:#?}", proxy.logs());
+    // The old port refuses new connections; the new one serves.
+    match TcpStream::connect_timeout(&old, Duration::from_secs(3)) {
+        Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}"),
+        Ok(_) => panic!("old listener {old} still accepts after the reload"),
+    }
+    assert_eq!(served_at(new, OLD), Outcome::Ok, "{:#?}", proxy.logs());
+    // The session opened on the old listener keeps relaying.
+    bulk_round(&mut sock, &mut enc, &mut reader, 3, 64 * 1024);
+    // Only the probe session on the new listener has ended (its line may lag its reply).
+    let probe_closed = common::wait_until(LOG_WAIT, || proxy.count_log("closed-by=") >= 1);
+    assert!(probe_closed, "{:#?}", proxy.logs());
+    assert_eq!(
+        proxy.count_log("closed-by="),
+        1,
+        "the session on the old listener was closed: {:#?}",
+        proxy.logs()
+    );
+}
+
+#[test]
+fn an_invalid_config_file_at_reload_is_rejected_and_the_old_one_stays() {
+    let secrets = secret_file();
+    let config = secrets.with_file_name("proxy.conf");
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let ws = format!("dc-ip 2:{}", dc.addr());
+    write_config(&config, &secrets, &[&ws, "tier-order ws"]);
+    let proxy = start_with_config(&config);
+    assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
+    // Line 15 (12 rig lines, then the dc-ip and tier-order lines) is an unknown name; the
+    // secret would change too if it were applied.
+    write_secrets(&secrets, &format!("{NEW}\n"));
+    write_config(
+        &config,
+        &secrets,
+        &[&ws, "tier-order tcp", "no-such-setting 1"],
+    );
+    reload_and_wait(&proxy, "reload: rejected: ", 1);
+    let line = proxy
+        .logs()
+        .into_iter()
+        .find(|l| l.contains("reload: rejected: "))
+        .unwrap_or_default();
+    assert!(line.contains("line 15"), "says where: {line}");
+    assert!(line.contains("no-such-setting"), "says what: {line}");
+    assert_eq!(proxy.count_log("reload: applied"), 0);
+    // The old configuration keeps serving: the old secret on the ws tier.
+    assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
+    assert_ne!(
+        served(&proxy, NEW),
+        Outcome::Ok,
+        "the rejected reload changed the secrets"
+    );
+}
+
+#[test]
+fn download_of_64_mib_survives_reload() {
+    let secrets = secret_file();
+    let config = secrets.with_file_name("proxy.conf");
+    let ws_dc = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp_dc = FakeDc::start_tcp(DcConfig::default());
+    let ws = format!("dc-ip 2:{}", ws_dc.addr());
+    let tcp = format!("tcp-dc-ip 2:{}", tcp_dc.addr());
+    write_config(&config, &secrets, &[&ws, &tcp, "tier-order ws"]);
+    let proxy = start_with_config(&config);
+    let dc = &ws_dc;
+    let tag = Tag::Intermediate;
+    let mut rng = Rng::new().expect("OS randomness");
+    let (mut sock, mut enc, mut reader) = open_session(proxy.addr(), OLD);
     let count = 64u32;
     let mut wire = framing::encode(tag, &bulk_request(count, MIB as u32), &mut rng);
     enc.apply(&mut wire);
@@ -201,9 +367,20 @@ fn download_of_64_mib_survives_reload() {
         got.update(&p[..MIB]);
         want.update(bulk_payload(i, MIB));
         if i == 4 {
-            // Mid-download: the secret this session used is removed.
-            write_secrets(&path, &format!("{NEW}\n"));
-            reload_and_wait(&proxy, "reload: applied (secrets)", 1);
+            // Mid-download: the secret this session used is removed, and new sessions go
+            // to the tcp tier (its own fake DC) instead of ws.
+            write_secrets(&secrets, &format!("{NEW}\n"));
+            write_config(&config, &secrets, &[&ws, &tcp, "tier-order tcp"]);
+            reload_and_wait(&proxy, "reload: applied", 1);
+            let line = proxy
+                .logs()
+                .into_iter()
+                .find(|l| l.contains("reload: applied"))
+                .unwrap_or_default();
+            assert!(
+                line.contains("secrets") && line.contains("tier-order"),
+                "{line}"
+            );
             reloaded_at = Some(dc.handle().bytes_out());
         }
     }
@@ -220,5 +397,18 @@ fn download_of_64_mib_survives_reload() {
         "{}",
         proxy.logs().join("\n")
     );
-    assert_eq!(served(&proxy, NEW), Outcome::Ok);
+    // A NEW session uses the new tier order: it reaches the tcp DC, not the ws one.
+    let (ws_before, tcp_before) = (ws_dc.inits(), tcp_dc.inits());
+    assert_eq!(ws_before, 1, "only the download reached the ws DC");
+    assert_eq!(served(&proxy, NEW), Outcome::Ok, "{:#?}", proxy.logs());
+    assert_eq!(
+        tcp_dc.inits(),
+        tcp_before + 1,
+        "the new session went to the tcp tier"
+    );
+    assert_eq!(
+        ws_dc.inits(),
+        ws_before,
+        "the new session went to the ws tier"
+    );
 }

@@ -2,17 +2,20 @@
 //! (`--control-socket`) and print the reply.
 //!
 //! Owns the command line (`ctl VERB [ARG] [--json] [--control-socket PATH] [--timeout D]`), the
-//! blocking client (std `UnixStream` with read/write timeouts) and the exit codes: 0 for an
+//! blocking client (a `socket2` socket whose send timeout bounds the connect, then a std
+//! `UnixStream` with read/write timeouts) and the exit codes: 0 for an
 //! `ok` reply (its body on stdout), 1 for an `error` reply or when the socket cannot be
 //! reached (the reason on stderr), 2 for bad usage. The request is checked here with the
 //! server's own parser (`control::request::parse`), so a typo never reaches the proxy.
 
 use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pico_args::Arguments;
+use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::cli;
 use crate::control::request;
@@ -124,7 +127,10 @@ fn parse(mut args: Arguments) -> Result<(PathBuf, Duration, String), String> {
 /// the path: no socket there, nobody listening, no permission, timeouts, other OS errors.
 fn exchange(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, String> {
     let p = path.display();
-    let mut s = UnixStream::connect(path).map_err(|e| match e.kind() {
+    let mut s = connect(path, timeout).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
+            "cannot connect to {p}: not accepted within {timeout:?} (its backlog is full: is the proxy stuck?)"
+        ),
         io::ErrorKind::NotFound => format!(
             "cannot connect to {p}: no such socket (is the proxy running with --control-socket {p}?)"
         ),
@@ -160,6 +166,26 @@ fn exchange(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, Strin
         return Err(format!("{p}: reply longer than {MAX_REPLY} bytes"));
     }
     Ok(reply)
+}
+
+/// A blocking unix-stream connect to `path` that gives up after `timeout`. A blocking connect
+/// to a listening unix socket whose backlog is full waits until the listener accepts (Linux
+/// `unix_stream_connect`), bounded by the socket's send timeout (`SO_SNDTIMEO`), so that is
+/// set before the connect; past it the connect fails with `EAGAIN` (`WouldBlock`). (A
+/// non-blocking connect would not do: on a unix socket it fails at once with `EAGAIN` instead
+/// of waiting.) Interrupted connects are retried.
+fn connect(path: &Path, timeout: Duration) -> io::Result<UnixStream> {
+    let addr = SockAddr::unix(path)?;
+    let sock = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    sock.set_write_timeout(Some(timeout))?;
+    loop {
+        match sock.connect(&addr) {
+            Ok(()) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(UnixStream::from(OwnedFd::from(sock)))
 }
 
 /// Prints a reply; returns the exit code.

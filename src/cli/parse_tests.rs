@@ -275,3 +275,20 @@ fn secret_file_errors() {
     assert_eq!(r.notes[0].0, Level::Warn);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn control_timeout_takes_a_duration_above_zero() {
+    assert_eq!(
+        parse("", S).unwrap().config.control_timeout,
+        Duration::from_secs(2)
+    );
+    let r = parse("--control-timeout 250ms", S).unwrap();
+    assert_eq!(r.config.control_timeout, Duration::from_millis(250));
+    let line = err_line("--control-timeout 0", S);
+    assert!(
+        line.contains("--control-timeout") && line.contains("more than 0"),
+        "{line}"
+    );
+    let line = err_line("--control-timeout soon", S);
+    assert!(line.contains("--control-timeout"), "{line}");
+}

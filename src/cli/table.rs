@@ -646,6 +646,20 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         // Read by the driver before every other option (`parse::load_config`).
         kind: Path(|_, _| Ok(())),
     },
+    Opt {
+        long: "--control-timeout", short: None, aliases: &[], env: &["TG_CONTROL_TIMEOUT"],
+        meta: "D", default: "2s", group: Logging,
+        help: "a control-socket client has D to send its request and take the reply, then \
+               the connection is closed (more than 0)",
+        kind: Value(|d, s| {
+            let v = duration(s)?;
+            if v.is_zero() {
+                return Err("must be more than 0".into());
+            }
+            d.config.control_timeout = v;
+            Ok(())
+        }),
+    },
 ];
 
 #[cfg(test)]

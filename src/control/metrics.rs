@@ -231,7 +231,7 @@ fn route_families(e: &mut Exposition, s: &Status) {
     e.family(
         "route_state",
         "gauge",
-        "1 for each route, labelled with its health state (unknown, up, suspect, down).",
+        "1 for each route, labelled with its health state (unknown, up, suspect, down) or retired.",
     );
     for (i, r) in s.routes.iter().enumerate() {
         let [a, b, c] = labels(i);

@@ -162,6 +162,7 @@ pub fn json(s: &Status) -> String {
             ro.raw("pool", &pool.end());
             ro.num("sessions", r.sessions);
             ro.raw("pinned", if r.pinned { "true" } else { "false" });
+            ro.raw("retired", if r.retired { "true" } else { "false" });
             ro.end()
         })
         .collect();

@@ -166,6 +166,7 @@ pub(crate) mod tests {
             pool: (1, 0),
             sessions: 7,
             pinned: tier == Tier::Tcp,
+            retired: false,
         };
         Status {
             version: "0.1.0",

@@ -9,9 +9,10 @@
 //! socket refuses connections until `listen`. The file is removed at exit if it is still ours.
 //!
 //! Each connection (token `token::control_conn(i)`, at most `token::MAX_CONTROL_CONNS`; one
-//! more is accepted and closed at once) sends one request line; it has [`DEADLINE_MS`] in all
-//! to send it and take the reply, which is written without blocking (writable interest kept
-//! until done), then the connection is closed. Verbs act through the ladder (`pin`, `unpin`,
+//! more is accepted and closed at once) sends one request line; it has `--control-timeout`
+//! (`Config::control_timeout`, taken at accept) in all to send it and take the reply, which is
+//! written without blocking (writable interest kept until done), then the connection is
+//! closed. Verbs act through the ladder (`pin`, `unpin`,
 //! `probe`), [`Reactor::reload`] (`reload`), or read a [`Status`] snapshot gathered here
 //! (`status`, `metrics`): slab, ladder, stats, `/proc/self/fd`, `getrlimit`, RSS.
 
@@ -34,9 +35,6 @@ use crate::route::ladder::{Pin, ProbeNow, RouteId};
 use crate::token::{self, CONTROL, MAX_CONTROL_CONNS};
 
 use super::Reactor;
-
-/// Time a control client has to send its request and take the reply, ms.
-pub const DEADLINE_MS: u64 = 2_000;
 
 /// Listen backlog of the control socket.
 const BACKLOG: i32 = 16;
@@ -165,7 +163,7 @@ impl Reactor {
         for slot in &mut c.conns {
             if slot.as_ref().is_some_and(|k| k.deadline <= now) {
                 if let Some(mut k) = slot.take() {
-                    debug!("control: a client took longer than {DEADLINE_MS}ms; closed");
+                    debug!("control: a client took longer than --control-timeout; closed");
                     let _ = registry.deregister(&mut k.stream);
                 }
             }
@@ -174,6 +172,7 @@ impl Reactor {
 
     fn accept_control(&mut self) {
         let now = self.now;
+        let timeout_ms = self.s.cfg.control_timeout.as_millis() as u64;
         let mut fresh = Vec::new();
         {
             let registry = self.poll.registry();
@@ -204,7 +203,7 @@ impl Reactor {
                     request: Vec::with_capacity(64),
                     reply: None,
                     written: 0,
-                    deadline: now + DEADLINE_MS,
+                    deadline: now + timeout_ms,
                 });
                 fresh.push(i);
             }

@@ -244,6 +244,7 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         replay_cache => "replay-cache",
         drain_timeout => "drain-timeout",
         bind_retry => "bind-retry",
+        control_timeout => "control-timeout",
     );
     names
 }

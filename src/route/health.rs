@@ -400,6 +400,12 @@ impl Health {
         self.rtt[..n].iter().max().map(|&v| u64::from(v))
     }
 
+    /// Records an RTT sample (ms) and nothing else: no state, level or redirect change (a
+    /// proof that adds no news, e.g. a session dialled before the route came up).
+    pub fn note_rtt(&mut self, rtt_ms: u64) {
+        self.push_rtt(rtt_ms);
+    }
+
     fn push_rtt(&mut self, rtt_ms: u64) {
         let v = u32::try_from(rtt_ms).unwrap_or(u32::MAX);
         self.rtt[usize::from(self.rtt_next)] = v;

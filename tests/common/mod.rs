@@ -169,11 +169,26 @@ impl Proxy {
     /// [`Proxy::start_with_env`] returning the failure (with all output) instead of panicking.
     pub fn try_start(args: &[&str], env: &[(&str, &str)]) -> Result<Proxy, String> {
         let ca = data_path("ca.pem");
-        let mut cmd = command(&run_args());
-        cmd.arg("--ca-file")
-            .arg(&ca)
-            .args(args)
-            .envs(env.iter().copied());
+        let ca = ca.to_str().expect("utf-8 data path");
+        let mut argv = run_args();
+        argv.extend(["--ca-file", ca]);
+        argv.extend(args);
+        Proxy::try_spawn(&argv, env)
+    }
+
+    /// `tg-ws-proxy <argv>` exactly (no [`run_args`] prefix: for tests whose settings must
+    /// come from a `--config` file, which any command-line flag would override), waiting for
+    /// the `listening on ADDR` line like [`Proxy::start`]. Panics (with the logs) on failure.
+    pub fn start_argv(argv: &[&str]) -> Proxy {
+        match Proxy::try_spawn(argv, &[]) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn try_spawn(argv: &[&str], env: &[(&str, &str)]) -> Result<Proxy, String> {
+        let mut cmd = command(argv);
+        cmd.envs(env.iter().copied());
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -203,7 +218,7 @@ impl Proxy {
             let status = proxy.kill();
             return Err(format!(
                 "proxy did not report `listening on ADDR` within {START_TIMEOUT:?} \
-                 (exit: {status:?}); args {args:?}; output:\n{}",
+                 (exit: {status:?}); argv {argv:?}; output:\n{}",
                 proxy.logs().join("\n")
             ));
         }

@@ -380,10 +380,19 @@ impl<U: Pooled> Ladder<U> {
                 dial_started,
                 rtt_ms,
             } => {
-                // A session whose dial began before the route's last state change says nothing
-                // about the new state: it must not undo a fresh Down or a quarantine.
-                let changed = self.table.routes[route].health.last_change();
+                // A session whose dial began before the route's last state change (or in the
+                // same ms) says nothing about the new state: it must not undo a fresh Down or a
+                // quarantine. If that change brought the route Up, though, it agrees with the
+                // state and undoes nothing: its RTT sample still counts (a burst of sessions
+                // dialled together would otherwise give one sample, the first).
+                let health = &mut self.table.routes[route].health;
+                let changed = health.last_change();
                 if changed > 0 && dial_started <= changed {
+                    if health.state() == State::Up {
+                        if let Some(rtt) = rtt_ms {
+                            health.note_rtt(rtt);
+                        }
+                    }
                     return None;
                 }
                 // A route down as stalled lets a session's first bytes through (the freeze

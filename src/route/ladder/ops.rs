@@ -6,7 +6,8 @@
 //! in cooldown are still left out (clients never pay for health checks), health is still
 //! tracked for every route, and sessions already relaying never consult the ladder again. A
 //! manual probe is scheduled like a doubt probe, through the same pacing, budgets and job slots
-//! as any background work.
+//! as any background work. Routes a reload retired are listed with state `retired` and refuse
+//! a pin or a probe.
 
 use std::fmt;
 
@@ -59,7 +60,8 @@ pub struct RouteStatus {
     pub tier: Tier,
     /// Its DC.
     pub dc: DcId,
-    /// `unknown`, `up`, `suspect` or `down`.
+    /// `unknown`, `up`, `suspect`, `down`, or `retired` (no longer configured after a reload:
+    /// kept for the ids live sessions hold, never planned, probed or filled again).
     pub state: &'static str,
     /// Cooldown left (ms); 0 unless `down` and cooling (a `down` route at 0 waits for its
     /// recovery probe).
@@ -74,12 +76,15 @@ pub struct RouteStatus {
     pub pool: (usize, usize),
     /// Sessions started on the route since start.
     pub sessions: u64,
-    /// The current pin selects this route (its tier or itself).
+    /// The current pin selects this route (its tier or itself); never a retired one.
     pub pinned: bool,
+    /// Retired by a reload ([`Ladder::reconfigure`]); `state` is then `retired`.
+    pub retired: bool,
 }
 
 impl<U: Pooled> Ladder<U> {
-    /// Pins `p` for new sessions (logged). Errors: a route id that does not exist.
+    /// Pins `p` for new sessions (logged). Errors: a route id that does not exist, or one a
+    /// reload retired.
     pub fn pin(&mut self, p: Pin) -> Result<(), String> {
         if let Pin::Route(id) = p {
             if id >= self.table.routes.len() {
@@ -87,6 +92,9 @@ impl<U: Pooled> Ladder<U> {
                     "no route #{id} ({} exist)",
                     self.table.routes.len()
                 ));
+            }
+            if self.table.routes[id].retired {
+                return Err(format!("route #{id} was retired by a reload"));
             }
         }
         self.pinned = Some(p);
@@ -139,8 +147,8 @@ impl<U: Pooled> Ladder<U> {
     }
 
     /// Makes `id`'s probe due at `now` whatever its recent traffic (like a doubt). Errors: no
-    /// such route, or the route is in cooldown (no probe may run before it ends; its recovery
-    /// probe is due then).
+    /// such route, a route a reload retired, or the route is in cooldown (no probe may run
+    /// before it ends; its recovery probe is due then).
     pub fn probe_now(&mut self, id: RouteId, now: u64) -> Result<ProbeNow, String> {
         let Some(route) = self.table.routes.get(id) else {
             return Err(format!(
@@ -148,6 +156,9 @@ impl<U: Pooled> Ladder<U> {
                 self.table.routes.len()
             ));
         };
+        if route.retired {
+            return Err(format!("route #{id} was retired by a reload"));
+        }
         if let State::Down { until } = route.health.state() {
             if now < until {
                 return Err(format!(
@@ -164,7 +175,8 @@ impl<U: Pooled> Ladder<U> {
         Ok(ProbeNow::Scheduled)
     }
 
-    /// Every route as `ctl status` shows it, at `now`, in id order.
+    /// Every route as `ctl status` shows it, at `now`, in id order; retired routes are listed
+    /// with state `retired` (no cooldown, never pinned).
     pub fn snapshot(&self, now: u64) -> Vec<RouteStatus> {
         self.table
             .routes
@@ -172,6 +184,7 @@ impl<U: Pooled> Ladder<U> {
             .enumerate()
             .map(|(id, r)| {
                 let (state, cooldown_left_ms) = match r.health.state() {
+                    _ if r.retired => ("retired", 0),
                     State::Unknown => ("unknown", 0),
                     State::Up => ("up", 0),
                     State::Suspect => ("suspect", 0),
@@ -198,7 +211,8 @@ impl<U: Pooled> Ladder<U> {
                     probe,
                     pool: self.pool_len(id),
                     sessions: r.sessions,
-                    pinned: self.pin_rank(id) == 0,
+                    pinned: !r.retired && self.pin_rank(id) == 0,
+                    retired: r.retired,
                 }
             })
             .collect()

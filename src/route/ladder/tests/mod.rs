@@ -484,3 +484,47 @@ fn the_hedge_delay_never_exceeds_a_small_hedge_delay_flag_before_a_p95() {
         l.hedge_delay(ws)
     );
 }
+
+#[test]
+fn sessions_dialled_before_a_route_came_up_still_give_their_rtt_samples() {
+    // Five sessions dial an unknown route at once (same ms, as a burst of clients does); the
+    // first first byte brings it up at 1 050; the other four dialled before (or in the same
+    // ms as) that change. They cannot undo anything — the route is already Up — so their RTT
+    // samples count: a proven route must not lose them.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (_, _, tcp) = ids(&mut l);
+    let rtt = |l: &mut Ladder<Fake>, dial, now, rtt_ms| {
+        l.observe(
+            Observation::FirstByte {
+                route: tcp,
+                dial_started: dial,
+                rtt_ms: Some(rtt_ms),
+            },
+            now,
+        )
+    };
+    assert!(rtt(&mut l, 1_000, 1_050, 40).is_some(), "unknown → up");
+    assert_eq!(l.route(tcp).health.last_change(), 1_050);
+    for (i, at) in [1_051, 1_052, 1_053].into_iter().enumerate() {
+        assert!(rtt(&mut l, 1_000, at, 41 + i as u64).is_none());
+    }
+    assert!(is_up(&l, tcp));
+    assert_eq!(
+        l.route(tcp).health.rtt_p95(),
+        Some(43),
+        "all four samples counted"
+    );
+    // One dialled in the very ms of the change counts as well.
+    rtt(&mut l, 1_050, 1_090, 90);
+    assert_eq!(l.route(tcp).health.rtt_p95(), Some(90));
+    // A stale one on a route that went Down since still proves nothing, sample included.
+    fail(&mut l, tcp, Failure::Refused, 2_000);
+    rtt(&mut l, 1_990, 2_100, 500);
+    assert!(matches!(l.route(tcp).health.state(), State::Down { .. }));
+    assert_eq!(
+        l.route(tcp).health.rtt_p95(),
+        Some(90),
+        "no sample from a stale session"
+    );
+}

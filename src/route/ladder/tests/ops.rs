@@ -1,6 +1,7 @@
 //! Unit tests of the operator actions (`ladder/ops.rs`): a pin reorders new plans only and
 //! never brings back a route in cooldown, unpin restores the tier order, a manual probe is
-//! scheduled like a doubt, and the snapshot reports what health and the schedule know.
+//! scheduled like a doubt, the snapshot reports what health and the schedule know, and a route
+//! a reload retired shows as `retired` and refuses pin and probe.
 
 use super::*;
 use crate::route::ladder::{Pin, ProbeNow};
@@ -124,4 +125,50 @@ fn select_finds_the_routes_of_one_tier_and_dc() {
     assert_eq!(tcp.len(), 1);
     assert_eq!(l.route(tcp[0]).tier, Tier::Tcp);
     assert!(l.select(Tier::CfProxy, DC2).is_empty(), "not configured");
+}
+
+#[test]
+fn a_retired_route_shows_as_retired_and_refuses_pin_and_probe() {
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, tcp) = ids(&mut l);
+    probe_ok(&mut l, worker, 0);
+    l.pin(Pin::Tier(Tier::Worker)).unwrap();
+    let mut c2 = c.clone();
+    c2.worker_domains.clear();
+    assert_eq!(l.reconfigure(&c2, 100), 1);
+    let snap = l.snapshot(110);
+    assert_eq!(
+        snap.len(),
+        3,
+        "a retired route stays listed (ids stay stable)"
+    );
+    let w = &snap[worker];
+    assert!(w.retired, "{w:?}");
+    assert_eq!(w.state, "retired", "not its last health state");
+    assert_eq!(w.cooldown_left_ms, 0);
+    assert!(
+        !w.pinned,
+        "a pin of its tier does not select a retired route"
+    );
+    for r in [ws, tcp] {
+        assert!(
+            !snap[r].retired && snap[r].state != "retired",
+            "{:?}",
+            snap[r]
+        );
+    }
+    let err = l.pin(Pin::Route(worker)).unwrap_err();
+    assert!(err.contains("retired"), "{err}");
+    assert_eq!(
+        l.pinned(),
+        Some(Pin::Tier(Tier::Worker)),
+        "a refused pin changes nothing"
+    );
+    let err = l.probe_now(worker, 120).unwrap_err();
+    assert!(err.contains("retired"), "{err}");
+    assert_eq!(l.sched(worker), Sched::Idle, "no probe scheduled");
+    // Live routes still take both.
+    assert!(l.pin(Pin::Route(tcp)).is_ok());
+    assert_eq!(l.probe_now(ws, 130), Ok(ProbeNow::Scheduled));
 }
