@@ -405,8 +405,15 @@ fn connections_past_the_cap_are_closed_at_once_and_idle_ones_at_the_deadline() {
     );
     let mut extra = UnixStream::connect(&sock).expect("connect the 17th");
     extra.set_read_timeout(Some(WAIT)).unwrap();
+    let mut reply = String::new();
+    extra
+        .read_to_string(&mut reply)
+        .expect("closed, not timed out");
+    assert!(
+        reply.starts_with("error busy: 16 control connections are open"),
+        "the 17th is told why: {reply:?}"
+    );
     let mut buf = [0u8; 16];
-    assert_eq!(read_retrying(&mut extra).expect("closed, not timed out"), 0);
     let first = &idle[0];
     first.set_nonblocking(true).unwrap();
     let still_open = matches!(

@@ -275,7 +275,6 @@ impl Drop for KillOnDrop {
 /// tests/ctl.rs's cap-and-deadline test expects (EOF first), which the integrator is editing
 /// for `--control-timeout`; left for the merge. Run with `--ignored` to see it fail.
 #[test]
-#[ignore = "defect: ctl at the control connection cap does not say the proxy is busy"]
 fn ctl_at_the_control_connection_cap_says_the_proxy_is_busy() {
     let sock = temp_dir().join("ctl.sock");
     let s = sock.to_str().expect("UTF-8 temp path");

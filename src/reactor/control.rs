@@ -190,7 +190,8 @@ impl Reactor {
                     }
                 };
                 let Some(i) = c.conns.iter().position(Option::is_none) else {
-                    debug!("control: {MAX_CONTROL_CONNS} connections open; closed a new one");
+                    debug!("control: {MAX_CONTROL_CONNS} connections open; refused a new one");
+                    refuse_busy(&mut stream);
                     continue; // dropped: closed at once
                 };
                 let tok = token::control_conn(i);
@@ -505,4 +506,17 @@ fn fds_limit() -> Option<u64> {
     #[allow(clippy::unnecessary_cast)]
     let cur = r.rlim_cur as u64;
     (rc == 0 && r.rlim_cur != libc::RLIM_INFINITY).then_some(cur)
+}
+
+/// A control connection over [`MAX_CONTROL_CONNS`]: one error line (a fresh unix socket's send
+/// buffer always has room for it, so the non-blocking write is whole or fails), whatever the
+/// client has sent already read and dropped (unread bytes would turn the close into a reset
+/// that can overtake the line), then the caller drops (closes) it.
+fn refuse_busy(stream: &mut mio::net::UnixStream) {
+    use std::io::{Read, Write};
+    let line = format!("error busy: {MAX_CONTROL_CONNS} control connections are open; try again\n");
+    let _ = stream.write(line.as_bytes());
+    let mut sink = [0u8; 256];
+    while matches!(stream.read(&mut sink), Ok(n) if n > 0) {}
+    let _ = stream.shutdown(std::net::Shutdown::Write);
 }
