@@ -14,12 +14,12 @@ use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use common::fakedc::{DcConfig, FakeDc};
+use common::signals::{echo, live_session, must_log, signal, wait_exit};
 use common::{client_opts, tcp_dc2_proxy, temp_dir, wait_until, Proxy, SECRET};
-use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
+use tg_ws_proxy::applet::probe::{probe_once, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 use tg_ws_proxy::rng::Rng;
 
@@ -27,47 +27,6 @@ use tg_ws_proxy::rng::Rng;
 const WAIT: Duration = Duration::from_secs(10);
 
 const OTHER: &str = "fedcba9876543210fedcba9876543210";
-
-fn signal(proxy: &Proxy, sig: libc::c_int) {
-    // SAFETY: kill(2) on our own child's pid; no memory is shared.
-    let rc = unsafe { libc::kill(proxy.pid() as libc::pid_t, sig) };
-    assert_eq!(rc, 0, "kill: {}", io::Error::last_os_error());
-}
-
-fn wait_exit(proxy: &mut Proxy, timeout: Duration) -> Option<ExitStatus> {
-    let mut status = None;
-    wait_until(timeout, || {
-        status = proxy.try_wait();
-        status.is_some()
-    });
-    status
-}
-
-fn must_log(proxy: &Proxy, needle: &str) {
-    assert!(
-        proxy.wait_log(needle, WAIT),
-        "no {needle:?}:\n{}",
-        proxy.logs().join("\n")
-    );
-}
-
-/// A relaying session: connected through the proxy, one echo exchanged.
-fn live_session(proxy: &Proxy) -> MtClient {
-    let mut c = MtClient::connect(&client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2))
-        .expect("connect through the proxy");
-    echo(&mut c, 1, proxy);
-    c
-}
-
-/// One packet to the fake DC and its echo back (the 0xA5 lead makes it an echo).
-fn echo(c: &mut MtClient, n: u8, proxy: &Proxy) {
-    let payload = [0xA5, n, 2, 3, 4, 5, 6, n];
-    c.send_packet(&payload).expect("send echo");
-    let got = c
-        .recv_packet()
-        .unwrap_or_else(|e| panic!("echo {n}: {e}\n{}", proxy.logs().join("\n")));
-    assert_eq!(got, payload, "echo {n}");
-}
 
 /// One `req_pq_multi` → `resPQ` exchange with `secret` toward DC 2 at `addr`.
 fn served(addr: SocketAddr, secret: &str) -> Outcome {
