@@ -13,7 +13,7 @@ mod common;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::fakedc::{DcConfig, FakeDc};
@@ -39,6 +39,25 @@ fn served(addr: SocketAddr, secret: &str) -> Outcome {
 fn write_private(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write file");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+/// A proxy reading its secrets from a 0600 file holding `text`, relaying DC 2 over TCP to a
+/// fake DC; the file's path is returned for the test to rewrite or remove.
+fn secret_file_proxy(text: &str) -> (FakeDc, PathBuf, Proxy) {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let path = temp_dir().join("secret");
+    write_private(&path, text);
+    let route = format!("2:{}", dc.addr());
+    let file = path.to_str().expect("UTF-8 temp path");
+    let proxy = Proxy::start(&[
+        "--secret-file",
+        file,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+    ]);
+    (dc, path, proxy)
 }
 
 #[test]
@@ -88,19 +107,7 @@ fn control_socket_file_is_removed_after_a_second_signal_exit() {
 
 #[test]
 fn a_secret_removed_then_re_added_by_reload_is_served_again() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let path = temp_dir().join("secret");
-    write_private(&path, &format!("{SECRET}\n{OTHER}\n"));
-    let route = format!("2:{}", dc.addr());
-    let file = path.to_str().expect("UTF-8 temp path");
-    let proxy = Proxy::start(&[
-        "--secret-file",
-        file,
-        "--tcp-dc-ip",
-        &route,
-        "--tier-order",
-        "tcp",
-    ]);
+    let (_dc, path, proxy) = secret_file_proxy(&format!("{SECRET}\n{OTHER}\n"));
     assert_eq!(served(proxy.addr(), OTHER), Outcome::Ok);
     write_private(&path, &format!("{SECRET}\n"));
     signal(&proxy, libc::SIGHUP);
@@ -121,19 +128,7 @@ fn a_secret_removed_then_re_added_by_reload_is_served_again() {
 
 #[test]
 fn a_secret_file_deleted_before_a_reload_is_not_replaced_by_a_new_secret() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let path = temp_dir().join("secret");
-    write_private(&path, &format!("{SECRET}\n"));
-    let route = format!("2:{}", dc.addr());
-    let file = path.to_str().expect("UTF-8 temp path");
-    let proxy = Proxy::start(&[
-        "--secret-file",
-        file,
-        "--tcp-dc-ip",
-        &route,
-        "--tier-order",
-        "tcp",
-    ]);
+    let (_dc, path, proxy) = secret_file_proxy(&format!("{SECRET}\n"));
     assert_eq!(served(proxy.addr(), SECRET), Outcome::Ok);
     std::fs::remove_file(&path).expect("remove the secret file");
     signal(&proxy, libc::SIGHUP);
