@@ -123,6 +123,19 @@ fn start_with_config(config: &Path) -> Proxy {
     Proxy::start_argv(&["run", "--config", config.to_str().expect("utf-8 temp path")])
 }
 
+/// A proxy started from a config file ([`write_config`] beside a [`secret_file`]) with the ws
+/// tier only, in front of a fake DC: the secret file, the config file, the DC, the `dc-ip` line
+/// and the proxy.
+fn ws_config_proxy() -> (PathBuf, PathBuf, FakeDc, String, Proxy) {
+    let secrets = secret_file();
+    let config = secrets.with_file_name("proxy.conf");
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let ws = format!("dc-ip 2:{}", dc.addr());
+    write_config(&config, &secrets, &[&ws, "tier-order ws"]);
+    let proxy = start_with_config(&config);
+    (secrets, config, dc, ws, proxy)
+}
+
 /// One `req_pq_multi` → `resPQ` exchange with `secret`.
 fn served(proxy: &Proxy, secret: &str) -> Outcome {
     served_at(proxy.addr(), secret)
@@ -265,12 +278,7 @@ fn last_listen_addr(proxy: &Proxy) -> Option<SocketAddr> {
 
 #[test]
 fn listen_address_change_by_reload_binds_new_then_closes_old() {
-    let secrets = secret_file();
-    let config = secrets.with_file_name("proxy.conf");
-    let dc = FakeDc::start_tls_ws(DcConfig::default());
-    let ws = format!("dc-ip 2:{}", dc.addr());
-    write_config(&config, &secrets, &[&ws, "tier-order ws"]);
-    let proxy = start_with_config(&config);
+    let (secrets, config, _dc, ws, proxy) = ws_config_proxy();
     let old = proxy.addr();
     assert_eq!(old.ip().to_string(), "127.0.0.1");
     // A session on the old listener, opened before the reload.
@@ -302,12 +310,7 @@ fn listen_address_change_by_reload_binds_new_then_closes_old() {
 
 #[test]
 fn an_invalid_config_file_at_reload_is_rejected_and_the_old_one_stays() {
-    let secrets = secret_file();
-    let config = secrets.with_file_name("proxy.conf");
-    let dc = FakeDc::start_tls_ws(DcConfig::default());
-    let ws = format!("dc-ip 2:{}", dc.addr());
-    write_config(&config, &secrets, &[&ws, "tier-order ws"]);
-    let proxy = start_with_config(&config);
+    let (secrets, config, _dc, ws, proxy) = ws_config_proxy();
     assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
     // Line 15 (12 rig lines, then the dc-ip and tier-order lines) is an unknown name; the
     // secret would change too if it were applied.
