@@ -13,7 +13,7 @@
 
 mod common;
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -22,9 +22,10 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use common::fakedc::{bulk_payload, bulk_request, DcConfig, FakeDc};
+use common::reader::Reader;
 use common::{client_opts, data_path, temp_dir, Proxy, LOOPBACK_DEAD_DCS, LOOPBACK_DEAD_TEST_DCS};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
-use tg_ws_proxy::mtproto::framing::{self, Decoder};
+use tg_ws_proxy::mtproto::framing;
 use tg_ws_proxy::mtproto::obfs2::{Cipher, Tag};
 use tg_ws_proxy::rng::Rng;
 
@@ -197,34 +198,6 @@ fn a_reload_with_nothing_changed_says_so() {
     assert_eq!(served(&proxy, OLD), Outcome::Ok);
 }
 
-/// The client's side of a download: decrypts and splits the stream into packets.
-struct Reader {
-    sock: TcpStream,
-    dec: Cipher,
-    decoder: Decoder,
-    buf: Vec<u8>,
-}
-
-impl Reader {
-    fn next(&mut self) -> io::Result<Vec<u8>> {
-        loop {
-            if let Some(p) = self
-                .decoder
-                .next()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
-            {
-                return Ok(p);
-            }
-            let n = self.sock.read(&mut self.buf)?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            self.dec.apply(&mut self.buf[..n]);
-            self.decoder.push(&self.buf[..n]);
-        }
-    }
-}
-
 /// A session opened with `secret` on `addr`: the client's writer half and its [`Reader`].
 fn open_session(addr: SocketAddr, secret: &str) -> (TcpStream, Cipher, Reader) {
     let tag = Tag::Intermediate;
@@ -235,12 +208,12 @@ fn open_session(addr: SocketAddr, secret: &str) -> (TcpStream, Cipher, Reader) {
         .into_parts();
     sock.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let reader = Reader {
-        sock: sock.try_clone().expect("clone socket"),
+    let reader = Reader::new(
+        sock.try_clone().expect("clone socket"),
         dec,
-        decoder: Decoder::new(tag),
-        buf: vec![0u8; 256 * 1024],
-    };
+        tag,
+        256 * 1024,
+    );
     (sock, enc, reader)
 }
 
