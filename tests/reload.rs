@@ -67,6 +67,15 @@ fn reload_and_wait(proxy: &Proxy, needle: &str, n: usize) {
     );
 }
 
+/// The first log line containing `needle`, or "" if none has.
+fn first_log(proxy: &Proxy, needle: &str) -> String {
+    proxy
+        .logs()
+        .into_iter()
+        .find(|l| l.contains(needle))
+        .unwrap_or_default()
+}
+
 /// A ws-tier proxy in front of a fake DC, secrets from `secrets`.
 fn setup(secrets: &Path) -> (FakeDc, Proxy) {
     let dc = FakeDc::start_tls_ws(DcConfig::default());
@@ -175,11 +184,7 @@ fn an_invalid_secret_file_is_rejected_and_the_old_secret_stays() {
     let (_dc, proxy) = setup(&path);
     write_secrets(&path, "not-a-secret\n");
     reload_and_wait(&proxy, "reload: rejected: ", 1);
-    let line = proxy
-        .logs()
-        .into_iter()
-        .find(|l| l.contains("reload: rejected: "))
-        .unwrap_or_default();
+    let line = first_log(&proxy, "reload: rejected: ");
     assert!(line.contains("line 1"), "says where: {line}");
     assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
     // Unreadable (a directory where the file was): rejected too, old secret still served.
@@ -294,11 +299,7 @@ fn an_invalid_config_file_at_reload_is_rejected_and_the_old_one_stays() {
         &[&ws, "tier-order tcp", "no-such-setting 1"],
     );
     reload_and_wait(&proxy, "reload: rejected: ", 1);
-    let line = proxy
-        .logs()
-        .into_iter()
-        .find(|l| l.contains("reload: rejected: "))
-        .unwrap_or_default();
+    let line = first_log(&proxy, "reload: rejected: ");
     assert!(line.contains("line 15"), "says where: {line}");
     assert!(line.contains("no-such-setting"), "says what: {line}");
     assert_eq!(proxy.count_log("reload: applied"), 0);
@@ -348,11 +349,7 @@ fn download_of_64_mib_survives_reload() {
             write_secrets(&secrets, &format!("{NEW}\n"));
             write_config(&config, &secrets, &[&ws, &tcp, "tier-order tcp"]);
             reload_and_wait(&proxy, "reload: applied", 1);
-            let line = proxy
-                .logs()
-                .into_iter()
-                .find(|l| l.contains("reload: applied"))
-                .unwrap_or_default();
+            let line = first_log(&proxy, "reload: applied");
             assert!(
                 line.contains("secrets") && line.contains("tier-order"),
                 "{line}"
