@@ -26,17 +26,9 @@ fn entware_install_puts_the_s99_script_and_opt_files() {
     let log = install_ok(&p.dir, &root, &path, &[]);
     assert!(log.contains("system: entware"), "{log}");
     let bin = root.join("opt/sbin/tg-ws-proxy");
-    assert_eq!(
-        fs::read(&bin).unwrap(),
-        fs::read(p.dir.join("tg-ws-proxy")).unwrap()
-    );
-    assert_eq!(mode(&bin), 0o755);
+    assert_installed_exec(&bin, &p.dir.join("tg-ws-proxy"));
     let s99 = root.join("opt/etc/init.d/S99tg-ws-proxy");
-    assert_eq!(
-        fs::read(&s99).unwrap(),
-        fs::read(p.dir.join("S99tg-ws-proxy")).unwrap()
-    );
-    assert_eq!(mode(&s99), 0o755);
+    assert_installed_exec(&s99, &p.dir.join("S99tg-ws-proxy"));
     assert_eq!(
         fs::read(root.join("opt/etc/tg-ws-proxy.conf")).unwrap(),
         fs::read(p.dir.join("tg-ws-proxy.conf.example")).unwrap()

@@ -242,17 +242,9 @@ fn install_sh_under_busybox_in_a_temp_root() {
     let log = install_ok(&p.dir, &root, &path, &[]);
 
     let bin = root.join("usr/bin/tg-ws-proxy");
-    assert_eq!(
-        fs::read(&bin).unwrap(),
-        fs::read(p.dir.join("tg-ws-proxy")).unwrap()
-    );
-    assert_eq!(mode(&bin), 0o755);
+    assert_installed_exec(&bin, &p.dir.join("tg-ws-proxy"));
     let init = root.join("etc/init.d/tg-ws-proxy");
-    assert_eq!(
-        fs::read(&init).unwrap(),
-        fs::read(p.dir.join("tg-ws-proxy.init")).unwrap()
-    );
-    assert_eq!(mode(&init), 0o755);
+    assert_installed_exec(&init, &p.dir.join("tg-ws-proxy.init"));
     let conf = root.join("etc/config/tg-ws-proxy");
     assert_eq!(
         fs::read(&conf).unwrap(),

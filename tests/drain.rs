@@ -7,61 +7,14 @@
 
 mod common;
 
-use std::io;
 use std::net::TcpStream;
-use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use common::{client_opts, tcp_dc2_proxy, wait_until, Proxy, SECRET};
-use tg_ws_proxy::applet::probe::MtClient;
-use tg_ws_proxy::mtproto::obfs2::Tag;
-
-/// How long a log line may take to show up.
-const LOG_WAIT: Duration = Duration::from_secs(10);
+use common::signals::{echo, live_session, must_log, signal, wait_exit};
+use common::tcp_dc2_proxy;
 
 /// Slack on top of a drain deadline for the exit to be seen.
 const MARGIN: Duration = Duration::from_secs(5);
-
-fn signal(proxy: &Proxy, sig: libc::c_int) {
-    // SAFETY: kill(2) on our own child's pid; no memory is shared.
-    let rc = unsafe { libc::kill(proxy.pid() as libc::pid_t, sig) };
-    assert_eq!(rc, 0, "kill: {}", io::Error::last_os_error());
-}
-
-fn wait_exit(proxy: &mut Proxy, timeout: Duration) -> Option<ExitStatus> {
-    let mut status = None;
-    wait_until(timeout, || {
-        status = proxy.try_wait();
-        status.is_some()
-    });
-    status
-}
-
-/// A relaying session: connected through the proxy, one echo exchanged.
-fn live_session(proxy: &Proxy) -> MtClient {
-    let mut c = MtClient::connect(&client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2))
-        .expect("connect through the proxy");
-    echo(&mut c, 1, proxy);
-    c
-}
-
-/// One packet to the fake DC and its echo back (the 0xA5 lead makes it an echo).
-fn echo(c: &mut MtClient, n: u8, proxy: &Proxy) {
-    let payload = [0xA5, n, 2, 3, 4, 5, 6, n];
-    c.send_packet(&payload).expect("send echo");
-    let got = c
-        .recv_packet()
-        .unwrap_or_else(|e| panic!("echo {n}: {e}\n{}", proxy.logs().join("\n")));
-    assert_eq!(got, payload, "echo {n}");
-}
-
-fn must_log(proxy: &Proxy, needle: &str) {
-    assert!(
-        proxy.wait_log(needle, LOG_WAIT),
-        "no {needle:?}:\n{}",
-        proxy.logs().join("\n")
-    );
-}
 
 #[test]
 fn sigterm_lets_a_live_session_finish_then_exits_0_after_a_final_stats_line() {

@@ -9,14 +9,15 @@
 
 mod common;
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::fakedc::{bulk_payload, bulk_request, DcConfig, FakeDc};
+use common::reader::Reader;
 use common::{client_opts, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::MtClient;
-use tg_ws_proxy::mtproto::framing::{self, Decoder};
+use tg_ws_proxy::mtproto::framing;
 use tg_ws_proxy::mtproto::obfs2::{Cipher, Tag};
 use tg_ws_proxy::rng::Rng;
 
@@ -88,36 +89,6 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Client-side reader: decrypts and decodes packets from the proxy.
-struct Reader {
-    sock: TcpStream,
-    dec: Cipher,
-    decoder: Decoder,
-    buf: Vec<u8>,
-    bytes: u64,
-}
-
-impl Reader {
-    fn next(&mut self) -> io::Result<Vec<u8>> {
-        loop {
-            if let Some(p) = self
-                .decoder
-                .next()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
-            {
-                return Ok(p);
-            }
-            let n = self.sock.read(&mut self.buf)?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            self.bytes += n as u64;
-            self.dec.apply(&mut self.buf[..n]);
-            self.decoder.push(&self.buf[..n]);
-        }
-    }
-}
-
 /// Connects through the proxy and splits the session into a writer (socket, cipher) and a reader.
 fn open(proxy: &Proxy, tag: Tag, rng: &mut Rng) -> (TcpStream, Cipher, Reader) {
     let opts = client_opts(proxy.addr(), SECRET, tag, 2);
@@ -126,13 +97,7 @@ fn open(proxy: &Proxy, tag: Tag, rng: &mut Rng) -> (TcpStream, Cipher, Reader) {
     sock.set_read_timeout(Some(STALL)).expect("read timeout");
     sock.set_write_timeout(Some(STALL)).expect("write timeout");
     let rsock = sock.try_clone().expect("clone client socket");
-    let reader = Reader {
-        sock: rsock,
-        dec,
-        decoder: Decoder::new(tag),
-        buf: vec![0u8; READ_CHUNK],
-        bytes: 0,
-    };
+    let reader = Reader::new(rsock, dec, tag, READ_CHUNK);
     (sock, enc, reader)
 }
 

@@ -13,7 +13,7 @@
 
 mod common;
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -22,9 +22,10 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use common::fakedc::{bulk_payload, bulk_request, DcConfig, FakeDc};
+use common::reader::Reader;
 use common::{client_opts, data_path, temp_dir, Proxy, LOOPBACK_DEAD_DCS, LOOPBACK_DEAD_TEST_DCS};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
-use tg_ws_proxy::mtproto::framing::{self, Decoder};
+use tg_ws_proxy::mtproto::framing;
 use tg_ws_proxy::mtproto::obfs2::{Cipher, Tag};
 use tg_ws_proxy::rng::Rng;
 
@@ -64,6 +65,15 @@ fn reload_and_wait(proxy: &Proxy, needle: &str, n: usize) {
         "no {needle:?} #{n} after SIGHUP:\n{}",
         proxy.logs().join("\n")
     );
+}
+
+/// The first log line containing `needle`, or "" if none has.
+fn first_log(proxy: &Proxy, needle: &str) -> String {
+    proxy
+        .logs()
+        .into_iter()
+        .find(|l| l.contains(needle))
+        .unwrap_or_default()
 }
 
 /// A ws-tier proxy in front of a fake DC, secrets from `secrets`.
@@ -123,6 +133,19 @@ fn start_with_config(config: &Path) -> Proxy {
     Proxy::start_argv(&["run", "--config", config.to_str().expect("utf-8 temp path")])
 }
 
+/// A proxy started from a config file ([`write_config`] beside a [`secret_file`]) with the ws
+/// tier only, in front of a fake DC: the secret file, the config file, the DC, the `dc-ip` line
+/// and the proxy.
+fn ws_config_proxy() -> (PathBuf, PathBuf, FakeDc, String, Proxy) {
+    let secrets = secret_file();
+    let config = secrets.with_file_name("proxy.conf");
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let ws = format!("dc-ip 2:{}", dc.addr());
+    write_config(&config, &secrets, &[&ws, "tier-order ws"]);
+    let proxy = start_with_config(&config);
+    (secrets, config, dc, ws, proxy)
+}
+
 /// One `req_pq_multi` → `resPQ` exchange with `secret`.
 fn served(proxy: &Proxy, secret: &str) -> Outcome {
     served_at(proxy.addr(), secret)
@@ -161,11 +184,7 @@ fn an_invalid_secret_file_is_rejected_and_the_old_secret_stays() {
     let (_dc, proxy) = setup(&path);
     write_secrets(&path, "not-a-secret\n");
     reload_and_wait(&proxy, "reload: rejected: ", 1);
-    let line = proxy
-        .logs()
-        .into_iter()
-        .find(|l| l.contains("reload: rejected: "))
-        .unwrap_or_default();
+    let line = first_log(&proxy, "reload: rejected: ");
     assert!(line.contains("line 1"), "says where: {line}");
     assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
     // Unreadable (a directory where the file was): rejected too, old secret still served.
@@ -184,34 +203,6 @@ fn a_reload_with_nothing_changed_says_so() {
     assert_eq!(served(&proxy, OLD), Outcome::Ok);
 }
 
-/// The client's side of a download: decrypts and splits the stream into packets.
-struct Reader {
-    sock: TcpStream,
-    dec: Cipher,
-    decoder: Decoder,
-    buf: Vec<u8>,
-}
-
-impl Reader {
-    fn next(&mut self) -> io::Result<Vec<u8>> {
-        loop {
-            if let Some(p) = self
-                .decoder
-                .next()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?
-            {
-                return Ok(p);
-            }
-            let n = self.sock.read(&mut self.buf)?;
-            if n == 0 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-            self.dec.apply(&mut self.buf[..n]);
-            self.decoder.push(&self.buf[..n]);
-        }
-    }
-}
-
 /// A session opened with `secret` on `addr`: the client's writer half and its [`Reader`].
 fn open_session(addr: SocketAddr, secret: &str) -> (TcpStream, Cipher, Reader) {
     let tag = Tag::Intermediate;
@@ -222,12 +213,12 @@ fn open_session(addr: SocketAddr, secret: &str) -> (TcpStream, Cipher, Reader) {
         .into_parts();
     sock.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
-    let reader = Reader {
-        sock: sock.try_clone().expect("clone socket"),
+    let reader = Reader::new(
+        sock.try_clone().expect("clone socket"),
         dec,
-        decoder: Decoder::new(tag),
-        buf: vec![0u8; 256 * 1024],
-    };
+        tag,
+        256 * 1024,
+    );
     (sock, enc, reader)
 }
 
@@ -265,12 +256,7 @@ fn last_listen_addr(proxy: &Proxy) -> Option<SocketAddr> {
 
 #[test]
 fn listen_address_change_by_reload_binds_new_then_closes_old() {
-    let secrets = secret_file();
-    let config = secrets.with_file_name("proxy.conf");
-    let dc = FakeDc::start_tls_ws(DcConfig::default());
-    let ws = format!("dc-ip 2:{}", dc.addr());
-    write_config(&config, &secrets, &[&ws, "tier-order ws"]);
-    let proxy = start_with_config(&config);
+    let (secrets, config, _dc, ws, proxy) = ws_config_proxy();
     let old = proxy.addr();
     assert_eq!(old.ip().to_string(), "127.0.0.1");
     // A session on the old listener, opened before the reload.
@@ -302,12 +288,7 @@ fn listen_address_change_by_reload_binds_new_then_closes_old() {
 
 #[test]
 fn an_invalid_config_file_at_reload_is_rejected_and_the_old_one_stays() {
-    let secrets = secret_file();
-    let config = secrets.with_file_name("proxy.conf");
-    let dc = FakeDc::start_tls_ws(DcConfig::default());
-    let ws = format!("dc-ip 2:{}", dc.addr());
-    write_config(&config, &secrets, &[&ws, "tier-order ws"]);
-    let proxy = start_with_config(&config);
+    let (secrets, config, _dc, ws, proxy) = ws_config_proxy();
     assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
     // Line 15 (12 rig lines, then the dc-ip and tier-order lines) is an unknown name; the
     // secret would change too if it were applied.
@@ -318,11 +299,7 @@ fn an_invalid_config_file_at_reload_is_rejected_and_the_old_one_stays() {
         &[&ws, "tier-order tcp", "no-such-setting 1"],
     );
     reload_and_wait(&proxy, "reload: rejected: ", 1);
-    let line = proxy
-        .logs()
-        .into_iter()
-        .find(|l| l.contains("reload: rejected: "))
-        .unwrap_or_default();
+    let line = first_log(&proxy, "reload: rejected: ");
     assert!(line.contains("line 15"), "says where: {line}");
     assert!(line.contains("no-such-setting"), "says what: {line}");
     assert_eq!(proxy.count_log("reload: applied"), 0);
@@ -372,11 +349,7 @@ fn download_of_64_mib_survives_reload() {
             write_secrets(&secrets, &format!("{NEW}\n"));
             write_config(&config, &secrets, &[&ws, &tcp, "tier-order tcp"]);
             reload_and_wait(&proxy, "reload: applied", 1);
-            let line = proxy
-                .logs()
-                .into_iter()
-                .find(|l| l.contains("reload: applied"))
-                .unwrap_or_default();
+            let line = first_log(&proxy, "reload: applied");
             assert!(
                 line.contains("secrets") && line.contains("tier-order"),
                 "{line}"

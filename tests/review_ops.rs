@@ -13,13 +13,13 @@ mod common;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::process::ExitStatus;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::fakedc::{DcConfig, FakeDc};
+use common::signals::{echo, live_session, must_log, signal, wait_exit};
 use common::{client_opts, tcp_dc2_proxy, temp_dir, wait_until, Proxy, SECRET};
-use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
+use tg_ws_proxy::applet::probe::{probe_once, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 use tg_ws_proxy::rng::Rng;
 
@@ -27,47 +27,6 @@ use tg_ws_proxy::rng::Rng;
 const WAIT: Duration = Duration::from_secs(10);
 
 const OTHER: &str = "fedcba9876543210fedcba9876543210";
-
-fn signal(proxy: &Proxy, sig: libc::c_int) {
-    // SAFETY: kill(2) on our own child's pid; no memory is shared.
-    let rc = unsafe { libc::kill(proxy.pid() as libc::pid_t, sig) };
-    assert_eq!(rc, 0, "kill: {}", io::Error::last_os_error());
-}
-
-fn wait_exit(proxy: &mut Proxy, timeout: Duration) -> Option<ExitStatus> {
-    let mut status = None;
-    wait_until(timeout, || {
-        status = proxy.try_wait();
-        status.is_some()
-    });
-    status
-}
-
-fn must_log(proxy: &Proxy, needle: &str) {
-    assert!(
-        proxy.wait_log(needle, WAIT),
-        "no {needle:?}:\n{}",
-        proxy.logs().join("\n")
-    );
-}
-
-/// A relaying session: connected through the proxy, one echo exchanged.
-fn live_session(proxy: &Proxy) -> MtClient {
-    let mut c = MtClient::connect(&client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2))
-        .expect("connect through the proxy");
-    echo(&mut c, 1, proxy);
-    c
-}
-
-/// One packet to the fake DC and its echo back (the 0xA5 lead makes it an echo).
-fn echo(c: &mut MtClient, n: u8, proxy: &Proxy) {
-    let payload = [0xA5, n, 2, 3, 4, 5, 6, n];
-    c.send_packet(&payload).expect("send echo");
-    let got = c
-        .recv_packet()
-        .unwrap_or_else(|e| panic!("echo {n}: {e}\n{}", proxy.logs().join("\n")));
-    assert_eq!(got, payload, "echo {n}");
-}
 
 /// One `req_pq_multi` → `resPQ` exchange with `secret` toward DC 2 at `addr`.
 fn served(addr: SocketAddr, secret: &str) -> Outcome {
@@ -80,6 +39,25 @@ fn served(addr: SocketAddr, secret: &str) -> Outcome {
 fn write_private(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write file");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
+/// A proxy reading its secrets from a 0600 file holding `text`, relaying DC 2 over TCP to a
+/// fake DC; the file's path is returned for the test to rewrite or remove.
+fn secret_file_proxy(text: &str) -> (FakeDc, PathBuf, Proxy) {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let path = temp_dir().join("secret");
+    write_private(&path, text);
+    let route = format!("2:{}", dc.addr());
+    let file = path.to_str().expect("UTF-8 temp path");
+    let proxy = Proxy::start(&[
+        "--secret-file",
+        file,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+    ]);
+    (dc, path, proxy)
 }
 
 #[test]
@@ -129,19 +107,7 @@ fn control_socket_file_is_removed_after_a_second_signal_exit() {
 
 #[test]
 fn a_secret_removed_then_re_added_by_reload_is_served_again() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let path = temp_dir().join("secret");
-    write_private(&path, &format!("{SECRET}\n{OTHER}\n"));
-    let route = format!("2:{}", dc.addr());
-    let file = path.to_str().expect("UTF-8 temp path");
-    let proxy = Proxy::start(&[
-        "--secret-file",
-        file,
-        "--tcp-dc-ip",
-        &route,
-        "--tier-order",
-        "tcp",
-    ]);
+    let (_dc, path, proxy) = secret_file_proxy(&format!("{SECRET}\n{OTHER}\n"));
     assert_eq!(served(proxy.addr(), OTHER), Outcome::Ok);
     write_private(&path, &format!("{SECRET}\n"));
     signal(&proxy, libc::SIGHUP);
@@ -162,19 +128,7 @@ fn a_secret_removed_then_re_added_by_reload_is_served_again() {
 
 #[test]
 fn a_secret_file_deleted_before_a_reload_is_not_replaced_by_a_new_secret() {
-    let dc = FakeDc::start_tcp(DcConfig::default());
-    let path = temp_dir().join("secret");
-    write_private(&path, &format!("{SECRET}\n"));
-    let route = format!("2:{}", dc.addr());
-    let file = path.to_str().expect("UTF-8 temp path");
-    let proxy = Proxy::start(&[
-        "--secret-file",
-        file,
-        "--tcp-dc-ip",
-        &route,
-        "--tier-order",
-        "tcp",
-    ]);
+    let (_dc, path, proxy) = secret_file_proxy(&format!("{SECRET}\n"));
     assert_eq!(served(proxy.addr(), SECRET), Outcome::Ok);
     std::fs::remove_file(&path).expect("remove the secret file");
     signal(&proxy, libc::SIGHUP);

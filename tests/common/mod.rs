@@ -16,6 +16,8 @@ pub mod faketls;
 pub mod masksite;
 pub mod mtsession;
 pub mod plainrig;
+pub mod reader;
+pub mod signals;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};

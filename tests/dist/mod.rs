@@ -126,6 +126,12 @@ pub fn mode(p: &Path) -> u32 {
         & 0o7777
 }
 
+/// `installed` holds the same bytes as the package's `shipped` file, with mode 0755.
+pub fn assert_installed_exec(installed: &Path, shipped: &Path) {
+    assert_eq!(fs::read(installed).unwrap(), fs::read(shipped).unwrap());
+    assert_eq!(mode(installed), 0o755);
+}
+
 /// `cross/dist.sh package TARGET BIN OUT` with the fixed epoch.
 pub fn package_into(out: &Path) {
     need("tar", "tar");
