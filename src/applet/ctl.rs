@@ -155,13 +155,17 @@ fn exchange(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, Strin
     s.set_read_timeout(Some(timeout))
         .and_then(|()| s.set_write_timeout(Some(timeout)))
         .map_err(|e| format!("{p}: {e}"))?;
-    s.write_all(line.as_bytes())
-        .map_err(|e| timed(e, "request sent"))?;
+    // A proxy that refuses the connection (`error busy`, over its connection cap) writes its
+    // line and closes before reading: the send then fails with EPIPE, but the line is waiting
+    // to be read, and it is the better message.
+    let sent = s.write_all(line.as_bytes());
     let mut reply = Vec::new();
-    (&mut s)
-        .take(MAX_REPLY + 1)
-        .read_to_end(&mut reply)
-        .map_err(|e| timed(e, "reply"))?;
+    let read = (&mut s).take(MAX_REPLY + 1).read_to_end(&mut reply);
+    match (sent, read) {
+        (Err(e), _) if reply.is_empty() => return Err(timed(e, "request sent")),
+        (_, Err(e)) if reply.is_empty() => return Err(timed(e, "reply")),
+        _ => {}
+    }
     if reply.len() as u64 > MAX_REPLY {
         return Err(format!("{p}: reply longer than {MAX_REPLY} bytes"));
     }
