@@ -69,9 +69,11 @@ fn entware_s99_starts_reloads_and_stops() {
     write_exec(
         &prog,
         &format!(
-            "#!/bin/sh\necho \"args: $*\" >> {ev}\n\
-             trap 'echo HUP >> {ev}' HUP\n\
+            // The traps first: the test sends SIGHUP once it sees the `args:` line, and a HUP
+            // before its trap would end the stand-in instead of being recorded.
+            "#!/bin/sh\ntrap 'echo HUP >> {ev}' HUP\n\
              trap 'echo TERM >> {ev}; exit 0' TERM\n\
+             echo \"args: $*\" >> {ev}\n\
              while :; do sleep 1 & wait $!; done\n",
             ev = events.display()
         ),
