@@ -7,6 +7,7 @@ mod common;
 mod dist;
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -89,7 +90,18 @@ fn entware_s99_starts_reloads_and_stops() {
     .unwrap();
     let pidfile = t.0.join("run/tg-ws-proxy.pid");
     let s99 = |verb: &str| {
-        run(Command::new(busybox())
+        let mut cmd = Command::new(busybox());
+        // A shell cannot trap a signal that was ignored when it started (POSIX), and a test
+        // run under `nohup` (as CI starts it) inherits SIGHUP ignored: the stand-in's HUP trap
+        // would then never fire. Start the script with SIGHUP's default, as at a router's boot.
+        // SAFETY: signal() between fork and exec, async-signal-safe, touches no memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGHUP, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        run(cmd
             .arg("sh")
             .arg(repo().join("cross/entware/S99tg-ws-proxy"))
             .arg(verb)
