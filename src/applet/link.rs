@@ -93,8 +93,7 @@ fn links(mut args: Arguments) -> Result<Vec<String>, CliError> {
         listen: c.listen.ip(),
         host_given: parsed.host_given,
     };
-    let (host, note) = address::choose_server(facts, &address::interface_addresses())
-        .map_err(|m| CliError::flag("--link-ip", m))?;
+    let (host, note) = address::server(facts).map_err(|m| CliError::flag("--link-ip", m))?;
     if let Some(note) = note {
         eprintln!("tg-ws-proxy: {note}");
     }
@@ -133,7 +132,7 @@ pub fn startup_links(
         listen: c.listen.ip(),
         host_given,
     };
-    let (host, note) = address::choose_server(facts, &address::interface_addresses())?;
+    let (host, note) = address::server(facts)?;
     Ok((links_for(c, &host), note))
 }
 

@@ -37,6 +37,16 @@ pub struct Facts<'a> {
     pub host_given: bool,
 }
 
+/// [`choose_server`] with this machine's addresses, read only when a guess is needed: with
+/// `--server`/`--link-ip` or a specific `--host` no interface is listed (no netlink request,
+/// which also hangs under qemu-user's emulation of big-endian MIPS).
+pub fn server(facts: Facts<'_>) -> Result<(String, Option<String>), String> {
+    if facts.explicit.is_some() || (facts.host_given && !facts.listen.is_unspecified()) {
+        return choose_server(facts, &[]);
+    }
+    choose_server(facts, &interface_addresses())
+}
+
 /// The chosen host and, when it was guessed, a note for stderr saying so and which.
 /// Errors (one line, no flag name): only public addresses, and `--link-ip` was not given.
 pub fn choose_server(
