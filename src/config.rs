@@ -16,24 +16,44 @@ use crate::net::tls::CipherPref;
 pub enum Tier {
     /// Telegram's own WebSocket front (`kwsN.web.telegram.org` at the `--dc-ip` address).
     Ws,
+    /// Telegram's WS front with the TLS SNI swapped to an allowed name (`--fronting-domain`),
+    /// `Host` still `kwsN.web.telegram.org`; planned after the direct route failed at TLS or
+    /// upgrade (docs/protocol.md §4.6).
+    Front,
     /// A user's Cloudflare Worker (`--cf-worker-domain`): a byte pipe to the DC over WS.
     Worker,
     /// Telegram's WS front through a Cloudflare-proxied domain (`kwsN.<--cf-domain>`).
     CfProxy,
+    /// An upstream MTProto proxy (`--mtproto-proxy HOST:PORT:SECRET`): obfuscated2 (and for `ee`
+    /// fake-TLS) client side toward it (docs/protocol.md §4.4).
+    Mtproto,
     /// Raw obfuscated2 over TCP to the DC address (last resort).
     Tcp,
 }
 
 impl Tier {
-    /// Every tier, in the default order.
-    pub const ALL: [Tier; 4] = [Tier::Ws, Tier::Worker, Tier::CfProxy, Tier::Tcp];
+    /// How many tiers there are: the size of per-tier arrays.
+    pub const COUNT: usize = 6;
 
-    /// Lower-case name used in flags and logs (`ws`, `worker`, `cfproxy`, `tcp`).
+    /// Every tier, in the default order (declaration order, so `index` follows it).
+    pub const ALL: [Tier; Tier::COUNT] = [
+        Tier::Ws,
+        Tier::Front,
+        Tier::Worker,
+        Tier::CfProxy,
+        Tier::Mtproto,
+        Tier::Tcp,
+    ];
+
+    /// Lower-case name used in flags and logs (`ws`, `front`, `worker`, `cfproxy`, `mtproto`,
+    /// `tcp`).
     pub fn name(self) -> &'static str {
         match self {
             Tier::Ws => "ws",
+            Tier::Front => "front",
             Tier::Worker => "worker",
             Tier::CfProxy => "cfproxy",
+            Tier::Mtproto => "mtproto",
             Tier::Tcp => "tcp",
         }
     }
@@ -42,6 +62,8 @@ impl Tier {
     pub fn parse(s: &str) -> Option<Tier> {
         match s {
             "ws" => Some(Tier::Ws),
+            "front" => Some(Tier::Front),
+            "mtproto" => Some(Tier::Mtproto),
             "worker" => Some(Tier::Worker),
             "cfproxy" => Some(Tier::CfProxy),
             "tcp" => Some(Tier::Tcp),
@@ -49,7 +71,7 @@ impl Tier {
         }
     }
 
-    /// Index into per-tier arrays (0..4).
+    /// Index into per-tier arrays (`0..Tier::COUNT`).
     pub fn index(self) -> usize {
         self as usize
     }
@@ -86,7 +108,8 @@ pub struct Config {
     /// TCP-tier target overrides per DC number (`--tcp-dc-ip DC:IP[:PORT]`); DCs not listed use
     /// the built-in table (`mtproto::dc`) on port 443.
     pub tcp_addrs: BTreeMap<u16, SocketAddr>,
-    /// Ordered tiers to try (`--tier-order`, default every tier: `ws,worker,cfproxy,tcp`).
+    /// Ordered tiers to try (`--tier-order`, default every tier:
+    /// `ws,front,worker,cfproxy,mtproto,tcp`).
     pub tier_order: Vec<Tier>,
     /// Bound on TCP connect + TLS + WS upgrade for one `ws` attempt (`--ws-connect-timeout`, 10 s).
     pub ws_connect_timeout: Duration,
@@ -231,6 +254,24 @@ pub struct Config {
     /// Time a control-socket client has to send its request and take the reply, after which
     /// the connection is closed (`--control-timeout`, 2 s; never 0).
     pub control_timeout: Duration,
+    /// Upstream MTProto proxies (`--mtproto-proxy HOST:PORT:SECRET`, repeatable), in order: the
+    /// `mtproto` tier's routes.
+    pub mtproto_proxies: Vec<crate::mtproto::upstream::MtprotoProxy>,
+    /// Every upstream TCP connection (all tiers, probes, pool fills, list fetches) goes through
+    /// this proxy (`--outbound-proxy`); `None` = direct.
+    pub outbound_proxy: Option<crate::net::outbound::OutboundProxy>,
+    /// Destinations reached directly despite `--outbound-proxy` (`--no-outbound-proxy-for`).
+    pub no_outbound_proxy_for: Vec<String>,
+    /// Names put in the TLS SNI of the `front` tier (`--fronting-domain`, repeatable).
+    pub fronting_domains: Vec<String>,
+    /// Where the shared Cloudflare domain list comes from (`--cf-domain-list URL|FILE`);
+    /// `None` = off.
+    pub cf_domain_list: Option<String>,
+    /// The last accepted shared list, kept on disk (`--cf-domain-cache FILE`); `None` = none.
+    pub cf_domain_cache: Option<PathBuf>,
+    /// The shared list's domains in use: not a flag, filled at run time from the list (or its
+    /// cache); tried after `cf_domains`.
+    pub cf_shared_domains: Vec<CfEndpoint>,
 }
 
 /// Default listen port, as in the other implementations.
@@ -244,9 +285,21 @@ impl Config {
     /// `--cf-connect-timeout` (worker, cfproxy) or `--tcp-connect-timeout`.
     pub fn attempt_timeout(&self, tier: Tier) -> Duration {
         match tier {
-            Tier::Ws => self.ws_connect_timeout,
+            Tier::Ws | Tier::Front => self.ws_connect_timeout,
             Tier::Worker | Tier::CfProxy => self.cf_connect_timeout,
-            Tier::Tcp => self.tcp_connect_timeout,
+            Tier::Mtproto | Tier::Tcp => self.tcp_connect_timeout,
+        }
+    }
+
+    /// True if `tier` has anything to try: its flags are set (`ws` and `tcp` always are). The
+    /// startup line, `ctl pin` and `check` skip tiers that are not.
+    pub fn tier_configured(&self, tier: Tier) -> bool {
+        match tier {
+            Tier::Ws | Tier::Tcp => true,
+            Tier::Front => !self.fronting_domains.is_empty(),
+            Tier::Worker => !self.worker_domains.is_empty(),
+            Tier::CfProxy => !self.cf_domains.is_empty() || !self.cf_shared_domains.is_empty(),
+            Tier::Mtproto => !self.mtproto_proxies.is_empty(),
         }
     }
 
@@ -313,6 +366,13 @@ impl Config {
             control_socket: None,
             bind_retry: Duration::ZERO,
             control_timeout: Duration::from_secs(2),
+            mtproto_proxies: Vec::new(),
+            outbound_proxy: None,
+            no_outbound_proxy_for: Vec::new(),
+            fronting_domains: Vec::new(),
+            cf_domain_list: None,
+            cf_domain_cache: None,
+            cf_shared_domains: Vec::new(),
         }
     }
 }

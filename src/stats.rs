@@ -21,13 +21,13 @@ pub struct Stats {
     /// Payload bytes Telegram → client.
     pub bytes_down: u64,
     /// Upstream attempts started, per tier (`Tier::index`).
-    pub attempts: [u64; 4],
+    pub attempts: [u64; crate::config::Tier::COUNT],
     /// Attempts that won (the session relayed over them), per tier.
-    pub attempts_ok: [u64; 4],
+    pub attempts_ok: [u64; crate::config::Tier::COUNT],
     /// Failed attempts per tier.
-    pub attempts_failed: [u64; 4],
+    pub attempts_failed: [u64; crate::config::Tier::COUNT],
     /// Attempts cancelled because another one won the race, per tier.
-    pub attempts_cancelled: [u64; 4],
+    pub attempts_cancelled: [u64; crate::config::Tier::COUNT],
     /// Hedges started (a second route raced because the first was slow).
     pub hedges: u64,
     /// Background probes started / succeeded / failed.

@@ -127,11 +127,7 @@ pub fn summary(c: &Config) -> Vec<String> {
     let tiers: Vec<&str> = c
         .tier_order
         .iter()
-        .filter(|t| match t {
-            crate::config::Tier::Worker => !c.worker_domains.is_empty(),
-            crate::config::Tier::CfProxy => !c.cf_domains.is_empty(),
-            _ => true,
-        })
+        .filter(|&&t| c.tier_configured(t))
         .map(|t| t.name())
         .collect();
     let cf = |eps: &[crate::config::CfEndpoint]| {

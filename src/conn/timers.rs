@@ -150,8 +150,8 @@ impl Conn {
     pub(super) fn ping_every(tier: Tier, kept: &Kept) -> u64 {
         match tier {
             Tier::Worker => kept.cf_ping_ms,
-            Tier::Ws | Tier::CfProxy => kept.ws_ping_ms,
-            Tier::Tcp => 0,
+            Tier::Ws | Tier::Front | Tier::CfProxy => kept.ws_ping_ms,
+            Tier::Mtproto | Tier::Tcp => 0,
         }
     }
 

@@ -25,7 +25,7 @@ pub struct Status {
     pub sessions_capacity: usize,
     /// Sessions relaying now over each tier, in [`Tier::index`] order; the rest of
     /// `sessions_active` are still connecting (or closing).
-    pub sessions_per_tier: [usize; 4],
+    pub sessions_per_tier: [usize; Tier::COUNT],
     /// Every route created so far.
     pub routes: Vec<RouteStatus>,
     /// Requests left today per Worker (`--cf-worker-domain` order): (redacted host:port, left).
@@ -70,7 +70,7 @@ pub struct Counters {
     /// Sessions replayed after a silent pooled upstream.
     pub pool_retries: u64,
     /// Upstream attempts per tier ([`Tier::index`] order): started, won, failed, cancelled.
-    pub attempts: [[u64; 4]; 4],
+    pub attempts: [[u64; 4]; Tier::COUNT],
     /// Clients handed to the mask host, per reason (`not-tls`, …), every reason listed.
     pub masked: Vec<(&'static str, u64)>,
     /// Fake-TLS hellos: accepted, replays, stale, accepted unchecked, replay-cache evictions.
@@ -80,7 +80,7 @@ pub struct Counters {
 impl Counters {
     /// A copy of `s`'s counters.
     pub fn from_stats(s: &Stats) -> Counters {
-        let mut attempts = [[0; 4]; 4];
+        let mut attempts = [[0; 4]; Tier::COUNT];
         for t in Tier::ALL {
             let i = t.index();
             attempts[i] = [
@@ -175,7 +175,7 @@ pub(crate) mod tests {
             pin: Some("tier tcp".into()),
             sessions_active: 3,
             sessions_capacity: 100,
-            sessions_per_tier: [2, 0, 0, 0],
+            sessions_per_tier: [2, 0, 0, 0, 0, 0],
             routes: vec![route(0, Tier::Ws, "up"), route(1, Tier::Tcp, "down")],
             budgets: vec![("w…workers.dev:443".into(), 99_000)],
             fds_used: Some(12),

@@ -8,3 +8,4 @@ pub mod faketls;
 pub mod framing;
 pub mod obfs2;
 pub mod packet;
+pub mod upstream;

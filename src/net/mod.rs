@@ -6,6 +6,7 @@
 
 pub mod dial;
 pub mod io;
+pub mod outbound;
 pub mod proxy_header;
 pub mod tcp;
 pub mod tls;

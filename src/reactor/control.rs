@@ -423,8 +423,14 @@ impl Reactor {
             Tier::Worker if cfg.worker_domains.is_empty() => {
                 Some("no --cf-worker-domain is configured".into())
             }
-            Tier::CfProxy if cfg.cf_domains.is_empty() => {
+            Tier::CfProxy if !cfg.tier_configured(t) => {
                 Some("no --cf-domain is configured".into())
+            }
+            Tier::Front if !cfg.tier_configured(t) => {
+                Some("no --fronting-domain is configured".into())
+            }
+            Tier::Mtproto if !cfg.tier_configured(t) => {
+                Some("no --mtproto-proxy is configured".into())
             }
             _ => None,
         }
@@ -442,7 +448,7 @@ impl Reactor {
     fn status(&self) -> Status {
         let now = self.now;
         let s = &self.s;
-        let mut per_tier = [0usize; 4];
+        let mut per_tier = [0usize; Tier::COUNT];
         for (_, conn) in self.slab.iter() {
             if let Some(t) = conn.relaying_tier() {
                 per_tier[t.index()] += 1;

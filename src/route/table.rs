@@ -406,6 +406,8 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             Some(addr) => vec![Target::Tcp { addr }],
             None => Vec::new(),
         },
+        // Issue 11: the fronting and upstream-MTProto routes are not built yet.
+        Tier::Front | Tier::Mtproto => Vec::new(),
     }
 }
 
