@@ -2,8 +2,8 @@
 //! with `--drain-timeout 0`, a reload asked for while draining, the control socket file after a
 //! second-signal exit, a secret removed then re-added by reload, and a listen address already in
 //! use at reload (rejected, the old listener keeps serving), the replay cache kept when every `ee`
-//! secret is removed and one re-added; and, ignored until fixed, `ctl` at
-//! the control connection cap.
+//! secret is removed and one re-added; and `ctl` at the control connection cap (found in review,
+//! fixed since: the proxy says `error busy`).
 //!
 //! Owns only this file; the rig lives in tests/common. Real sockets on 127.0.0.0/8 and unix
 //! sockets in the test's temp dir, signals through `kill(2)` on the child, no fixed sleeps.
@@ -222,12 +222,11 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Defect found in review, NOT fixed here: with the control socket's 16 connections taken,
-/// the proxy accepts and closes a 17th at once, and `ctl` reports only `reply: Connection reset
-/// by peer` (or `request sent: Broken pipe`) instead of saying the proxy is busy. The fix (the
-/// reactor writes `error busy: …` and discards the request before that close) changes what
-/// tests/ctl.rs's cap-and-deadline test expects (EOF first), which the integrator is editing
-/// for `--control-timeout`; left for the merge. Run with `--ignored` to see it fail.
+/// Defect found in review, fixed since: with the control socket's 16 connections taken, the
+/// proxy accepted and closed a 17th at once, and `ctl` reported only `reply: Connection reset
+/// by peer` (or `request sent: Broken pipe`) instead of saying the proxy is busy. Now the
+/// reactor writes `error busy: …` before that close and `ctl` shows a reply that waits after a
+/// failed send.
 #[test]
 fn ctl_at_the_control_connection_cap_says_the_proxy_is_busy() {
     let sock = temp_dir().join("ctl.sock");

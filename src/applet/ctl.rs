@@ -40,8 +40,9 @@ Verbs:
                    zero-byte closes, fds used/limit, RSS, the stats counters;
                    a table, or one JSON object with --json
   metrics          the same counters in Prometheus text format (tgwsproxy_*)
-  pin TIER|ROUTE   new sessions prefer this tier (ws, worker, cfproxy, tcp) or route
-                   while it is usable; live sessions are untouched, health still tracked
+  pin TIER|ROUTE   new sessions prefer this tier (ws, front, worker, cfproxy, mtproto,
+                   tcp) or route while it is usable; live sessions are untouched,
+                   health still tracked
   unpin            new sessions follow the tier order again
   probe ROUTE      run a background probe of ROUTE now
   reload           re-read the configuration, like SIGHUP; prints what changed

@@ -223,7 +223,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--tier-order", short: None, aliases: &[], env: &["TG_TIER_ORDER"],
         meta: "LIST", default: "ws,front,worker,cfproxy,mtproto,tcp", group: Upstream,
-        help: "tiers to try, in order: ws, worker, cfproxy, tcp (unconfigured tiers are skipped)",
+        help: "tiers to try, in order: ws, front, worker, cfproxy, mtproto, tcp (unconfigured tiers are skipped)",
         kind: Value(|d, s| parse_tier_order(s).map(|t| d.config.tier_order = t)),
     },
     Opt {

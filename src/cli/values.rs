@@ -109,15 +109,18 @@ pub fn parse_cf_endpoint(s: &str) -> Result<CfEndpoint, String> {
 pub fn parse_tier_order(s: &str) -> Result<Vec<Tier>, String> {
     let mut tiers = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let tier = Tier::parse(name)
-            .ok_or_else(|| format!("unknown tier '{name}' (known: ws, worker, cfproxy, tcp)"))?;
+        let tier = Tier::parse(name).ok_or_else(|| {
+            format!("unknown tier '{name}' (known: ws, front, worker, cfproxy, mtproto, tcp)")
+        })?;
         if tiers.contains(&tier) {
             return Err(format!("tier '{name}' listed twice"));
         }
         tiers.push(tier);
     }
     if tiers.is_empty() {
-        return Err("must name at least one tier (ws, worker, cfproxy, tcp)".into());
+        return Err(
+            "must name at least one tier (ws, front, worker, cfproxy, mtproto, tcp)".into(),
+        );
     }
     Ok(tiers)
 }

@@ -101,7 +101,9 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
         "unpin" => no_arg().map(|()| Request::Unpin),
         "reload" => no_arg().map(|()| Request::Reload),
         "pin" => {
-            let a = one_arg("a TIER (ws, worker, cfproxy, tcp) or a ROUTE (#N, TIER:DCn)")?;
+            let a = one_arg(
+                "a TIER (ws, front, worker, cfproxy, mtproto, tcp) or a ROUTE (#N, TIER:DCn)",
+            )?;
             match Tier::parse(&a.to_ascii_lowercase()) {
                 Some(t) => Ok(Request::Pin(PinTarget::Tier(t))),
                 None => route(a).map(|r| Request::Pin(PinTarget::Route(r))),
@@ -129,8 +131,9 @@ fn route(a: &str) -> Result<RouteSel, String> {
         return digits.parse().map(RouteSel::Id).map_err(|_| bad());
     }
     let (tier, dc) = a.split_once(':').ok_or_else(bad)?;
-    let tier = Tier::parse(&tier.to_ascii_lowercase())
-        .ok_or_else(|| format!("'{tier}' is not a tier (ws, worker, cfproxy, tcp)"))?;
+    let tier = Tier::parse(&tier.to_ascii_lowercase()).ok_or_else(|| {
+        format!("'{tier}' is not a tier (ws, front, worker, cfproxy, mtproto, tcp)")
+    })?;
     let lower = dc.to_ascii_lowercase();
     let mut rest = lower.strip_prefix("dc").ok_or_else(bad)?;
     let media = rest.ends_with('m');
