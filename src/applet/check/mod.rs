@@ -209,7 +209,7 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
     }
     let hosts: BTreeSet<String> = routes
         .iter()
-        .filter_map(|&id| table.routes[id].host().map(str::to_string))
+        .flat_map(|&id| table.routes[id].hosts().into_iter().map(str::to_string))
         .collect();
     let names = resolve_all(cfg, &hosts)?;
     let mut rows = Vec::new();
