@@ -116,6 +116,24 @@ fn a_worker_answering_429_gets_no_new_sessions_and_the_other_takes_the_load() {
     );
 }
 
+#[test]
+fn a_slow_worker_is_hedged_to_the_other_worker() {
+    let (dc, w1, w2, p) = two_workers(&[]);
+    // The first plan has w1 first; its upgrade waits 2 s, past the 0.1 s hedge delay.
+    w1.set_delay(Duration::from_secs(2));
+    let a = probe(&p, 2);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert!(a.ms < 1_500, "not hedged: {} ms\n{}", a.ms, p.dump());
+    assert_eq!(w2.upgrades(), 1, "{}", p.dump());
+    assert_eq!(dc.inits(), 1);
+    assert!(
+        wait_until(WAIT, || w1.requests() == 1),
+        "w1 was dialled first: {}\n{}",
+        w1.requests(),
+        p.dump()
+    );
+}
+
 /// `tg-ws-proxy ctl ARGS --control-socket SOCK`; its stdout (exit 0 asserted).
 fn ctl(p: &Proxy, sock: &Path, args: &[&str]) -> String {
     let mut all = vec!["ctl"];
