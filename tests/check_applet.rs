@@ -325,3 +325,53 @@ fn check_output_never_shows_the_worker_host() {
     assert!(!all.contains(name), "{all}");
     assert!(!all.contains("someone"), "{all}");
 }
+
+#[test]
+fn cfproxy_media_is_checked_under_both_names_in_media_order() {
+    let front = FakeDc::start_tls_ws(DcConfig::default());
+    let mut args: Vec<String> = vec![
+        "--cf-domain".into(),
+        format!("example.com:{}", front.port()),
+        "--tier-order".into(),
+        "cfproxy".into(),
+        "--probe-timeout".into(),
+        "3".into(),
+    ];
+    args.extend(name_args(&["kws2.example.com", "kws2-1.example.com"]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = check(&args);
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let port = front.port();
+    let targets = |route: &str| -> Vec<String> {
+        lines(&r.stdout, route)
+            .iter()
+            .map(|l| {
+                assert_eq!(result(l), Some("OK"), "{l}");
+                l.split_whitespace().nth(2).unwrap_or_default().to_string()
+            })
+            .collect()
+    };
+    assert_eq!(
+        targets("cfproxy:DC2"),
+        vec![format!("kws2.ex…@127.0.0.1:{port}")],
+        "{}",
+        r.stdout
+    );
+    assert_eq!(
+        targets("cfproxy:DC2m"),
+        vec![
+            format!("kws2-1.ex…@127.0.0.1:{port}"),
+            format!("kws2.ex…@127.0.0.1:{port}")
+        ],
+        "{}",
+        r.stdout
+    );
+    assert_eq!(front.snis().len(), 3, "one probe per name");
+    assert!(!r.stdout.contains("example.com"), "{}", r.stdout);
+}

@@ -609,7 +609,7 @@ fn dial_candidate(
 }
 
 /// Reports a failed attempt (stats, the ladder, one folded log line) and skips the route's
-/// other host name after a connect-level failure (same address, same outcome).
+/// other host name on the same address after a connect-level failure (same outcome).
 fn attempt_failed(
     c: &mut Connecting,
     a: &Attempt,
@@ -643,8 +643,10 @@ fn attempt_failed(
     };
     ctx.ladder.observe(obs, ctx.now);
     if matches!(f, Failure::Timeout | Failure::Refused) || !a.dial.tcp_done() {
+        // A media cfproxy route's two names may resolve to different addresses.
+        let addr = c.plan.cands[a.cand].spec.addr;
         for (i, cand) in c.plan.cands.iter().enumerate() {
-            if cand.route == route {
+            if cand.route == route && cand.spec.addr == addr {
                 c.used[i] = true;
             }
         }

@@ -6,7 +6,9 @@
 //! backoff. Must not touch: sockets, clocks, route health (a 429 on a real session is also a
 //! `route::health` failure, recorded there by the caller). Time is a parameter (`now`, u64 ms on
 //! the caller's monotonic clock). Integer math only: credit is kept in token·ms/day units, so a
-//! day of refill is exactly `per_day` tokens with no rounding drift.
+//! day of refill is exactly `per_day` tokens with no rounding drift. Client sessions do not
+//! spend it (never made to wait for background bookkeeping); with several Workers the tokens
+//! each has left weigh how sessions spread over them (`route::ladder::spread`).
 
 /// Milliseconds per day: one token is `DAY_MS` credit units.
 pub const DAY_MS: u64 = 86_400_000;

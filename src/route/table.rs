@@ -38,10 +38,14 @@ pub enum Target {
         /// `/apiws?dst=…&dc=…&media=…`.
         path: String,
     },
-    /// Telegram's front through a Cloudflare-proxied domain: `kwsN.<domain>`.
+    /// Telegram's front through a Cloudflare-proxied domain: `kwsN.<domain>`, and for a media
+    /// DC `kwsN-1.<domain>` first (media order, as on the ws tier; docs/protocol.md §4.3).
     CfProxy {
         /// `kwsN.<domain>` and the port.
         ep: CfEndpoint,
+        /// `kwsN-1.<domain>` for a media DC (tried before `ep.host`; skipped while it does not
+        /// resolve), `None` for a non-media one. Built by [`cf_proxy_target`].
+        media_host: Option<String>,
         /// `/apiws` or `/apiws_test`.
         path: &'static str,
     },
@@ -83,14 +87,14 @@ impl Route {
     pub fn target_label(&self) -> String {
         match &self.target {
             Target::Ws { addr, hosts, .. } => format!("{}@{addr}", hosts[0]),
-            Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => {
-                format!("{}:{}", redact(&ep.host), ep.port)
-            }
+            Target::Worker { ep, .. } => format!("{}:{}", redact(&ep.host), ep.port),
+            Target::CfProxy { ep, .. } => format!("{}:{}", redact_kws(&ep.host), ep.port),
             Target::Tcp { addr } => addr.to_string(),
         }
     }
 
-    /// Host names this route dials through (for DNS), if any.
+    /// The host name this route dials through (for DNS), if any: a Worker's, or a cfproxy
+    /// route's `kwsN.<domain>` (see [`Route::hosts`] for its media name too).
     pub fn host(&self) -> Option<&str> {
         match &self.target {
             Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => Some(&ep.host),
@@ -98,9 +102,24 @@ impl Route {
         }
     }
 
-    /// Dial specs for this route, in the order to try (two `kws` names for `ws`). `resolve`
-    /// maps a host name to an address from the DNS cache; `None` = not known yet (the route is
-    /// skipped for now, never waited on).
+    /// Every host name this route dials through (for DNS), in the order they are tried: a
+    /// media cfproxy route's `kwsN-1.<domain>` then `kwsN.<domain>`; else [`Route::host`].
+    pub fn hosts(&self) -> Vec<&str> {
+        match &self.target {
+            Target::CfProxy {
+                ep,
+                media_host: Some(m),
+                ..
+            } => vec![m.as_str(), ep.host.as_str()],
+            _ => self.host().into_iter().collect(),
+        }
+    }
+
+    /// Dial specs for this route, in the order to try (two `kws` names for `ws`; for a media
+    /// cfproxy route `kwsN-1.<domain>` then `kwsN.<domain>`). `resolve` maps a host name to an
+    /// address from the DNS cache; `None` = not known yet or no such record (that name is
+    /// skipped for now, never waited on: a media route whose `-1` name does not resolve dials
+    /// the base name only).
     pub fn dial_specs(&self, resolve: &mut dyn FnMut(&str) -> Option<IpAddr>) -> Vec<DialSpec> {
         match &self.target {
             Target::Ws { addr, hosts, path } => hosts
@@ -127,18 +146,26 @@ impl Route {
                 }],
                 None => Vec::new(),
             },
-            Target::CfProxy { ep, path } => match resolve(&ep.host) {
-                Some(ip) => vec![DialSpec {
-                    addr: SocketAddr::new(ip, ep.port),
-                    kind: DialKind::Ws {
-                        host: ep.host.clone(),
-                        path: (*path).to_string(),
-                        subprotocol: true,
-                        origin: Some(WEB_ORIGIN),
-                    },
-                }],
-                None => Vec::new(),
-            },
+            Target::CfProxy {
+                ep,
+                media_host,
+                path,
+            } => media_host
+                .iter()
+                .chain(std::iter::once(&ep.host))
+                .filter_map(|h| {
+                    let ip = resolve(h)?;
+                    Some(DialSpec {
+                        addr: SocketAddr::new(ip, ep.port),
+                        kind: DialKind::Ws {
+                            host: h.clone(),
+                            path: (*path).to_string(),
+                            subprotocol: true,
+                            origin: Some(WEB_ORIGIN),
+                        },
+                    })
+                })
+                .collect(),
             Target::Tcp { addr } => vec![DialSpec {
                 addr: *addr,
                 kind: DialKind::Tcp,
@@ -167,10 +194,10 @@ pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
         DialKind::Tcp => spec.addr.to_string(),
         DialKind::Ws { host, .. } => {
-            let host = if tier.is_cloudflare() {
-                redact(host)
-            } else {
-                host.clone()
+            let host = match tier {
+                Tier::CfProxy => redact_kws(host),
+                t if t.is_cloudflare() => redact(host),
+                _ => host.clone(),
             };
             format!("{host}@{}", spec.addr)
         }
@@ -199,6 +226,18 @@ pub fn redact(host: &str) -> String {
     }
     let first: String = labels[0].chars().take(2).collect();
     format!("{first}…{}", labels[labels.len() - 2..].join("."))
+}
+
+/// [`redact`] for a cfproxy name that keeps its `kwsN` / `kwsN-1` label, which is Telegram's
+/// and tells the media name from the base one: `kws2-1.mydomain.com` → `kws2-1.my…`. Any
+/// other name is [`redact`]ed whole.
+pub fn redact_kws(host: &str) -> String {
+    match host.split_once('.') {
+        Some((first, rest)) if first.starts_with("kws") && !rest.is_empty() => {
+            format!("{first}.{}", redact(rest))
+        }
+        _ => redact(host),
+    }
 }
 
 /// All routes, created on first use of a DC.
@@ -393,13 +432,7 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             }
             cfg.cf_domains
                 .iter()
-                .map(|ep| Target::CfProxy {
-                    ep: CfEndpoint {
-                        host: format!("kws{}.{}", dc.dc, ep.host),
-                        port: ep.port,
-                    },
-                    path: dc.ws_path(),
-                })
+                .map(|ep| cf_proxy_target(dc, ep))
                 .collect()
         }
         Tier::Tcp => match table_addr() {
@@ -408,6 +441,19 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
         },
         // Issue 11: the fronting and upstream-MTProto routes are not built yet.
         Tier::Front | Tier::Mtproto => Vec::new(),
+    }
+}
+
+/// The cfproxy target of `dc` through `domain` (docs/protocol.md §4.3): `kwsN.<domain>` with
+/// the raw DC number (203 stays 203), and for a media DC `kwsN-1.<domain>` tried first.
+pub fn cf_proxy_target(dc: DcId, domain: &CfEndpoint) -> Target {
+    Target::CfProxy {
+        ep: CfEndpoint {
+            host: format!("kws{}.{}", dc.dc, domain.host),
+            port: domain.port,
+        },
+        media_host: dc.media.then(|| format!("kws{}-1.{}", dc.dc, domain.host)),
+        path: dc.ws_path(),
     }
 }
 
@@ -551,10 +597,114 @@ mod tests {
         assert!(known_dc(id(-10005), &cfg));
     }
 
+    /// The dial hosts of `dc`'s cfproxy route through `example.com`, with `known` the names
+    /// that resolve (each to 127.0.0.5).
+    fn cf_hosts(dc: DcId, known: &[&str]) -> Vec<String> {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::CfProxy];
+        cfg.cf_domains = vec![CfEndpoint {
+            host: "example.com".into(),
+            port: 8443,
+        }];
+        let mut t = Table::new();
+        let ids = t.routes_for(dc, &cfg, "127.0.0.1:1443".parse().unwrap());
+        assert_eq!(ids.len(), 1);
+        let r = &t.routes[ids[0]];
+        let mut resolve = |h: &str| known.contains(&h).then(|| "127.0.0.5".parse().unwrap());
+        r.dial_specs(&mut resolve)
+            .into_iter()
+            .map(|s| match s.kind {
+                DialKind::Ws {
+                    host,
+                    path,
+                    subprotocol,
+                    origin,
+                } => {
+                    assert_eq!(s.addr, "127.0.0.5:8443".parse().unwrap());
+                    assert_eq!(path, "/apiws");
+                    assert!(subprotocol && origin == Some(WEB_ORIGIN));
+                    host
+                }
+                DialKind::Tcp => panic!("cfproxy dials WS"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cfproxy_media_tries_the_dash_one_name_first_non_media_only_the_base() {
+        let id = |i: i16| DcId::from_index(i).unwrap();
+        let all = [
+            "kws2.example.com",
+            "kws2-1.example.com",
+            "kws203.example.com",
+            "kws203-1.example.com",
+        ];
+        assert_eq!(cf_hosts(id(2), &all), vec!["kws2.example.com"]);
+        assert_eq!(
+            cf_hosts(id(-2), &all),
+            vec!["kws2-1.example.com", "kws2.example.com"]
+        );
+        // DC 203 keeps its raw number on Cloudflare names (§4.3), media or not.
+        assert_eq!(cf_hosts(id(203), &all), vec!["kws203.example.com"]);
+        assert_eq!(
+            cf_hosts(id(-203), &all),
+            vec!["kws203-1.example.com", "kws203.example.com"]
+        );
+        // No `-1` record: the base name alone; nothing resolved: no spec (skipped, not waited on).
+        assert_eq!(
+            cf_hosts(id(-2), &["kws2.example.com"]),
+            vec!["kws2.example.com"]
+        );
+        assert_eq!(
+            cf_hosts(id(-2), &["kws2-1.example.com"]),
+            vec!["kws2-1.example.com"]
+        );
+        assert!(cf_hosts(id(-2), &[]).is_empty());
+    }
+
+    #[test]
+    fn cfproxy_routes_name_both_hosts_for_dns_and_keep_kws_in_labels() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::CfProxy];
+        cfg.cf_domains = vec![CfEndpoint {
+            host: "mydomain.com".into(),
+            port: 443,
+        }];
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let mut t = Table::new();
+        let media = t.routes_for(DcId::from_index(-4).unwrap(), &cfg, listen)[0];
+        let plain = t.routes_for(DcId::from_index(4).unwrap(), &cfg, listen)[0];
+        assert_eq!(
+            t.routes[media].hosts(),
+            vec!["kws4-1.mydomain.com", "kws4.mydomain.com"]
+        );
+        assert_eq!(t.routes[media].host(), Some("kws4.mydomain.com"));
+        assert_eq!(t.routes[plain].hosts(), vec!["kws4.mydomain.com"]);
+        assert_eq!(t.routes[plain].label(), "cfproxy:DC4 kws4.my…:443");
+        assert_eq!(t.routes[media].label(), "cfproxy:DC4m kws4.my…:443");
+        let mut resolve = |_: &str| Some("127.0.0.5".parse().unwrap());
+        let labels: Vec<String> = t.routes[media]
+            .dial_specs(&mut resolve)
+            .iter()
+            .map(|s| spec_label(s, Tier::CfProxy))
+            .collect();
+        assert_eq!(
+            labels,
+            vec!["kws4-1.my…@127.0.0.5:443", "kws4.my…@127.0.0.5:443"]
+        );
+        // A test DC has no CF records.
+        assert!(t
+            .routes_for(DcId::from_index(-10002).unwrap(), &cfg, listen)
+            .is_empty());
+    }
+
     #[test]
     fn redaction_hides_private_names() {
         assert_eq!(redact("myproxy.someone.workers.dev"), "my…workers.dev");
         assert_eq!(redact("127.0.0.1"), "127.0.0.1");
         assert_eq!(redact("localhost"), "lo…");
+        assert_eq!(redact_kws("kws2-1.my.example.org"), "kws2-1.my…example.org");
+        assert_eq!(redact_kws("kws2.mydomain.com"), "kws2.my…");
+        assert_eq!(redact_kws("other.mydomain.com"), "ot…mydomain.com");
     }
 }

@@ -26,7 +26,7 @@ use crate::net::tls;
 use crate::rng::Rng;
 use crate::route::probe::{Goal, ProbeOutcome};
 use crate::route::prober::{Finished, Prober};
-use crate::route::table::Table;
+use crate::route::table::{spec_label, Table};
 use crate::token::{self, Role, DNS};
 
 mod report;
@@ -209,7 +209,7 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
     }
     let hosts: BTreeSet<String> = routes
         .iter()
-        .filter_map(|&id| table.routes[id].host().map(str::to_string))
+        .flat_map(|&id| table.routes[id].hosts().into_iter().map(str::to_string))
         .collect();
     let names = resolve_all(cfg, &hosts)?;
     let mut rows = Vec::new();
@@ -239,6 +239,10 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
             let label = match (&spec.kind, r.tier) {
                 (DialKind::Ws { host, .. }, Tier::Ws) => {
                     format!("ws:{} {host}@{}", r.dc, spec.addr)
+                }
+                // A media cfproxy route dials two names: one row each.
+                (DialKind::Ws { .. }, Tier::CfProxy) => {
+                    format!("cfproxy:{} {}", r.dc, spec_label(&spec, r.tier))
                 }
                 _ => r.label(),
             };

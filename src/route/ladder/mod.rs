@@ -2,7 +2,8 @@
 //!
 //! Sans-IO, in the style of `dns`: facts in, decisions out, time as a parameter (`now`, u64 ms on
 //! the caller's monotonic clock), randomness owned (seeded by the caller). Owns: the route table,
-//! per-route health and its logging, the Worker request budgets, handshake pacing, the probe
+//! per-route health and its logging, the Worker request budgets and how sessions spread over
+//! several Workers (`spread.rs`), handshake pacing, the probe
 //! schedule (and a probe's byte goal), pool policy and the pools' entries (generic over
 //! [`Pooled`]), and whether a route's sessions may be pinged ([`Ladder::pings_allowed`]). Must not touch:
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
@@ -128,6 +129,7 @@ pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 mod facts;
 mod reconfigure;
 mod rules;
+mod spread;
 
 pub use ops::{Pin, ProbeNow, RouteStatus};
 
@@ -152,6 +154,8 @@ pub struct Ladder<U> {
     stopped: bool,
     /// The operator's pin (`ctl pin`): its routes are planned first ([`Ladder::pin`]).
     pinned: Option<Pin>,
+    /// How sessions are spread over several Workers (`spread.rs`).
+    spread: spread::Spread,
 }
 
 impl<U: Pooled> Ladder<U> {
@@ -181,6 +185,7 @@ impl<U: Pooled> Ladder<U> {
             network_down: false,
             stopped: false,
             pinned: None,
+            spread: spread::Spread::new(cfg.worker_domains.len()),
         };
         if cfg.startup_probes {
             for dc in STARTUP_DCS {
@@ -236,7 +241,8 @@ impl<U: Pooled> Ladder<U> {
     /// cached address; an unresolved route is skipped, never waited on). Routes in cooldown, or
     /// whose cooldown ended and wait for their recovery probe, are left out: clients never pay
     /// for health checks. If nothing is usable every route is listed (the connect budget still
-    /// bounds the wait).
+    /// bounds the wait). With several Workers, the one this plan tries first is spread by
+    /// weighted round robin over the healthy ones (`spread.rs`; each call advances it).
     pub fn plan(
         &mut self,
         dc: DcId,
@@ -244,14 +250,20 @@ impl<U: Pooled> Ladder<U> {
         resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
     ) -> Plan {
         let ids = self.routes_for(dc);
+        let spots = self.spread_workers(&ids, now);
         let mut ranked: Vec<(u8, u8, usize, RouteId)> = Vec::new();
         for (pos, &id) in ids.iter().enumerate() {
-            let rank = match self.table.routes[id].health.usable(now) {
+            let mut rank = match self.table.routes[id].health.usable(now) {
                 Use::Preferred => 0,
                 Use::Untested => 1,
                 Use::Degraded => 2,
                 Use::Cooling { .. } | Use::Expired => continue,
             };
+            let mut pos = pos;
+            if let Some(spot) = spots.iter().find(|s| s.route == id) {
+                pos = spot.pos;
+                rank = spot.rank.unwrap_or(rank);
+            }
             // The operator's pin (`ctl pin`) goes before rank order.
             ranked.push((self.pin_rank(id), rank, pos, id));
         }

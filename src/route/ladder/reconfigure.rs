@@ -50,6 +50,8 @@ impl<U: Pooled> Ladder<U> {
                 }
             })
             .collect();
+        self.spread
+            .reconfigure(&self.cfg.worker_domains, &cfg.worker_domains);
         self.pacer.set_policy(PacePolicy {
             pace_ms: ms(cfg.handshake_pace),
             burst: cfg.handshake_burst,

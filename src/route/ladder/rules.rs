@@ -93,6 +93,9 @@ impl<U: Pooled> Ladder<U> {
                     }
                 );
                 self.due_at_most(route, until);
+                if f == Failure::Http(429) {
+                    self.hold_on_429(route, until);
+                }
             }
             _ => info!("route {} suspect: {f}", r.label()),
         }

@@ -3,11 +3,13 @@
 //! against a route); `background.rs` the background rules (probe schedule, pools, budgets);
 //! `under_fire.rs` the rules of the field faults (issue 10: closed after reply, pings, the 16 KB
 //! freeze, a dead network); `reconfigure.rs` a reload's and a shutdown's rules; `ops.rs` the
-//! operator actions (pin, unpin, probe now, snapshot).
+//! operator actions (pin, unpin, probe now, snapshot); `workers.rs` how sessions spread over
+//! several Workers.
 
 mod background;
 mod reconfigure;
 mod under_fire;
+mod workers;
 
 mod ops;
 
