@@ -49,7 +49,7 @@ impl Relaying {
         ctx: &mut Ctx<'_>,
     ) -> Relaying {
         let kind = match (&upstream, tier) {
-            (Upstream::Tcp(_), _) => LinkKind::Raw,
+            (Upstream::Tcp(_) | Upstream::FakeTls(_), _) => LinkKind::Raw,
             (Upstream::Ws(_), Tier::Worker) => LinkKind::WsStream,
             (Upstream::Ws(_), _) => LinkKind::WsPackets,
         };
@@ -71,6 +71,12 @@ impl Relaying {
                 write: true,
             },
         }
+    }
+
+    /// Makes the queued init the one toward an upstream MTProto proxy with secret key `key`
+    /// for DC index `dc_index` (the `mtproto` tier; see [`Relay::init_toward_proxy`]).
+    pub fn toward_proxy(&mut self, key: &[u8; 16], dc_index: i16, rng: &mut Rng) {
+        self.core.init_toward_proxy(key, dc_index, rng);
     }
 
     /// Keeps the client's request replayable until the upstream's first byte (a pooled

@@ -51,7 +51,9 @@ impl MtprotoProxy {
                 .map_err(|_| format!("`{inner}` is not an IPv6 address"))?;
             inner.to_string()
         } else if host.contains(':') {
-            return Err(format!("`{host}`: write an IPv6 literal in brackets: [{host}]"));
+            return Err(format!(
+                "`{host}`: write an IPv6 literal in brackets: [{host}]"
+            ));
         } else if host.is_empty() {
             return Err("the host is empty (expected HOST:PORT:SECRET)".into());
         } else if host.contains(['/', '@', ' ', '[', ']']) {

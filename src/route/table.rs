@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::config::{CfEndpoint, Config, Tier};
 use crate::mtproto::dc::DcId;
+use crate::mtproto::upstream::MtprotoProxy;
 use crate::net::dial::{DialKind, DialSpec};
 use crate::route::health::Health;
 
@@ -44,6 +45,12 @@ pub enum Target {
         ep: CfEndpoint,
         /// `/apiws` or `/apiws_test`.
         path: &'static str,
+    },
+    /// Another MTProto proxy, reached as its client (docs/protocol.md §4.4); the init names
+    /// the route's DC. Its label never shows the secret, and a name is redacted.
+    Mtproto {
+        /// The upstream proxy (host, port, secret).
+        proxy: MtprotoProxy,
     },
     /// Raw obfuscated2 to the DC address.
     Tcp {
@@ -86,6 +93,7 @@ impl Route {
             Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => {
                 format!("{}:{}", redact(&ep.host), ep.port)
             }
+            Target::Mtproto { proxy } => mtproto_label(proxy),
             Target::Tcp { addr } => addr.to_string(),
         }
     }
@@ -94,6 +102,7 @@ impl Route {
     pub fn host(&self) -> Option<&str> {
         match &self.target {
             Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => Some(&ep.host),
+            Target::Mtproto { proxy } if proxy.ip().is_none() => Some(&proxy.host),
             _ => None,
         }
     }
@@ -139,6 +148,15 @@ impl Route {
                 }],
                 None => Vec::new(),
             },
+            Target::Mtproto { proxy } => match proxy.ip().or_else(|| resolve(&proxy.host)) {
+                Some(ip) => vec![DialSpec {
+                    addr: SocketAddr::new(ip, proxy.port),
+                    kind: DialKind::Mtproto {
+                        secret: proxy.secret.clone(),
+                    },
+                }],
+                None => Vec::new(),
+            },
             Target::Tcp { addr } => vec![DialSpec {
                 addr: *addr,
                 kind: DialKind::Tcp,
@@ -165,7 +183,7 @@ impl Route {
 /// redacted).
 pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
-        DialKind::Tcp => spec.addr.to_string(),
+        DialKind::Tcp | DialKind::Mtproto { .. } => spec.addr.to_string(),
         DialKind::Ws { host, .. } => {
             let host = if tier.is_cloudflare() {
                 redact(host)
@@ -184,7 +202,24 @@ pub fn private_names(cfg: &Config) -> Vec<(String, String)> {
         .iter()
         .chain(&cfg.cf_domains)
         .map(|e| (e.host.clone(), redact(&e.host)))
+        .chain(
+            cfg.mtproto_proxies
+                .iter()
+                .filter(|p| p.ip().is_none())
+                .map(|p| (p.host.clone(), redact(&p.host))),
+        )
         .collect()
+}
+
+/// An upstream proxy's label: its host (a name redacted), port and secret form, never the
+/// key: `pr…example.net:443/ee`, `[::1]:443/dd`.
+pub fn mtproto_label(proxy: &MtprotoProxy) -> String {
+    let host = match proxy.ip() {
+        Some(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+        Some(ip) => ip.to_string(),
+        None => redact(&proxy.host),
+    };
+    format!("{host}:{}/{}", proxy.port, proxy.form())
 }
 
 /// Shortens a private host name for logs: `myproxy.example.workers.dev` → `my…workers.dev`.
@@ -271,6 +306,12 @@ impl Table {
                 if let Target::Ws { addr, .. } | Target::Tcp { addr } = &target {
                     if is_self(*addr, listen) {
                         continue;
+                    }
+                }
+                if let Target::Mtproto { proxy } = &target {
+                    let ip = proxy.ip();
+                    if ip.is_some_and(|ip| is_self(SocketAddr::new(ip, proxy.port), listen)) {
+                        continue; // a chain to ourselves (a name is checked when resolved)
                     }
                 }
                 let same = self
@@ -406,8 +447,15 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             Some(addr) => vec![Target::Tcp { addr }],
             None => Vec::new(),
         },
-        // Issue 11: the fronting and upstream-MTProto routes are not built yet.
-        Tier::Front | Tier::Mtproto => Vec::new(),
+        Tier::Mtproto => cfg
+            .mtproto_proxies
+            .iter()
+            .map(|proxy| Target::Mtproto {
+                proxy: proxy.clone(),
+            })
+            .collect(),
+        // Issue 11: the fronting routes are not built yet.
+        Tier::Front => Vec::new(),
     }
 }
 

@@ -72,9 +72,8 @@ impl TlsHello {
             return None;
         }
         let mut hello = [0u8; CLIENT_HELLO_LEN];
-        let (n, client_random) = client_hello(&mut hello, key, domain, wall_s, &mut |b| {
-            rng.fill(b)
-        });
+        let (n, client_random) =
+            client_hello(&mut hello, key, domain, wall_s, &mut |b| rng.fill(b));
         if n != CLIENT_HELLO_LEN {
             return None;
         }

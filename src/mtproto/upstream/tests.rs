@@ -52,7 +52,10 @@ fn parse_refuses_bad_input_with_a_reason_and_never_echoes_the_secret() {
         (KEY_HEX.to_string(), "HOST:PORT:SECRET"),
         (format!("h:{KEY_HEX}"), "HOST:PORT:SECRET"),
         ("h:443:0123".to_string(), "upstream secret"),
-        ("h:443:zz23456789abcdef0123456789abcdef".to_string(), "non-hex"),
+        (
+            "h:443:zz23456789abcdef0123456789abcdef".to_string(),
+            "non-hex",
+        ),
         (format!("h:443:ee{KEY_HEX}"), "upstream secret"),
         (format!("us@h:443:{KEY_HEX}"), "not a host"),
     ];
