@@ -517,6 +517,32 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_toward_an_upstream_proxy_hashes_its_key_and_names_the_dc_as_a_client() {
+        let key = [0x42u8; 16];
+        let test_media = DcId::from_index(-10002).unwrap();
+        let mut p = Probe::with_phase(0, 1, test_media, Phase::Done, 0, Goal::ResPq, Framing::Raw);
+        p.proxy = Some((key, Tag::PaddedIntermediate));
+        p.decoder = Decoder::new(Tag::PaddedIntermediate);
+        p.prepare(&mut Rng::from_seed([3; 48]));
+        let init: [u8; 64] = p.out[..64].try_into().unwrap();
+        let mut a = obfs2::accept(&init, &[key]).expect("the upstream's side decodes it");
+        assert_eq!((a.tag, a.dc), (Tag::PaddedIntermediate, -10002));
+        // The upstream answers the request in padded intermediate.
+        let mut data = p.out[64..].to_vec();
+        a.decrypt.apply(&mut data);
+        let mut dec = Decoder::new(Tag::PaddedIntermediate);
+        dec.push(&data);
+        let req = dec.next().unwrap().expect("one request");
+        let nonce = packet::parse_req_pq_multi(&req).expect("a req_pq_multi");
+        let rng = &mut Rng::from_seed([4; 48]);
+        let res = packet::res_pq(&nonce, &[5; 16], 1);
+        let mut w = framing::encode(Tag::PaddedIntermediate, &res, rng);
+        a.encrypt.apply(&mut w);
+        p.raw_in.extend_from_slice(&w);
+        assert_eq!(p.check_reply(rng), Ok(true));
+    }
+
+    #[test]
     fn a_plain_probe_asks_once_and_succeeds_on_the_first_res_pq() {
         let mut p = probe(0);
         let (mut dc, mut seen) = (None, 0);

@@ -600,6 +600,68 @@ mod tests {
     }
 
     #[test]
+    fn mtproto_routes_one_per_proxy_per_dc_never_to_ourselves_and_never_showing_the_key() {
+        let key = "0123456789abcdef0123456789abcdef";
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::Mtproto];
+        cfg.mtproto_proxies = [
+            format!("far.someone.example.net:443:dd{key}"),
+            format!("[::1]:8443:{key}"),
+            format!("127.0.0.1:1443:{key}"), // our own listener
+        ]
+        .iter()
+        .map(|s| MtprotoProxy::parse(s).unwrap())
+        .collect();
+        let listen = "0.0.0.0:1443".parse().unwrap();
+        let mut t = Table::new();
+        let ids = t.routes_for(dc2(), &cfg, listen);
+        assert_eq!(ids.len(), 2, "the self-loop is not a route");
+        let media = t.routes_for(DcId::from_index(-2).unwrap(), &cfg, listen);
+        assert_eq!(media.len(), 2, "one per proxy per DC");
+        let labels: Vec<String> = ids.iter().map(|&i| t.routes[i].label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "mtproto:DC2 fa…example.net:443/dd",
+                "mtproto:DC2 [::1]:8443/plain"
+            ]
+        );
+        assert!(labels.iter().all(|l| !l.contains(key)));
+        // A name is resolved (and skipped until it is); a literal needs no DNS.
+        let named = &t.routes[ids[0]];
+        assert_eq!(named.host(), Some("far.someone.example.net"));
+        assert!(named.dial_specs(&mut |_| None).is_empty());
+        let spec = named.dial_specs(&mut |_| Some("127.0.0.9".parse().unwrap()));
+        assert_eq!(spec[0].addr, "127.0.0.9:443".parse().unwrap());
+        match &spec[0].kind {
+            DialKind::Mtproto { secret } => assert_eq!(secret.key_hex(), key),
+            other => panic!("{other:?}"),
+        }
+        assert!(!format!("{:?}", spec[0]).contains(key));
+        let literal = &t.routes[ids[1]];
+        assert_eq!(literal.host(), None);
+        assert_eq!(
+            literal.dial_specs(&mut |_| None)[0].addr,
+            "[::1]:8443".parse().unwrap()
+        );
+        // A name that resolves to our own listener is dropped at dial time.
+        assert!(named
+            .specs_for(
+                &mut |_| Some("127.0.0.1".parse().unwrap()),
+                "0.0.0.0:443".parse().unwrap()
+            )
+            .is_empty());
+        let names = private_names(&cfg);
+        assert_eq!(
+            names,
+            vec![(
+                "far.someone.example.net".to_string(),
+                "fa…example.net".to_string()
+            )]
+        );
+    }
+
+    #[test]
     fn redaction_hides_private_names() {
         assert_eq!(redact("myproxy.someone.workers.dev"), "my…workers.dev");
         assert_eq!(redact("127.0.0.1"), "127.0.0.1");
