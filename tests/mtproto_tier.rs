@@ -328,3 +328,46 @@ fn a_chain_to_our_own_listener_is_never_a_route() {
         fr.dump()
     );
 }
+
+#[test]
+fn an_upstream_given_by_name_is_resolved_and_its_name_redacted_in_the_log() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, UP_KEY, 0);
+    let name = "upstream.friend-abroad.test";
+    let chain = format!("{name}:{}:{UP_KEY}", up.port());
+    let names = common::name_args(&[name]);
+    let mut args = vec![
+        "--secret",
+        SECRET,
+        "--tier-order",
+        "mtproto",
+        "--mtproto-proxy",
+        &chain,
+        "-v",
+    ];
+    args.extend(names.iter().map(String::as_str));
+    let fr = Proxy::start(&args);
+    let mut rng = os_rng();
+    // The name may still be resolving for the first client: wait until a session gets through.
+    assert!(
+        wait_until(WAIT, || session(&fr, Tag::Intermediate, 2, &mut rng)
+            .is_ok()),
+        "{}",
+        dump(&fr, &up)
+    );
+    assert_eq!(dc.init_dcs().last(), Some(&(Tag::Intermediate, 2)));
+    let route = fr
+        .wait_line(&["route mtproto:DC2 ", "→ up"], WAIT)
+        .unwrap_or_else(|| panic!("{}", fr.dump()));
+    assert!(
+        route.contains(&format!("up…friend-abroad.test:{}/plain", up.port())),
+        "{route}"
+    );
+    assert!(
+        fr.logs()
+            .iter()
+            .all(|l| !l.contains(name) && !l.contains(UP_KEY)),
+        "{}",
+        fr.dump()
+    );
+}

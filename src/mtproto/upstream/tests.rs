@@ -139,7 +139,7 @@ fn hello_passes_our_gate_and_verifies_our_answer_then_records_carry_the_stream()
     let (mut cli, mut srv) = pair(1 << 20, 1 << 20);
     let mut r = rng(1);
     let mut h = TlsHello::new(&p.secret.key, "c.example", NOW, &mut r).unwrap();
-    assert_eq!(h.drive(&mut cli).unwrap(), false, "waits for the answer");
+    assert!(!h.drive(&mut cli).unwrap(), "waits for the answer");
     assert_eq!(&h.hello()[..5], &[0x16, 0x03, 0x01, 0x02, 0x00]);
     serve(&mut srv, p.secret.key, "c.example", 2);
     assert!(h.drive(&mut cli).unwrap());
@@ -233,7 +233,7 @@ fn hello_waits_on_a_full_socket_and_resumes() {
     let mut hello = Vec::new();
     let mut buf = [0u8; 64];
     for _ in 0..100 {
-        assert_eq!(h.drive(&mut cli).unwrap(), false);
+        assert!(!h.drive(&mut cli).unwrap());
         while let Ok(n) = srv.read(&mut buf) {
             if n == 0 {
                 break;
