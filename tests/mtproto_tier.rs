@@ -101,7 +101,7 @@ fn dump(front: &Proxy, up: &Proxy) -> String {
 fn chain_carries_sessions(up_secret: &str, tls: bool) {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let up = upstream(&dc, up_secret, 0);
-    let fr = front(up.port(), up_secret, &[]);
+    let fr = front(up.port(), up_secret, &["--stats-interval", "0.2"]);
     let mut rng = os_rng();
     let mut want = Vec::new();
     for (tag, idx) in [
@@ -120,6 +120,15 @@ fn chain_carries_sessions(up_secret: &str, tls: bool) {
         wait_until(WAIT, || fr.count_log(" via mtproto ") >= 3),
         "the front's session lines\n{}",
         dump(&fr, &up)
+    );
+    // The stats line counts the tier's attempts: 3 started, 3 connected, none failed.
+    assert!(
+        wait_until(WAIT, || fr
+            .next_stats(WAIT)
+            .and_then(|l| common::stats_field(&l, "mtproto"))
+            == Some(vec![3, 3, 0, 0])),
+        "{}",
+        fr.dump()
     );
     // The upstream saw our hop as its client: fake-TLS on `ee`, plain obfuscated2 otherwise.
     let up_tls = up.count_log("fake-TLS");
