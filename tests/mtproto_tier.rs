@@ -307,9 +307,13 @@ fn a_chain_to_our_own_listener_is_never_a_route() {
     drop(free);
     let chain = format!("127.0.0.1:{port}:{UP_KEY}");
     let port_s = port.to_string();
+    let sock = temp_dir().join("ctl.sock");
+    let sock_s = sock.to_str().expect("utf-8 path").to_string();
     let fr = Proxy::start(&[
         "--secret",
         SECRET,
+        "--control-socket",
+        &sock_s,
         "--port",
         &port_s,
         "--tier-order",
@@ -336,6 +340,10 @@ fn a_chain_to_our_own_listener_is_never_a_route() {
         "{}",
         fr.dump()
     );
+    // DC 2's routes exist now (the client asked for it), and none of them is the loop.
+    let v = ctl_status(&fr, &sock);
+    let routes = v["routes"].as_array().cloned().unwrap_or_default();
+    assert!(routes.iter().all(|r| r["tier"] != "mtproto"), "{v:#}");
 }
 
 #[test]
