@@ -2,8 +2,9 @@
 //!
 //! Owns the connected [`Upstream`] and its remembered readiness, picks the link kind from the
 //! route's tier (raw TCP; one packet per message toward Telegram's front and Cloudflare-proxied
-//! domains; a 1 MiB-message stream toward a Worker), and maps the core's outcome to the session's
-//! [`Step`]. Byte moving, framing and the end of the session are the core's; timers (linger,
+//! domains; a 1 MiB-message stream toward a Worker; raw, in fake-TLS records for `ee`, toward
+//! an upstream MTProto proxy, whose init the core re-makes with its secret), and maps the core's
+//! outcome to the session's [`Step`]. Byte moving, framing and the end of the session are the core's; timers (linger,
 //! ping, idle) and the close line are `conn`'s. Route health is never consulted here: a running
 //! session is not affected by later route state.
 //!
