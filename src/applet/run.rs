@@ -200,6 +200,20 @@ pub fn summary(c: &Config) -> Vec<String> {
             cf(&c.cf_domains)
         ));
     }
+    if !c.mtproto_proxies.is_empty() {
+        let proxies: Vec<String> = c
+            .mtproto_proxies
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {}",
+                    crate::route::table::mtproto_label(p),
+                    p.secret.masked()
+                )
+            })
+            .collect();
+        lines.push(format!("mtproto proxies: [{}]", proxies.join(", ")));
+    }
     let cap = |n: u64, what: &str| {
         if n == 0 {
             "off".to_string()

@@ -221,6 +221,15 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         kind: List(|d, s| parse_cf_endpoint(s).map(|e| d.config.cf_domains.push(e))),
     },
     Opt {
+        long: "--mtproto-proxy", short: None, aliases: &[], env: &["TG_MTPROTO_PROXY"],
+        meta: "HOST:PORT:SECRET", default: "none", group: Upstream,
+        help: "upstream MTProto proxy for the mtproto tier (IPv6 in brackets; secret plain, dd \
+               or ee); repeatable, comma list",
+        kind: List(|d, s| {
+            crate::mtproto::upstream::MtprotoProxy::parse(s).map(|p| d.config.mtproto_proxies.push(p))
+        }),
+    },
+    Opt {
         long: "--tier-order", short: None, aliases: &[], env: &["TG_TIER_ORDER"],
         meta: "LIST", default: "ws,front,worker,cfproxy,mtproto,tcp", group: Upstream,
         help: "tiers to try, in order: ws, front, worker, cfproxy, mtproto, tcp (unconfigured tiers are skipped)",

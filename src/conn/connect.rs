@@ -449,6 +449,13 @@ impl Conn {
             rtt.unwrap_or(0)
         );
         let mut relay = Relaying::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
+        let proxy_key = match &ctx.ladder.route(route).target {
+            crate::route::table::Target::Mtproto { proxy } => Some(proxy.secret.key),
+            _ => None,
+        };
+        if let Some(key) = proxy_key {
+            relay.toward_proxy(&key, crate::mtproto::upstream::client_index(c.dc), ctx.rng);
+        }
         if pooled_start && !ctx.cfg.pool_first_byte_timeout.is_zero() {
             relay.keep_replay(ctx.scratch);
         }
@@ -474,7 +481,9 @@ fn abandon(route: RouteId, a: Attempt, ctx: &mut Ctx<'_>) {
     ctx.stats.attempts_cancelled[tier.index()] += 1;
     ctx.ladder
         .observe(Observation::AttemptCancelled { route }, ctx.now);
-    if tier != Tier::Tcp {
+    // Not pooled, so nothing for a loser to fill: raw TCP and upstream proxies (which close a
+    // connection that sends no init, docs/design.md §4 "Pools").
+    if !matches!(tier, Tier::Tcp | Tier::Mtproto) {
         let deadline = a.started + attempt_timeout(tier, ctx);
         let times = (a.started, deadline);
         ctx.prober

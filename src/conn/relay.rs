@@ -2,8 +2,9 @@
 //!
 //! Owns the connected [`Upstream`] and its remembered readiness, picks the link kind from the
 //! route's tier (raw TCP; one packet per message toward Telegram's front and Cloudflare-proxied
-//! domains; a 1 MiB-message stream toward a Worker), and maps the core's outcome to the session's
-//! [`Step`]. Byte moving, framing and the end of the session are the core's; timers (linger,
+//! domains; a 1 MiB-message stream toward a Worker; raw, in fake-TLS records for `ee`, toward
+//! an upstream MTProto proxy, whose init the core re-makes with its secret), and maps the core's
+//! outcome to the session's [`Step`]. Byte moving, framing and the end of the session are the core's; timers (linger,
 //! ping, idle) and the close line are `conn`'s. Route health is never consulted here: a running
 //! session is not affected by later route state.
 //!
@@ -49,7 +50,7 @@ impl Relaying {
         ctx: &mut Ctx<'_>,
     ) -> Relaying {
         let kind = match (&upstream, tier) {
-            (Upstream::Tcp(_), _) => LinkKind::Raw,
+            (Upstream::Tcp(_) | Upstream::FakeTls(_), _) => LinkKind::Raw,
             (Upstream::Ws(_), Tier::Worker) => LinkKind::WsStream,
             (Upstream::Ws(_), _) => LinkKind::WsPackets,
         };
@@ -71,6 +72,12 @@ impl Relaying {
                 write: true,
             },
         }
+    }
+
+    /// Makes the queued init the one toward an upstream MTProto proxy with secret key `key`
+    /// for DC index `dc_index` (the `mtproto` tier; see [`Relay::init_toward_proxy`]).
+    pub fn toward_proxy(&mut self, key: &[u8; 16], dc_index: i16, rng: &mut Rng) {
+        self.core.init_toward_proxy(key, dc_index, rng);
     }
 
     /// Keeps the client's request replayable until the upstream's first byte (a pooled

@@ -1,5 +1,7 @@
 //! Dialling an upstream: non-blocking TCP connect, then (for WebSocket routes) TLS and the
-//! upgrade, as one resumable state machine.
+//! upgrade, or (toward an `ee` upstream MTProto proxy) the fake-TLS client handshake
+//! (`mtproto::upstream::hello`, signed with the wall clock read here), as one resumable state
+//! machine.
 //!
 //! Used by client sessions (`conn::connect`) and by probes and pool fills (`route::probe`, also
 //! run by the `check` applet) alike, so all see the same failure classes. Also owns
@@ -16,6 +18,9 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::error::Failure;
+use crate::mtproto::faketls::stream::FakeTlsStream;
+use crate::mtproto::obfs2::{Secret, SecretKind};
+use crate::mtproto::upstream::hello::{HelloError, TlsHello};
 use crate::net::io::{is_reset, read_once, write_once, Endpoint, Io};
 use crate::net::tcp::{self, ConnectState};
 use crate::net::tls::{is_tls_error, TlsStream};
@@ -46,6 +51,13 @@ pub enum DialKind {
         /// `Origin` header, if any.
         origin: Option<&'static str>,
     },
+    /// Raw TCP to an upstream MTProto proxy (docs/protocol.md §4.4); for an `ee` secret the
+    /// fake-TLS handshake follows and the upstream is [`Upstream::FakeTls`]. The relay init
+    /// (hashed with the secret's key) is the relay's or the probe's, as on `Tcp`.
+    Mtproto {
+        /// The upstream's secret (`Debug` masks the key).
+        secret: Secret,
+    },
 }
 
 /// A connected upstream socket, ready for the relay init.
@@ -54,6 +66,9 @@ pub enum Upstream {
     Tcp(TcpStream),
     /// WebSocket over TLS, after the upgrade.
     Ws(Box<TlsStream>),
+    /// Fake-TLS application_data records over TCP (an `ee` upstream proxy, after its
+    /// ServerHello), carrying the obfuscated2 stream.
+    FakeTls(Box<FakeTlsStream<TcpStream>>),
 }
 
 impl Upstream {
@@ -66,6 +81,7 @@ impl Upstream {
                 Io::Failed(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Io::Eof,
                 other => other,
             },
+            Upstream::FakeTls(t) => read_once(t.as_mut(), buf),
         }
     }
 
@@ -74,6 +90,7 @@ impl Upstream {
         match self {
             Upstream::Tcp(s) => write_once(s, buf),
             Upstream::Ws(t) => write_once(t.as_mut(), buf),
+            Upstream::FakeTls(t) => write_once(t.as_mut(), buf),
         }
     }
 
@@ -82,6 +99,7 @@ impl Upstream {
         match self {
             Upstream::Tcp(_) => Ok(true),
             Upstream::Ws(t) => t.flush_tls(),
+            Upstream::FakeTls(t) => t.flush_backlog(),
         }
     }
 
@@ -90,6 +108,7 @@ impl Upstream {
         match self {
             Upstream::Tcp(_) => false,
             Upstream::Ws(t) => t.wants_write(),
+            Upstream::FakeTls(t) => Endpoint::has_backlog(t.as_ref()),
         }
     }
 
@@ -98,6 +117,7 @@ impl Upstream {
         match self {
             Upstream::Tcp(s) => s,
             Upstream::Ws(t) => &mut t.sock,
+            Upstream::FakeTls(t) => &mut t.inner,
         }
     }
 
@@ -114,6 +134,10 @@ impl Upstream {
         match self {
             Upstream::Tcp(s) => {
                 let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            Upstream::FakeTls(t) => {
+                let _ = t.flush_backlog();
+                let _ = t.inner.shutdown(std::net::Shutdown::Both);
             }
             Upstream::Ws(t) => {
                 t.send_close_notify();
@@ -134,6 +158,7 @@ impl std::io::Read for Upstream {
                 Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
                 other => other,
             },
+            Upstream::FakeTls(t) => t.read(buf),
         }
     }
 }
@@ -143,6 +168,7 @@ impl std::io::Write for Upstream {
         match self {
             Upstream::Tcp(s) => s.write(buf),
             Upstream::Ws(t) => t.write(buf),
+            Upstream::FakeTls(t) => t.write(buf),
         }
     }
 
@@ -150,6 +176,7 @@ impl std::io::Write for Upstream {
         match self {
             Upstream::Tcp(s) => s.flush(),
             Upstream::Ws(t) => t.flush(),
+            Upstream::FakeTls(t) => t.flush(),
         }
     }
 }
@@ -172,6 +199,8 @@ impl Endpoint for Upstream {
 enum State {
     Connecting(TcpStream),
     Upgrading(Upgrade),
+    /// The fake-TLS handshake toward an `ee` upstream proxy.
+    Hello(TcpStream, Box<TlsHello>),
     Moved,
 }
 
@@ -241,7 +270,7 @@ impl Dial {
     /// background). Errors: the dial already finished.
     pub fn retoken(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
         let sock = match &mut self.state {
-            State::Connecting(s) => s,
+            State::Connecting(s) | State::Hello(s, _) => s,
             State::Upgrading(u) => match u.sock() {
                 Some(s) => s,
                 None => return Err(std::io::ErrorKind::NotConnected.into()),
@@ -254,7 +283,7 @@ impl Dial {
     /// True once TCP is up (TLS/upgrade running): a failure after this point is not a
     /// connect-level failure.
     pub fn tcp_done(&self) -> bool {
-        matches!(self.state, State::Upgrading(_))
+        matches!(self.state, State::Upgrading(_) | State::Hello(..))
     }
 
     /// Advances as far as the socket allows.
@@ -278,6 +307,11 @@ impl Dial {
                         };
                         match &self.kind {
                             DialKind::Tcp => return DialStep::Ready(Upstream::Tcp(sock)),
+                            DialKind::Mtproto { secret } => match start_hello(secret) {
+                                Ok(None) => return DialStep::Ready(Upstream::Tcp(sock)),
+                                Ok(Some(h)) => self.state = State::Hello(sock, Box::new(h)),
+                                Err(step) => return step,
+                            },
                             DialKind::Ws {
                                 host,
                                 path,
@@ -309,9 +343,53 @@ impl Dial {
                         ws::Step::Done(tls) => DialStep::Ready(Upstream::Ws(tls)),
                     };
                 }
+                State::Hello(sock, hello) => {
+                    return match hello.drive(sock) {
+                        Ok(false) => DialStep::Pending,
+                        Ok(true) => {
+                            let State::Hello(sock, _) =
+                                std::mem::replace(&mut self.state, State::Moved)
+                            else {
+                                return local("state moved");
+                            };
+                            DialStep::Ready(Upstream::FakeTls(Box::new(FakeTlsStream::new(sock))))
+                        }
+                        Err(e) => failed_hello(e),
+                    };
+                }
                 State::Moved => return local("state moved"),
             }
         }
+    }
+}
+
+/// The fake-TLS handshake an `ee` upstream needs (`None` for plain and `dd`), signed with the
+/// wall clock now and salted by a fresh OS-seeded generator (a dial has no `Rng` of its own).
+fn start_hello(secret: &Secret) -> Result<Option<TlsHello>, DialStep> {
+    let SecretKind::Ee(domain) = &secret.kind else {
+        return Ok(None);
+    };
+    let wall_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut rng = crate::rng::Rng::new().map_err(|e| local(&format!("random: {e}")))?;
+    TlsHello::new(&secret.key, domain, wall_s, &mut rng)
+        .map(Some)
+        .ok_or_else(|| local("ee secret domain over 253 bytes"))
+}
+
+/// The failure class of a fake-TLS handshake: the socket's own error as it is, an early close,
+/// or a TLS-level refusal (wrong secret, not a proxy).
+fn failed_hello(e: HelloError) -> DialStep {
+    let failure = match &e {
+        HelloError::Io(io) => classify_io(io),
+        HelloError::Eof => Failure::ClosedEarly,
+        HelloError::Answer(_) | HelloError::Early | HelloError::TooLong => Failure::Tls,
+    };
+    DialStep::Failed {
+        failure,
+        retry_after: None,
+        detail: e.to_string(),
     }
 }
 

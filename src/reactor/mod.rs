@@ -553,14 +553,21 @@ fn wall_clock_s() -> u64 {
 }
 
 /// Host names resolved in the background for `cfg`: the Workers, the `kwsN` and (for media
-/// sessions) `kwsN-1` names of every CF domain, and the mask targets (`--mask-host`, or every
-/// ee secret's domain).
+/// sessions) `kwsN-1` names of every CF domain, the upstream MTProto proxies' names, and the
+/// mask targets (`--mask-host`, or every ee secret's domain).
 fn dns_names(cfg: &Config) -> Vec<String> {
     let mut names: Vec<String> = cfg.worker_domains.iter().map(|e| e.host.clone()).collect();
     for ep in &cfg.cf_domains {
         names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}.{}", ep.host)));
         names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}-1.{}", ep.host)));
     }
+    // Upstream MTProto proxies given by name (`--mtproto-proxy`).
+    names.extend(
+        cfg.mtproto_proxies
+            .iter()
+            .filter(|p| p.ip().is_none())
+            .map(|p| p.host.clone()),
+    );
     // Mask targets: --mask-host, or every ee secret's domain (the SNI picks one).
     if !cfg.no_mask {
         names.extend(cfg.mask_host.iter().map(|(h, _)| h.clone()));

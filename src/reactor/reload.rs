@@ -199,6 +199,7 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         tcp_addrs => "tcp-dc-ip",
         worker_domains => "cf-worker-domain",
         cf_domains => "cf-domain",
+        mtproto_proxies => "mtproto-proxy",
         ws_connect_timeout => "ws-connect-timeout",
         tcp_connect_timeout => "tcp-connect-timeout",
         cf_connect_timeout => "cf-connect-timeout",

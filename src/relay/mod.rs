@@ -209,6 +209,24 @@ impl Relay {
         r
     }
 
+    /// Replaces the queued relay init, before anything went upstream, by the one a client of an
+    /// upstream MTProto proxy sends (docs/protocol.md §4.4): the client's own tag, DC index
+    /// `dc_index` as a client writes it (test offset kept), key and IV hashed with the proxy's
+    /// secret `key`. The upstream ciphers follow the new init; nothing else changes.
+    pub fn init_toward_proxy(&mut self, key: &[u8; 16], dc_index: i16, rng: &mut Rng) {
+        debug_assert!(self.up_written == 0 && self.small_sent == 0);
+        let init = obfs2::initiate(self.tag, dc_index, Some(key), rng);
+        self.relay_enc = init.encrypt;
+        self.relay_dec = init.decrypt;
+        match &mut self.link {
+            Link::Raw => self.set_small(&init.init),
+            Link::Ws(enc, _) => {
+                let s = enc.small_message(&init.init, rng);
+                self.set_small(s.as_bytes());
+            }
+        }
+    }
+
     /// Keeps the client's plaintext for a replay until the upstream's first byte (a pooled
     /// upstream, which may be dead without a sign: docs/design.md §4 "Pools"). Call right after
     /// [`Relay::new`]. `buf` is an empty buffer with memory that bounds the prefix (`None`: none

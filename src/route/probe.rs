@@ -102,6 +102,9 @@ pub struct Probe {
     /// The WS link's two halves (unused on raw TCP).
     ws_enc: Encoder,
     ws_dec: WsDecoder,
+    /// Toward an upstream MTProto proxy: its secret key (the init is hashed with it and names
+    /// the DC as a client does) and the transport its secret asks for.
+    proxy: Option<([u8; 16], Tag)>,
 }
 
 impl Probe {
@@ -123,9 +126,19 @@ impl Probe {
         let dial = Dial::start(spec, registry, token, std::time::Duration::ZERO)?;
         let framing = match spec.kind {
             DialKind::Ws { .. } => Framing::Ws,
-            DialKind::Tcp => Framing::Raw,
+            DialKind::Tcp | DialKind::Mtproto { .. } => Framing::Raw,
         };
-        Ok(Probe::with_dial(route, id, dc, dial, now, goal, framing))
+        let mut probe = Probe::with_dial(route, id, dc, dial, now, goal, framing);
+        if let DialKind::Mtproto { secret } = &spec.kind {
+            // dd and ee secrets ask clients for padded intermediate (docs/protocol.md §1.5).
+            let tag = match secret.kind {
+                obfs2::SecretKind::Plain => Tag::Intermediate,
+                _ => Tag::PaddedIntermediate,
+            };
+            probe.proxy = Some((secret.key, tag));
+            probe.decoder = Decoder::new(tag);
+        }
+        Ok(probe)
     }
 
     /// Adopts a WS dial a client session gave up on (it lost a hedged race): it finishes in the
@@ -180,6 +193,7 @@ impl Probe {
             msg_id_base: 0,
             ws_enc: Encoder::new(Split::Packets(Tag::Intermediate)),
             ws_dec: WsDecoder::new(),
+            proxy: None,
         }
     }
 
@@ -304,7 +318,13 @@ impl Probe {
 
     /// Builds the relay init and the first `req_pq_multi` packet(s) (each its own WS message).
     fn prepare(&mut self, rng: &mut Rng) {
-        let init = obfs2::initiate(Tag::Intermediate, self.dc.relay_index(), None, rng);
+        let init = match self.proxy {
+            Some((key, tag)) => {
+                let dc = crate::mtproto::upstream::client_index(self.dc);
+                obfs2::initiate(tag, dc, Some(&key), rng)
+            }
+            None => obfs2::initiate(Tag::Intermediate, self.dc.relay_index(), None, rng),
+        };
         self.relay_enc = Some(init.encrypt);
         self.relay_dec = Some(init.decrypt);
         rng.fill(&mut self.nonce);
@@ -334,7 +354,8 @@ impl Probe {
             let msg_id = self.msg_id_base + 4 * self.asked as u64;
             self.asked += 1;
             let msg = packet::req_pq_multi(&self.nonce, msg_id);
-            let mut pkt = framing::encode(Tag::Intermediate, &msg, rng);
+            let tag = self.proxy.map_or(Tag::Intermediate, |(_, tag)| tag);
+            let mut pkt = framing::encode(tag, &msg, rng);
             enc.apply(&mut pkt);
             if self.framing == Framing::Ws {
                 self.ws_enc.push_message(&mut self.out, &pkt, rng);
@@ -493,6 +514,32 @@ mod tests {
             n += 1;
         }
         n
+    }
+
+    #[test]
+    fn a_probe_toward_an_upstream_proxy_hashes_its_key_and_names_the_dc_as_a_client() {
+        let key = [0x42u8; 16];
+        let test_media = DcId::from_index(-10002).unwrap();
+        let mut p = Probe::with_phase(0, 1, test_media, Phase::Done, 0, Goal::ResPq, Framing::Raw);
+        p.proxy = Some((key, Tag::PaddedIntermediate));
+        p.decoder = Decoder::new(Tag::PaddedIntermediate);
+        p.prepare(&mut Rng::from_seed([3; 48]));
+        let init: [u8; 64] = p.out[..64].try_into().unwrap();
+        let mut a = obfs2::accept(&init, &[key]).expect("the upstream's side decodes it");
+        assert_eq!((a.tag, a.dc), (Tag::PaddedIntermediate, -10002));
+        // The upstream answers the request in padded intermediate.
+        let mut data = p.out[64..].to_vec();
+        a.decrypt.apply(&mut data);
+        let mut dec = Decoder::new(Tag::PaddedIntermediate);
+        dec.push(&data);
+        let req = dec.next().unwrap().expect("one request");
+        let nonce = packet::parse_req_pq_multi(&req).expect("a req_pq_multi");
+        let rng = &mut Rng::from_seed([4; 48]);
+        let res = packet::res_pq(&nonce, &[5; 16], 1);
+        let mut w = framing::encode(Tag::PaddedIntermediate, &res, rng);
+        a.encrypt.apply(&mut w);
+        p.raw_in.extend_from_slice(&w);
+        assert_eq!(p.check_reply(rng), Ok(true));
     }
 
     #[test]

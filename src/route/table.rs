@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::config::{CfEndpoint, Config, Tier};
 use crate::mtproto::dc::DcId;
+use crate::mtproto::upstream::MtprotoProxy;
 use crate::net::dial::{DialKind, DialSpec};
 use crate::route::health::Health;
 
@@ -48,6 +49,12 @@ pub enum Target {
         media_host: Option<String>,
         /// `/apiws` or `/apiws_test`.
         path: &'static str,
+    },
+    /// Another MTProto proxy, reached as its client (docs/protocol.md §4.4); the init names
+    /// the route's DC. Its label never shows the secret, and a name is redacted.
+    Mtproto {
+        /// The upstream proxy (host, port, secret).
+        proxy: MtprotoProxy,
     },
     /// Raw obfuscated2 to the DC address.
     Tcp {
@@ -89,6 +96,7 @@ impl Route {
             Target::Ws { addr, hosts, .. } => format!("{}@{addr}", hosts[0]),
             Target::Worker { ep, .. } => format!("{}:{}", redact(&ep.host), ep.port),
             Target::CfProxy { ep, .. } => format!("{}:{}", redact_kws(&ep.host), ep.port),
+            Target::Mtproto { proxy } => mtproto_label(proxy),
             Target::Tcp { addr } => addr.to_string(),
         }
     }
@@ -98,6 +106,7 @@ impl Route {
     pub fn host(&self) -> Option<&str> {
         match &self.target {
             Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => Some(&ep.host),
+            Target::Mtproto { proxy } if proxy.ip().is_none() => Some(&proxy.host),
             _ => None,
         }
     }
@@ -166,6 +175,15 @@ impl Route {
                     })
                 })
                 .collect(),
+            Target::Mtproto { proxy } => match proxy.ip().or_else(|| resolve(&proxy.host)) {
+                Some(ip) => vec![DialSpec {
+                    addr: SocketAddr::new(ip, proxy.port),
+                    kind: DialKind::Mtproto {
+                        secret: proxy.secret.clone(),
+                    },
+                }],
+                None => Vec::new(),
+            },
             Target::Tcp { addr } => vec![DialSpec {
                 addr: *addr,
                 kind: DialKind::Tcp,
@@ -192,7 +210,7 @@ impl Route {
 /// redacted).
 pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
-        DialKind::Tcp => spec.addr.to_string(),
+        DialKind::Tcp | DialKind::Mtproto { .. } => spec.addr.to_string(),
         DialKind::Ws { host, .. } => {
             let host = match tier {
                 Tier::CfProxy => redact_kws(host),
@@ -211,7 +229,24 @@ pub fn private_names(cfg: &Config) -> Vec<(String, String)> {
         .iter()
         .chain(&cfg.cf_domains)
         .map(|e| (e.host.clone(), redact(&e.host)))
+        .chain(
+            cfg.mtproto_proxies
+                .iter()
+                .filter(|p| p.ip().is_none())
+                .map(|p| (p.host.clone(), redact(&p.host))),
+        )
         .collect()
+}
+
+/// An upstream proxy's label: its host (a name redacted), port and secret form, never the
+/// key: `pr…example.net:443/ee`, `[::1]:443/dd`.
+pub fn mtproto_label(proxy: &MtprotoProxy) -> String {
+    let host = match proxy.ip() {
+        Some(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
+        Some(ip) => ip.to_string(),
+        None => redact(&proxy.host),
+    };
+    format!("{host}:{}/{}", proxy.port, proxy.form())
 }
 
 /// Shortens a private host name for logs: `myproxy.example.workers.dev` → `my…workers.dev`.
@@ -310,6 +345,12 @@ impl Table {
                 if let Target::Ws { addr, .. } | Target::Tcp { addr } = &target {
                     if is_self(*addr, listen) {
                         continue;
+                    }
+                }
+                if let Target::Mtproto { proxy } = &target {
+                    let ip = proxy.ip();
+                    if ip.is_some_and(|ip| is_self(SocketAddr::new(ip, proxy.port), listen)) {
+                        continue; // a chain to ourselves (a name is checked when resolved)
                     }
                 }
                 let same = self
@@ -439,8 +480,15 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             Some(addr) => vec![Target::Tcp { addr }],
             None => Vec::new(),
         },
-        // Issue 11: the fronting and upstream-MTProto routes are not built yet.
-        Tier::Front | Tier::Mtproto => Vec::new(),
+        Tier::Mtproto => cfg
+            .mtproto_proxies
+            .iter()
+            .map(|proxy| Target::Mtproto {
+                proxy: proxy.clone(),
+            })
+            .collect(),
+        // Issue 11: the fronting routes are not built yet.
+        Tier::Front => Vec::new(),
     }
 }
 
@@ -625,7 +673,7 @@ mod tests {
                     assert!(subprotocol && origin == Some(WEB_ORIGIN));
                     host
                 }
-                DialKind::Tcp => panic!("cfproxy dials WS"),
+                DialKind::Tcp | DialKind::Mtproto { .. } => panic!("cfproxy dials WS"),
             })
             .collect()
     }
@@ -696,6 +744,68 @@ mod tests {
         assert!(t
             .routes_for(DcId::from_index(-10002).unwrap(), &cfg, listen)
             .is_empty());
+    }
+
+    #[test]
+    fn mtproto_routes_one_per_proxy_per_dc_never_to_ourselves_and_never_showing_the_key() {
+        let key = "0123456789abcdef0123456789abcdef";
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::Mtproto];
+        cfg.mtproto_proxies = [
+            format!("far.someone.example.net:443:dd{key}"),
+            format!("[::1]:8443:{key}"),
+            format!("127.0.0.1:1443:{key}"), // our own listener
+        ]
+        .iter()
+        .map(|s| MtprotoProxy::parse(s).unwrap())
+        .collect();
+        let listen = "0.0.0.0:1443".parse().unwrap();
+        let mut t = Table::new();
+        let ids = t.routes_for(dc2(), &cfg, listen);
+        assert_eq!(ids.len(), 2, "the self-loop is not a route");
+        let media = t.routes_for(DcId::from_index(-2).unwrap(), &cfg, listen);
+        assert_eq!(media.len(), 2, "one per proxy per DC");
+        let labels: Vec<String> = ids.iter().map(|&i| t.routes[i].label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "mtproto:DC2 fa…example.net:443/dd",
+                "mtproto:DC2 [::1]:8443/plain"
+            ]
+        );
+        assert!(labels.iter().all(|l| !l.contains(key)));
+        // A name is resolved (and skipped until it is); a literal needs no DNS.
+        let named = &t.routes[ids[0]];
+        assert_eq!(named.host(), Some("far.someone.example.net"));
+        assert!(named.dial_specs(&mut |_| None).is_empty());
+        let spec = named.dial_specs(&mut |_| Some("127.0.0.9".parse().unwrap()));
+        assert_eq!(spec[0].addr, "127.0.0.9:443".parse().unwrap());
+        match &spec[0].kind {
+            DialKind::Mtproto { secret } => assert_eq!(secret.key_hex(), key),
+            other => panic!("{other:?}"),
+        }
+        assert!(!format!("{:?}", spec[0]).contains(key));
+        let literal = &t.routes[ids[1]];
+        assert_eq!(literal.host(), None);
+        assert_eq!(
+            literal.dial_specs(&mut |_| None)[0].addr,
+            "[::1]:8443".parse().unwrap()
+        );
+        // A name that resolves to our own listener is dropped at dial time.
+        assert!(named
+            .specs_for(
+                &mut |_| Some("127.0.0.1".parse().unwrap()),
+                "0.0.0.0:443".parse().unwrap()
+            )
+            .is_empty());
+        let names = private_names(&cfg);
+        assert_eq!(
+            names,
+            vec![(
+                "far.someone.example.net".to_string(),
+                "fa…example.net".to_string()
+            )]
+        );
     }
 
     #[test]

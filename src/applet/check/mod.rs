@@ -8,7 +8,9 @@
 //! exit code; `report` formats the results. It takes `run`'s flags through [`cli::parse_run`]
 //! so one command line serves both. It must not listen, keep or log route health, spend the proxy's Worker budget, or touch any secret: a
 //! check needs none, so `TG_SECRET` is replaced by a placeholder and `--secret-file` /
-//! `TG_SECRET_FILE` are ignored (no file is read or created).
+//! `TG_SECRET_FILE` are ignored (no file is read or created). An upstream proxy's secret
+//! (`--mtproto-proxy`) is the one exception: its `mtproto` routes are probed with it, as the
+//! proxy's prober does, and it is never printed (labels show `host:port/form`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;

@@ -8,6 +8,7 @@ use std::io::Read;
 mod buffers;
 mod edges;
 mod ends;
+mod proxy;
 mod replay;
 
 use super::pipe::{pair, push, PipeEnd};

@@ -282,13 +282,14 @@ impl<U: Pooled> Ladder<U> {
     }
 
     /// Pool cap of `route`: `--pool-size`, at most 1 toward a Worker (its quota), none for raw
-    /// TCP (nothing to save) or a retired route.
+    /// TCP (nothing to save), an upstream MTProto proxy (it closes a connection whose init does
+    /// not come within its own handshake timeout, and the init names the DC) or a retired route.
     pub(super) fn pool_cap(&self, route: RouteId) -> usize {
         if self.table.routes[route].retired {
             return 0;
         }
         match self.table.routes[route].tier {
-            Tier::Tcp => 0,
+            Tier::Tcp | Tier::Mtproto => 0,
             Tier::Worker => self.cfg.pool_size.min(1),
             _ => self.cfg.pool_size,
         }

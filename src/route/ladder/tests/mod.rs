@@ -530,3 +530,46 @@ fn sessions_dialled_before_a_route_came_up_still_give_their_rtt_samples() {
         "no sample from a stale session"
     );
 }
+
+/// The `mtproto` tier (issue 11): its route is planned with a dial to the upstream proxy, and
+/// never pooled, however hot (an upstream closes a connection that sends no init in time).
+#[test]
+fn an_mtproto_route_is_planned_probed_and_never_pooled() {
+    let mut c = cfg();
+    c.mtproto_proxies = vec![crate::mtproto::upstream::MtprotoProxy::parse(
+        "127.0.0.5:443:dd0123456789abcdef0123456789abcdef",
+    )
+    .unwrap()];
+    c.tier_order = vec![Tier::Ws, Tier::Mtproto];
+    let mut l = ladder(&c);
+    let v = l.routes_for(DC2);
+    let (ws, mt) = (v[0], v[1]);
+    assert_eq!(l.route(mt).tier, Tier::Mtproto);
+    probe_ok(&mut l, ws, 0);
+    probe_ok(&mut l, mt, 0);
+    let p = l.plan(DC2, 5, &mut resolve);
+    let spec = &p
+        .cands
+        .iter()
+        .find(|c| c.route == mt)
+        .expect("planned")
+        .spec;
+    assert_eq!(spec.addr, "127.0.0.5:443".parse().unwrap());
+    assert!(matches!(
+        spec.kind,
+        crate::net::dial::DialKind::Mtproto { .. }
+    ));
+    l.observe(Observation::SessionStarted { route: mt }, 10);
+    l.observe(Observation::SessionStarted { route: ws }, 10);
+    assert_eq!(
+        fills_of(&drain(&mut l, 10)),
+        vec![ws],
+        "ws is filled, mtproto never"
+    );
+    // A failure cools it down like any route; the probe after the cooldown brings it back.
+    fail(&mut l, mt, Failure::Refused, 20);
+    assert!(matches!(l.route(mt).health.state(), State::Down { .. }));
+    assert!(!plan(&mut l, 21).contains(&mt));
+    probe_ok(&mut l, mt, 30_000);
+    assert!(is_up(&l, mt));
+}

@@ -1,0 +1,390 @@
+//! Black-box tests of the `mtproto` tier (`--mtproto-proxy HOST:PORT:SECRET`, docs/protocol.md
+//! §4.4): two instances of our own binary chained on loopback — client → front (tier
+//! `mtproto`) → upstream (tier `tcp`) → fake DC — with plain, `dd` and `ee` upstream secrets;
+//! the upstream dying puts the route down and the background probe brings it back once it is
+//! restarted on the same port; `check` lists the route with its verdict; a chain to our own
+//! listener is refused.
+//!
+//! Owns only this file; the rig is tests/common. Loopback only. No fixed sleeps.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::fakedc::{DcConfig, FakeDc};
+use common::{client_opts, os_rng, run_bin, temp_dir, wait_until, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::MtClient;
+use tg_ws_proxy::mtproto::obfs2::Tag;
+use tg_ws_proxy::mtproto::packet;
+use tg_ws_proxy::rng::Rng;
+
+/// Bound on waits for something that should happen within a few round trips.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// The upstream's own secret key (distinct from the front's client secret).
+const UP_KEY: &str = "fedcba9876543210fedcba9876543210";
+
+/// `ee` + [`UP_KEY`] + hex(domain).
+fn ee_up_secret() -> String {
+    let dom: String = b"up.example".iter().map(|b| format!("{b:02x}")).collect();
+    format!("ee{UP_KEY}{dom}")
+}
+
+/// The upstream: tier `tcp` to `dc` for DC 2 (and test DC 2), its secret `secret`, on `port`
+/// (0 = any).
+fn upstream(dc: &FakeDc, secret: &str, port: u16) -> Proxy {
+    let route = format!("2:{},10002:{}", dc.addr(), dc.addr());
+    let port = port.to_string();
+    Proxy::start(&[
+        "--secret",
+        secret,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+        "--no-mask",
+        "--port",
+        &port,
+        "-v",
+    ])
+}
+
+/// The front: tier `mtproto` only, toward `up` with `up_secret`, plus `extra`.
+fn front(up_port: u16, up_secret: &str, extra: &[&str]) -> Proxy {
+    let chain = format!("127.0.0.1:{up_port}:{up_secret}");
+    let mut args = vec![
+        "--secret",
+        SECRET,
+        "--tier-order",
+        "mtproto",
+        "--mtproto-proxy",
+        &chain,
+        "-v",
+    ];
+    args.extend_from_slice(extra);
+    Proxy::start(&args)
+}
+
+/// One client session through `p`: `resPQ` for our nonce, then a 40 000-byte packet echoed
+/// back whole (more than two fake-TLS records each way on an `ee` hop).
+fn session(p: &Proxy, tag: Tag, dc: i16, rng: &mut Rng) -> Result<(), String> {
+    let opts = client_opts(p.addr(), SECRET, tag, dc);
+    let mut c = MtClient::connect_with(&opts, rng).map_err(|e| format!("connect: {e}"))?;
+    let mut nonce = [0u8; 16];
+    rng.fill(&mut nonce);
+    let req = packet::req_pq_multi(&nonce, packet::msg_id(1_700_000_000_000));
+    c.send_packet(&req)
+        .map_err(|e| format!("send req_pq_multi: {e}"))?;
+    let reply = c
+        .recv_packet()
+        .map_err(|e| format!("waiting for resPQ: {e}"))?;
+    packet::parse_res_pq(&reply, &nonce).map_err(|e| format!("bad resPQ: {e:?}"))?;
+    let big: Vec<u8> = (0..40_000u32).map(|i| (i * 7 + 3) as u8).collect();
+    c.send_packet(&big).map_err(|e| format!("send big: {e}"))?;
+    let echo = c
+        .recv_packet()
+        .map_err(|e| format!("waiting for echo: {e}"))?;
+    if echo.len() < big.len() || echo[..big.len()] != big[..] {
+        return Err(format!("echo of {} bytes differs", echo.len()));
+    }
+    Ok(())
+}
+
+fn dump(front: &Proxy, up: &Proxy) -> String {
+    format!("front log:\n{}\nupstream log:\n{}", front.dump(), up.dump())
+}
+
+/// Sessions through a chain with `up_secret`, for each transport and a media index; the DC
+/// sees the client's transport and DC index, the front's session line says `via mtproto`,
+/// and no line of the front shows the upstream's key.
+fn chain_carries_sessions(up_secret: &str, tls: bool) {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, up_secret, 0);
+    let fr = front(up.port(), up_secret, &["--stats-interval", "0.2"]);
+    let mut rng = os_rng();
+    let mut want = Vec::new();
+    for (tag, idx) in [
+        (Tag::Intermediate, 2i16),
+        (Tag::PaddedIntermediate, -2),
+        (Tag::Abridged, 2),
+    ] {
+        if let Err(e) = session(&fr, tag, idx, &mut rng) {
+            panic!("{tag:?} DC {idx}: {e}\n{}", dump(&fr, &up));
+        }
+        want.push((tag, idx));
+    }
+    assert_eq!(dc.init_dcs(), want, "{}", dump(&fr, &up));
+    assert!(dc.violations().is_empty(), "{:?}", dc.violations());
+    assert!(
+        wait_until(WAIT, || fr.count_log(" via mtproto ") >= 3),
+        "the front's session lines\n{}",
+        dump(&fr, &up)
+    );
+    // The stats line counts the tier's attempts: 3 started, 3 connected, none failed.
+    assert!(
+        wait_until(WAIT, || fr
+            .next_stats(WAIT)
+            .and_then(|l| common::stats_field(&l, "mtproto"))
+            == Some(vec![3, 3, 0, 0])),
+        "{}",
+        fr.dump()
+    );
+    // The upstream saw our hop as its client: fake-TLS on `ee`, plain obfuscated2 otherwise.
+    let up_tls = up.count_log("fake-TLS");
+    assert_eq!(up_tls > 0, tls, "{}", up.dump());
+    assert!(
+        fr.logs().iter().all(|l| !l.contains(UP_KEY)),
+        "the upstream key leaked into the front's log\n{}",
+        fr.dump()
+    );
+}
+
+#[test]
+fn chain_with_a_plain_upstream_secret() {
+    chain_carries_sessions(UP_KEY, false);
+}
+
+#[test]
+fn chain_with_a_dd_upstream_secret() {
+    chain_carries_sessions(&format!("dd{UP_KEY}"), false);
+}
+
+#[test]
+fn chain_with_an_ee_upstream_secret_wraps_the_hop_in_fake_tls() {
+    chain_carries_sessions(&ee_up_secret(), true);
+}
+
+#[test]
+fn a_test_dc_index_reaches_the_upstream_with_its_test_offset() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, UP_KEY, 0);
+    let fr = front(up.port(), UP_KEY, &["--tcp-dc-ip", "10002:127.0.0.1:9"]);
+    let mut rng = os_rng();
+    if let Err(e) = session(&fr, Tag::Intermediate, -10002, &mut rng) {
+        panic!("test DC: {e}\n{}", dump(&fr, &up));
+    }
+    // Only the upstream's test-DC entry points at the fake DC's port: it was asked for test
+    // DC 2 (media); toward the DC the offset is dropped (docs/protocol.md §3.1).
+    assert_eq!(dc.init_dcs(), vec![(Tag::Intermediate, -2)]);
+}
+
+#[test]
+fn a_wrong_upstream_secret_fails_the_route_and_the_client_is_closed() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, &ee_up_secret(), 0);
+    // Same domain, another key: the upstream takes our hello for a stranger's.
+    let dom: String = b"up.example".iter().map(|b| format!("{b:02x}")).collect();
+    let wrong = format!("ee{SECRET}{dom}");
+    let fr = front(up.port(), &wrong, &["--connect-budget", "2s"]);
+    let mut rng = os_rng();
+    assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
+    assert!(
+        fr.wait_log("fake-tls handshake", WAIT),
+        "the failure names the handshake\n{}",
+        dump(&fr, &up)
+    );
+    assert_eq!(dc.connections(), 0);
+}
+
+fn ctl_status(p: &Proxy, sock: &Path) -> serde_json::Value {
+    let s = sock.to_str().expect("utf-8 path");
+    let r = run_bin(
+        &["ctl", "status", "--json", "--control-socket", s],
+        &[],
+        Duration::from_secs(10),
+    );
+    assert_eq!(r.code, Some(0), "ctl status: {r:?}\n{}", p.dump());
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{}", r.stdout))
+}
+
+/// The state `ctl status` gives the front's mtproto route of DC 2 (non-media).
+fn route_state(p: &Proxy, sock: &Path) -> String {
+    let v = ctl_status(p, sock);
+    let routes = v["routes"].as_array().cloned().unwrap_or_default();
+    let r = routes
+        .iter()
+        .find(|r| {
+            r["tier"] == "mtproto" && r["label"].as_str().is_some_and(|l| l.contains(":DC2 "))
+        })
+        .unwrap_or_else(|| panic!("no mtproto:DC2 route in {v:#}"));
+    let label = r["label"].as_str().unwrap_or("");
+    assert!(!label.contains(UP_KEY), "{label}");
+    r["state"].as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn upstream_dying_puts_the_route_down_and_the_probe_brings_it_back() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let secret = format!("dd{UP_KEY}");
+    let mut up = upstream(&dc, &secret, 0);
+    let port = up.port();
+    let sock = temp_dir().join("ctl.sock");
+    let sock_s = sock.to_str().expect("utf-8 path").to_string();
+    let fr = front(
+        port,
+        &secret,
+        &[
+            "--control-socket",
+            &sock_s,
+            "--cooldown-base",
+            "1s",
+            "--cooldown-max",
+            "2s",
+            "--probe-interval",
+            "1s",
+            "--connect-budget",
+            "2s",
+        ],
+    );
+    let mut rng = os_rng();
+    session(&fr, Tag::Intermediate, 2, &mut rng).unwrap_or_else(|e| panic!("{e}\n{}", fr.dump()));
+    assert!(
+        wait_until(WAIT, || route_state(&fr, &sock) == "up"),
+        "{}",
+        fr.dump()
+    );
+
+    up.kill();
+    // The next client finds the upstream gone: refused, the route goes down.
+    assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
+    assert!(
+        fr.wait_log("route mtproto:DC2 127.0.0.1:", WAIT)
+            && wait_until(WAIT, || fr
+                .lines_with(&["route mtproto:DC2 ", " down for "])
+                .iter()
+                .any(|l| l.contains("refused"))),
+        "{}",
+        fr.dump()
+    );
+    assert_eq!(route_state(&fr, &sock), "down", "{}", fr.dump());
+
+    // Back on the same port: the background probe (to resPQ through the chain) proves it.
+    let up = upstream(&dc, &secret, port);
+    let back = fr.wait_line(&["route mtproto:DC2 ", "→ up (probe"], WAIT);
+    assert!(back.is_some(), "{}", dump(&fr, &up));
+    assert_eq!(route_state(&fr, &sock), "up", "{}", fr.dump());
+    session(&fr, Tag::Intermediate, 2, &mut rng)
+        .unwrap_or_else(|e| panic!("after recovery: {e}\n{}", dump(&fr, &up)));
+}
+
+#[test]
+fn check_lists_the_mtproto_routes_with_their_verdict() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, &ee_up_secret(), 0);
+    let chain = format!("127.0.0.1:{}:{}", up.port(), ee_up_secret());
+    let r = run_bin(
+        &[
+            "check",
+            "--dc",
+            "2",
+            "--tier-order",
+            "mtproto",
+            "--mtproto-proxy",
+            &chain,
+            "--probe-timeout",
+            "5s",
+        ],
+        &[],
+        Duration::from_secs(30),
+    );
+    let out = format!("{}{}", r.stdout, r.stderr);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("mtproto:DC2")).collect();
+    assert!(!rows.is_empty(), "{out}\nupstream:\n{}", up.dump());
+    assert!(
+        rows.iter().all(|l| l.contains("/ee") && l.contains("OK")),
+        "{out}"
+    );
+    assert!(!out.contains(UP_KEY), "{out}");
+    assert_eq!(r.code, Some(0), "{out}\nupstream:\n{}", up.dump());
+}
+
+#[test]
+fn a_chain_to_our_own_listener_is_never_a_route() {
+    // The front's own port is only known once it listens: use a fixed free one.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = free.local_addr().expect("addr").port();
+    drop(free);
+    let chain = format!("127.0.0.1:{port}:{UP_KEY}");
+    let port_s = port.to_string();
+    let sock = temp_dir().join("ctl.sock");
+    let sock_s = sock.to_str().expect("utf-8 path").to_string();
+    let fr = Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--control-socket",
+        &sock_s,
+        "--port",
+        &port_s,
+        "--tier-order",
+        "mtproto",
+        "--mtproto-proxy",
+        &chain,
+        "--connect-budget",
+        "1s",
+        "-v",
+    ]);
+    let mut rng = os_rng();
+    assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
+    // The client's session closed without a route: it never looped back in as a second one.
+    assert!(
+        wait_until(WAIT, || fr.count_log("session ") > 0),
+        "{}",
+        fr.dump()
+    );
+    assert_eq!(fr.count_log("connected via"), 0, "{}", fr.dump());
+    assert_eq!(fr.count_log("route mtproto:"), 0, "{}", fr.dump());
+    assert_eq!(
+        fr.lines_with(&["session ", "DC2"]).len(),
+        1,
+        "{}",
+        fr.dump()
+    );
+    // DC 2's routes exist now (the client asked for it), and none of them is the loop.
+    let v = ctl_status(&fr, &sock);
+    let routes = v["routes"].as_array().cloned().unwrap_or_default();
+    assert!(routes.iter().all(|r| r["tier"] != "mtproto"), "{v:#}");
+}
+
+#[test]
+fn an_upstream_given_by_name_is_resolved_and_its_name_redacted_in_the_log() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, UP_KEY, 0);
+    let name = "upstream.friend-abroad.test";
+    let chain = format!("{name}:{}:{UP_KEY}", up.port());
+    let names = common::name_args(&[name]);
+    let mut args = vec![
+        "--secret",
+        SECRET,
+        "--tier-order",
+        "mtproto",
+        "--mtproto-proxy",
+        &chain,
+        "-v",
+    ];
+    args.extend(names.iter().map(String::as_str));
+    let fr = Proxy::start(&args);
+    let mut rng = os_rng();
+    // The name may still be resolving for the first client: wait until a session gets through.
+    assert!(
+        wait_until(WAIT, || session(&fr, Tag::Intermediate, 2, &mut rng)
+            .is_ok()),
+        "{}",
+        dump(&fr, &up)
+    );
+    assert_eq!(dc.init_dcs().last(), Some(&(Tag::Intermediate, 2)));
+    let route = fr
+        .wait_line(&["route mtproto:DC2 ", "→ up"], WAIT)
+        .unwrap_or_else(|| panic!("{}", fr.dump()));
+    assert!(
+        route.contains(&format!("up…friend-abroad.test:{}/plain", up.port())),
+        "{route}"
+    );
+    assert!(
+        fr.logs()
+            .iter()
+            .all(|l| !l.contains(name) && !l.contains(UP_KEY)),
+        "{}",
+        fr.dump()
+    );
+}
