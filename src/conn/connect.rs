@@ -347,7 +347,8 @@ impl Conn {
             SessionTimer::Attempt(i) => {
                 let i = i as usize & 1;
                 if let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) {
-                    attempt_failed(c, &a, Failure::Timeout, None, "deadline", &peer, ctx);
+                    let f = timeout_class(&a);
+                    attempt_failed(c, &a, f, None, "deadline", &peer, ctx);
                     if c.running() == 0 {
                         if let Some(step) = start_next(c, slot, id, &peer, ctx) {
                             return step;
@@ -384,7 +385,8 @@ impl Conn {
                         if ctx.ladder.budget_cut_is_evidence(route, a.started, ctx.now) {
                             ctx.wheel.cancel(a.timer);
                             let why = "connect budget spent";
-                            attempt_failed(c, &a, Failure::Timeout, None, why, &peer, ctx);
+                            let f = timeout_class(&a);
+                            attempt_failed(c, &a, f, None, why, &peer, ctx);
                         } else {
                             abandon(route, a, ctx);
                         }
@@ -608,6 +610,17 @@ fn dial_candidate(
     Ok(())
 }
 
+/// The class of an attempt cut by its deadline: `timeout` while TCP was still connecting,
+/// `handshake-timeout` once TCP was up (TLS or the upgrade stalled; what makes the `front` tier
+/// eligible).
+fn timeout_class(a: &Attempt) -> Failure {
+    if a.dial.tcp_done() {
+        Failure::HandshakeTimeout
+    } else {
+        Failure::Timeout
+    }
+}
+
 /// Reports a failed attempt (stats, the ladder, one folded log line) and skips the route's
 /// other host name after a connect-level failure (same address, same outcome).
 fn attempt_failed(
@@ -642,7 +655,11 @@ fn attempt_failed(
         retry_after,
     };
     ctx.ladder.observe(obs, ctx.now);
-    if matches!(f, Failure::Timeout | Failure::Refused) || !a.dial.tcp_done() {
+    if matches!(
+        f,
+        Failure::Timeout | Failure::HandshakeTimeout | Failure::Refused
+    ) || !a.dial.tcp_done()
+    {
         for (i, cand) in c.plan.cands.iter().enumerate() {
             if cand.route == route {
                 c.used[i] = true;
