@@ -240,6 +240,15 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
                 (DialKind::Ws { host, .. }, Tier::Ws) => {
                     format!("ws:{} {host}@{}", r.dc, spec.addr)
                 }
+                // Fronting: one row per kws name, `SNI/Host@addr`.
+                (
+                    DialKind::Ws {
+                        host,
+                        sni: Some(sni),
+                        ..
+                    },
+                    Tier::Front,
+                ) => format!("front:{} {sni}/{host}@{}", r.dc, spec.addr),
                 _ => r.label(),
             };
             rows.push(Row {
