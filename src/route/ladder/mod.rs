@@ -126,6 +126,7 @@ struct Slot<U> {
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 
 mod facts;
+mod front;
 mod reconfigure;
 mod rules;
 
@@ -236,7 +237,8 @@ impl<U: Pooled> Ladder<U> {
     /// cached address; an unresolved route is skipped, never waited on). Routes in cooldown, or
     /// whose cooldown ended and wait for their recovery probe, are left out: clients never pay
     /// for health checks. If nothing is usable every route is listed (the connect budget still
-    /// bounds the wait).
+    /// bounds the wait). A `front` route is listed only while fronting is allowed for its DC
+    /// (`front.rs`: the direct ws route failed at TLS or upgrade).
     pub fn plan(
         &mut self,
         dc: DcId,
@@ -246,6 +248,9 @@ impl<U: Pooled> Ladder<U> {
         let ids = self.routes_for(dc);
         let mut ranked: Vec<(u8, u8, usize, RouteId)> = Vec::new();
         for (pos, &id) in ids.iter().enumerate() {
+            if !self.front_allowed(id, &ids, now) {
+                continue; // fronting only after the direct route failed at TLS/upgrade
+            }
             let rank = match self.table.routes[id].health.usable(now) {
                 Use::Preferred => 0,
                 Use::Untested => 1,
@@ -260,7 +265,8 @@ impl<U: Pooled> Ladder<U> {
         let order: Vec<RouteId> = if usable {
             ranked.into_iter().map(|(_, _, _, id)| id).collect()
         } else {
-            ids
+            let allowed = |id: &RouteId| self.front_allowed(*id, &ids, now);
+            ids.iter().copied().filter(allowed).collect()
         };
         let pooled = order.first().copied().filter(|&best| {
             self.table.routes[best].health.usable(now) == Use::Preferred
