@@ -308,9 +308,8 @@ impl Table {
         let mut ids = Vec::new();
         for &tier in &cfg.tier_order {
             for target in targets(tier, dc, cfg) {
-                if let Target::Ws { addr, .. }
-                | Target::Front { addr, .. }
-                | Target::Tcp { addr } = &target
+                if let Target::Ws { addr, .. } | Target::Front { addr, .. } | Target::Tcp { addr } =
+                    &target
                 {
                     if is_self(*addr, listen) {
                         continue;

@@ -52,8 +52,7 @@ impl<U: Pooled> Ladder<U> {
         }
         ws.all(|r| {
             matches!(r.health.usable(now), Use::Cooling { .. } | Use::Expired)
-                && r
-                    .health
+                && r.health
                     .last_failure()
                     .is_some_and(|(f, _)| blocked_after_connect(f))
         })

@@ -1,0 +1,281 @@
+//! Black-box tests of domain fronting, the `front` tier (`--fronting-domain`, docs/design.md §4
+//! "Domain fronting", docs/protocol.md §4.6): a fake WS front whose certificate covers only the
+//! fronting name (tests/data/mask.pem, `mask.example.org`) makes the direct `ws` route fail at
+//! TLS (its `kws2.web.telegram.org` SNI is not covered); the session then goes over `front`
+//! with SNI = the fronting name and `Host: kws2.web.telegram.org`, both asserted as the fake
+//! saw them, and `resPQ` comes back. A direct route failing at TCP connect (a black hole, a
+//! refused port) never plans fronting. `check` lists the front routes with their verdict.
+//!
+//! Owns only this file; the rig is tests/common. Loopback only, no name is ever resolved (the
+//! fronting name is only an SNI; the front is dialled by its `--dc-ip` address). No fixed
+//! sleeps: waits are on log lines and counters with deadlines.
+
+mod common;
+
+use std::time::Duration;
+
+use common::blackhole::BlackHole;
+use common::fakedc::{DcConfig, FakeDc};
+use common::{client_opts, closed_port, data_path, os_rng, run_bin, wait_until, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, Attempt, Outcome};
+use tg_ws_proxy::mtproto::obfs2::Tag;
+
+/// Bound on waits for a condition that should hold almost at once.
+const WAIT: Duration = Duration::from_secs(5);
+/// The fronting name: the only name the fake front's certificate covers.
+const FRONTING: &str = "mask.example.org";
+/// The Host a DC 2 (non-media) session sends.
+const KWS2: &str = "kws2.web.telegram.org";
+/// tests/data/mask.pem and its key (SAN `mask.example.org` only, signed by the test CA).
+const FRONT_PEM: &[u8] = include_bytes!("data/mask.pem");
+const FRONT_KEY: &[u8] = include_bytes!("data/mask.key");
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+/// A proxy with the rig's compressed-time ladder flags, a stats line every 200 ms, then
+/// `extra`.
+fn proxy(extra: &[String]) -> Proxy {
+    let mut args = vec![s("--stats-interval"), s("0.2"), s("-v")];
+    args.extend(extra.iter().cloned());
+    common::ladder_proxy(&[], &args)
+}
+
+fn probe(p: &Proxy, dc: i16) -> Attempt {
+    probe_once(
+        &client_opts(p.addr(), SECRET, Tag::Intermediate, dc),
+        &mut os_rng(),
+    )
+}
+
+/// The first stats line logged after `after` lines, waited for.
+fn stats_after(p: &Proxy, after: usize) -> String {
+    let mut line = None;
+    wait_until(WAIT, || {
+        line = p
+            .logs()
+            .into_iter()
+            .skip(after)
+            .find(|l| l.contains("stats: "));
+        line.is_some()
+    });
+    line.unwrap_or_else(|| panic!("no stats line\n{}", p.dump()))
+}
+
+/// The `front=attempts/ok/failed/cancelled` field of a stats line, if any.
+fn front_field(stats: &str) -> Option<[u64; 4]> {
+    let f = stats
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("front="))?;
+    let v: Vec<u64> = f.split('/').filter_map(|n| n.parse().ok()).collect();
+    v.try_into().ok()
+}
+
+#[test]
+fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{}", front.addr()),
+        s("--fronting-domain"),
+        s(FRONTING),
+        s("--tier-order"),
+        s("ws,front"),
+    ]);
+    // The first client: the direct route is untested, so fronting is not planned; its ws
+    // attempts fail at TLS (the certificate does not cover kws2…) and it is turned away.
+    let first = probe(&p, 2);
+    assert_ne!(first.outcome, Outcome::Ok, "{first:?}\n{}", p.dump());
+    let down = p
+        .wait_line(&["route ws:DC2 ", "down for", "tls-error"], WAIT)
+        .unwrap_or_else(|| panic!("the ws route did not go down at TLS\n{}", p.dump()));
+    assert!(!down.contains("front"), "{down}");
+    assert!(
+        front.snis().is_empty(),
+        "nothing fronted yet: {:?}",
+        front.snis()
+    );
+    assert!(
+        front.failed_snis().iter().any(|n| n == KWS2),
+        "the direct attempt's SNI: {:?}",
+        front.failed_snis()
+    );
+
+    // The next client goes over the front route: resPQ through the fake front.
+    let a = probe(&p, 2);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert_eq!(front.snis(), vec![s(FRONTING)], "SNI = the fronting name");
+    assert_eq!(front.hosts(), vec![s(KWS2)], "Host stays kwsN");
+    assert_eq!(front.paths(), vec!["/apiws"]);
+    assert_eq!(front.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    let session = p
+        .wait_line(&["session ", " via front "], WAIT)
+        .unwrap_or_else(|| panic!("no session line via front\n{}", p.dump()));
+    assert!(
+        session.contains(&format!("{FRONTING}/{KWS2}@{}", front.addr())),
+        "{session}"
+    );
+    // Counted per tier in the stats line.
+    let after = p.logs().len();
+    let stats = stats_after(&p, after);
+    let [attempts, ok, ..] = front_field(&stats).unwrap_or_else(|| panic!("{stats}"));
+    assert!(attempts >= 1 && ok >= 1, "{stats}");
+}
+
+#[test]
+fn a_front_whose_certificate_does_not_cover_the_fronting_name_is_refused() {
+    // The front's certificate covers neither kws2… nor the configured fronting name: the
+    // fronted dial verifies against the fronting name and refuses the certificate like the
+    // direct one (verification is never switched off for fronting); nothing is relayed.
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{}", front.addr()),
+        s("--fronting-domain"),
+        s("other.example.org"),
+        s("--tier-order"),
+        s("ws,front"),
+    ]);
+    let _ = probe(&p, 2);
+    assert!(
+        p.wait_line(&["route ws:DC2 ", "down for", "tls-error"], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+    let a = probe(&p, 2);
+    assert_ne!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert!(
+        p.wait_line(&["route front:DC2 ", "down for", "tls-error"], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+    assert!(front.snis().is_empty(), "{:?}", front.snis());
+    assert!(
+        front.failed_snis().iter().any(|n| n == "other.example.org"),
+        "{:?}",
+        front.failed_snis()
+    );
+    assert!(front.init_dcs().is_empty());
+}
+
+/// A ws route that fails at TCP connect (`addr`), a fronting name, and a working tcp tier:
+/// the first client is served by tcp after the ws attempt fails with `class`, and so is the
+/// second, with the ws route down: fronting is never planned (no front attempt counted, no
+/// front attempt logged).
+fn tcp_level_failure_never_plans_fronting(addr: std::net::SocketAddr, class: &str) {
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{addr}"),
+        s("--tcp-dc-ip"),
+        format!("2:{}", tcp.addr()),
+        s("--fronting-domain"),
+        s(FRONTING),
+        s("--tier-order"),
+        s("ws,front,tcp"),
+    ]);
+    let a = probe(&p, 2);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert!(
+        p.wait_line(&["route ws:DC2 ", "down for", class], WAIT)
+            .is_some(),
+        "the ws route did not go down for {class}\n{}",
+        p.dump()
+    );
+    let b = probe(&p, 2);
+    assert_eq!(b.outcome, Outcome::Ok, "{b:?}\n{}", p.dump());
+    assert!(
+        wait_until(WAIT, || tcp.init_dcs().len() == 2),
+        "{:?}",
+        tcp.init_dcs()
+    );
+    let after = p.logs().len();
+    let stats = stats_after(&p, after);
+    assert!(stats.contains(" tcp="), "{stats}");
+    assert_eq!(front_field(&stats), None, "fronting was planned: {stats}");
+    let fronted = p.lines_with(&[" front "]);
+    assert!(fronted.is_empty(), "{fronted:?}");
+    assert!(p.lines_with(&["front:DC2 "]).is_empty(), "{}", p.dump());
+}
+
+#[test]
+fn a_black_holed_direct_front_never_plans_fronting() {
+    let hole = BlackHole::new();
+    tcp_level_failure_never_plans_fronting(hole.addr(), ": timeout");
+}
+
+#[test]
+fn a_refused_direct_front_never_plans_fronting() {
+    tcp_level_failure_never_plans_fronting(closed_port(), ": refused");
+}
+
+#[test]
+fn check_lists_front_routes_with_their_verdict() {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    let ca = data_path("ca.pem").display().to_string();
+    let dc_ip = format!("2:{}", front.addr());
+    let r = run_bin(
+        &[
+            "check",
+            "--dc",
+            "2",
+            "--ca-file",
+            &ca,
+            "--dc-ip",
+            &dc_ip,
+            "--fronting-domain",
+            FRONTING,
+            "--tier-order",
+            "ws,front",
+            "--probe-timeout",
+            "2",
+        ],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let rows = |route: &str| -> Vec<&str> {
+        r.stdout
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some(route))
+            .collect()
+    };
+    // Two kws names per media flag, for both tiers; ws refused at TLS, front OK.
+    for dc in ["DC2", "DC2m"] {
+        let ws = rows(&format!("ws:{dc}"));
+        let fr = rows(&format!("front:{dc}"));
+        assert_eq!((ws.len(), fr.len()), (2, 2), "{}", r.stdout);
+        for l in ws {
+            assert_eq!(l.split_whitespace().nth(3), Some("tls-error"), "{l}");
+        }
+        for l in fr {
+            assert!(l.contains(&format!("{FRONTING}/kws2")), "{l}");
+            assert_eq!(l.split_whitespace().nth(3), Some("OK"), "{l}");
+        }
+    }
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("DC2 ") && l.contains("ok via front")),
+        "{}",
+        r.stdout
+    );
+    let mut hosts = front.hosts();
+    hosts.sort();
+    hosts.dedup();
+    assert_eq!(hosts, vec![s("kws2-1.web.telegram.org"), s(KWS2)]);
+    assert!(
+        front.snis().iter().all(|n| n == FRONTING),
+        "{:?}",
+        front.snis()
+    );
+}
