@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use common::blackhole::BlackHole;
 use common::fakedc::{DcConfig, FakeDc};
-use common::{client_opts, closed_port, data_path, os_rng, run_bin, wait_until, Proxy, SECRET};
+use common::{
+    client_opts, closed_port, data_path, os_rng, run_bin, temp_dir, wait_until, Proxy, SECRET,
+};
 use tg_ws_proxy::applet::probe::{probe_once, Attempt, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 
@@ -75,6 +77,8 @@ fn front_field(stats: &str) -> Option<[u64; 4]> {
 #[test]
 fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
     let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    let sock = temp_dir().join("ctl.sock");
+    let sock = sock.to_str().expect("UTF-8 temp path");
     let p = proxy(&[
         s("--dc-ip"),
         format!("2:{}", front.addr()),
@@ -82,6 +86,8 @@ fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
         s(FRONTING),
         s("--tier-order"),
         s("ws,front"),
+        s("--control-socket"),
+        s(sock),
     ]);
     // The first client: the direct route is untested, so fronting is not planned; its ws
     // attempts fail at TLS (the certificate does not cover kws2…) and it is turned away.
@@ -121,6 +127,28 @@ fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
     let stats = stats_after(&p, after);
     let [attempts, ok, ..] = front_field(&stats).unwrap_or_else(|| panic!("{stats}"));
     assert!(attempts >= 1 && ok >= 1, "{stats}");
+    // `ctl status` shows the front route up and the direct one down for its TLS failure.
+    let r = run_bin(
+        &["ctl", "status", "--control-socket", sock],
+        &[],
+        Duration::from_secs(10),
+    );
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let row = |needle: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle} row:\n{}", r.stdout))
+            .to_string()
+    };
+    let fr = row(&format!("front:DC2 {FRONTING}/{KWS2}@"));
+    assert!(fr.contains(" up "), "{fr}\n{}", r.stdout);
+    let ws = row("ws:DC2 kws2");
+    assert!(
+        ws.contains("down") && ws.contains("tls-error"),
+        "{ws}\n{}",
+        r.stdout
+    );
 }
 
 #[test]
