@@ -12,6 +12,8 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::time::Duration;
 
 use common::blackhole::BlackHole;
@@ -149,6 +151,114 @@ fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
         "{ws}\n{}",
         r.stdout
     );
+}
+
+/// What the [`SniFilter`] does to a connection whose ClientHello names the blocked SNI.
+#[derive(Clone, Copy)]
+enum Block {
+    /// Swallow it: never forward, never answer, never close (a handshake that stalls).
+    Stall,
+    /// Reset the connection (SO_LINGER 0, then close): a DPI box's RST.
+    Reset,
+}
+
+/// A DPI box on 127.0.0.1 in front of `upstream`: TCP is accepted; a connection whose first
+/// bytes (the TLS ClientHello, where the SNI is plain text) contain `blocked` gets `block`,
+/// any other is piped to `upstream` both ways. Test code: a thread per connection, detached.
+struct SniFilter {
+    addr: std::net::SocketAddr,
+}
+
+impl SniFilter {
+    fn start(upstream: std::net::SocketAddr, blocked: &'static str, block: Block) -> SniFilter {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let addr = l.local_addr().expect("local_addr");
+        std::thread::spawn(move || {
+            for c in l.incoming().flatten() {
+                std::thread::spawn(move || filter(c, upstream, blocked, block));
+            }
+        });
+        SniFilter { addr }
+    }
+}
+
+fn filter(mut c: TcpStream, upstream: std::net::SocketAddr, blocked: &str, block: Block) {
+    let mut hello = vec![0u8; 4096];
+    let _ = c.set_read_timeout(Some(WAIT));
+    let Ok(n) = c.read(&mut hello) else { return };
+    hello.truncate(n);
+    if hello
+        .windows(blocked.len())
+        .any(|w| w == blocked.as_bytes())
+    {
+        match block {
+            Block::Stall => {
+                // Hold the socket open and silent until the peer gives up.
+                let _ = c.set_read_timeout(None);
+                let mut sink = [0u8; 1024];
+                while matches!(c.read(&mut sink), Ok(n) if n > 0) {}
+            }
+            Block::Reset => {
+                let _ = socket2::SockRef::from(&c).set_linger(Some(Duration::ZERO));
+            }
+        }
+        return;
+    }
+    let Ok(mut up) = TcpStream::connect(upstream) else {
+        return;
+    };
+    let _ = c.set_read_timeout(None);
+    if up.write_all(&hello).is_err() {
+        return;
+    }
+    let (Ok(mut c2), Ok(mut up2)) = (c.try_clone(), up.try_clone()) else {
+        return;
+    };
+    let t = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut up2, &mut c2);
+        let _ = c2.shutdown(Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut c, &mut up);
+    let _ = up.shutdown(Shutdown::Write);
+    let _ = t.join();
+}
+
+/// Behind a DPI box that blocks the `kwsN.web.telegram.org` SNIs (`block`), the direct route fails after TCP
+/// connected with `class`; the next session goes over `front` through the same box.
+fn blocked_sni_is_fronted(block: Block, class: &str) {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    let dpi = SniFilter::start(front.addr(), "web.telegram.org", block);
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{}", dpi.addr),
+        s("--fronting-domain"),
+        s(FRONTING),
+        s("--tier-order"),
+        s("ws,front"),
+    ]);
+    let _ = probe(&p, 2);
+    assert!(
+        p.wait_line(&["route ws:DC2 ", "down for", class], WAIT)
+            .is_some(),
+        "the ws route did not go down for {class}\n{}",
+        p.dump()
+    );
+    assert!(front.snis().is_empty() && front.failed_snis().is_empty());
+    let a = probe(&p, 2);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert_eq!(front.snis(), vec![s(FRONTING)]);
+    assert_eq!(front.hosts(), vec![s(KWS2)]);
+    assert_eq!(front.init_dcs(), vec![(Tag::Intermediate, 2)]);
+}
+
+#[test]
+fn a_stalled_tls_handshake_is_a_handshake_timeout_and_is_fronted() {
+    blocked_sni_is_fronted(Block::Stall, ": handshake-timeout");
+}
+
+#[test]
+fn a_reset_at_the_client_hello_is_fronted() {
+    blocked_sni_is_fronted(Block::Reset, ": reset");
 }
 
 #[test]

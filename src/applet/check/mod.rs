@@ -440,6 +440,9 @@ fn record(row: &mut Row, outcome: ProbeOutcome, elapsed: u64, timeout: u64) {
         ProbeOutcome::Failed(f, retry_after, detail) => {
             let mut detail = match detail.as_str() {
                 "deadline" => format!("no resPQ within {timeout}ms"),
+                "deadline in TLS/upgrade" => {
+                    format!("TCP up, TLS/upgrade not done within {timeout}ms")
+                }
                 _ => detail,
             };
             if let Some(s) = retry_after {
