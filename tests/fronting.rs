@@ -3,8 +3,12 @@
 //! fronting name (tests/data/mask.pem, `mask.example.org`) makes the direct `ws` route fail at
 //! TLS (its `kws2.web.telegram.org` SNI is not covered); the session then goes over `front`
 //! with SNI = the fronting name and `Host: kws2.web.telegram.org`, both asserted as the fake
-//! saw them, and `resPQ` comes back. A direct route failing at TCP connect (a black hole, a
-//! refused port) never plans fronting. `check` lists the front routes with their verdict.
+//! saw them, and `resPQ` comes back. An SNI-filtering "DPI box" (a loopback relay that reads
+//! the plain-text SNI of the ClientHello) stalls or resets the `kwsN` handshakes and passes the
+//! fronted one: `handshake-timeout` and `reset` are fronted too. A fronting name the
+//! certificate does not cover is refused (verification is never off for fronting). A direct
+//! route failing at TCP connect (a black hole, a refused port) never plans fronting. `check`
+//! lists the front routes with their verdict and `ctl status` shows them.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only, no name is ever resolved (the
 //! fronting name is only an SNI; the front is dialled by its `--dc-ip` address). No fixed
