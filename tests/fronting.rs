@@ -95,6 +95,11 @@ fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
         s("--control-socket"),
         s(sock),
     ]);
+    assert!(
+        p.wait_log(&format!("fronting: SNI [{FRONTING}]"), WAIT),
+        "{}",
+        p.dump()
+    );
     // The first client: the direct route is untested, so fronting is not planned; its ws
     // attempts fail at TLS (the certificate does not cover kws2…) and it is turned away.
     let first = probe(&p, 2);
