@@ -6,7 +6,9 @@
 //! schedule (and a probe's byte goal), pool policy and the pools' entries (generic over
 //! [`Pooled`]), and whether a route's sessions may be pinged ([`Ladder::pings_allowed`]). Must not touch:
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
-//! reports what sessions saw. The rules are docs/design.md §4; each one is a unit test in
+//! reports what sessions saw. The `front` tier's planning rule (domain fronting: only after the
+//! direct ws route failed at TLS or upgrade) is `front.rs`. The rules are docs/design.md §4;
+//! each one is a unit test in
 //! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`,
 //! the field faults' rules 6 and 7, pings and a dead network in `tests/under_fire.rs`).
 //!
