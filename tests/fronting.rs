@@ -100,32 +100,37 @@ fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
         "{}",
         p.dump()
     );
-    // The first client: the direct route is untested, so fronting is not planned; its ws
-    // attempts fail at TLS (the certificate does not cover kws2…) and it is turned away.
+    // The first client: the direct route is untested, so its plan has no fronting; its ws
+    // attempts fail at TLS (the certificate does not cover kws2… nor kws2-1…), which makes
+    // fronting plannable, and the same connect goes on over the front route: resPQ.
     let first = probe(&p, 2);
-    assert_ne!(first.outcome, Outcome::Ok, "{first:?}\n{}", p.dump());
+    assert_eq!(first.outcome, Outcome::Ok, "{first:?}\n{}", p.dump());
     let down = p
         .wait_line(&["route ws:DC2 ", "down for", "tls-error"], WAIT)
         .unwrap_or_else(|| panic!("the ws route did not go down at TLS\n{}", p.dump()));
     assert!(!down.contains("front"), "{down}");
-    assert!(
-        front.snis().is_empty(),
-        "nothing fronted yet: {:?}",
-        front.snis()
+    let direct = front.failed_snis();
+    assert_eq!(
+        direct,
+        vec![s(KWS2), s("kws2-1.web.telegram.org")],
+        "the direct attempts came first, with their own SNI"
     );
-    assert!(
-        front.failed_snis().iter().any(|n| n == KWS2),
-        "the direct attempt's SNI: {:?}",
-        front.failed_snis()
-    );
-
-    // The next client goes over the front route: resPQ through the fake front.
-    let a = probe(&p, 2);
-    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
     assert_eq!(front.snis(), vec![s(FRONTING)], "SNI = the fronting name");
     assert_eq!(front.hosts(), vec![s(KWS2)], "Host stays kwsN");
     assert_eq!(front.paths(), vec!["/apiws"]);
     assert_eq!(front.init_dcs(), vec![(Tag::Intermediate, 2)]);
+
+    // The next client's plan goes straight to the front route (ws is down after a TLS
+    // failure): no direct attempt this time.
+    let a = probe(&p, 2);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert_eq!(front.failed_snis(), direct, "no second direct attempt");
+    assert_eq!(front.snis(), vec![s(FRONTING), s(FRONTING)]);
+    assert_eq!(front.hosts(), vec![s(KWS2), s(KWS2)]);
+    assert_eq!(
+        front.init_dcs(),
+        vec![(Tag::Intermediate, 2), (Tag::Intermediate, 2)]
+    );
     let session = p
         .wait_line(&["session ", " via front "], WAIT)
         .unwrap_or_else(|| panic!("no session line via front\n{}", p.dump()));
@@ -245,19 +250,23 @@ fn blocked_sni_is_fronted(block: Block, class: &str) {
         s("--tier-order"),
         s("ws,front"),
     ]);
-    let _ = probe(&p, 2);
+    // The first client's direct attempt is blocked; the same connect goes on over front.
+    let a = probe(&p, 2);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
     assert!(
         p.wait_line(&["route ws:DC2 ", "down for", class], WAIT)
             .is_some(),
         "the ws route did not go down for {class}\n{}",
         p.dump()
     );
-    assert!(front.snis().is_empty() && front.failed_snis().is_empty());
-    let a = probe(&p, 2);
-    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert!(front.failed_snis().is_empty(), "{:?}", front.failed_snis());
     assert_eq!(front.snis(), vec![s(FRONTING)]);
     assert_eq!(front.hosts(), vec![s(KWS2)]);
     assert_eq!(front.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    // The next one goes straight to front.
+    let b = probe(&p, 2);
+    assert_eq!(b.outcome, Outcome::Ok, "{b:?}\n{}", p.dump());
+    assert_eq!(front.snis(), vec![s(FRONTING), s(FRONTING)]);
 }
 
 #[test]

@@ -4,7 +4,8 @@
 //! first candidate is dialled; if it is not ready within the ladder's hedge delay the next one
 //! starts in parallel (always a different route). The first to finish wins; the other is
 //! cancelled and, for WebSocket routes, finishes in the background as a pool fill. A failure
-//! starts the next candidate at once. `--connect-budget` bounds the whole phase: past it the
+//! starts the next candidate at once; when none is left, `front` routes that a TLS/upgrade
+//! failure of this connect made plannable are appended (domain fronting, `add_fronting`). `--connect-budget` bounds the whole phase: past it the
 //! client is closed so it reconnects instead of waiting. Handshake starts wait for the ladder's
 //! pacing (a bounded delay). Client bytes that arrive meanwhile are decrypted into the session's
 //! upstream buffer. A session whose pooled upstream stayed silent comes back here once
@@ -499,7 +500,7 @@ fn start_next(
     ctx: &mut Ctx<'_>,
 ) -> Option<Step> {
     let free = c.slots.iter().position(|s| matches!(s, Slot::Free))?;
-    let Some(idx) = c.pick() else {
+    let Some(idx) = c.pick().or_else(|| add_fronting(c, ctx)) else {
         return nothing_left(c, peer, ctx);
     };
     c.used[idx] = true;
@@ -544,6 +545,28 @@ fn dial_or_next(
             None
         }
     }
+}
+
+/// Domain fronting within one connect (docs/design.md §4): when a client's plan has run out,
+/// the `front` routes that a failure during this connect made plannable (the direct ws route
+/// failed at TLS or upgrade) are appended from a fresh plan, so this client is not turned away
+/// for what its own attempt just taught the ladder. Each route is appended at most once, so this
+/// cannot loop. Returns the first new candidate to dial.
+fn add_fronting(c: &mut Connecting, ctx: &mut Ctx<'_>) -> Option<usize> {
+    let fresh = ctx.ladder.plan(c.dc, ctx.now, &mut |_| None);
+    let before = c.plan.cands.len();
+    for cand in fresh.cands {
+        let new = !c.plan.cands.iter().any(|k| k.route == cand.route);
+        if new && ctx.ladder.route(cand.route).tier == Tier::Front {
+            c.plan.cands.push(cand);
+            c.used.push(false);
+        }
+    }
+    if c.plan.cands.len() == before {
+        return None;
+    }
+    debug!("{}: direct route failed at TLS/upgrade: fronting", c.dc);
+    c.pick()
 }
 
 /// Nothing left to dial: closes the session if nothing runs either.
