@@ -553,6 +553,9 @@ fn dial_or_next(
 /// for what its own attempt just taught the ladder. Each route is appended at most once, so this
 /// cannot loop. Returns the first new candidate to dial.
 fn add_fronting(c: &mut Connecting, ctx: &mut Ctx<'_>) -> Option<usize> {
+    if !ctx.cfg.tier_configured(Tier::Front) {
+        return None;
+    }
     let fresh = ctx.ladder.plan(c.dc, ctx.now, &mut |_| None);
     let before = c.plan.cands.len();
     for cand in fresh.cands {
