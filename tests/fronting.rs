@@ -435,3 +435,55 @@ fn check_lists_front_routes_with_their_verdict() {
         front.snis()
     );
 }
+
+#[test]
+fn a_hot_front_route_is_probed_at_start_and_pooled() {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{}", front.addr()),
+        s("--fronting-domain"),
+        s(FRONTING),
+        s("--tier-order"),
+        s("ws,front"),
+        s("--startup-probes"),
+        s("on"),
+        s("--pool-size"),
+        s("2"),
+        s("--pool-max-age"),
+        s("30"),
+    ]);
+    // Startup probes: the ws route fails at TLS, the front route is proven to resPQ before any
+    // client came (probed always once configured).
+    assert!(
+        p.wait_line(&["route front:DC2 ", "up (probe"], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+    assert!(
+        p.wait_line(&["route ws:DC2 ", "down for", "tls-error"], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+    // A session makes it hot: a warm fronted upstream follows, and the next client takes it.
+    assert_eq!(probe(&p, 2).outcome, Outcome::Ok, "{}", p.dump());
+    let upgrades = front.upgrades();
+    assert!(
+        wait_until(WAIT, || front.upgrades() > upgrades),
+        "no pool fill of the front route\n{}",
+        p.dump()
+    );
+    let a = probe(&p, 2);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    let line = p
+        .wait_line(&["session ", " via front ", "(pooled)"], WAIT)
+        .unwrap_or_else(|| panic!("the next client did not take the pool\n{}", p.dump()));
+    assert!(line.contains(FRONTING), "{line}");
+    assert!(
+        front.snis().iter().all(|n| n == FRONTING),
+        "every fronted TLS (probe, session, fill) sent the fronting name: {:?}",
+        front.snis()
+    );
+}
