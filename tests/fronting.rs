@@ -8,7 +8,8 @@
 //! fronted one: `handshake-timeout` and `reset` are fronted too. A fronting name the
 //! certificate does not cover is refused (verification is never off for fronting). A direct
 //! route failing at TCP connect (a black hole, a refused port) never plans fronting. `check`
-//! lists the front routes with their verdict and `ctl status` shows them.
+//! lists the front routes with their verdict and `ctl status` shows them. A front route is
+//! probed at start and pooled once hot; a reload adding `fronting-domain` fronts new sessions.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only, no name is ever resolved (the
 //! fronting name is only an SNI; the front is dialled by its `--dc-ip` address). No fixed
@@ -486,4 +487,35 @@ fn a_hot_front_route_is_probed_at_start_and_pooled() {
         "every fronted TLS (probe, session, fill) sent the fronting name: {:?}",
         front.snis()
     );
+}
+
+#[test]
+fn a_reload_adding_a_fronting_domain_fronts_new_sessions() {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    let config = temp_dir().join("proxy.conf");
+    std::fs::write(&config, "# no fronting yet\n").expect("write config");
+    let p = proxy(&[
+        s("--config"),
+        config.display().to_string(),
+        s("--dc-ip"),
+        format!("2:{}", front.addr()),
+        s("--tier-order"),
+        s("ws,front"),
+    ]);
+    // Without a fronting name the TLS-blocked direct route is all there is.
+    let a = probe(&p, 2);
+    assert_ne!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert!(front.snis().is_empty(), "{:?}", front.snis());
+    std::fs::write(&config, format!("fronting-domain {FRONTING}\n")).expect("write config");
+    common::signals::signal(&p, libc::SIGHUP);
+    assert!(
+        p.wait_line(&["reload: applied", "fronting-domain"], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+    let b = probe(&p, 2);
+    assert_eq!(b.outcome, Outcome::Ok, "{b:?}\n{}", p.dump());
+    assert_eq!(front.snis(), vec![s(FRONTING)]);
+    assert_eq!(front.hosts(), vec![s(KWS2)]);
 }
