@@ -229,6 +229,11 @@ pub enum Failure {
     /// `EADDRNOTAVAIL`: no local address can reach the destination (no IPv6 address, the
     /// interface went away, ephemeral ports exhausted). Says nothing about the route.
     AddrUnavailable,
+    /// TCP connected, but TLS or the WS upgrade did not complete before the attempt deadline
+    /// (a [`Failure::Timeout`] in the handshake phase: a middlebox stalling the handshake, not
+    /// a black-holed address). Hard like `Timeout`; it makes the `front` tier eligible
+    /// (docs/design.md §4, domain fronting).
+    HandshakeTimeout,
 }
 
 impl Failure {
@@ -256,6 +261,7 @@ impl fmt::Display for Failure {
             Failure::NetUnreachable => f.write_str("network-unreachable"),
             Failure::HostUnreachable => f.write_str("host-unreachable"),
             Failure::AddrUnavailable => f.write_str("no-address"),
+            Failure::HandshakeTimeout => f.write_str("handshake-timeout"),
         }
     }
 }
@@ -282,6 +288,7 @@ mod tests {
         assert_eq!(Failure::Http(302).to_string(), "http-302");
         assert_eq!(Failure::ClosedAfterReply.to_string(), "closed-after-reply");
         assert_eq!(Failure::Stalled.to_string(), "stalled");
+        assert_eq!(Failure::HandshakeTimeout.to_string(), "handshake-timeout");
         assert_eq!(Failure::NetUnreachable.to_string(), "network-unreachable");
         assert!(Failure::NetUnreachable.is_network() && Failure::AddrUnavailable.is_network());
         assert!(!Failure::HostUnreachable.is_network() && !Failure::Refused.is_network());

@@ -214,6 +214,12 @@ pub fn summary(c: &Config) -> Vec<String> {
             .collect();
         lines.push(format!("mtproto proxies: [{}]", proxies.join(", ")));
     }
+    if !c.fronting_domains.is_empty() {
+        lines.push(format!(
+            "fronting: SNI [{}] toward the ws fronts, after a ws TLS/upgrade failure",
+            c.fronting_domains.join(", ")
+        ));
+    }
     let cap = |n: u64, what: &str| {
         if n == 0 {
             "off".to_string()

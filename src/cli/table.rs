@@ -209,6 +209,20 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         kind: List(|d, s| parse_dc_addr(s).map(|(dc, a)| { d.config.tcp_addrs.insert(dc, a); })),
     },
     Opt {
+        long: "--fronting-domain", short: None, aliases: &[], env: &["TG_FRONTING_DOMAIN"],
+        meta: "NAME", default: "none", group: Upstream,
+        help: "domain fronting: tier front dials a DC's WS front with TLS SNI NAME (the \
+               certificate is verified against NAME), Host kwsN.web.telegram.org; tried only \
+               after the ws route failed at TLS or upgrade; repeatable, comma list",
+        kind: List(|d, s| {
+            super::values::parse_fronting_domain(s).map(|n| {
+                if !d.config.fronting_domains.contains(&n) {
+                    d.config.fronting_domains.push(n);
+                }
+            })
+        }),
+    },
+    Opt {
         long: "--cf-worker-domain", short: None, aliases: &["--cfproxy-worker-domain"],
         env: &["TG_CF_WORKER_DOMAIN"], meta: "HOST", default: "none", group: Upstream,
         help: "Cloudflare Worker (a pasted URL is fine); repeatable, comma list",

@@ -163,6 +163,20 @@ pub(super) fn check_readable_file(path: &Path) -> Result<(), String> {
     }
 }
 
+/// A `--fronting-domain`: a DNS name for the TLS SNI of the `front` tier (a pasted URL is
+/// reduced to its host, the name lower-cased). Errors: an IP literal (an SNI carries names
+/// only, RFC 6066 §3) or anything [`crate::dns::normalize_host`] rejects.
+pub fn parse_fronting_domain(s: &str) -> Result<String, String> {
+    let host = crate::dns::normalize_host(s)?;
+    if host.parse::<IpAddr>().is_ok() {
+        return Err(format!(
+            "'{}': a fronting domain must be a DNS name (the TLS SNI carries no IP address)",
+            s.trim()
+        ));
+    }
+    Ok(host)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +211,19 @@ mod tests {
             Ok(vec![Tier::Worker, Tier::CfProxy, Tier::Ws])
         );
         assert!(parse_tier_order(" , ").is_err());
+    }
+
+    #[test]
+    fn fronting_domains_are_names_never_addresses() {
+        assert_eq!(
+            parse_fronting_domain("https://Allowed.Example.org/").unwrap(),
+            "allowed.example.org"
+        );
+        let e = parse_fronting_domain("127.0.0.1").unwrap_err();
+        assert!(e.contains("DNS name"), "{e}");
+        assert!(parse_fronting_domain("[::1]").is_err());
+        assert!(parse_fronting_domain("").is_err());
+        assert!(parse_fronting_domain("bad name").is_err());
     }
 
     #[test]

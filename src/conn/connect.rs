@@ -4,7 +4,8 @@
 //! first candidate is dialled; if it is not ready within the ladder's hedge delay the next one
 //! starts in parallel (always a different route). The first to finish wins; the other is
 //! cancelled and, for WebSocket routes, finishes in the background as a pool fill. A failure
-//! starts the next candidate at once. `--connect-budget` bounds the whole phase: past it the
+//! starts the next candidate at once; when none is left, `front` routes that a TLS/upgrade
+//! failure of this connect made plannable are appended (domain fronting, `add_fronting`). `--connect-budget` bounds the whole phase: past it the
 //! client is closed so it reconnects instead of waiting. Handshake starts wait for the ladder's
 //! pacing (a bounded delay). Client bytes that arrive meanwhile are decrypted into the session's
 //! upstream buffer. A session whose pooled upstream stayed silent comes back here once
@@ -347,7 +348,8 @@ impl Conn {
             SessionTimer::Attempt(i) => {
                 let i = i as usize & 1;
                 if let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) {
-                    attempt_failed(c, &a, Failure::Timeout, None, "deadline", &peer, ctx);
+                    let f = timeout_class(&a);
+                    attempt_failed(c, &a, f, None, "deadline", &peer, ctx);
                     if c.running() == 0 {
                         if let Some(step) = start_next(c, slot, id, &peer, ctx) {
                             return step;
@@ -384,7 +386,8 @@ impl Conn {
                         if ctx.ladder.budget_cut_is_evidence(route, a.started, ctx.now) {
                             ctx.wheel.cancel(a.timer);
                             let why = "connect budget spent";
-                            attempt_failed(c, &a, Failure::Timeout, None, why, &peer, ctx);
+                            let f = timeout_class(&a);
+                            attempt_failed(c, &a, f, None, why, &peer, ctx);
                         } else {
                             abandon(route, a, ctx);
                         }
@@ -506,7 +509,7 @@ fn start_next(
     ctx: &mut Ctx<'_>,
 ) -> Option<Step> {
     let free = c.slots.iter().position(|s| matches!(s, Slot::Free))?;
-    let Some(idx) = c.pick() else {
+    let Some(idx) = c.pick().or_else(|| add_fronting(c, ctx)) else {
         return nothing_left(c, peer, ctx);
     };
     c.used[idx] = true;
@@ -551,6 +554,31 @@ fn dial_or_next(
             None
         }
     }
+}
+
+/// Domain fronting within one connect (docs/design.md §4): when a client's plan has run out,
+/// the `front` routes that a failure during this connect made plannable (the direct ws route
+/// failed at TLS or upgrade) are appended from a fresh plan, so this client is not turned away
+/// for what its own attempt just taught the ladder. Each route is appended at most once, so this
+/// cannot loop. Returns the first new candidate to dial.
+fn add_fronting(c: &mut Connecting, ctx: &mut Ctx<'_>) -> Option<usize> {
+    if !ctx.cfg.tier_configured(Tier::Front) {
+        return None;
+    }
+    let fresh = ctx.ladder.plan(c.dc, ctx.now, &mut |_| None);
+    let before = c.plan.cands.len();
+    for cand in fresh.cands {
+        let new = !c.plan.cands.iter().any(|k| k.route == cand.route);
+        if new && ctx.ladder.route(cand.route).tier == Tier::Front {
+            c.plan.cands.push(cand);
+            c.used.push(false);
+        }
+    }
+    if c.plan.cands.len() == before {
+        return None;
+    }
+    debug!("{}: direct route failed at TLS/upgrade: fronting", c.dc);
+    c.pick()
 }
 
 /// Nothing left to dial: closes the session if nothing runs either.
@@ -617,6 +645,17 @@ fn dial_candidate(
     Ok(())
 }
 
+/// The class of an attempt cut by its deadline: `timeout` while TCP was still connecting,
+/// `handshake-timeout` once TCP was up (TLS or the upgrade stalled; what makes the `front` tier
+/// eligible).
+fn timeout_class(a: &Attempt) -> Failure {
+    if a.dial.tcp_done() {
+        Failure::HandshakeTimeout
+    } else {
+        Failure::Timeout
+    }
+}
+
 /// Reports a failed attempt (stats, the ladder, one folded log line) and skips the route's
 /// other host name on the same address after a connect-level failure (same outcome).
 fn attempt_failed(
@@ -651,7 +690,11 @@ fn attempt_failed(
         retry_after,
     };
     ctx.ladder.observe(obs, ctx.now);
-    if matches!(f, Failure::Timeout | Failure::Refused) || !a.dial.tcp_done() {
+    if matches!(
+        f,
+        Failure::Timeout | Failure::HandshakeTimeout | Failure::Refused
+    ) || !a.dial.tcp_done()
+    {
         // A media cfproxy route's two names may resolve to different addresses.
         let addr = c.plan.cands[a.cand].spec.addr;
         for (i, cand) in c.plan.cands.iter().enumerate() {

@@ -40,10 +40,14 @@ pub struct DialSpec {
 pub enum DialKind {
     /// Raw TCP (obfuscated2 straight to a DC).
     Tcp,
-    /// TLS with SNI/Host `host`, then `GET path` upgrade.
+    /// TLS with SNI `sni` (or `host`), then `GET path` upgrade with `Host: host`.
     Ws {
-        /// SNI and `Host`.
+        /// `Host` (and the SNI unless `sni` is set).
         host: String,
+        /// TLS SNI when it differs from `host` (domain fronting, docs/protocol.md §4.6): the
+        /// certificate is verified against this name, never switched off (only
+        /// `--danger-accept-invalid-certs` does that, for every tier alike).
+        sni: Option<String>,
         /// Path and query (`/apiws`, `/apiws?dst=…`).
         path: String,
         /// Ask for the `binary` subprotocol (not toward a Worker).
@@ -314,11 +318,13 @@ impl Dial {
                             },
                             DialKind::Ws {
                                 host,
+                                sni,
                                 path,
                                 subprotocol,
                                 origin,
                             } => {
-                                let tls = match TlsStream::new(tls, host, sock) {
+                                let name = sni.as_deref().unwrap_or(host);
+                                let tls = match TlsStream::new(tls, name, sock) {
                                     Ok(t) => t,
                                     Err(e) => {
                                         return DialStep::Failed {

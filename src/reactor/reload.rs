@@ -200,6 +200,7 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         worker_domains => "cf-worker-domain",
         cf_domains => "cf-domain",
         mtproto_proxies => "mtproto-proxy",
+        fronting_domains => "fronting-domain",
         ws_connect_timeout => "ws-connect-timeout",
         tcp_connect_timeout => "tcp-connect-timeout",
         cf_connect_timeout => "cf-connect-timeout",
@@ -337,5 +338,13 @@ mod tests {
             "reload: applied (secrets, tier-order, pool-size); needs a restart: buf-kb"
         );
         assert!(!line.contains("fedcba"), "no secret in the line");
+    }
+
+    #[test]
+    fn a_changed_fronting_domain_is_named() {
+        let old = base();
+        let mut new = old.clone();
+        new.fronting_domains = vec!["allowed.example.org".into()];
+        assert_eq!(changed(&old, &new), vec!["fronting-domain"]);
     }
 }

@@ -17,7 +17,7 @@
 //!
 //! | failure                                   | class    | Unknown | Up      | Suspect | Down, cooling | Down, expired  |
 //! |-------------------------------------------|----------|---------|---------|---------|---------------|----------------|
-//! | `Timeout`, `Refused`, `Tls`, `Http(!5xx)` | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
+//! | `Timeout`, `HandshakeTimeout`, `Refused`, `Tls`, `Http(!5xx)` | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `Reset`, `Http(5xx)`, `ClosedEarly`       | soft     | Down    | Suspect | Down    | unchanged     | Down (longer)  |
 //! | `HostUnreachable`                         | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `Local`                                   | not ours | —       | —       | —       | —             | —              |
@@ -138,6 +138,7 @@ pub enum Class {
 pub fn classify(f: Failure) -> Class {
     match f {
         Failure::Timeout | Failure::Refused | Failure::Tls => Class::Hard,
+        Failure::HandshakeTimeout => Class::Hard,
         Failure::Http(code) if (500..=599).contains(&code) => Class::Soft,
         Failure::Http(_) => Class::Hard,
         Failure::Reset | Failure::ClosedEarly => Class::Soft,

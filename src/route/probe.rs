@@ -223,18 +223,22 @@ impl Probe {
     }
 
     /// Failure to report when the probe's deadline fires: after a successful upgrade a silent
-    /// upstream is "upgraded-but-silent", a hard failure.
+    /// upstream is "upgraded-but-silent", a hard failure; a dial whose TCP was up is a
+    /// `handshake-timeout` (TLS or the upgrade stalled), one still connecting a `timeout`.
     pub fn timeout_failure(&self) -> ProbeOutcome {
         if self.pull > 0 && self.replies > 0 {
             let detail = format!("stalled after {} of {} bytes", self.pulled, self.pull);
             return ProbeOutcome::Failed(Failure::Stalled, None, detail);
         }
-        let detail = if matches!(self.phase, Phase::Exchanging(_)) {
-            "upgraded but silent"
-        } else {
-            "deadline"
+        let (failure, detail) = match &self.phase {
+            Phase::Exchanging(_) => (Failure::Timeout, "upgraded but silent"),
+            // TCP is up: TLS or the upgrade stalled (docs/design.md §4, domain fronting).
+            Phase::Dialing(d) if d.tcp_done() => {
+                (Failure::HandshakeTimeout, "deadline in TLS/upgrade")
+            }
+            _ => (Failure::Timeout, "deadline"),
         };
-        ProbeOutcome::Failed(Failure::Timeout, None, detail.to_string())
+        ProbeOutcome::Failed(failure, None, detail.to_string())
     }
 
     /// Advances on readiness. `Some(outcome)` when finished.

@@ -56,6 +56,18 @@ pub enum Target {
         /// The upstream proxy (host, port, secret).
         proxy: MtprotoProxy,
     },
+    /// Domain fronting (docs/protocol.md §4.6): TCP to the DC's WS front `addr`, TLS SNI `sni`
+    /// (a `--fronting-domain`, the certificate verified against it), `Host` one of `hosts`.
+    Front {
+        /// Front address (the DC's `--dc-ip` address, as for `ws`).
+        addr: SocketAddr,
+        /// The fronting name put in the SNI.
+        sni: String,
+        /// `kwsN` names in the order to try (media order, as `ws`).
+        hosts: [String; 2],
+        /// `/apiws` or `/apiws_test`.
+        path: &'static str,
+    },
     /// Raw obfuscated2 to the DC address.
     Tcp {
         /// DC address.
@@ -94,6 +106,9 @@ impl Route {
     pub fn target_label(&self) -> String {
         match &self.target {
             Target::Ws { addr, hosts, .. } => format!("{}@{addr}", hosts[0]),
+            Target::Front {
+                addr, sni, hosts, ..
+            } => format!("{sni}/{}@{addr}", hosts[0]),
             Target::Worker { ep, .. } => format!("{}:{}", redact(&ep.host), ep.port),
             Target::CfProxy { ep, .. } => format!("{}:{}", redact_kws(&ep.host), ep.port),
             Target::Mtproto { proxy } => mtproto_label(proxy),
@@ -137,6 +152,7 @@ impl Route {
                     addr: *addr,
                     kind: DialKind::Ws {
                         host: h.clone(),
+                        sni: None,
                         path: (*path).to_string(),
                         subprotocol: true,
                         origin: Some(WEB_ORIGIN),
@@ -148,6 +164,7 @@ impl Route {
                     addr: SocketAddr::new(ip, ep.port),
                     kind: DialKind::Ws {
                         host: ep.host.clone(),
+                        sni: None,
                         path: path.clone(),
                         subprotocol: false,
                         origin: None,
@@ -168,6 +185,7 @@ impl Route {
                         addr: SocketAddr::new(ip, ep.port),
                         kind: DialKind::Ws {
                             host: h.clone(),
+                            sni: None,
                             path: (*path).to_string(),
                             subprotocol: true,
                             origin: Some(WEB_ORIGIN),
@@ -184,6 +202,24 @@ impl Route {
                 }],
                 None => Vec::new(),
             },
+            Target::Front {
+                addr,
+                sni,
+                hosts,
+                path,
+            } => hosts
+                .iter()
+                .map(|h| DialSpec {
+                    addr: *addr,
+                    kind: DialKind::Ws {
+                        host: h.clone(),
+                        sni: Some(sni.clone()),
+                        path: (*path).to_string(),
+                        subprotocol: true,
+                        origin: Some(WEB_ORIGIN),
+                    },
+                })
+                .collect(),
             Target::Tcp { addr } => vec![DialSpec {
                 addr: *addr,
                 kind: DialKind::Tcp,
@@ -211,13 +247,17 @@ impl Route {
 pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
         DialKind::Tcp | DialKind::Mtproto { .. } => spec.addr.to_string(),
-        DialKind::Ws { host, .. } => {
+        DialKind::Ws { host, sni, .. } => {
             let host = match tier {
                 Tier::CfProxy => redact_kws(host),
                 t if t.is_cloudflare() => redact(host),
                 _ => host.clone(),
             };
-            format!("{host}@{}", spec.addr)
+            match sni {
+                // Fronting: `SNI/Host@addr` (the fronting name is public, not redacted).
+                Some(sni) => format!("{sni}/{host}@{}", spec.addr),
+                None => format!("{host}@{}", spec.addr),
+            }
         }
     }
 }
@@ -342,7 +382,9 @@ impl Table {
         let mut ids = Vec::new();
         for &tier in &cfg.tier_order {
             for target in targets(tier, dc, cfg) {
-                if let Target::Ws { addr, .. } | Target::Tcp { addr } = &target {
+                if let Target::Ws { addr, .. } | Target::Front { addr, .. } | Target::Tcp { addr } =
+                    &target
+                {
                     if is_self(*addr, listen) {
                         continue;
                     }
@@ -487,8 +529,21 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
                 proxy: proxy.clone(),
             })
             .collect(),
-        // Issue 11: the fronting routes are not built yet.
-        Tier::Front => Vec::new(),
+        // One route per fronting name toward the DC's WS front (docs/protocol.md §4.6); its
+        // planning rule (after the ws route failed at TLS/upgrade) is route::ladder::front's.
+        Tier::Front => match ws_addr {
+            Some(&addr) => cfg
+                .fronting_domains
+                .iter()
+                .map(|sni| Target::Front {
+                    addr,
+                    sni: sni.clone(),
+                    hosts: dc.ws_hosts(),
+                    path: dc.ws_path(),
+                })
+                .collect(),
+            None => Vec::new(),
+        },
     }
 }
 
@@ -664,6 +719,7 @@ mod tests {
             .map(|s| match s.kind {
                 DialKind::Ws {
                     host,
+                    sni: None,
                     path,
                     subprotocol,
                     origin,
@@ -673,7 +729,7 @@ mod tests {
                     assert!(subprotocol && origin == Some(WEB_ORIGIN));
                     host
                 }
-                DialKind::Tcp | DialKind::Mtproto { .. } => panic!("cfproxy dials WS"),
+                _ => panic!("cfproxy dials WS without an SNI override"),
             })
             .collect()
     }

@@ -167,6 +167,7 @@ struct State {
     inits: Vec<(Tag, i16)>,
     messages: Vec<MsgRecord>,
     snis: Vec<String>,
+    failed_snis: Vec<String>,
     suites: Vec<String>,
     hosts: Vec<String>,
     paths: Vec<String>,
@@ -303,6 +304,11 @@ impl DcHandle {
     pub fn snis(&self) -> Vec<String> {
         self.shared.lock().snis.clone()
     }
+    /// TLS SNI of every handshake that failed after the ClientHello (e.g. the client refused
+    /// the certificate), `""` when none was sent; not in [`DcHandle::snis`].
+    pub fn failed_snis(&self) -> Vec<String> {
+        self.shared.lock().failed_snis.clone()
+    }
     /// The negotiated cipher suite of every completed TLS handshake, in order (IANA names,
     /// `TLS13_CHACHA20_POLY1305_SHA256`). The front follows the client's suite order.
     pub fn suites(&self) -> Vec<String> {
@@ -402,6 +408,12 @@ impl FakeDc {
     /// TLS (tests/data/server.pem) + WebSocket front answering `GET /apiws` and `/apiws_test`.
     pub fn start_tls_ws(cfg: DcConfig) -> FakeDc {
         FakeDc::start(cfg, Kind::TlsWs(server_tls_config()))
+    }
+
+    /// [`FakeDc::start_tls_ws`] serving another test-only certificate (PEM chain and PKCS#8
+    /// key, e.g. tests/data/mask.pem): a front whose certificate covers only a fronting name.
+    pub fn start_tls_ws_with_cert(cfg: DcConfig, cert_pem: &[u8], key_pem: &[u8]) -> FakeDc {
+        FakeDc::start(cfg, Kind::TlsWs(tls_config_for(cert_pem, key_pem)))
     }
 
     /// Raw obfuscated2 DC port (what the `tcp` tier connects to).
@@ -554,10 +566,14 @@ impl Drop for SessionGuard {
 }
 
 fn server_tls_config() -> Arc<ServerConfig> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(SERVER_PEM)
+    tls_config_for(SERVER_PEM, SERVER_KEY)
+}
+
+fn tls_config_for(cert_pem: &[u8], key_pem: &[u8]) -> Arc<ServerConfig> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
-        .expect("fake DC: tests/data/server.pem");
-    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).expect("fake DC: tests/data/server.key");
+        .expect("fake DC: certificate PEM");
+    let key = PrivateKeyDer::from_pem_slice(key_pem).expect("fake DC: key PEM");
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cfg = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -724,6 +740,8 @@ fn accept_tls(
     let mut tls = StreamOwned::new(conn, sock);
     while tls.conn.is_handshaking() {
         if let Err(e) = tls.conn.complete_io(&mut tls.sock) {
+            let sni = tls.conn.server_name().unwrap_or("").to_string();
+            shared.lock().failed_snis.push(sni);
             shared.violation(format!("{what}: {e}"));
             return None;
         }

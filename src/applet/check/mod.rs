@@ -246,6 +246,15 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
                 (DialKind::Ws { .. }, Tier::CfProxy) => {
                     format!("cfproxy:{} {}", r.dc, spec_label(&spec, r.tier))
                 }
+                // Fronting: one row per kws name, `SNI/Host@addr`.
+                (
+                    DialKind::Ws {
+                        host,
+                        sni: Some(sni),
+                        ..
+                    },
+                    Tier::Front,
+                ) => format!("front:{} {sni}/{host}@{}", r.dc, spec.addr),
                 _ => r.label(),
             };
             rows.push(Row {
@@ -437,6 +446,9 @@ fn record(row: &mut Row, outcome: ProbeOutcome, elapsed: u64, timeout: u64) {
         ProbeOutcome::Failed(f, retry_after, detail) => {
             let mut detail = match detail.as_str() {
                 "deadline" => format!("no resPQ within {timeout}ms"),
+                "deadline in TLS/upgrade" => {
+                    format!("TCP up, TLS/upgrade not done within {timeout}ms")
+                }
                 _ => detail,
             };
             if let Some(s) = retry_after {

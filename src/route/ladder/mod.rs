@@ -7,7 +7,9 @@
 //! schedule (and a probe's byte goal), pool policy and the pools' entries (generic over
 //! [`Pooled`]), and whether a route's sessions may be pinged ([`Ladder::pings_allowed`]). Must not touch:
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
-//! reports what sessions saw. The rules are docs/design.md §4; each one is a unit test in
+//! reports what sessions saw. The `front` tier's planning rule (domain fronting: only after the
+//! direct ws route failed at TLS or upgrade) is `front.rs`. The rules are docs/design.md §4;
+//! each one is a unit test in
 //! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`,
 //! the field faults' rules 6 and 7, pings and a dead network in `tests/under_fire.rs`).
 //!
@@ -127,6 +129,7 @@ struct Slot<U> {
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 
 mod facts;
+mod front;
 mod reconfigure;
 mod rules;
 mod spread;
@@ -242,7 +245,9 @@ impl<U: Pooled> Ladder<U> {
     /// whose cooldown ended and wait for their recovery probe, are left out: clients never pay
     /// for health checks. If nothing is usable every route is listed (the connect budget still
     /// bounds the wait). With several Workers, the one this plan tries first is spread by
-    /// weighted round robin over the healthy ones (`spread.rs`; each call advances it).
+    /// weighted round robin over the healthy ones (`spread.rs`; each call advances it). A
+    /// `front` route is listed only while fronting is allowed for its DC (`front.rs`: the
+    /// direct ws route failed at TLS or upgrade).
     pub fn plan(
         &mut self,
         dc: DcId,
@@ -253,6 +258,9 @@ impl<U: Pooled> Ladder<U> {
         let spots = self.spread_workers(&ids, now);
         let mut ranked: Vec<(u8, u8, usize, RouteId)> = Vec::new();
         for (pos, &id) in ids.iter().enumerate() {
+            if !self.front_allowed(id, &ids, now) {
+                continue; // fronting only after the direct route failed at TLS/upgrade
+            }
             let mut rank = match self.table.routes[id].health.usable(now) {
                 Use::Preferred => 0,
                 Use::Untested => 1,
@@ -272,7 +280,8 @@ impl<U: Pooled> Ladder<U> {
         let order: Vec<RouteId> = if usable {
             ranked.into_iter().map(|(_, _, _, id)| id).collect()
         } else {
-            ids
+            let allowed = |id: &RouteId| self.front_allowed(*id, &ids, now);
+            ids.iter().copied().filter(allowed).collect()
         };
         let pooled = order.first().copied().filter(|&best| {
             self.table.routes[best].health.usable(now) == Use::Preferred

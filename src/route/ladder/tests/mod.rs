@@ -7,6 +7,7 @@
 //! several Workers.
 
 mod background;
+mod front;
 mod reconfigure;
 mod under_fire;
 mod workers;
