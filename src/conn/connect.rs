@@ -347,7 +347,8 @@ impl Conn {
             SessionTimer::Attempt(i) => {
                 let i = i as usize & 1;
                 if let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) {
-                    attempt_failed(c, &a, Failure::Timeout, None, "deadline", &peer, ctx);
+                    let f = a.dial.timeout_failure();
+                    attempt_failed(c, &a, f, None, "deadline", &peer, ctx);
                     if c.running() == 0 {
                         if let Some(step) = start_next(c, slot, id, &peer, ctx) {
                             return step;

@@ -215,12 +215,18 @@ impl Probe {
             let detail = format!("stalled after {} of {} bytes", self.pulled, self.pull);
             return ProbeOutcome::Failed(Failure::Stalled, None, detail);
         }
-        let detail = if matches!(self.phase, Phase::Exchanging(_)) {
-            "upgraded but silent"
-        } else {
-            "deadline"
+        let (failure, detail) = match &self.phase {
+            Phase::Exchanging(_) => (Failure::Timeout, "upgraded but silent"),
+            Phase::Dialing(d) => match d.timeout_failure() {
+                Failure::ProxyUnreachable => (
+                    Failure::ProxyUnreachable,
+                    "deadline: outbound proxy not answering",
+                ),
+                f => (f, "deadline"),
+            },
+            Phase::Done => (Failure::Timeout, "deadline"),
         };
-        ProbeOutcome::Failed(Failure::Timeout, None, detail.to_string())
+        ProbeOutcome::Failed(failure, None, detail.to_string())
     }
 
     /// Advances on readiness. `Some(outcome)` when finished.

@@ -324,6 +324,7 @@ fn resolve_all(
 ///
 /// Errors: TLS configuration (`--ca-file`), no OS randomness, or the poll failing.
 pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()> {
+    crate::net::outbound::activate(cfg);
     let tls = tls::client_config_with(
         cfg.ca_file.as_deref(),
         cfg.accept_invalid_certs,
