@@ -3,7 +3,7 @@
 //! Sends `CONNECT addr:port HTTP/1.1` with `Host` and, with credentials, `Proxy-Authorization:
 //! Basic base64(user:pass)` (RFC 7617). Reads the response head up to the blank line, never a
 //! byte further (what follows is the destination's), and at most [`MAX_RESPONSE`] bytes. Any
-//! 2xx opens the tunnel; 407 is refused credentials; every other status is the proxy refusing
+//! 2xx opens the tunnel; 407 (or 401, as tinyproxy sends) is refused credentials; every other status is the proxy refusing
 //! or failing to reach the destination (403 from an ACL, 502/503/504 when it cannot connect).
 
 use std::net::SocketAddr;
@@ -71,7 +71,7 @@ impl Connect {
 
     /// Takes bytes read from the proxy (at most [`Connect::want`]).
     ///
-    /// Errors: 407 (`Auth`), another non-2xx status (`Http`), a malformed or oversize head.
+    /// Errors: 407 or 401 (`Auth`), another non-2xx status (`Http`), a malformed or oversize head.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Progress, ProxyError> {
         if self.done || bytes.len() > self.want() {
             return Err(ProxyError::Protocol(
@@ -93,9 +93,11 @@ impl Connect {
                 self.done = true;
                 Ok(Progress::Done)
             }
-            407 => Err(ProxyError::Auth(
-                "HTTP proxy answered 407 Proxy Authentication Required".into(),
-            )),
+            // 407 is the standard answer; some proxies (tinyproxy's BasicAuth) send 401. A
+            // CONNECT response is the proxy's own, so both are about its credentials.
+            401 | 407 => Err(ProxyError::Auth(format!(
+                "HTTP proxy answered {code}: credentials missing or refused"
+            ))),
             _ => Err(ProxyError::Http(code)),
         }
     }

@@ -122,7 +122,7 @@ impl<U: Pooled> Ladder<U> {
     ) -> Option<Change> {
         if std::mem::take(&mut self.proxy_down) {
             info!(
-                "outbound proxy works again (route {} works)",
+                "route {} works: a new outbound proxy failure is said again",
                 self.table.routes[route].label()
             );
         }

@@ -20,7 +20,11 @@ fn a_dead_outbound_proxy_cools_no_route_and_is_counted() {
     }
     assert_eq!(l.counters.proxy_failures, 9);
     assert!(is_up(&l, ws));
-    assert_eq!(plan(&mut l, 40), vec![ws, worker, tcp], "every route still planned");
+    assert_eq!(
+        plan(&mut l, 40),
+        vec![ws, worker, tcp],
+        "every route still planned"
+    );
     // Not the network's outage either: the network flag stays clear.
     assert!(!l.network_down());
 }
@@ -37,5 +41,8 @@ fn a_destination_the_proxy_refuses_counts_against_that_route_and_the_ladder_move
     let ch = fail(&mut l, worker, Failure::ProxySocks(5), 30).expect("worker not cooled");
     assert!(matches!(ch.to, State::Down { .. }), "{ch:?}");
     assert_eq!(plan(&mut l, 40), vec![tcp]);
-    assert_eq!(l.counters.proxy_failures, 0, "the route's failures, not the proxy's");
+    assert_eq!(
+        l.counters.proxy_failures, 0,
+        "the route's failures, not the proxy's"
+    );
 }
