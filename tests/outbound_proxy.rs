@@ -513,3 +513,46 @@ fn ctl_status_shows_the_proxy_failures_and_the_refused_route_class() {
         "{status}"
     );
 }
+
+#[test]
+fn socks5h_sends_the_worker_name_to_the_proxy_without_a_local_dns_answer() {
+    // `localhost` is not in the test hosts file and the resolv.conf is empty, so only the
+    // proxy (microsocks, which asks the system: /etc/hosts) can resolve the Worker's name.
+    let out = OutProxy::microsocks(None);
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(DcConfig::default());
+    let worker = [
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-worker-domain"),
+        format!("localhost:{}", w.port()),
+        s("--tcp-dc-ip"),
+        format!("2:{}", dc.addr()),
+    ];
+    let mut args = worker.to_vec();
+    args.extend([s("--outbound-proxy"), format!("socks5h://{}", out.addr())]);
+    let p = proxy(&args);
+    let a = probe(&p);
+    assert_eq!(
+        a.outcome,
+        Outcome::Ok,
+        "{a:?}\n{}\n{}",
+        p.dump(),
+        out.dump()
+    );
+    assert_eq!(w.snis(), vec!["localhost"]);
+    assert!(
+        out.dump()
+            .contains(&format!("connected to localhost:{}", w.port())),
+        "the proxy was not asked for the name:\n{}",
+        out.dump()
+    );
+    drop(p);
+
+    // The control: socks5:// resolves locally, and here nothing locally knows the name.
+    let mut args = worker.to_vec();
+    args.extend([s("--outbound-proxy"), out.url()]);
+    let p = proxy(&args);
+    assert_ne!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert_eq!(w.snis().len(), 1, "{}", p.dump());
+}

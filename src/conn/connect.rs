@@ -138,9 +138,10 @@ impl Connecting {
     ) -> Connecting {
         let now = ctx.now;
         let dns = &mut *ctx.dns;
-        let mut plan = ctx
-            .ladder
-            .plan(dc, now, &mut |h| crate::dns::cached(dns, h, now));
+        let mut plan = ctx.ladder.plan(dc, now, &mut |h| {
+            // A name the outbound proxy resolves (`socks5h://`) needs no local answer.
+            crate::net::outbound::remote_name(h).or_else(|| crate::dns::cached(dns, h, now))
+        });
         if origin == Origin::Retry {
             plan.pooled = None;
         }

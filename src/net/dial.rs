@@ -228,6 +228,10 @@ impl Dial {
         keepalive: Duration,
     ) -> Result<Dial, Failure> {
         let via = outbound::active().and_then(|o| o.via(spec.addr, spec.kind.host()));
+        if via.is_none() && spec.addr.ip() == outbound::UNRESOLVED {
+            // Planned for the proxy to resolve, and the setting changed since: nothing to dial.
+            return Err(Failure::Local);
+        }
         let to = via.as_ref().map_or(spec.addr, |v| v.proxy.addr);
         let mut sock = tcp::start(to).map_err(|e| {
             if matches!(e.raw_os_error(), Some(23) | Some(24)) {

@@ -23,8 +23,8 @@ use crate::error::Failure;
 pub enum Scheme {
     /// `socks5://`: SOCKS5 (RFC 1928) with the destination as an IP address.
     Socks5,
-    /// `socks5h://`: SOCKS5 where the proxy resolves names. This build still plans routes with
-    /// a local DNS answer and sends the proxy that address (docs/protocol.md §4.7).
+    /// `socks5h://`: SOCKS5 where the proxy resolves names: a Worker's or CF domain's host
+    /// name is sent to the proxy as is (ATYP 3), and needs no local DNS answer.
     Socks5h,
     /// `http://`: HTTP/1.1 `CONNECT host:port` (RFC 9110 §9.3.6).
     Http,
@@ -197,17 +197,30 @@ impl Bypass {
         Ok(Bypass { rules })
     }
 
-    /// True if a dial to `addr` (SNI or route name `host`, if any) goes direct.
+    /// True if a dial to `host` goes direct by a name rule (or `*`).
+    pub fn matches_name(&self, host: &str) -> bool {
+        self.rules
+            .iter()
+            .any(|r| !matches!(r, Rule::Net(..)) && self.rule_matches(r, None, Some(host)))
+    }
+
+    /// True if a dial to `addr` (SNI or route name `host`, if any) goes direct. An
+    /// [`UNRESOLVED`] address is matched by names only.
     pub fn matches(&self, addr: IpAddr, host: Option<&str>) -> bool {
-        self.rules.iter().any(|r| match r {
+        let addr = (addr != UNRESOLVED).then_some(addr);
+        self.rules.iter().any(|r| self.rule_matches(r, addr, host))
+    }
+
+    fn rule_matches(&self, r: &Rule, addr: Option<IpAddr>, host: Option<&str>) -> bool {
+        match r {
             Rule::All => true,
             Rule::Exact(n) => host.is_some_and(|h| h.eq_ignore_ascii_case(n)),
             Rule::Suffix(s) => host.is_some_and(|h| {
                 let h = h.to_ascii_lowercase();
                 h == *s || h.ends_with(&format!(".{s}"))
             }),
-            Rule::Net(net, len) => in_net(addr, *net, *len),
-        })
+            Rule::Net(net, len) => addr.is_some_and(|a| in_net(a, *net, *len)),
+        }
     }
 }
 
@@ -289,7 +302,38 @@ pub struct Via {
     /// The proxy.
     pub proxy: OutboundProxy,
     /// The destination the proxy is asked to connect to.
-    pub target: SocketAddr,
+    pub target: Target,
+}
+
+/// A destination as the proxy is asked for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// An address we resolved (or a route's fixed address).
+    Addr(SocketAddr),
+    /// A host name and port the proxy resolves (`socks5h://`).
+    Name(String, u16),
+}
+
+/// `ip:port` (IPv6 in brackets) or `name:port`, as in a CONNECT request line.
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Addr(a) => write!(f, "{a}"),
+            Target::Name(h, p) => write!(f, "{h}:{p}"),
+        }
+    }
+}
+
+/// The address a route's dial spec carries for a host name left for the proxy to resolve
+/// ([`remote_name`]): `0.0.0.0` (never a real destination).
+pub const UNRESOLVED: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+/// For route planning: `Some(UNRESOLVED)` when this thread's outbound proxy resolves names
+/// (`socks5h://`) and `host` is not bypassed, so the route needs no local DNS answer and the
+/// dial sends the proxy the name; `None` otherwise (resolve locally as usual).
+pub fn remote_name(host: &str) -> Option<IpAddr> {
+    let o = active()?;
+    (o.proxy.scheme == Scheme::Socks5h && !o.bypass.matches_name(host)).then_some(UNRESOLVED)
 }
 
 impl Outbound {
@@ -306,12 +350,17 @@ impl Outbound {
         }))
     }
 
-    /// The hop for a dial to `target` (SNI name `host`), or `None` when it is bypassed. A dial
-    /// to the proxy's own address or to loopback-to-itself never loops through the proxy.
+    /// The hop for a dial to `target` (SNI name `host`), or `None` when it goes direct: it is
+    /// bypassed, or it is the proxy's own address (never looped through the proxy). A target
+    /// of [`UNRESOLVED`] with a `host` asks the proxy for the name (`socks5h://`).
     pub fn via(&self, target: SocketAddr, host: Option<&str>) -> Option<Via> {
         if target == self.proxy.addr || self.bypass.matches(target.ip(), host) {
             return None;
         }
+        let target = match host {
+            Some(h) if target.ip() == UNRESOLVED => Target::Name(h.to_string(), target.port()),
+            _ => Target::Addr(target),
+        };
         Some(Via {
             proxy: self.proxy.clone(),
             target,
@@ -331,6 +380,9 @@ pub fn activate(cfg: &crate::config::Config) {
         proxy: p.clone(),
         bypass,
     });
+    if active().as_deref() == out.as_ref() {
+        return;
+    }
     if let Some(o) = &out {
         log::info!(
             "outbound proxy {}: every upstream connection goes through it{}",
@@ -341,6 +393,8 @@ pub fn activate(cfg: &crate::config::Config) {
                 format!(" except to {}", cfg.no_outbound_proxy_for.join(","))
             }
         );
+    } else {
+        log::info!("outbound proxy off: upstream connections are direct");
     }
     set_active(out);
 }
@@ -450,9 +504,9 @@ impl Handshake {
             .map(|(u, p)| (u.as_str(), p.as_str()));
         match via.proxy.scheme {
             Scheme::Socks5 | Scheme::Socks5h => {
-                Handshake::Socks5(socks5::Socks5::new(via.target, auth))
+                Handshake::Socks5(socks5::Socks5::new(&via.target, auth))
             }
-            Scheme::Http => Handshake::Http(http::Connect::new(via.target, auth)),
+            Scheme::Http => Handshake::Http(http::Connect::new(&via.target, auth)),
         }
     }
 

@@ -1,14 +1,12 @@
 //! HTTP CONNECT client handshake (RFC 9110 §9.3.6), as a sans-IO core.
 //!
-//! Sends `CONNECT addr:port HTTP/1.1` with `Host` and, with credentials, `Proxy-Authorization:
+//! Sends `CONNECT addr:port HTTP/1.1` (or `name:port`) with `Host` and, with credentials, `Proxy-Authorization:
 //! Basic base64(user:pass)` (RFC 7617). Reads the response head up to the blank line, never a
 //! byte further (what follows is the destination's), and at most [`MAX_RESPONSE`] bytes. Any
 //! 2xx opens the tunnel; 407 (or 401, as tinyproxy sends) is refused credentials; every other status is the proxy refusing
 //! or failing to reach the destination (403 from an ACL, 502/503/504 when it cannot connect).
 
-use std::net::SocketAddr;
-
-use super::{Progress, ProxyError};
+use super::{Progress, ProxyError, Target};
 
 /// Largest response head accepted, bytes.
 pub const MAX_RESPONSE: usize = 8 * 1024;
@@ -24,7 +22,7 @@ pub struct Connect {
 
 impl Connect {
     /// A CONNECT to `target` with Basic credentials `auth`; the request is queued.
-    pub fn new(target: SocketAddr, auth: Option<(&str, &str)>) -> Connect {
+    pub fn new(target: &Target, auth: Option<(&str, &str)>) -> Connect {
         let mut req = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
         if let Some((user, pass)) = auth {
             req.push_str("Proxy-Authorization: Basic ");

@@ -4,12 +4,13 @@
 //!
 //! Sequence: greeting `05 n methods…` (00 = none; 02 = user/pass when the URL has credentials)
 //! → method `05 m`; for `02`: `01 ulen user plen pass` → `01 status`; then
-//! `05 01 00 atyp addr port` (CONNECT, IPv4 atyp 1 or IPv6 atyp 4) → `05 rep 00 atyp bnd port`.
+//! `05 01 00 atyp addr port` (CONNECT, IPv4 atyp 1, IPv6 atyp 4, or a name atyp 3 for
+//! `socks5h://`) → `05 rep 00 atyp bnd port`.
 //! A reply code other than 0 is the proxy failing to reach the destination (RFC 1928 §6).
 
 use std::net::SocketAddr;
 
-use super::{Progress, ProxyError};
+use super::{Progress, ProxyError, Target};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -34,13 +35,14 @@ pub struct Socks5 {
     got: Vec<u8>,
     need: usize,
     auth: Option<(Vec<u8>, Vec<u8>)>,
-    target: SocketAddr,
+    target: Target,
 }
 
 impl Socks5 {
-    /// A handshake asking for `target`, with RFC 1929 credentials `auth` (each 1–255 bytes, as
+    /// A handshake asking for `target` (a name longer than 255 bytes is cut: DNS names are at
+    /// most 253), with RFC 1929 credentials `auth` (each 1–255 bytes, as
     /// `OutboundProxy::parse` guarantees). The greeting is queued.
-    pub fn new(target: SocketAddr, auth: Option<(&str, &str)>) -> Socks5 {
+    pub fn new(target: &Target, auth: Option<(&str, &str)>) -> Socks5 {
         let out = if auth.is_some() {
             vec![5, 2, 0x00, 0x02]
         } else {
@@ -53,7 +55,7 @@ impl Socks5 {
             got: Vec::with_capacity(22),
             need: 2,
             auth: auth.map(|(u, p)| (u.as_bytes().to_vec(), p.as_bytes().to_vec())),
-            target,
+            target: target.clone(),
         }
     }
 
@@ -209,17 +211,26 @@ impl Socks5 {
     /// Queues CONNECT to the target and waits for the reply head.
     fn request(&mut self) {
         let mut m = vec![5, 1, 0];
-        match self.target {
-            SocketAddr::V4(a) => {
+        let port = match &self.target {
+            Target::Addr(SocketAddr::V4(a)) => {
                 m.push(1);
                 m.extend_from_slice(&a.ip().octets());
+                a.port()
             }
-            SocketAddr::V6(a) => {
+            Target::Addr(SocketAddr::V6(a)) => {
                 m.push(4);
                 m.extend_from_slice(&a.ip().octets());
+                a.port()
             }
-        }
-        m.extend_from_slice(&self.target.port().to_be_bytes());
+            Target::Name(host, port) => {
+                let name = &host.as_bytes()[..host.len().min(255)];
+                m.push(3);
+                m.push(name.len() as u8);
+                m.extend_from_slice(name);
+                *port
+            }
+        };
+        m.extend_from_slice(&port.to_be_bytes());
         self.queue(m);
         self.expect(Phase::ReplyHead, 4);
     }

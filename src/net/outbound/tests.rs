@@ -90,7 +90,12 @@ fn via_skips_bypassed_targets_and_the_proxy_itself() {
     let v = o
         .via(addr("127.0.0.2:443"), Some("kws2.web.telegram.org"))
         .unwrap();
-    assert_eq!(v.target, addr("127.0.0.2:443"));
+    assert_eq!(v.target, Target::Addr(addr("127.0.0.2:443")));
+    // A name left for the proxy to resolve.
+    let unresolved = SocketAddr::new(UNRESOLVED, 443);
+    let v = o.via(unresolved, Some("w.example")).unwrap();
+    assert_eq!(v.target, Target::Name("w.example".into(), 443));
+    assert_eq!(v.target.to_string(), "w.example:443");
     assert!(Outbound::new(None, &[]).unwrap().is_none());
     assert!(Outbound::new(None, &["1.2.3.4:5".into()]).is_err());
 }
@@ -119,7 +124,7 @@ fn socks_run(core: &mut Socks5, exchanges: &[(&[u8], &[u8])]) -> Result<Progress
 
 #[test]
 fn socks5_without_auth_connects_ipv4_and_reads_exactly_the_reply() {
-    let mut s = Socks5::new(addr("149.154.167.51:443"), None);
+    let mut s = Socks5::new(&Target::Addr(addr("149.154.167.51:443")), None);
     let r = socks_run(
         &mut s,
         &[
@@ -137,7 +142,7 @@ fn socks5_without_auth_connects_ipv4_and_reads_exactly_the_reply() {
 
 #[test]
 fn socks5_user_pass_ipv6_and_domain_bound_address() {
-    let mut s = Socks5::new(addr("[2001:db8::1]:80"), Some(("bob", "pw")));
+    let mut s = Socks5::new(&Target::Addr(addr("[2001:db8::1]:80")), Some(("bob", "pw")));
     let mut req = vec![5, 1, 0, 4];
     req.extend_from_slice(
         &"2001:db8::1"
@@ -160,7 +165,7 @@ fn socks5_user_pass_ipv6_and_domain_bound_address() {
 #[test]
 fn socks5_failures_have_distinct_classes() {
     // Wrong password.
-    let mut s = Socks5::new(addr("127.0.0.1:1"), Some(("u", "bad")));
+    let mut s = Socks5::new(&Target::Addr(addr("127.0.0.1:1")), Some(("u", "bad")));
     let r = socks_run(
         &mut s,
         &[
@@ -171,11 +176,11 @@ fn socks5_failures_have_distinct_classes() {
     assert!(matches!(&r, Err(ProxyError::Auth(_))), "{r:?}");
     assert_eq!(r.unwrap_err().failure(), Failure::ProxyAuth);
     // Auth needed and we have none.
-    let mut s = Socks5::new(addr("127.0.0.1:1"), None);
+    let mut s = Socks5::new(&Target::Addr(addr("127.0.0.1:1")), None);
     let r = socks_run(&mut s, &[(&[5, 1, 0], &[5, 0xFF])]);
     assert!(matches!(r, Err(ProxyError::Auth(_))));
     // Destination refused (reply 5).
-    let mut s = Socks5::new(addr("127.0.0.1:1"), None);
+    let mut s = Socks5::new(&Target::Addr(addr("127.0.0.1:1")), None);
     let r = socks_run(
         &mut s,
         &[
@@ -189,16 +194,16 @@ fn socks5_failures_have_distinct_classes() {
         .to_string()
         .contains("connection refused"));
     // Not SOCKS at all (an HTTP proxy answering).
-    let mut s = Socks5::new(addr("127.0.0.1:1"), None);
+    let mut s = Socks5::new(&Target::Addr(addr("127.0.0.1:1")), None);
     let r = socks_run(&mut s, &[(&[5, 1, 0], b"HT")]);
     assert!(matches!(r, Err(ProxyError::Protocol(_))));
     assert_eq!(r.unwrap_err().failure(), Failure::ProxyProtocol);
     // A method we did not offer, a bad address type, too many bytes.
-    let mut s = Socks5::new(addr("127.0.0.1:1"), None);
+    let mut s = Socks5::new(&Target::Addr(addr("127.0.0.1:1")), None);
     assert!(matches!(s.feed(&[5, 1]), Err(ProxyError::Protocol(_))));
-    let mut s = Socks5::new(addr("127.0.0.1:1"), None);
+    let mut s = Socks5::new(&Target::Addr(addr("127.0.0.1:1")), None);
     assert!(matches!(s.feed(&[5, 0, 5]), Err(ProxyError::Protocol(_))));
-    let mut s = Socks5::new(addr("127.0.0.1:1"), None);
+    let mut s = Socks5::new(&Target::Addr(addr("127.0.0.1:1")), None);
     let r = socks_run(
         &mut s,
         &[
@@ -226,13 +231,16 @@ fn http_run(c: &mut Connect, answer: &[u8]) -> Result<Progress, ProxyError> {
 
 #[test]
 fn connect_request_carries_host_and_basic_auth() {
-    let c = Connect::new(addr("127.0.0.1:443"), Some(("Aladdin", "open sesame")));
+    let c = Connect::new(
+        &Target::Addr(addr("127.0.0.1:443")),
+        Some(("Aladdin", "open sesame")),
+    );
     assert_eq!(
         std::str::from_utf8(c.pending()).unwrap(),
         "CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\
          Proxy-Authorization: Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==\r\n\r\n"
     );
-    let c = Connect::new(addr("[::1]:80"), None);
+    let c = Connect::new(&Target::Addr(addr("[::1]:80")), None);
     assert!(std::str::from_utf8(c.pending())
         .unwrap()
         .starts_with("CONNECT [::1]:80 HTTP/1.1\r\nHost: [::1]:80\r\n\r\n"));
@@ -244,7 +252,7 @@ fn connect_request_carries_host_and_basic_auth() {
 
 #[test]
 fn connect_response_is_read_to_the_blank_line_and_no_further() {
-    let mut c = Connect::new(addr("127.0.0.1:443"), None);
+    let mut c = Connect::new(&Target::Addr(addr("127.0.0.1:443")), None);
     let head = b"HTTP/1.0 200 Connection established\r\nProxy-agent: x\r\n\r\n";
     // Feeding byte runs of want() never crosses the end of the head.
     let mut fed = 0;
@@ -263,7 +271,12 @@ fn connect_response_is_read_to_the_blank_line_and_no_further() {
 
 #[test]
 fn connect_statuses_map_to_classes() {
-    let run = |resp: &[u8]| http_run(&mut Connect::new(addr("127.0.0.1:1"), None), resp);
+    let run = |resp: &[u8]| {
+        http_run(
+            &mut Connect::new(&Target::Addr(addr("127.0.0.1:1")), None),
+            resp,
+        )
+    };
     assert_eq!(run(b"HTTP/1.1 204 OK\r\n\r\n"), Ok(Progress::Done));
     let r = run(b"HTTP/1.1 407 Proxy Authentication Required\r\nX: y\r\n\r\n");
     assert_eq!(r.unwrap_err().failure(), Failure::ProxyAuth);
@@ -287,7 +300,7 @@ fn connect_statuses_map_to_classes() {
         );
     }
     // An endless head is cut at the limit.
-    let mut c = Connect::new(addr("127.0.0.1:1"), None);
+    let mut c = Connect::new(&Target::Addr(addr("127.0.0.1:1")), None);
     let junk = vec![b'a'; MAX_RESPONSE + 10];
     let r = http_run(&mut c, &junk);
     assert!(
@@ -311,4 +324,38 @@ fn the_active_setting_is_per_thread() {
         .unwrap();
     set_active(None);
     assert!(active().is_none());
+}
+
+#[test]
+fn socks5h_asks_for_the_name_and_only_for_names_not_bypassed() {
+    let mut s = Socks5::new(&Target::Name("w.example".into(), 443), None);
+    let mut req = vec![5, 1, 0, 3, 9];
+    req.extend_from_slice(b"w.example");
+    req.extend_from_slice(&[1, 187]);
+    let r = socks_run(
+        &mut s,
+        &[
+            (&[5, 1, 0], &[5, 0]),
+            (&req, &[5, 0, 0, 1, 0, 0, 0, 0, 0, 0]),
+        ],
+    );
+    assert_eq!(r, Ok(Progress::Done));
+    let c = Connect::new(&Target::Name("w.example".into(), 443), None);
+    assert!(std::str::from_utf8(c.pending())
+        .unwrap()
+        .starts_with("CONNECT w.example:443 HTTP/1.1\r\n"));
+
+    let p = OutboundProxy::parse("socks5h://127.0.0.1:1080").unwrap();
+    set_active(Outbound::new(Some(&p), &[".lan".into(), "0.0.0.0/0".into()]).unwrap());
+    assert_eq!(remote_name("w.example"), Some(UNRESOLVED));
+    assert_eq!(
+        remote_name("box.lan"),
+        None,
+        "a bypassed name is resolved locally"
+    );
+    let p = OutboundProxy::parse("socks5://127.0.0.1:1080").unwrap();
+    set_active(Outbound::new(Some(&p), &[]).unwrap());
+    assert_eq!(remote_name("w.example"), None, "socks5:// resolves locally");
+    set_active(None);
+    assert_eq!(remote_name("w.example"), None);
 }
