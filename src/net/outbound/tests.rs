@@ -112,10 +112,7 @@ fn socks_run(core: &mut Socks5, exchanges: &[(&[u8], &[u8])]) -> Result<Progress
         while !rest.is_empty() {
             let take = core.want().min(rest.len());
             assert!(take > 0, "core wants nothing while answer bytes remain");
-            last = core.feed(&rest[..take]);
-            if last.is_err() {
-                return last;
-            }
+            last = Ok(core.feed(&rest[..take])?);
             rest = &rest[take..];
         }
     }
@@ -220,10 +217,7 @@ fn http_run(c: &mut Connect, answer: &[u8]) -> Result<Progress, ProxyError> {
     let mut last = Ok(Progress::More);
     while !rest.is_empty() {
         let take = c.want().min(rest.len());
-        last = c.feed(&rest[..take]);
-        if last.is_err() {
-            return last;
-        }
+        last = Ok(c.feed(&rest[..take])?);
         rest = &rest[take..];
     }
     last
