@@ -355,7 +355,8 @@ fn a_destination_microsocks_cannot_reach_is_socks_reply_5_against_that_route() {
         p.dump()
     );
     assert!(
-        !p.lines_with(&["proxy-socks-5", "connection refused"]).is_empty(),
+        !p.lines_with(&["proxy-socks-5", "connection refused"])
+            .is_empty(),
         "the SOCKS5 reply is named:\n{}",
         p.dump()
     );
