@@ -5,7 +5,9 @@
 //! a destination the SOCKS5 proxy cannot reach each give their own failure class in the log,
 //! in `check` and in `ctl status`; the proxy's own failures cool no route, a refused
 //! destination cools that route, and the ladder moves on either way (to a route exempted by
-//! `--no-outbound-proxy-for`, or to one the proxy does allow).
+//! `--no-outbound-proxy-for`, or to one the proxy does allow). `socks5h://` hands a Worker's
+//! name to the proxy unresolved; a reload switches proxies for new connections; bad URLs are
+//! refused at start; `TG_OUTBOUND_PROXY` is read.
 //!
 //! Owns only this file; the rig is tests/common (tests/common/outproxy.rs starts the real
 //! proxies). Loopback only: every peer is on 127.0.0.1, host names resolve through a test hosts
@@ -556,4 +558,60 @@ fn socks5h_sends_the_worker_name_to_the_proxy_without_a_local_dns_answer() {
     let p = proxy(&args);
     assert_ne!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
     assert_eq!(w.snis().len(), 1, "{}", p.dump());
+}
+
+/// A config file for `run --config` only: the tcp tier toward `dc`, then `extra` lines.
+fn write_config(path: &Path, dc: &FakeDc, extra: &str) {
+    let text = format!(
+        "secret {SECRET}\nhost 127.0.0.1\nport 0\npool-size 0\nstartup-probes off\n\
+         max-per-ip 0\nper-ip-rate 0\ntier-order tcp\ntcp-dc-ip 2:{}\n{extra}\n",
+        dc.addr()
+    );
+    std::fs::write(path, text).expect("write config file");
+}
+
+#[test]
+fn a_reload_switches_the_proxy_for_new_connections() {
+    let a = OutProxy::microsocks(None);
+    let b = OutProxy::tinyproxy(&[], None);
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let config = temp_dir().join("proxy.conf");
+    write_config(&config, &dc, &format!("outbound-proxy {}", a.url()));
+    let p = Proxy::start_argv(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert!(a.wait_connects(dc.port(), 1, WAIT), "{}", a.dump());
+
+    write_config(&config, &dc, &format!("outbound-proxy {}", b.url()));
+    // SAFETY: kill(2) on our own child's pid; no memory is shared.
+    assert_eq!(
+        unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+    assert!(
+        p.wait_log("outbound-proxy", WAIT) && p.wait_log("outbound proxy http://", WAIT),
+        "{}",
+        p.dump()
+    );
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert!(b.wait_connects(dc.port(), 1, WAIT), "{}", b.dump());
+    assert_eq!(
+        a.connects_to(dc.port()),
+        1,
+        "the old proxy got a new connection"
+    );
+
+    write_config(&config, &dc, "outbound-proxy none");
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+    assert!(p.wait_log("outbound proxy off", WAIT), "{}", p.dump());
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert_eq!(dc.init_dcs().len(), 3);
+    assert_eq!(
+        b.connects_to(dc.port()),
+        1,
+        "direct now, not through the proxy"
+    );
 }
