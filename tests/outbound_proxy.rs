@@ -445,6 +445,7 @@ fn check_goes_through_the_proxy_and_names_each_failure_class() {
 
     let out = check_tcp(&dc.addr().to_string(), &socks.url_with("tg", "wrong"));
     assert!(out.contains("proxy-auth-refused"), "{out}");
+    assert!(out.contains("FAILED: the outbound proxy failed"), "{out}");
 
     let out = check_tcp(
         &dc.addr().to_string(),
@@ -458,6 +459,10 @@ fn check_goes_through_the_proxy_and_names_each_failure_class() {
 
     let out = check_tcp(&closed_port().to_string(), &socks.url());
     assert!(out.contains("proxy-socks-5"), "{out}");
+    assert!(
+        out.contains("FAILED: no working route"),
+        "the route's fault: {out}"
+    );
 }
 
 /// `tg-ws-proxy ctl status --control-socket SOCK`, stdout.
