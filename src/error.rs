@@ -234,9 +234,34 @@ pub enum Failure {
     /// a black-holed address). Hard like `Timeout`; it makes the `front` tier eligible
     /// (docs/design.md §4, domain fronting).
     HandshakeTimeout,
+    /// The outbound proxy (`--outbound-proxy`) could not be reached: the TCP connect to it
+    /// failed or timed out. The proxy's failure, not the route's ([`Failure::is_proxy`]).
+    ProxyUnreachable,
+    /// The outbound proxy refused our credentials (SOCKS5 method/RFC 1929 status, HTTP 407).
+    /// Not the route's fault.
+    ProxyAuth,
+    /// The outbound proxy broke its protocol (garbage, oversize head, closed mid-handshake).
+    /// Not the route's fault.
+    ProxyProtocol,
+    /// The SOCKS5 proxy could not or would not reach the destination: its RFC 1928 reply code
+    /// (2 ruleset, 4 host unreachable, 5 refused…). Counts against the route.
+    ProxySocks(u8),
+    /// The HTTP proxy answered CONNECT with this status (403 not allowed, 502 cannot connect…).
+    /// Counts against the route.
+    ProxyHttp(u16),
 }
 
 impl Failure {
+    /// True for failures of the outbound proxy itself (unreachable, credentials refused,
+    /// protocol garbage): like [`Failure::is_network`], no route is cooled down for them; the
+    /// ladder logs the proxy's failure once and counts it.
+    pub fn is_proxy(self) -> bool {
+        matches!(
+            self,
+            Failure::ProxyUnreachable | Failure::ProxyAuth | Failure::ProxyProtocol
+        )
+    }
+
     /// True for failures of this host's network rather than of the route (network unreachable,
     /// no address available): health does not cool a route down for them, and the ladder says
     /// "network unreachable" once instead of marking every route dead.
@@ -262,6 +287,11 @@ impl fmt::Display for Failure {
             Failure::HostUnreachable => f.write_str("host-unreachable"),
             Failure::AddrUnavailable => f.write_str("no-address"),
             Failure::HandshakeTimeout => f.write_str("handshake-timeout"),
+            Failure::ProxyUnreachable => f.write_str("proxy-unreachable"),
+            Failure::ProxyAuth => f.write_str("proxy-auth-refused"),
+            Failure::ProxyProtocol => f.write_str("proxy-protocol-error"),
+            Failure::ProxySocks(code) => write!(f, "proxy-socks-{code}"),
+            Failure::ProxyHttp(code) => write!(f, "proxy-http-{code}"),
         }
     }
 }
@@ -292,5 +322,10 @@ mod tests {
         assert_eq!(Failure::NetUnreachable.to_string(), "network-unreachable");
         assert!(Failure::NetUnreachable.is_network() && Failure::AddrUnavailable.is_network());
         assert!(!Failure::HostUnreachable.is_network() && !Failure::Refused.is_network());
+        assert_eq!(Failure::ProxyHttp(403).to_string(), "proxy-http-403");
+        assert_eq!(Failure::ProxySocks(5).to_string(), "proxy-socks-5");
+        assert!(Failure::ProxyUnreachable.is_proxy() && Failure::ProxyAuth.is_proxy());
+        assert!(Failure::ProxyProtocol.is_proxy() && !Failure::ProxyHttp(403).is_proxy());
+        assert!(!Failure::ProxySocks(5).is_proxy() && !Failure::Refused.is_proxy());
     }
 }

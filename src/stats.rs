@@ -35,6 +35,9 @@ pub struct Stats {
     /// Probes and pool fills put off because a Worker's request budget was spent (copied from
     /// the ladder when the line is written; shown as `deferred=N` when not 0).
     pub probes_deferred: u64,
+    /// Failures of the outbound proxy itself (copied from the ladder when the line is written;
+    /// shown as `proxy-fail=N` when not 0).
+    pub proxy_failures: u64,
     /// Client handshakes that started at once because their pacing turn was past
     /// `--pace-max-wait` (copied from the ladder; shown as `unpaced=N` when not 0).
     pub unpaced: u64,
@@ -137,6 +140,9 @@ impl Stats {
         }
         if self.unpaced > 0 {
             s.push_str(&format!(" unpaced={}", self.unpaced));
+        }
+        if self.proxy_failures > 0 {
+            s.push_str(&format!(" proxy-fail={}", self.proxy_failures));
         }
         if self.pool_retries > 0 {
             s.push_str(&format!(" retried={}", self.pool_retries));

@@ -294,6 +294,26 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
                else ChaCha20-Poly1305), aes-gcm or chacha20",
         kind: Value(|d, s| CipherPref::parse(s).map(|v| d.config.tls_cipher = v)),
     },
+    Opt {
+        long: "--outbound-proxy", short: None, aliases: &[], env: &["TG_OUTBOUND_PROXY"],
+        meta: "URL", default: "none", group: Upstream,
+        help: "send every upstream connection (all tiers, probes, pool fills, check) through \
+               socks5://[user:pass@]IP:PORT, socks5h://… or http://[user:pass@]IP:PORT \
+               (CONNECT); none = direct",
+        kind: Value(|d, s| {
+            crate::net::outbound::parse_flag(s).map(|p| d.config.outbound_proxy = p)
+        }),
+    },
+    Opt {
+        long: "--no-outbound-proxy-for", short: None, aliases: &[],
+        env: &["TG_NO_OUTBOUND_PROXY_FOR"], meta: "LIST", default: "none", group: Upstream,
+        help: "destinations dialled directly despite --outbound-proxy: host, .suffix, *, IP or \
+               CIDR; repeatable, comma list",
+        kind: List(|d, s| {
+            crate::net::outbound::check_bypass_item(s)
+                .map(|()| d.config.no_outbound_proxy_for.push(s.to_string()))
+        }),
+    },
     // Ladder.
     Opt {
         long: "--hedge-delay", short: None, aliases: &[], env: &["TG_HEDGE_DELAY"],

@@ -139,9 +139,10 @@ impl Connecting {
     ) -> Connecting {
         let now = ctx.now;
         let dns = &mut *ctx.dns;
-        let mut plan = ctx
-            .ladder
-            .plan(dc, now, &mut |h| crate::dns::cached(dns, h, now));
+        let mut plan = ctx.ladder.plan(dc, now, &mut |h| {
+            // A name the outbound proxy resolves (`socks5h://`) needs no local answer.
+            crate::net::outbound::remote_name(h).or_else(|| crate::dns::cached(dns, h, now))
+        });
         if origin == Origin::Retry {
             plan.pooled = None;
         }
@@ -348,7 +349,7 @@ impl Conn {
             SessionTimer::Attempt(i) => {
                 let i = i as usize & 1;
                 if let Slot::Dialing(a) = std::mem::replace(&mut c.slots[i], Slot::Free) {
-                    let f = timeout_class(&a);
+                    let f = a.dial.timeout_failure();
                     attempt_failed(c, &a, f, None, "deadline", &peer, ctx);
                     if c.running() == 0 {
                         if let Some(step) = start_next(c, slot, id, &peer, ctx) {
@@ -386,7 +387,7 @@ impl Conn {
                         if ctx.ladder.budget_cut_is_evidence(route, a.started, ctx.now) {
                             ctx.wheel.cancel(a.timer);
                             let why = "connect budget spent";
-                            let f = timeout_class(&a);
+                            let f = a.dial.timeout_failure();
                             attempt_failed(c, &a, f, None, why, &peer, ctx);
                         } else {
                             abandon(route, a, ctx);
@@ -643,17 +644,6 @@ fn dial_candidate(
         ));
     }
     Ok(())
-}
-
-/// The class of an attempt cut by its deadline: `timeout` while TCP was still connecting,
-/// `handshake-timeout` once TCP was up (TLS or the upgrade stalled; what makes the `front` tier
-/// eligible).
-fn timeout_class(a: &Attempt) -> Failure {
-    if a.dial.tcp_done() {
-        Failure::HandshakeTimeout
-    } else {
-        Failure::Timeout
-    }
 }
 
 /// Reports a failed attempt (stats, the ladder, one folded log line) and skips the route's

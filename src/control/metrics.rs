@@ -108,6 +108,11 @@ pub fn render(s: &Status) -> String {
             c.unpaced,
         ),
         (
+            "proxy_failures_total",
+            "Failures of the outbound proxy itself (unreachable, auth refused, protocol error).",
+            c.proxy_failures,
+        ),
+        (
             "pool_hits_total",
             "Sessions served from a warm pool.",
             c.pool_hits,

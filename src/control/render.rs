@@ -80,6 +80,13 @@ pub fn table(s: &Status) -> String {
         let _ = writeln!(out, "budget: worker {worker}: {left} requests left today");
     }
     let c = &s.counters;
+    if c.proxy_failures > 0 {
+        let _ = writeln!(
+            out,
+            "outbound proxy: {} failures of the proxy itself (no route cooled down for them)",
+            c.proxy_failures
+        );
+    }
     let _ = writeln!(
         out,
         "counters: accepted={} closed={} zero-byte-closes={} up={} down={} hedges={} probes={}/{}/{} pool={}/{}",
@@ -208,6 +215,7 @@ pub fn json(s: &Status) -> String {
     co.num("probes_failed", c.probes[2]);
     co.num("probes_deferred", c.probes_deferred);
     co.num("unpaced", c.unpaced);
+    co.num("proxy_failures", c.proxy_failures);
     co.num("pool_hits", c.pool_hits);
     co.num("pool_fills", c.pool_fills);
     co.num("pool_retries", c.pool_retries);

@@ -63,6 +63,8 @@ pub struct Counters {
     pub probes_deferred: u64,
     /// Client handshakes pacing could not spread.
     pub unpaced: u64,
+    /// Failures of the outbound proxy itself (unreachable, auth refused, protocol error).
+    pub proxy_failures: u64,
     /// Sessions served from a warm pool, and pool fills started.
     pub pool_hits: u64,
     /// Pool fills started.
@@ -103,6 +105,7 @@ impl Counters {
             probes: s.probes,
             probes_deferred: s.probes_deferred,
             unpaced: s.unpaced,
+            proxy_failures: s.proxy_failures,
             pool_hits: s.pool_hits,
             pool_fills: s.pool_fills,
             pool_retries: s.pool_retries,

@@ -8,7 +8,9 @@
 //! [`Upstream`], the connected socket (raw TCP or upgraded TLS) the relay and the pool hold, and
 //! TCP keepalive ([`set_keepalive`]). The caller owns the deadline (timer wheel) and the token;
 //! this module only registers the socket it creates (or moves it to another token) and advances
-//! on readiness.
+//! on readiness. With an outbound proxy active (`net::outbound::set_active`, `--outbound-proxy`)
+//! the TCP connect goes to the proxy and its SOCKS5 / CONNECT handshake runs as one more stage
+//! before TLS (or before the raw stream for `tcp`); the caller's deadline covers it too.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use crate::mtproto::faketls::stream::FakeTlsStream;
 use crate::mtproto::obfs2::{Secret, SecretKind};
 use crate::mtproto::upstream::hello::{HelloError, TlsHello};
 use crate::net::io::{is_reset, read_once, write_once, Endpoint, Io};
+use crate::net::outbound::{self, Handshake, Progress, Via};
 use crate::net::tcp::{self, ConnectState};
 use crate::net::tls::{is_tls_error, TlsStream};
 use crate::net::ws::{self, Upgrade, UpgradeError};
@@ -202,6 +205,8 @@ impl Endpoint for Upstream {
 
 enum State {
     Connecting(TcpStream),
+    /// TCP to the outbound proxy is up; its handshake runs.
+    Proxying(TcpStream, Box<Handshake>),
     Upgrading(Upgrade),
     /// The fake-TLS handshake toward an `ee` upstream proxy.
     Hello(TcpStream, Box<TlsHello>),
@@ -212,6 +217,8 @@ enum State {
 pub struct Dial {
     state: State,
     kind: DialKind,
+    /// The outbound proxy hop, if this dial goes through one.
+    via: Option<Via>,
 }
 
 /// Progress of a dial.
@@ -253,9 +260,17 @@ impl Dial {
         token: Token,
         keepalive: Duration,
     ) -> Result<Dial, Failure> {
-        let mut sock = tcp::start(spec.addr).map_err(|e| {
+        let via = outbound::active().and_then(|o| o.via(spec.addr, spec.kind.host()));
+        if via.is_none() && spec.addr.ip() == outbound::UNRESOLVED {
+            // Planned for the proxy to resolve, and the setting changed since: nothing to dial.
+            return Err(Failure::Local);
+        }
+        let to = via.as_ref().map_or(spec.addr, |v| v.proxy.addr);
+        let mut sock = tcp::start(to).map_err(|e| {
             if matches!(e.raw_os_error(), Some(23) | Some(24)) {
                 Failure::Local
+            } else if via.is_some() {
+                Failure::ProxyUnreachable
             } else {
                 classify_io(&e)
             }
@@ -267,6 +282,7 @@ impl Dial {
         Ok(Dial {
             state: State::Connecting(sock),
             kind: spec.kind.clone(),
+            via,
         })
     }
 
@@ -274,7 +290,7 @@ impl Dial {
     /// background). Errors: the dial already finished.
     pub fn retoken(&mut self, registry: &Registry, token: Token) -> std::io::Result<()> {
         let sock = match &mut self.state {
-            State::Connecting(s) | State::Hello(s, _) => s,
+            State::Connecting(s) | State::Hello(s, _) | State::Proxying(s, _) => s,
             State::Upgrading(u) => match u.sock() {
                 Some(s) => s,
                 None => return Err(std::io::ErrorKind::NotConnected.into()),
@@ -290,6 +306,24 @@ impl Dial {
         matches!(self.state, State::Upgrading(_) | State::Hello(..))
     }
 
+    /// The failure class of this dial running out of time: `ProxyUnreachable` while the TCP
+    /// connect to an outbound proxy is still pending (the proxy is not answering);
+    /// `HandshakeTimeout` once TCP to the destination is up (TLS, the upgrade or an `ee` hello
+    /// stalled: what makes the `front` tier eligible); else `Timeout` (the TCP connect, or the
+    /// proxy still reaching the destination).
+    pub fn timeout_failure(&self) -> Failure {
+        match (&self.state, &self.via) {
+            (State::Connecting(_), Some(_)) => Failure::ProxyUnreachable,
+            _ if self.tcp_done() => Failure::HandshakeTimeout,
+            _ => Failure::Timeout,
+        }
+    }
+
+    /// The outbound proxy this dial goes through, if any.
+    pub fn via(&self) -> Option<&Via> {
+        self.via.as_ref()
+    }
+
     /// Advances as far as the socket allows.
     pub fn drive(&mut self, tls: &Arc<rustls::ClientConfig>) -> DialStep {
         loop {
@@ -297,10 +331,17 @@ impl Dial {
                 State::Connecting(sock) => match tcp::check_connected(sock) {
                     ConnectState::Pending => return DialStep::Pending,
                     ConnectState::Failed(e) => {
-                        return DialStep::Failed {
-                            failure: classify_io(&e),
-                            retry_after: None,
-                            detail: e.to_string(),
+                        return match &self.via {
+                            Some(v) => DialStep::Failed {
+                                failure: Failure::ProxyUnreachable,
+                                retry_after: None,
+                                detail: format!("outbound proxy {}: {e}", v.proxy),
+                            },
+                            None => DialStep::Failed {
+                                failure: classify_io(&e),
+                                retry_after: None,
+                                detail: e.to_string(),
+                            },
                         }
                     }
                     ConnectState::Connected => {
@@ -309,39 +350,45 @@ impl Dial {
                         else {
                             return local("state moved");
                         };
-                        match &self.kind {
-                            DialKind::Tcp => return DialStep::Ready(Upstream::Tcp(sock)),
-                            DialKind::Mtproto { secret } => match start_hello(secret) {
-                                Ok(None) => return DialStep::Ready(Upstream::Tcp(sock)),
-                                Ok(Some(h)) => self.state = State::Hello(sock, Box::new(h)),
-                                Err(step) => return step,
-                            },
-                            DialKind::Ws {
-                                host,
-                                sni,
-                                path,
-                                subprotocol,
-                                origin,
-                            } => {
-                                let name = sni.as_deref().unwrap_or(host);
-                                let tls = match TlsStream::new(tls, name, sock) {
-                                    Ok(t) => t,
-                                    Err(e) => {
-                                        return DialStep::Failed {
-                                            failure: Failure::Tls,
-                                            retry_after: None,
-                                            detail: e.to_string(),
-                                        }
-                                    }
-                                };
-                                match Upgrade::start(tls, host, path, *subprotocol, *origin) {
-                                    Ok(u) => self.state = State::Upgrading(u),
-                                    Err(e) => return failed_upgrade(e),
+                        match &self.via {
+                            Some(v) => {
+                                let hs = Box::new(Handshake::new(v));
+                                self.state = State::Proxying(sock, hs);
+                            }
+                            None => {
+                                if let Some(done) = self.tunnel_up(sock, tls) {
+                                    return done;
                                 }
                             }
                         }
                     }
                 },
+                State::Proxying(..) => {
+                    let State::Proxying(mut sock, mut hs) =
+                        std::mem::replace(&mut self.state, State::Moved)
+                    else {
+                        return local("state moved");
+                    };
+                    match proxy_step(&mut sock, &mut hs) {
+                        Ok(Progress::More) => {
+                            self.state = State::Proxying(sock, hs);
+                            return DialStep::Pending;
+                        }
+                        Ok(Progress::Done) => {
+                            if let Some(done) = self.tunnel_up(sock, tls) {
+                                return done;
+                            }
+                        }
+                        Err((failure, why)) => {
+                            let proxy = self.via.as_ref().map(|v| v.proxy.to_string());
+                            return DialStep::Failed {
+                                failure,
+                                retry_after: None,
+                                detail: format!("{why} (via {})", proxy.unwrap_or_default()),
+                            };
+                        }
+                    }
+                }
                 State::Upgrading(u) => {
                     return match u.advance() {
                         ws::Step::Pending => DialStep::Pending,
@@ -396,6 +443,111 @@ fn failed_hello(e: HelloError) -> DialStep {
         failure,
         retry_after: None,
         detail: e.to_string(),
+    }
+}
+
+impl Dial {
+    /// The byte stream to the destination is open on `sock` (directly or through the proxy):
+    /// a raw dial is ready; an `ee` upstream starts its fake-TLS hello; a WS dial starts TLS
+    /// (SNI = the fronting name if any, else the host) and the upgrade (`None`: keep driving).
+    fn tunnel_up(&mut self, sock: TcpStream, tls: &Arc<rustls::ClientConfig>) -> Option<DialStep> {
+        match &self.kind {
+            DialKind::Tcp => Some(DialStep::Ready(Upstream::Tcp(sock))),
+            DialKind::Mtproto { secret } => match start_hello(secret) {
+                Ok(None) => Some(DialStep::Ready(Upstream::Tcp(sock))),
+                Ok(Some(h)) => {
+                    self.state = State::Hello(sock, Box::new(h));
+                    None
+                }
+                Err(step) => Some(step),
+            },
+            DialKind::Ws {
+                host,
+                sni,
+                path,
+                subprotocol,
+                origin,
+            } => {
+                let name = sni.as_deref().unwrap_or(host);
+                let tls = match TlsStream::new(tls, name, sock) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        return Some(DialStep::Failed {
+                            failure: Failure::Tls,
+                            retry_after: None,
+                            detail: e.to_string(),
+                        })
+                    }
+                };
+                match Upgrade::start(tls, host, path, *subprotocol, *origin) {
+                    Ok(u) => {
+                        self.state = State::Upgrading(u);
+                        None
+                    }
+                    Err(e) => Some(failed_upgrade(e)),
+                }
+            }
+        }
+    }
+}
+
+impl DialKind {
+    /// The host name this dial presents (SNI / `Host`), if any: what the outbound proxy's
+    /// bypass list matches names against.
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            DialKind::Tcp | DialKind::Mtproto { .. } => None,
+            DialKind::Ws { host, .. } => Some(host),
+        }
+    }
+}
+
+/// Moves the outbound proxy handshake on `sock` as far as the socket allows: writes what the
+/// core queued, reads at most what it wants. Errors: the failure class and a line saying why
+/// (a dropped connection mid-handshake is the proxy's protocol error, with the OS error named).
+fn proxy_step(sock: &mut TcpStream, hs: &mut Handshake) -> Result<Progress, (Failure, String)> {
+    let mut buf = [0u8; 64];
+    loop {
+        if !hs.pending().is_empty() {
+            match write_once(sock, hs.pending()) {
+                Io::Done(n) => {
+                    hs.sent(n);
+                    continue;
+                }
+                Io::Blocked => return Ok(Progress::More),
+                Io::Eof => {}
+                Io::Failed(e) => {
+                    return Err((
+                        Failure::ProxyProtocol,
+                        format!("outbound proxy dropped the handshake: {e}"),
+                    ))
+                }
+            }
+        }
+        let want = hs.want().min(buf.len());
+        if want == 0 {
+            return Ok(Progress::Done);
+        }
+        match read_once(sock, &mut buf[..want]) {
+            Io::Done(n) => match hs.feed(&buf[..n]) {
+                Ok(Progress::Done) => return Ok(Progress::Done),
+                Ok(Progress::More) => {}
+                Err(e) => return Err((e.failure(), e.to_string())),
+            },
+            Io::Blocked => return Ok(Progress::More),
+            Io::Eof => {
+                return Err((
+                    Failure::ProxyProtocol,
+                    "outbound proxy closed the connection during its handshake".into(),
+                ))
+            }
+            Io::Failed(e) => {
+                return Err((
+                    Failure::ProxyProtocol,
+                    format!("outbound proxy dropped the handshake: {e}"),
+                ))
+            }
+        }
     }
 }
 

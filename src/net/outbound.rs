@@ -1,11 +1,551 @@
 //! The outbound proxy (`--outbound-proxy`): SOCKS5 or HTTP CONNECT between our TCP connect and
-//! whatever a route speaks next. Skeleton: the type only; the handshake arrives with issue 11.
+//! whatever a route speaks next (TLS + upgrade, or raw obfuscated2), docs/protocol.md §4.7.
+//!
+//! Owns: the proxy URL grammar ([`OutboundProxy::parse`]), the bypass list
+//! (`--no-outbound-proxy-for`, [`Bypass`]), the choice per dial ([`Outbound::via`]) and the
+//! outbound setting of this thread ([`set_active`], [`active`]) that `net::dial` consults for
+//! every dial — sessions, probes, pool fills, `check` alike. The handshakes are sans-IO cores in
+//! the submodules [`socks5`] (RFC 1928, RFC 1929) and [`http`] (RFC 9110 §9.3.6 CONNECT);
+//! [`Handshake`] joins them for the dialler. Nothing here touches a socket.
+
+pub mod http;
+pub mod socks5;
+
+use std::cell::RefCell;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+
+use crate::error::Failure;
+
+/// The protocol spoken to the outbound proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// `socks5://`: SOCKS5 (RFC 1928) with the destination as an IP address.
+    Socks5,
+    /// `socks5h://`: SOCKS5 where the proxy resolves names: a Worker's or CF domain's host
+    /// name is sent to the proxy as is (ATYP 3), and needs no local DNS answer.
+    Socks5h,
+    /// `http://`: HTTP/1.1 `CONNECT host:port` (RFC 9110 §9.3.6).
+    Http,
+}
+
+impl Scheme {
+    /// The URL scheme, as written.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Socks5 => "socks5",
+            Scheme::Socks5h => "socks5h",
+            Scheme::Http => "http",
+        }
+    }
+}
 
 /// An outbound proxy every upstream TCP connection goes through (docs/protocol.md §4.7).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct OutboundProxy {
-    /// The proxy's host (name or IP literal) and port.
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
+    /// Protocol spoken to it.
+    pub scheme: Scheme,
+    /// Its address (an IP literal in the URL; `localhost` means 127.0.0.1).
+    pub addr: SocketAddr,
+    /// `user:pass` from the URL, percent-decoded (SOCKS5 RFC 1929 or HTTP Basic).
+    pub auth: Option<(String, String)>,
 }
+
+/// The password never appears in logs or `Debug` output.
+impl fmt::Debug for OutboundProxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+/// `scheme://[user@]addr` with the password left out.
+impl fmt::Display for OutboundProxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://", self.scheme.name())?;
+        if let Some((user, _)) = &self.auth {
+            write!(f, "{user}:***@")?;
+        }
+        write!(f, "{}", self.addr)
+    }
+}
+
+impl OutboundProxy {
+    /// Parses `socks5://[user:pass@]host:port`, `socks5h://…` or `http://[user:pass@]host:port`
+    /// (a trailing `/` is allowed). `host` is an IP literal (IPv6 in brackets) or `localhost`:
+    /// the proxy is dialled without DNS, so a name that only the network could resolve is
+    /// refused up front. `user` and `pass` are percent-decoded, each at most 255 bytes (the
+    /// SOCKS5 limit, RFC 1929).
+    ///
+    /// Errors: a message naming what is wrong (`https://` is refused: TLS to the proxy is not
+    /// supported).
+    pub fn parse(url: &str) -> Result<OutboundProxy, String> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("{url:?}: expected socks5://, socks5h:// or http://"))?;
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "socks5" => Scheme::Socks5,
+            "socks5h" => Scheme::Socks5h,
+            "http" => Scheme::Http,
+            "https" => {
+                return Err(
+                    "https:// proxies are not supported (TLS to the proxy); use \
+                            http:// (CONNECT) or socks5://"
+                        .into(),
+                )
+            }
+            other => {
+                return Err(format!(
+                    "unknown proxy scheme {other:?}: expected socks5, socks5h or http"
+                ))
+            }
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains('/') || rest.contains('?') || rest.contains('#') {
+            return Err("the proxy URL takes no path: scheme://[user:pass@]host:port".into());
+        }
+        let (auth, hostport) = match rest.rsplit_once('@') {
+            Some((cred, hp)) => {
+                let (user, pass) = cred
+                    .split_once(':')
+                    .ok_or("credentials must be user:pass")?;
+                let user = percent_decode(user)?;
+                let pass = percent_decode(pass)?;
+                if user.is_empty() || user.len() > 255 || pass.len() > 255 {
+                    return Err("user must be 1 to 255 bytes and pass at most 255".into());
+                }
+                (Some((user, pass)), hp)
+            }
+            None => (None, rest),
+        };
+        let (host, port) = hostport
+            .rsplit_once(':')
+            .ok_or("the proxy needs a port: host:port")?;
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| format!("bad proxy port {port:?}"))?;
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let ip: IpAddr = if host.eq_ignore_ascii_case("localhost") {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            host.parse().map_err(|_| {
+                format!("the proxy's host {host:?} must be an IP address (or localhost)")
+            })?
+        };
+        Ok(OutboundProxy {
+            scheme,
+            addr: SocketAddr::new(ip, port),
+            auth,
+        })
+    }
+}
+
+/// Decodes `%XX` escapes (RFC 3986 §2.1) into UTF-8. Errors: a bad escape or invalid UTF-8.
+fn percent_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("bad percent escape in {s:?}"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "credentials are not UTF-8 after decoding".into())
+}
+
+/// One entry of `--no-outbound-proxy-for`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Rule {
+    /// `*`: nothing goes through the proxy.
+    All,
+    /// `name`: that host name exactly (ASCII case-insensitive).
+    Exact(String),
+    /// `.suffix`: any name ending in `.suffix`, and `suffix` itself.
+    Suffix(String),
+    /// An IP literal or CIDR `addr/len`: destination addresses inside it.
+    Net(IpAddr, u8),
+}
+
+/// The bypass list: destinations dialled directly despite `--outbound-proxy`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bypass {
+    rules: Vec<Rule>,
+}
+
+impl Bypass {
+    /// Parses the items of `--no-outbound-proxy-for`: `*`, `name`, `.suffix`, an IP literal,
+    /// or `addr/len` (CIDR). Errors: an item that is none of these (a port, a bad prefix).
+    pub fn parse(items: &[String]) -> Result<Bypass, String> {
+        let mut rules = Vec::new();
+        for item in items {
+            rules.push(parse_rule(item)?);
+        }
+        Ok(Bypass { rules })
+    }
+
+    /// True if a dial to `host` goes direct by a name rule (or `*`).
+    pub fn matches_name(&self, host: &str) -> bool {
+        self.rules
+            .iter()
+            .any(|r| !matches!(r, Rule::Net(..)) && self.rule_matches(r, None, Some(host)))
+    }
+
+    /// True if a dial to `addr` (SNI or route name `host`, if any) goes direct. An
+    /// [`UNRESOLVED`] address is matched by names only.
+    pub fn matches(&self, addr: IpAddr, host: Option<&str>) -> bool {
+        let addr = (addr != UNRESOLVED).then_some(addr);
+        self.rules.iter().any(|r| self.rule_matches(r, addr, host))
+    }
+
+    fn rule_matches(&self, r: &Rule, addr: Option<IpAddr>, host: Option<&str>) -> bool {
+        match r {
+            Rule::All => true,
+            Rule::Exact(n) => host.is_some_and(|h| h.eq_ignore_ascii_case(n)),
+            Rule::Suffix(s) => host.is_some_and(|h| {
+                let h = h.to_ascii_lowercase();
+                h == *s || h.ends_with(&format!(".{s}"))
+            }),
+            Rule::Net(net, len) => addr.is_some_and(|a| in_net(a, *net, *len)),
+        }
+    }
+}
+
+fn parse_rule(item: &str) -> Result<Rule, String> {
+    let item = item.trim();
+    if item == "*" {
+        return Ok(Rule::All);
+    }
+    if let Some((a, len)) = item.split_once('/') {
+        let ip: IpAddr = a
+            .parse()
+            .map_err(|_| format!("bad CIDR address {item:?}"))?;
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        let len: u8 = len
+            .parse()
+            .ok()
+            .filter(|&l| l <= max)
+            .ok_or_else(|| format!("bad CIDR prefix length in {item:?}"))?;
+        return Ok(Rule::Net(ip, len));
+    }
+    let bare = item
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(item);
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(Rule::Net(ip, if ip.is_ipv4() { 32 } else { 128 }));
+    }
+    let name = item.to_ascii_lowercase();
+    let valid = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.' || c == b'_')
+    };
+    match name.strip_prefix('.') {
+        Some(s) if valid(s) => Ok(Rule::Suffix(s.to_string())),
+        None if valid(&name) => Ok(Rule::Exact(name)),
+        _ => Err(format!(
+            "{item:?} is not a host name, .suffix, *, IP address or CIDR"
+        )),
+    }
+}
+
+/// True if `ip` is inside `net/len` (both of one family; an IPv4-mapped IPv6 address counts
+/// as IPv4).
+fn in_net(ip: IpAddr, net: IpAddr, len: u8) -> bool {
+    let canon = |a: IpAddr| match a {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(a, IpAddr::V4),
+        v4 => v4,
+    };
+    match (canon(ip), net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+/// The outbound setting of a run: the proxy and its exceptions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outbound {
+    /// The proxy.
+    pub proxy: OutboundProxy,
+    /// Destinations dialled directly.
+    pub bypass: Bypass,
+}
+
+/// How one dial goes through the proxy: connect to `proxy.addr`, then ask for `target`.
+#[derive(Clone, Debug)]
+pub struct Via {
+    /// The proxy.
+    pub proxy: OutboundProxy,
+    /// The destination the proxy is asked to connect to.
+    pub target: Target,
+}
+
+/// A destination as the proxy is asked for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// An address we resolved (or a route's fixed address).
+    Addr(SocketAddr),
+    /// A host name and port the proxy resolves (`socks5h://`).
+    Name(String, u16),
+}
+
+/// `ip:port` (IPv6 in brackets) or `name:port`, as in a CONNECT request line.
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Addr(a) => write!(f, "{a}"),
+            Target::Name(h, p) => write!(f, "{h}:{p}"),
+        }
+    }
+}
+
+/// The address a route's dial spec carries for a host name left for the proxy to resolve
+/// ([`remote_name`]): `0.0.0.0` (never a real destination).
+pub const UNRESOLVED: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+/// For route planning: `Some(UNRESOLVED)` when this thread's outbound proxy resolves names
+/// (`socks5h://`) and `host` is not bypassed, so the route needs no local DNS answer and the
+/// dial sends the proxy the name; `None` otherwise (resolve locally as usual).
+pub fn remote_name(host: &str) -> Option<IpAddr> {
+    let o = active()?;
+    (o.proxy.scheme == Scheme::Socks5h && !o.bypass.matches_name(host)).then_some(UNRESOLVED)
+}
+
+impl Outbound {
+    /// The outbound setting of `proxy` with the bypass items `no_proxy_for`; `None` without a
+    /// proxy. Errors: a bad bypass item (`Bypass::parse`).
+    pub fn new(
+        proxy: Option<&OutboundProxy>,
+        no_proxy_for: &[String],
+    ) -> Result<Option<Outbound>, String> {
+        let bypass = Bypass::parse(no_proxy_for)?;
+        Ok(proxy.map(|p| Outbound {
+            proxy: p.clone(),
+            bypass,
+        }))
+    }
+
+    /// The hop for a dial to `target` (SNI name `host`), or `None` when it goes direct: it is
+    /// bypassed, or it is the proxy's own address (never looped through the proxy). A target
+    /// of [`UNRESOLVED`] with a `host` asks the proxy for the name (`socks5h://`).
+    pub fn via(&self, target: SocketAddr, host: Option<&str>) -> Option<Via> {
+        if target == self.proxy.addr || self.bypass.matches(target.ip(), host) {
+            return None;
+        }
+        let target = match host {
+            Some(h) if target.ip() == UNRESOLVED => Target::Name(h.to_string(), target.port()),
+            _ => Target::Addr(target),
+        };
+        Some(Via {
+            proxy: self.proxy.clone(),
+            target,
+        })
+    }
+}
+
+/// Makes `cfg`'s outbound setting (`--outbound-proxy`, `--no-outbound-proxy-for`) the one of
+/// this thread's later dials, and says so in the log. The bypass items were checked when the
+/// configuration was parsed; one that still fails is dropped with a warning.
+pub fn activate(cfg: &crate::config::Config) {
+    let bypass = Bypass::parse(&cfg.no_outbound_proxy_for).unwrap_or_else(|e| {
+        log::warn!("--no-outbound-proxy-for ignored: {e}");
+        Bypass::default()
+    });
+    let out = cfg.outbound_proxy.as_ref().map(|p| Outbound {
+        proxy: p.clone(),
+        bypass,
+    });
+    if active().as_deref() == out.as_ref() {
+        return;
+    }
+    if let Some(o) = &out {
+        log::info!(
+            "outbound proxy {}: every upstream connection goes through it{}",
+            o.proxy,
+            if cfg.no_outbound_proxy_for.is_empty() {
+                String::new()
+            } else {
+                format!(" except to {}", cfg.no_outbound_proxy_for.join(","))
+            }
+        );
+    } else {
+        log::info!("outbound proxy off: upstream connections are direct");
+    }
+    set_active(out);
+}
+
+/// Checks one `--no-outbound-proxy-for` item (the grammar of [`Bypass::parse`]).
+///
+/// Errors: what is wrong with it.
+pub fn check_bypass_item(item: &str) -> Result<(), String> {
+    parse_rule(item).map(|_| ())
+}
+
+/// Parses an `--outbound-proxy` value: a URL ([`OutboundProxy::parse`]) or `none` / `direct` /
+/// `off` for no proxy (to override a configuration file).
+///
+/// Errors: the URL's.
+pub fn parse_flag(s: &str) -> Result<Option<OutboundProxy>, String> {
+    if ["none", "direct", "off"]
+        .iter()
+        .any(|w| s.eq_ignore_ascii_case(w))
+    {
+        return Ok(None);
+    }
+    OutboundProxy::parse(s).map(Some)
+}
+
+thread_local! {
+    static ACTIVE: RefCell<Option<Rc<Outbound>>> = const { RefCell::new(None) };
+}
+
+/// Sets the outbound setting every later dial on this thread uses (the reactor at start and on
+/// reload, the `check` applet at start). `None` = direct.
+pub fn set_active(outbound: Option<Outbound>) {
+    ACTIVE.with(|a| *a.borrow_mut() = outbound.map(Rc::new));
+}
+
+/// The outbound setting of this thread (see [`set_active`]).
+pub fn active() -> Option<Rc<Outbound>> {
+    ACTIVE.with(|a| a.borrow().clone())
+}
+
+/// A handshake with the outbound proxy failed. Each maps to a [`Failure`] class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProxyError {
+    /// The proxy refused our credentials (SOCKS5 method 0xFF or RFC 1929 status ≠ 0, HTTP 407).
+    Auth(String),
+    /// SOCKS5 reply code ≠ 0 (RFC 1928 §6): the proxy could not or would not reach the target.
+    Socks(u8),
+    /// HTTP status of the CONNECT other than 2xx and 407.
+    Http(u16),
+    /// The proxy broke the protocol (wrong version, oversize response, closed mid-handshake).
+    Protocol(String),
+}
+
+impl ProxyError {
+    /// The failure class: auth and protocol errors are the proxy's own; a refused destination
+    /// counts against the route.
+    pub fn failure(&self) -> Failure {
+        match self {
+            ProxyError::Auth(_) => Failure::ProxyAuth,
+            ProxyError::Socks(code) => Failure::ProxySocks(*code),
+            ProxyError::Http(code) => Failure::ProxyHttp(*code),
+            ProxyError::Protocol(_) => Failure::ProxyProtocol,
+        }
+    }
+}
+
+impl fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProxyError::Auth(why) => write!(f, "outbound proxy refused the credentials: {why}"),
+            ProxyError::Socks(code) => write!(
+                f,
+                "outbound proxy could not connect: SOCKS5 reply {code} ({})",
+                socks5::reply_name(*code)
+            ),
+            ProxyError::Http(code) => write!(f, "outbound proxy answered CONNECT with {code}"),
+            ProxyError::Protocol(why) => write!(f, "outbound proxy protocol error: {why}"),
+        }
+    }
+}
+
+/// Progress of a handshake core.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Needs more bytes from the proxy (at most [`Handshake::want`]) or has bytes to send.
+    More,
+    /// The tunnel is open: what follows on the socket is the destination's.
+    Done,
+}
+
+/// A SOCKS5 or HTTP CONNECT handshake in progress (sans-IO: the dialler moves the bytes).
+#[derive(Debug)]
+pub enum Handshake {
+    /// SOCKS5.
+    Socks5(socks5::Socks5),
+    /// HTTP CONNECT.
+    Http(http::Connect),
+}
+
+impl Handshake {
+    /// The handshake `via` needs, its first bytes queued.
+    pub fn new(via: &Via) -> Handshake {
+        let auth = via
+            .proxy
+            .auth
+            .as_ref()
+            .map(|(u, p)| (u.as_str(), p.as_str()));
+        match via.proxy.scheme {
+            Scheme::Socks5 | Scheme::Socks5h => {
+                Handshake::Socks5(socks5::Socks5::new(&via.target, auth))
+            }
+            Scheme::Http => Handshake::Http(http::Connect::new(&via.target, auth)),
+        }
+    }
+
+    /// Bytes waiting to be written to the proxy (empty = none).
+    pub fn pending(&self) -> &[u8] {
+        match self {
+            Handshake::Socks5(s) => s.pending(),
+            Handshake::Http(h) => h.pending(),
+        }
+    }
+
+    /// Marks `n` bytes of [`Handshake::pending`] as written.
+    pub fn sent(&mut self, n: usize) {
+        match self {
+            Handshake::Socks5(s) => s.sent(n),
+            Handshake::Http(h) => h.sent(n),
+        }
+    }
+
+    /// How many bytes the core can take now without reading past the end of the proxy's
+    /// answer (0 while it has nothing to read for). Reading at most this much keeps the
+    /// destination's first bytes on the socket.
+    pub fn want(&self) -> usize {
+        match self {
+            Handshake::Socks5(s) => s.want(),
+            Handshake::Http(h) => h.want(),
+        }
+    }
+
+    /// Feeds bytes read from the proxy (at most [`Handshake::want`]).
+    ///
+    /// Errors: the class of the refusal or protocol error.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Progress, ProxyError> {
+        match self {
+            Handshake::Socks5(s) => s.feed(bytes),
+            Handshake::Http(h) => h.feed(bytes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -455,6 +455,7 @@ impl Reactor {
         let mut counters = Counters::from_stats(&s.stats);
         // What the stats line copies in when it is written, taken fresh.
         counters.probes_deferred = s.ladder.counters.deferred;
+        counters.proxy_failures = s.ladder.counters.proxy_failures;
         counters.unpaced = s.ladder.unpaced();
         let g = s.gate.counters();
         counters.tls[1..].copy_from_slice(&[

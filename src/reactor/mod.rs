@@ -232,6 +232,7 @@ pub fn run(cfg: Config, reload: Option<Reload>) -> io::Result<()> {
 
 impl Reactor {
     fn new(cfg: Config) -> io::Result<Reactor> {
+        crate::net::outbound::activate(&cfg);
         let tls = tls::client_config_with(
             cfg.ca_file.as_deref(),
             cfg.accept_invalid_certs,
@@ -520,6 +521,7 @@ impl Reactor {
     /// Writes the stats line now.
     fn write_stats(&mut self) {
         self.s.stats.probes_deferred = self.s.ladder.counters.deferred;
+        self.s.stats.proxy_failures = self.s.ladder.counters.proxy_failures;
         self.s.stats.unpaced = self.s.ladder.unpaced();
         self.s.stats.set_gate(self.s.gate.counters());
         info!("{}", self.s.stats.line(self.slab.len(), self.capacity));

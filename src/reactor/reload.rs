@@ -148,6 +148,7 @@ impl Reactor {
             self.globals[super::Global::Stats as usize] = (every > 0).then_some(self.now + every);
         }
         self.bind_retry.set_every(cfg.bind_retry.as_millis() as u64);
+        crate::net::outbound::activate(&cfg);
         self.s.cfg = cfg;
     }
 }
@@ -247,6 +248,8 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         drain_timeout => "drain-timeout",
         bind_retry => "bind-retry",
         control_timeout => "control-timeout",
+        outbound_proxy => "outbound-proxy",
+        no_outbound_proxy_for => "no-outbound-proxy-for",
     );
     names
 }

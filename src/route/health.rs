@@ -24,6 +24,8 @@
 //! | `ClosedAfterReply`                        | hard     | Down ≥ floor | Down ≥ floor | Down ≥ floor | unchanged | Down (longer) |
 //! | `Stalled`                                 | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `NetUnreachable`, `AddrUnavailable`       | not ours | —       | —       | —       | —             | —              |
+//! | `ProxyUnreachable`, `ProxyAuth`, `ProxyProtocol` | not ours | — | —     | —       | —             | —              |
+//! | `ProxySocks(_)`, `ProxyHttp(_)`           | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //!
 //! `Http(!5xx)` covers 3xx (redirect TTL), 403/404, 429 (honours `Retry-After`) and any other
 //! non-101 status. `ClosedEarly` is soft; a caller that knows the route answered 101 and then
@@ -148,6 +150,10 @@ pub fn classify(f: Failure) -> Class {
         Failure::ClosedAfterReply | Failure::Stalled => Class::Hard,
         Failure::HostUnreachable => Class::Hard,
         Failure::NetUnreachable | Failure::AddrUnavailable => Class::NotRoute,
+        // The outbound proxy's own failures are not the route's; its refusing the destination
+        // (a SOCKS reply code, a CONNECT status) is, like a refused connect.
+        Failure::ProxyUnreachable | Failure::ProxyAuth | Failure::ProxyProtocol => Class::NotRoute,
+        Failure::ProxySocks(_) | Failure::ProxyHttp(_) => Class::Hard,
     }
 }
 

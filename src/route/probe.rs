@@ -232,11 +232,16 @@ impl Probe {
         }
         let (failure, detail) = match &self.phase {
             Phase::Exchanging(_) => (Failure::Timeout, "upgraded but silent"),
-            // TCP is up: TLS or the upgrade stalled (docs/design.md §4, domain fronting).
-            Phase::Dialing(d) if d.tcp_done() => {
-                (Failure::HandshakeTimeout, "deadline in TLS/upgrade")
-            }
-            _ => (Failure::Timeout, "deadline"),
+            Phase::Dialing(d) => match d.timeout_failure() {
+                Failure::ProxyUnreachable => (
+                    Failure::ProxyUnreachable,
+                    "deadline: outbound proxy not answering",
+                ),
+                // TCP is up: TLS or the upgrade stalled (docs/design.md §4, domain fronting).
+                Failure::HandshakeTimeout => (Failure::HandshakeTimeout, "deadline in TLS/upgrade"),
+                f => (f, "deadline"),
+            },
+            Phase::Done => (Failure::Timeout, "deadline"),
         };
         ProbeOutcome::Failed(failure, None, detail.to_string())
     }

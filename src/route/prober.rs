@@ -285,7 +285,10 @@ impl Shell<'_> {
     pub fn run_due(&mut self, ladder: &mut Ladder<Upstream>, now: u64) {
         loop {
             let dns = &mut *self.dns;
-            let work = ladder.next_work(now, &mut |h| crate::dns::cached(dns, h, now));
+            // A name the outbound proxy resolves (`socks5h://`) needs no local answer.
+            let work = ladder.next_work(now, &mut |h| {
+                crate::net::outbound::remote_name(h).or_else(|| crate::dns::cached(dns, h, now))
+            });
             let Some(work) = work else { return };
             let (route, spec, deadline, goal, pull) = match work {
                 Work::Sweep => {

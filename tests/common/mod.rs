@@ -15,6 +15,7 @@ pub mod fakedc;
 pub mod faketls;
 pub mod masksite;
 pub mod mtsession;
+pub mod outproxy;
 pub mod plainrig;
 pub mod reader;
 pub mod signals;

@@ -213,18 +213,29 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
         .iter()
         .flat_map(|&id| table.routes[id].hosts().into_iter().map(str::to_string))
         .collect();
+    // Names the outbound proxy resolves (`socks5h://`) are not looked up here.
+    crate::net::outbound::activate(cfg);
+    let hosts: BTreeSet<String> = hosts
+        .into_iter()
+        .filter(|h| crate::net::outbound::remote_name(h).is_none())
+        .collect();
     let names = resolve_all(cfg, &hosts)?;
     let mut rows = Vec::new();
     for id in routes {
         let r = &table.routes[id];
         let mut failed = None;
-        let specs = r.dial_specs(&mut |h| match names.get(h) {
-            Some(Ok(ip)) => Some(*ip),
-            Some(Err(e)) => {
-                failed = Some(e.clone());
-                None
+        let specs = r.dial_specs(&mut |h| {
+            if let Some(unresolved) = crate::net::outbound::remote_name(h) {
+                return Some(unresolved);
             }
-            None => None,
+            match names.get(h) {
+                Some(Ok(ip)) => Some(*ip),
+                Some(Err(e)) => {
+                    failed = Some(e.clone());
+                    None
+                }
+                None => None,
+            }
         });
         if specs.is_empty() {
             rows.push(Row {
@@ -339,6 +350,7 @@ fn resolve_all(
 ///
 /// Errors: TLS configuration (`--ca-file`), no OS randomness, or the poll failing.
 pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()> {
+    crate::net::outbound::activate(cfg);
     let tls = tls::client_config_with(
         cfg.ca_file.as_deref(),
         cfg.accept_invalid_certs,

@@ -189,6 +189,22 @@ fn network_only(row: &Row) -> bool {
         })
 }
 
+/// True if `row` was tried and every round failed at the outbound proxy itself
+/// (`Failure::is_proxy`: unreachable, credentials refused, protocol error).
+fn proxy_only(row: &Row) -> bool {
+    let proxy = [
+        Failure::ProxyUnreachable,
+        Failure::ProxyAuth,
+        Failure::ProxyProtocol,
+    ]
+    .map(|f| f.to_string());
+    !row.attempts.is_empty()
+        && row.attempts.iter().all(|a| match a {
+            Attempt::Failed { class, .. } => proxy.contains(class),
+            Attempt::Ok(_) => false,
+        })
+}
+
 /// One verdict per DC in `dcs` × {non-media, media}.
 pub fn verdicts(rows: &[Row], dcs: &[u16]) -> Vec<Verdict> {
     let mut out = Vec::new();
@@ -210,6 +226,12 @@ pub fn verdicts(rows: &[Row], dcs: &[u16]) -> Vec<Verdict> {
             (
                 false,
                 "FAILED: network unreachable from this host (no route is at fault)".to_string(),
+            )
+        } else if tiers.is_empty() && mine.iter().all(|r| proxy_only(r)) {
+            (
+                false,
+                "FAILED: the outbound proxy failed (--outbound-proxy; no route is at fault)"
+                    .to_string(),
             )
         } else if tiers.is_empty() {
             (false, "FAILED: no working route".to_string())

@@ -180,4 +180,8 @@ pub struct Counters {
     pub deferred: u64,
     /// Client attempts the ladder counted as cancelled rather than failed.
     pub cancelled: u64,
+    /// Attempts, probes and fills that failed at the outbound proxy itself
+    /// ([`crate::error::Failure::is_proxy`]: unreachable, credentials refused, protocol error);
+    /// no route was cooled down for them (the stats line's `proxy-fail=N`).
+    pub proxy_failures: u64,
 }

@@ -153,6 +153,9 @@ pub struct Ladder<U> {
     /// A network-class failure ([`Failure::is_network`]) was seen and no route has worked
     /// since: "network unreachable" is logged once per such outage, not per route.
     network_down: bool,
+    /// A failure of the outbound proxy itself ([`Failure::is_proxy`]) was seen and no route has
+    /// worked since: said once, not per route.
+    proxy_down: bool,
     /// Shutting down (drain): no background work is handed out any more.
     stopped: bool,
     /// The operator's pin (`ctl pin`): its routes are planned first ([`Ladder::pin`]).
@@ -186,6 +189,7 @@ impl<U: Pooled> Ladder<U> {
             sweep_at: (cfg.pool_size > 0).then(|| now + sweep_every(cfg)),
             counters: Counters::default(),
             network_down: false,
+            proxy_down: false,
             stopped: false,
             pinned: None,
             spread: spread::Spread::new(cfg.worker_domains.len()),

@@ -72,6 +72,19 @@ impl<U: Pooled> Ladder<U> {
             }
             return None;
         }
+        if f.is_proxy() {
+            // A dead outbound proxy is not a dead Telegram route: counted, said once.
+            self.counters.proxy_failures += 1;
+            if !self.proxy_down {
+                self.proxy_down = true;
+                warn!(
+                    "outbound proxy failed ({f}, first seen on route {}): routes are not cooled \
+                     down for it; said again only after a route has worked",
+                    r.label()
+                );
+            }
+            return None;
+        }
         let change = r
             .health
             .on_failure(now, f, retry_after, &self.cfg.health, &mut self.rng)?;
@@ -110,6 +123,12 @@ impl<U: Pooled> Ladder<U> {
         via: &str,
         now: u64,
     ) -> Option<Change> {
+        if std::mem::take(&mut self.proxy_down) {
+            info!(
+                "route {} works: a new outbound proxy failure is said again",
+                self.table.routes[route].label()
+            );
+        }
         if std::mem::take(&mut self.network_down) {
             info!(
                 "network reachable again (route {} works)",

@@ -8,6 +8,7 @@
 
 mod background;
 mod front;
+mod outbound;
 mod reconfigure;
 mod under_fire;
 mod workers;

@@ -1,0 +1,622 @@
+//! Black-box tests of `--outbound-proxy` (docs/protocol.md §4.7) through real proxies from
+//! Debian's packages: `microsocks` (SOCKS5, with and without user/password) and `tinyproxy`
+//! (HTTP CONNECT). `resPQ` comes back through every tier (ws, worker, cfproxy, tcp) via each;
+//! a wrong password, a proxy that is down or black-holed, a CONNECT the proxy refuses (403) and
+//! a destination the SOCKS5 proxy cannot reach each give their own failure class in the log,
+//! in `check` and in `ctl status`; the proxy's own failures cool no route, a refused
+//! destination cools that route, and the ladder moves on either way (to a route exempted by
+//! `--no-outbound-proxy-for`, or to one the proxy does allow). `socks5h://` hands a Worker's
+//! name to the proxy unresolved; a reload switches proxies for new connections; bad URLs are
+//! refused at start; `TG_OUTBOUND_PROXY` is read.
+//!
+//! Owns only this file; the rig is tests/common (tests/common/outproxy.rs starts the real
+//! proxies). Loopback only: every peer is on 127.0.0.1, host names resolve through a test hosts
+//! file with an empty resolv.conf. No fixed sleeps.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::blackhole::BlackHole;
+use common::fakedc::{DcConfig, FakeDc};
+use common::outproxy::OutProxy;
+use common::{client_opts, closed_port, data_path, os_rng, run_bin, temp_dir, Proxy, SECRET};
+use tg_ws_proxy::applet::probe::{probe_once, Attempt, Outcome};
+use tg_ws_proxy::mtproto::obfs2::Tag;
+
+/// Bound on waits for a condition that should hold almost at once.
+const WAIT: Duration = Duration::from_secs(5);
+/// The Worker's host name (in the test hosts file).
+const WORKER: &str = "w.workers.dev";
+/// The Cloudflare-proxied domain; DC 2 is reached as `kws2.example.com`.
+const CF_DOMAIN: &str = "example.com";
+/// Names the proxies here resolve (all → 127.0.0.1).
+const NAMES: [&str; 2] = [WORKER, "kws2.example.com"];
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+/// One tier rigged to its fake peers: the flags that point the proxy at them and the port the
+/// outbound proxy must be asked to reach.
+struct Rig {
+    tier: &'static str,
+    args: Vec<String>,
+    /// What the outbound proxy connects to (the front, the Worker, the DC).
+    port: u16,
+    _peers: Vec<FakeDc>,
+}
+
+fn rigs() -> Vec<Rig> {
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let worker = FakeDc::start_worker(DcConfig::default());
+    let behind_worker = FakeDc::start_tcp(DcConfig::default());
+    let cf = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    vec![
+        Rig {
+            tier: "ws",
+            args: vec![s("--dc-ip"), format!("2:{}", ws.addr())],
+            port: ws.port(),
+            _peers: vec![ws],
+        },
+        Rig {
+            tier: "worker",
+            args: vec![
+                s("--cf-worker-domain"),
+                format!("{WORKER}:{}", worker.port()),
+                s("--tcp-dc-ip"),
+                format!("2:{}", behind_worker.addr()),
+            ],
+            port: worker.port(),
+            _peers: vec![worker, behind_worker],
+        },
+        Rig {
+            tier: "cfproxy",
+            args: vec![s("--cf-domain"), format!("{CF_DOMAIN}:{}", cf.port())],
+            port: cf.port(),
+            _peers: vec![cf],
+        },
+        Rig {
+            tier: "tcp",
+            args: vec![s("--tcp-dc-ip"), format!("2:{}", tcp.addr())],
+            port: tcp.port(),
+            _peers: vec![tcp],
+        },
+    ]
+}
+
+/// A proxy with the rig's compressed-time ladder flags and test names, then `extra`.
+fn proxy(extra: &[String]) -> Proxy {
+    common::ladder_proxy(&NAMES, extra)
+}
+
+fn probe(p: &Proxy) -> Attempt {
+    probe_once(
+        &client_opts(p.addr(), SECRET, Tag::Intermediate, 2),
+        &mut os_rng(),
+    )
+}
+
+/// `resPQ` through every tier via `out`, and `out` really carried each tier's connection.
+fn every_tier_through(out: &OutProxy) {
+    for rig in rigs() {
+        let mut args = vec![
+            s("--tier-order"),
+            s(rig.tier),
+            s("--outbound-proxy"),
+            out.url(),
+        ];
+        args.extend(rig.args.iter().cloned());
+        let p = proxy(&args);
+        let a = probe(&p);
+        assert_eq!(
+            a.outcome,
+            Outcome::Ok,
+            "{} via {}: {a:?}\nproxy log:\n{}\noutbound proxy log:\n{}",
+            rig.tier,
+            out.url(),
+            p.dump(),
+            out.dump()
+        );
+        assert!(
+            out.wait_connects(rig.port, 1, WAIT),
+            "{}: the outbound proxy never connected to port {}:\n{}",
+            rig.tier,
+            rig.port,
+            out.dump()
+        );
+        assert!(p.wait_log("outbound proxy ", WAIT), "{}", p.dump());
+    }
+}
+
+#[test]
+fn respq_through_every_tier_via_microsocks_without_auth() {
+    every_tier_through(&OutProxy::microsocks(None));
+}
+
+#[test]
+fn respq_through_every_tier_via_microsocks_with_user_and_password() {
+    every_tier_through(&OutProxy::microsocks(Some(("tg", "s3cret"))));
+}
+
+#[test]
+fn respq_through_every_tier_via_tinyproxy_connect() {
+    // No ConnectPort line: tinyproxy allows CONNECT to any port (the 403 case is below).
+    every_tier_through(&OutProxy::tinyproxy(&[], None));
+}
+
+#[test]
+fn respq_through_tinyproxy_with_basic_auth() {
+    let out = OutProxy::tinyproxy(&[], Some(("tg", "s3cret")));
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let p = proxy(&[
+        s("--tier-order"),
+        s("tcp"),
+        s("--tcp-dc-ip"),
+        format!("2:{}", dc.addr()),
+        s("--outbound-proxy"),
+        out.url(),
+    ]);
+    let a = probe(&p);
+    assert_eq!(
+        a.outcome,
+        Outcome::Ok,
+        "{a:?}\n{}\n{}",
+        p.dump(),
+        out.dump()
+    );
+    assert_eq!(dc.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert!(out.wait_connects(dc.port(), 1, WAIT), "{}", out.dump());
+}
+
+/// tcp (through the outbound proxy) first, then ws (the fake front), with `extra` flags.
+/// Returns the proxy and both fakes.
+fn tcp_then_ws(tcp_addr: Option<String>, extra: &[String]) -> (Proxy, FakeDc, FakeDc) {
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let mut args = vec![
+        s("--tier-order"),
+        s("tcp,ws"),
+        s("--dc-ip"),
+        format!("2:{}", ws.addr()),
+        s("--tcp-dc-ip"),
+        tcp_addr.unwrap_or_else(|| format!("2:{}", tcp.addr())),
+    ];
+    args.extend(extra.iter().cloned());
+    (proxy(&args), ws, tcp)
+}
+
+/// The proxy's own failure `class`: logged as the proxy's, counted, the tcp route not cooled,
+/// and the session carried by the exempted ws route.
+fn assert_proxy_failure_moves_on(p: &Proxy, ws: &FakeDc, tcp: &FakeDc, class: &str) {
+    let a = probe(p);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert_eq!(ws.init_dcs(), vec![(Tag::Intermediate, 2)], "{}", p.dump());
+    assert_eq!(tcp.inits(), 0, "{}", p.dump());
+    let failed_at = format!("tcp {} failed after", tcp.addr());
+    assert!(p.wait_log(&failed_at, WAIT), "{}", p.dump());
+    let failed = p.lines_with(&[&failed_at, class]);
+    assert_eq!(failed.len(), 1, "the class {class} is named:\n{}", p.dump());
+    assert!(
+        p.wait_log(&format!("outbound proxy failed ({class}"), WAIT),
+        "said once as the proxy's failure:\n{}",
+        p.dump()
+    );
+    assert!(
+        p.lines_with(&["] route tcp:DC2", " down for "]).is_empty(),
+        "the route was cooled down for the proxy's failure:\n{}",
+        p.dump()
+    );
+    let stats = p.next_stats(WAIT).expect("a stats line");
+    assert!(stats.contains("proxy-fail=1"), "{stats}\n{}", p.dump());
+}
+
+fn bypass_ws() -> [String; 2] {
+    [s("--no-outbound-proxy-for"), s(".web.telegram.org")]
+}
+
+fn fast_stats() -> [String; 2] {
+    [s("--stats-interval"), s("0.2")]
+}
+
+#[test]
+fn wrong_socks5_password_is_proxy_auth_refused_and_the_exempted_route_carries_the_session() {
+    let out = OutProxy::microsocks(Some(("tg", "right")));
+    let mut extra = vec![s("--outbound-proxy"), out.url_with("tg", "wrong")];
+    extra.extend(bypass_ws());
+    extra.extend(fast_stats());
+    let (p, ws, tcp) = tcp_then_ws(None, &extra);
+    assert_proxy_failure_moves_on(&p, &ws, &tcp, "proxy-auth-refused");
+    assert_eq!(out.connects_to(tcp.port()), 0);
+}
+
+#[test]
+fn wrong_http_password_is_proxy_auth_refused() {
+    let out = OutProxy::tinyproxy(&[], Some(("tg", "right")));
+    let mut extra = vec![s("--outbound-proxy"), out.url_with("tg", "wrong")];
+    extra.extend(bypass_ws());
+    extra.extend(fast_stats());
+    let (p, ws, tcp) = tcp_then_ws(None, &extra);
+    assert_proxy_failure_moves_on(&p, &ws, &tcp, "proxy-auth-refused");
+}
+
+#[test]
+fn a_proxy_that_is_down_is_proxy_unreachable_not_a_dead_route() {
+    let dead = closed_port();
+    let mut extra = vec![s("--outbound-proxy"), format!("socks5://{dead}")];
+    extra.extend(bypass_ws());
+    extra.extend(fast_stats());
+    let (p, ws, tcp) = tcp_then_ws(None, &extra);
+    assert_proxy_failure_moves_on(&p, &ws, &tcp, "proxy-unreachable");
+}
+
+#[test]
+fn a_black_holed_proxy_times_out_as_proxy_unreachable() {
+    let hole = BlackHole::new();
+    let mut extra = vec![
+        s("--outbound-proxy"),
+        format!("http://{}", hole.addr()),
+        s("--tcp-connect-timeout"),
+        s("0.3"),
+        // No hedge before the tcp attempt's deadline: it must time out, not be cancelled.
+        s("--hedge-delay"),
+        s("5"),
+    ];
+    extra.extend(bypass_ws());
+    extra.extend(fast_stats());
+    let (p, ws, tcp) = tcp_then_ws(None, &extra);
+    assert_proxy_failure_moves_on(&p, &ws, &tcp, "proxy-unreachable");
+}
+
+#[test]
+fn connect_refused_by_tinyproxy_is_http_403_against_that_route_and_the_allowed_route_works() {
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    // Only the ws front's port may be CONNECTed to: the tcp DC's port gets 403.
+    let out = OutProxy::tinyproxy(&[ws.port()], None);
+    let p = proxy(&[
+        s("--tier-order"),
+        s("tcp,ws"),
+        s("--dc-ip"),
+        format!("2:{}", ws.addr()),
+        s("--tcp-dc-ip"),
+        format!("2:{}", tcp.addr()),
+        s("--outbound-proxy"),
+        out.url(),
+    ]);
+    let a = probe(&p);
+    assert_eq!(
+        a.outcome,
+        Outcome::Ok,
+        "{a:?}\n{}\n{}",
+        p.dump(),
+        out.dump()
+    );
+    assert_eq!(ws.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert_eq!(
+        tcp.connections(),
+        0,
+        "tinyproxy let the tcp DC's port through"
+    );
+    assert!(out.wait_connects(ws.port(), 1, WAIT), "{}", out.dump());
+    assert_eq!(
+        p.lines_with(&[
+            &format!("tcp {} failed after", tcp.addr()),
+            "proxy-http-403"
+        ])
+        .len(),
+        1,
+        "{}",
+        p.dump()
+    );
+    assert!(
+        p.wait_log("proxy-http-403", WAIT)
+            && !p
+                .lines_with(&["] route tcp:DC2", " down for ", "proxy-http-403"])
+                .is_empty(),
+        "a refused destination cools its route:\n{}",
+        p.dump()
+    );
+    assert!(
+        p.lines_with(&["outbound proxy failed"]).is_empty(),
+        "{}",
+        p.dump()
+    );
+}
+
+#[test]
+fn a_destination_microsocks_cannot_reach_is_socks_reply_5_against_that_route() {
+    let out = OutProxy::microsocks(None);
+    let dead = closed_port();
+    let (p, ws, _tcp) = tcp_then_ws(
+        Some(format!("2:{dead}")),
+        &[s("--outbound-proxy"), out.url()],
+    );
+    let a = probe(&p);
+    assert_eq!(
+        a.outcome,
+        Outcome::Ok,
+        "{a:?}\n{}\n{}",
+        p.dump(),
+        out.dump()
+    );
+    assert_eq!(ws.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert!(
+        out.wait_connects(ws.port(), 1, WAIT),
+        "ws went through it:\n{}",
+        out.dump()
+    );
+    assert!(
+        p.wait_log("proxy-socks-5", WAIT)
+            && !p
+                .lines_with(&["] route tcp:DC2", " down for ", "proxy-socks-5"])
+                .is_empty(),
+        "{}",
+        p.dump()
+    );
+    assert!(
+        !p.lines_with(&["proxy-socks-5", "connection refused"])
+            .is_empty(),
+        "the SOCKS5 reply is named:\n{}",
+        p.dump()
+    );
+}
+
+#[test]
+fn bad_outbound_proxy_urls_are_refused_at_start() {
+    for (url, says) in [
+        (
+            "https://127.0.0.1:3128",
+            "https:// proxies are not supported",
+        ),
+        ("socks5://proxy.example:1080", "must be an IP address"),
+        ("ftp://127.0.0.1:21", "unknown proxy scheme"),
+    ] {
+        let err = Proxy::try_start(&["--secret", SECRET, "--outbound-proxy", url], &[])
+            .err()
+            .unwrap_or_else(|| panic!("{url} accepted"));
+        assert!(err.contains(says), "{url}: {err}");
+        assert!(err.contains("--outbound-proxy"), "{err}");
+    }
+    let err = Proxy::try_start(
+        &["--secret", SECRET, "--no-outbound-proxy-for", "10.0.0.0/99"],
+        &[],
+    )
+    .err()
+    .expect("bad CIDR accepted");
+    assert!(err.contains("CIDR"), "{err}");
+}
+
+#[test]
+fn the_env_variable_sets_the_proxy() {
+    let out = OutProxy::microsocks(None);
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let url = out.url();
+    let p = Proxy::start_with_env(
+        &[
+            "--secret",
+            SECRET,
+            "--tier-order",
+            "tcp",
+            "--tcp-dc-ip",
+            &format!("2:{}", dc.addr()),
+        ],
+        &[("TG_OUTBOUND_PROXY", &url)],
+    );
+    let a = probe(&p);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert!(out.wait_connects(dc.port(), 1, WAIT), "{}", out.dump());
+}
+
+/// `check --dc 2 --tier-order tcp` toward `tcp` through `url`; returns stdout.
+fn check_tcp(tcp: &str, url: &str) -> String {
+    let ca = data_path("ca.pem").display().to_string();
+    let r = run_bin(
+        &[
+            "check",
+            "--dc",
+            "2",
+            "--ca-file",
+            &ca,
+            "--tier-order",
+            "tcp",
+            "--tcp-dc-ip",
+            &format!("2:{tcp}"),
+            "--probe-timeout",
+            "2",
+            "--outbound-proxy",
+            url,
+        ],
+        &[],
+        Duration::from_secs(30),
+    );
+    format!("{}\n{}", r.stdout, r.stderr)
+}
+
+#[test]
+fn check_goes_through_the_proxy_and_names_each_failure_class() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let socks = OutProxy::microsocks(Some(("tg", "right")));
+    let out = check_tcp(&dc.addr().to_string(), &socks.url());
+    assert!(out.contains("ok via tcp"), "{out}");
+    assert!(socks.wait_connects(dc.port(), 1, WAIT), "{}", socks.dump());
+
+    let out = check_tcp(&dc.addr().to_string(), &socks.url_with("tg", "wrong"));
+    assert!(out.contains("proxy-auth-refused"), "{out}");
+    assert!(out.contains("FAILED: the outbound proxy failed"), "{out}");
+
+    let out = check_tcp(
+        &dc.addr().to_string(),
+        &format!("socks5://{}", closed_port()),
+    );
+    assert!(out.contains("proxy-unreachable"), "{out}");
+
+    let http = OutProxy::tinyproxy(&[1], None);
+    let out = check_tcp(&dc.addr().to_string(), &http.url());
+    assert!(out.contains("proxy-http-403"), "{out}");
+
+    let out = check_tcp(&closed_port().to_string(), &socks.url());
+    assert!(out.contains("proxy-socks-5"), "{out}");
+    assert!(
+        out.contains("FAILED: no working route"),
+        "the route's fault: {out}"
+    );
+}
+
+/// `tg-ws-proxy ctl status --control-socket SOCK`, stdout.
+fn ctl_status(sock: &Path) -> String {
+    let r = run_bin(
+        &["ctl", "status", "--control-socket", sock.to_str().unwrap()],
+        &[],
+        Duration::from_secs(10),
+    );
+    assert_eq!(r.code, Some(0), "{r:?}");
+    r.stdout
+}
+
+#[test]
+fn ctl_status_shows_the_proxy_failures_and_the_refused_route_class() {
+    let sock = temp_dir().join("ctl.sock");
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let out = OutProxy::tinyproxy(&[ws.port()], None);
+    let p = proxy(&[
+        s("--tier-order"),
+        s("tcp,ws"),
+        s("--dc-ip"),
+        format!("2:{}", ws.addr()),
+        s("--tcp-dc-ip"),
+        format!("2:{}", tcp.addr()),
+        s("--outbound-proxy"),
+        out.url(),
+        s("--control-socket"),
+        sock.display().to_string(),
+    ]);
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    let status = ctl_status(&sock);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.contains("tcp:DC2") && l.contains("proxy-http-403")),
+        "{status}"
+    );
+    drop(p);
+
+    // A dead proxy: the counter and its line.
+    let dead = closed_port();
+    let mut extra = vec![
+        s("--outbound-proxy"),
+        format!("socks5://{dead}"),
+        s("--control-socket"),
+        sock.display().to_string(),
+    ];
+    extra.extend(bypass_ws());
+    let (p, _ws, _tcp) = tcp_then_ws(None, &extra);
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    let status = ctl_status(&sock);
+    assert!(
+        status.contains("outbound proxy: 1 failures of the proxy itself"),
+        "{status}"
+    );
+}
+
+#[test]
+fn socks5h_sends_the_worker_name_to_the_proxy_without_a_local_dns_answer() {
+    // `localhost` is not in the test hosts file and the resolv.conf is empty, so only the
+    // proxy (microsocks, which asks the system: /etc/hosts) can resolve the Worker's name.
+    let out = OutProxy::microsocks(None);
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let w = FakeDc::start_worker(DcConfig::default());
+    let worker = [
+        s("--tier-order"),
+        s("worker"),
+        s("--cf-worker-domain"),
+        format!("localhost:{}", w.port()),
+        s("--tcp-dc-ip"),
+        format!("2:{}", dc.addr()),
+    ];
+    let mut args = worker.to_vec();
+    args.extend([s("--outbound-proxy"), format!("socks5h://{}", out.addr())]);
+    let p = proxy(&args);
+    let a = probe(&p);
+    assert_eq!(
+        a.outcome,
+        Outcome::Ok,
+        "{a:?}\n{}\n{}",
+        p.dump(),
+        out.dump()
+    );
+    assert_eq!(w.snis(), vec!["localhost"]);
+    assert!(
+        out.dump()
+            .contains(&format!("connected to localhost:{}", w.port())),
+        "the proxy was not asked for the name:\n{}",
+        out.dump()
+    );
+    drop(p);
+
+    // The control: socks5:// resolves locally, and here nothing locally knows the name.
+    let mut args = worker.to_vec();
+    args.extend([s("--outbound-proxy"), out.url()]);
+    let p = proxy(&args);
+    assert_ne!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert_eq!(w.snis().len(), 1, "{}", p.dump());
+}
+
+/// A config file for `run --config` only: the tcp tier toward `dc`, then `extra` lines.
+fn write_config(path: &Path, dc: &FakeDc, extra: &str) {
+    let text = format!(
+        "secret {SECRET}\nhost 127.0.0.1\nport 0\npool-size 0\nstartup-probes off\n\
+         max-per-ip 0\nper-ip-rate 0\ntier-order tcp\ntcp-dc-ip 2:{}\n{extra}\n",
+        dc.addr()
+    );
+    std::fs::write(path, text).expect("write config file");
+}
+
+#[test]
+fn a_reload_switches_the_proxy_for_new_connections() {
+    let a = OutProxy::microsocks(None);
+    let b = OutProxy::tinyproxy(&[], None);
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let config = temp_dir().join("proxy.conf");
+    write_config(&config, &dc, &format!("outbound-proxy {}", a.url()));
+    let p = Proxy::start_argv(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert!(a.wait_connects(dc.port(), 1, WAIT), "{}", a.dump());
+
+    write_config(&config, &dc, &format!("outbound-proxy {}", b.url()));
+    // SAFETY: kill(2) on our own child's pid; no memory is shared.
+    assert_eq!(
+        unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+    assert!(
+        p.wait_log("outbound-proxy", WAIT) && p.wait_log("outbound proxy http://", WAIT),
+        "{}",
+        p.dump()
+    );
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert!(b.wait_connects(dc.port(), 1, WAIT), "{}", b.dump());
+    assert_eq!(
+        a.connects_to(dc.port()),
+        1,
+        "the old proxy got a new connection"
+    );
+
+    write_config(&config, &dc, "outbound-proxy none");
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+    assert!(p.wait_log("outbound proxy off", WAIT), "{}", p.dump());
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert_eq!(dc.init_dcs().len(), 3);
+    assert_eq!(
+        b.connects_to(dc.port()),
+        1,
+        "direct now, not through the proxy"
+    );
+}
