@@ -46,13 +46,21 @@ pub enum DialKind {
         /// `Origin` header, if any.
         origin: Option<&'static str>,
     },
+    /// TLS only, with SNI `host` (verified like every dial), no upgrade: the caller speaks
+    /// plain HTTP/1.1 over it (the shared CF domain list fetch, `reactor::cflist`). Ready as
+    /// [`Upstream::Ws`] before the handshake has run: it completes on the caller's first
+    /// write and reads.
+    Tls {
+        /// SNI and the name the certificate must carry.
+        host: String,
+    },
 }
 
 /// A connected upstream socket, ready for the relay init.
 pub enum Upstream {
     /// Raw obfuscated2 over TCP.
     Tcp(TcpStream),
-    /// WebSocket over TLS, after the upgrade.
+    /// WebSocket over TLS, after the upgrade (or bare TLS for [`DialKind::Tls`]).
     Ws(Box<TlsStream>),
 }
 
@@ -278,6 +286,16 @@ impl Dial {
                         };
                         match &self.kind {
                             DialKind::Tcp => return DialStep::Ready(Upstream::Tcp(sock)),
+                            DialKind::Tls { host } => {
+                                return match TlsStream::new(tls, host, sock) {
+                                    Ok(t) => DialStep::Ready(Upstream::Ws(Box::new(t))),
+                                    Err(e) => DialStep::Failed {
+                                        failure: Failure::Tls,
+                                        retry_after: None,
+                                        detail: e.to_string(),
+                                    },
+                                }
+                            }
                             DialKind::Ws {
                                 host,
                                 path,

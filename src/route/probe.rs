@@ -123,7 +123,8 @@ impl Probe {
         let dial = Dial::start(spec, registry, token, std::time::Duration::ZERO)?;
         let framing = match spec.kind {
             DialKind::Ws { .. } => Framing::Ws,
-            DialKind::Tcp => Framing::Raw,
+            // No route dials bare TLS (only the shared list fetch does).
+            DialKind::Tcp | DialKind::Tls { .. } => Framing::Raw,
         };
         Ok(Probe::with_dial(route, id, dc, dial, now, goal, framing))
     }

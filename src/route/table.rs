@@ -166,7 +166,7 @@ impl Route {
 pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
         DialKind::Tcp => spec.addr.to_string(),
-        DialKind::Ws { host, .. } => {
+        DialKind::Ws { host, .. } | DialKind::Tls { host } => {
             let host = if tier.is_cloudflare() {
                 redact(host)
             } else {
@@ -393,6 +393,7 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             }
             cfg.cf_domains
                 .iter()
+                .chain(&cfg.cf_shared_domains)
                 .map(|ep| Target::CfProxy {
                     ep: CfEndpoint {
                         host: format!("kws{}.{}", dc.dc, ep.host),

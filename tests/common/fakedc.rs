@@ -404,6 +404,12 @@ impl FakeDc {
         FakeDc::start(cfg, Kind::TlsWs(server_tls_config()))
     }
 
+    /// [`FakeDc::start_tls_ws`] serving the certificate chain `pem` with key `key` (PEM)
+    /// instead of tests/data/server.pem (e.g. tests/data/pool.pem for shared-list domains).
+    pub fn start_tls_ws_cert(cfg: DcConfig, pem: &[u8], key: &[u8]) -> FakeDc {
+        FakeDc::start(cfg, Kind::TlsWs(tls_config_for(pem, key)))
+    }
+
     /// Raw obfuscated2 DC port (what the `tcp` tier connects to).
     pub fn start_tcp(cfg: DcConfig) -> FakeDc {
         FakeDc::start(cfg, Kind::Tcp)
@@ -554,10 +560,15 @@ impl Drop for SessionGuard {
 }
 
 fn server_tls_config() -> Arc<ServerConfig> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(SERVER_PEM)
+    tls_config_for(SERVER_PEM, SERVER_KEY)
+}
+
+/// A TLS server config for the chain `pem` and key `key` (PEM).
+pub fn tls_config_for(pem: &[u8], key: &[u8]) -> Arc<ServerConfig> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .expect("fake DC: tests/data/server.pem");
-    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).expect("fake DC: tests/data/server.key");
+        .expect("fake DC: certificate PEM");
+    let key = PrivateKeyDer::from_pem_slice(key).expect("fake DC: key PEM");
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cfg = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

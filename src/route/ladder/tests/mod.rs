@@ -6,6 +6,7 @@
 //! operator actions (pin, unpin, probe now, snapshot).
 
 mod background;
+mod cflist;
 mod reconfigure;
 mod under_fire;
 
