@@ -122,7 +122,14 @@ mod tests {
             assert_eq!(decode(own), None);
         }
         assert_eq!(control_index(control_conn(3)), Some(3));
-        for other in [LISTENER, DNS, SIGNAL, CONTROL, CFLIST, encode(0, 0, Role::Client)] {
+        for other in [
+            LISTENER,
+            DNS,
+            SIGNAL,
+            CONTROL,
+            CFLIST,
+            encode(0, 0, Role::Client),
+        ] {
             assert_eq!(control_index(other), None);
         }
         assert_eq!(decode(DNS), None);

@@ -220,12 +220,16 @@ fn a_valid_list_is_decoded_cached_and_its_domains_carry_sessions() {
     let cache = temp_dir().join("cf-domains.txt");
     let p = proxy(&list.url(), &cache, front.port(), &[]);
     assert!(
-        p.wait_line(&["cf-domain-list", "accepted 3 domains"], WAIT).is_some(),
+        p.wait_line(&["cf-domain-list", "accepted 3 domains"], WAIT)
+            .is_some(),
         "{}",
         p.dump()
     );
     let paths = list.paths.lock().unwrap().clone();
-    assert!(paths[0].starts_with("/cf.txt?cb="), "cache-buster: {paths:?}");
+    assert!(
+        paths[0].starts_with("/cf.txt?cb="),
+        "cache-buster: {paths:?}"
+    );
     let text = std::fs::read_to_string(&cache).expect("cache written");
     for d in POOL {
         assert!(text.lines().any(|l| l == d), "{text}");
@@ -237,7 +241,9 @@ fn a_valid_list_is_decoded_cached_and_its_domains_carry_sessions() {
     );
     let snis = front.snis();
     assert!(
-        snis.iter().all(|s| POOL.iter().any(|d| *s == format!("kws2.{d}"))) && !snis.is_empty(),
+        snis.iter()
+            .all(|s| POOL.iter().any(|d| *s == format!("kws2.{d}")))
+            && !snis.is_empty(),
         "{snis:?}"
     );
 }
@@ -247,8 +253,17 @@ fn a_list_with_fewer_than_three_valid_entries_keeps_the_old_one() {
     let front = pool_front();
     let list = ListServer::start(Answer::Body(encoded(&POOL)));
     let cache = temp_dir().join("cf-domains.txt");
-    let p = proxy(&list.url(), &cache, front.port(), &["--cf-domain-list-refresh", "500ms"]);
-    assert!(p.wait_line(&["accepted 3 domains"], WAIT).is_some(), "{}", p.dump());
+    let p = proxy(
+        &list.url(),
+        &cache,
+        front.port(),
+        &["--cf-domain-list-refresh", "500ms"],
+    );
+    assert!(
+        p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
+        "{}",
+        p.dump()
+    );
     let before = std::fs::read_to_string(&cache).unwrap();
     // Two valid names and junk: rejected at the next refresh.
     list.set(Answer::Body(format!(
@@ -256,12 +271,23 @@ fn a_list_with_fewer_than_three_valid_entries_keeps_the_old_one() {
         encoded(&POOL[..2])
     )));
     assert!(
-        p.wait_line(&["cf-domain-list", "2 valid host name(s) of 4 entries", "keeping the 3"], WAIT)
-            .is_some(),
+        p.wait_line(
+            &[
+                "cf-domain-list",
+                "2 valid host name(s) of 4 entries",
+                "keeping the 3"
+            ],
+            WAIT
+        )
+        .is_some(),
         "{}",
         p.dump()
     );
-    assert_eq!(std::fs::read_to_string(&cache).unwrap(), before, "cache kept");
+    assert_eq!(
+        std::fs::read_to_string(&cache).unwrap(),
+        before,
+        "cache kept"
+    );
     assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
 }
 
@@ -293,8 +319,11 @@ fn a_slow_body_ends_at_the_fetch_timeout() {
         &["--cf-domain-list-timeout", "700ms"],
     );
     assert!(
-        p.wait_line(&["cf-domain-list", "no complete answer within 700 ms"], WAIT)
-            .is_some(),
+        p.wait_line(
+            &["cf-domain-list", "no complete answer within 700 ms"],
+            WAIT
+        )
+        .is_some(),
         "{}",
         p.dump()
     );
@@ -307,7 +336,8 @@ fn a_redirect_loop_stops_after_three_redirects() {
     let cache = temp_dir().join("cf-domains.txt");
     let p = proxy(&list.url(), &cache, closed_port().port(), &[]);
     assert!(
-        p.wait_line(&["cf-domain-list", "more than 3 redirects"], WAIT).is_some(),
+        p.wait_line(&["cf-domain-list", "more than 3 redirects"], WAIT)
+            .is_some(),
         "{}",
         p.dump()
     );
@@ -324,18 +354,24 @@ fn with_the_server_down_at_start_the_cached_list_is_used() {
     {
         let list = ListServer::start(Answer::Body(encoded(&POOL)));
         let p = proxy(&list.url(), &cache, front.port(), &[]);
-        assert!(p.wait_line(&["accepted 3 domains"], WAIT).is_some(), "{}", p.dump());
+        assert!(
+            p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
+            "{}",
+            p.dump()
+        );
     }
     assert!(cache.exists());
     let down = format!("https://{LIST_HOST}:{}/cf.txt", closed_port().port());
     let p = proxy(&down, &cache, front.port(), &[]);
     assert!(
-        p.wait_line(&["cf-domain-list", "using 3 cached domains"], WAIT).is_some(),
+        p.wait_line(&["cf-domain-list", "using 3 cached domains"], WAIT)
+            .is_some(),
         "{}",
         p.dump()
     );
     assert!(
-        p.wait_line(&["cf-domain-list", "refused", "keeping the 3"], WAIT).is_some(),
+        p.wait_line(&["cf-domain-list", "refused", "keeping the 3"], WAIT)
+            .is_some(),
         "{}",
         p.dump()
     );

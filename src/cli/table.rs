@@ -222,7 +222,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     },
     Opt {
         long: "--cf-domain-list", short: None, aliases: &[], env: &["TG_CF_DOMAIN_LIST"],
-        meta: "URL|FILE", default: "the original's list on GitHub", group: Upstream,
+        meta: "URL|FILE", group: Upstream,
+        default: "https://raw.githubusercontent.com/Flowseal/tg-ws-proxy/main/.github/cfproxy-domains.txt",
         help: "shared Cloudflare domain list (https URL or file), tried after --cf-domain; off = none",
         kind: Value(|d, s| {
             let src = crate::route::cflist::parse_source(s)?;

@@ -117,9 +117,12 @@ pub fn table(s: &Status) -> String {
     }
     out.push('\n');
     if let Some(l) = &s.shared_list {
-        let last = l.last.as_ref().map_or("none yet".to_string(), |(what, age)| {
-            format!("{what} ({}s ago)", age / 1000)
-        });
+        let last = l
+            .last
+            .as_ref()
+            .map_or("none yet".to_string(), |(what, age)| {
+                format!("{what} ({}s ago)", age / 1000)
+            });
         let _ = writeln!(
             out,
             "shared cf domains: {} in use from {}; fetches {} ({} failed); last: {last}",

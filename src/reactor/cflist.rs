@@ -50,7 +50,9 @@ pub struct ListStatus {
 }
 
 enum Step {
-    Resolve { recheck_at: u64 },
+    Resolve {
+        recheck_at: u64,
+    },
     Dial(Dial),
     Talk {
         up: Box<Upstream>,
@@ -127,7 +129,13 @@ impl CfList {
     }
 
     /// Starts a due fetch, ends one past its deadline, or re-checks a pending name.
-    fn tick(&mut self, now: u64, registry: &Registry, dns: &mut Resolver, rng: &mut Rng) -> Option<Done> {
+    fn tick(
+        &mut self,
+        now: u64,
+        registry: &Registry,
+        dns: &mut Resolver,
+        rng: &mut Rng,
+    ) -> Option<Done> {
         if let Some(f) = &mut self.fetch {
             if now >= f.deadline {
                 self.fetch = None;
@@ -147,13 +155,16 @@ impl CfList {
             Source::File(path) => Some(
                 std::fs::read(&path)
                     .map_err(|e| format!("cannot read: {e}"))
-                    .and_then(|b| cflist::accept(cflist::decode_list(&String::from_utf8_lossy(&b)))),
+                    .and_then(|b| {
+                        cflist::accept(cflist::decode_list(&String::from_utf8_lossy(&b)))
+                    }),
             ),
             Source::Url(mut url) => {
                 let mut cb = [0u8; 6];
                 rng.fill(&mut cb);
                 let q: String = cb.iter().map(|b| format!("{b:02x}")).collect();
-                url.path.push(if url.path.contains('?') { '&' } else { '?' });
+                url.path
+                    .push(if url.path.contains('?') { '&' } else { '?' });
                 url.path.push_str(&format!("cb={q}"));
                 self.fetch = Some(Fetch {
                     url,
@@ -204,7 +215,13 @@ impl CfList {
     }
 
     /// Socket readiness for the fetch.
-    fn on_event(&mut self, now: u64, registry: &Registry, dns: &mut Resolver, tls: &Arc<rustls::ClientConfig>) -> Option<Done> {
+    fn on_event(
+        &mut self,
+        now: u64,
+        registry: &Registry,
+        dns: &mut Resolver,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Option<Done> {
         let f = self.fetch.as_mut()?;
         let outcome = match drive(f, tls) {
             Ok(None) => return None,
@@ -216,7 +233,9 @@ impl CfList {
         };
         let f = self.fetch.take()?;
         match outcome {
-            Outcome::Body(b) => Some(cflist::accept(cflist::decode_list(&String::from_utf8_lossy(&b)))),
+            Outcome::Body(b) => Some(cflist::accept(cflist::decode_list(
+                &String::from_utf8_lossy(&b),
+            ))),
             Outcome::Status(code) => Some(Err(format!("{} answered HTTP {code}", f.url.host))),
             Outcome::Redirect(_) if f.redirects >= MAX_REDIRECTS => {
                 Some(Err(format!("more than {MAX_REDIRECTS} redirects")))
@@ -241,9 +260,9 @@ fn drive(f: &mut Fetch, tls: &Arc<rustls::ClientConfig>) -> Result<Option<Outcom
             Step::Resolve { .. } => return Ok(None),
             Step::Dial(d) => match d.drive(tls) {
                 DialStep::Pending => return Ok(None),
-                DialStep::Failed { detail, failure, .. } => {
-                    return Err(format!("{}: {failure}: {detail}", f.url.host))
-                }
+                DialStep::Failed {
+                    detail, failure, ..
+                } => return Err(format!("{}: {failure}: {detail}", f.url.host)),
                 DialStep::Ready(up) => {
                     f.step = Step::Talk {
                         up: Box::new(up),
@@ -253,7 +272,12 @@ fn drive(f: &mut Fetch, tls: &Arc<rustls::ClientConfig>) -> Result<Option<Outcom
                     }
                 }
             },
-            Step::Talk { up, req, sent, resp } => {
+            Step::Talk {
+                up,
+                req,
+                sent,
+                resp,
+            } => {
                 while *sent < req.len() {
                     match up.write(&req[*sent..]) {
                         Io::Done(n) => *sent += n,
@@ -287,7 +311,11 @@ fn read_cache(path: &Path) -> Option<Vec<String>> {
     match std::fs::read(path) {
         Ok(b) => match cflist::accept(cflist::parse_cache(&String::from_utf8_lossy(&b))) {
             Ok(list) => {
-                info!("cf-domain-list: using {} cached domains from {}", list.len(), path.display());
+                info!(
+                    "cf-domain-list: using {} cached domains from {}",
+                    list.len(),
+                    path.display()
+                );
                 Some(list)
             }
             Err(why) => {
@@ -325,14 +353,20 @@ impl Reactor {
             in_use: self.s.cfg.cf_shared_domains.len(),
             fetches: st.fetches,
             failures: st.failures,
-            last: st.last.clone().map(|(at, what)| (what, self.now.saturating_sub(at))),
+            last: st
+                .last
+                .clone()
+                .map(|(at, what)| (what, self.now.saturating_sub(at))),
         })
     }
 
     /// Runs due list work (`expire`).
     pub(super) fn cflist_tick(&mut self) {
         let s = &mut self.s;
-        if let Some(done) = self.cflist.tick(self.now, self.poll.registry(), &mut s.dns, &mut s.rng) {
+        if let Some(done) = self
+            .cflist
+            .tick(self.now, self.poll.registry(), &mut s.dns, &mut s.rng)
+        {
             self.cflist_done(done);
         }
     }
@@ -353,15 +387,20 @@ impl Reactor {
         st.fetches += 1;
         match done {
             Ok(list) => {
+                // The cache first: once "accepted" is logged, the file holds the list.
+                if let Some(path) = &self.cflist.cache {
+                    if let Err(e) = write_cache(path, &list) {
+                        warn!(
+                            "cf-domain-list: cache {}: cannot write: {e}",
+                            path.display()
+                        );
+                    }
+                }
                 let line = format!("accepted {} domains", list.len());
                 info!("cf-domain-list: {src}: {line}");
                 st.last = Some((now, line));
-                self.cflist.next_at = Some(self.cflist.schedule.after_success(now, &mut self.s.rng));
-                if let Some(path) = &self.cflist.cache {
-                    if let Err(e) = write_cache(path, &list) {
-                        warn!("cf-domain-list: cache {}: cannot write: {e}", path.display());
-                    }
-                }
+                self.cflist.next_at =
+                    Some(self.cflist.schedule.after_success(now, &mut self.s.rng));
                 self.cflist_apply(list);
             }
             Err(why) => {
@@ -369,7 +408,8 @@ impl Reactor {
                 let n = self.s.cfg.cf_shared_domains.len();
                 warn!("cf-domain-list: {src}: {why}; keeping the {n} shared domain(s) in use");
                 st.last = Some((now, why));
-                self.cflist.next_at = Some(self.cflist.schedule.after_failure(now, &mut self.s.rng));
+                self.cflist.next_at =
+                    Some(self.cflist.schedule.after_failure(now, &mut self.s.rng));
             }
         }
     }
@@ -394,8 +434,13 @@ impl Reactor {
     /// turned off); a changed source or cache path fetches again now.
     pub(super) fn cflist_reload(&mut self, cfg: &mut Config) {
         let old = &self.s.cfg;
-        let list: Vec<String> = old.cf_shared_domains.iter().map(|e| e.host.clone()).collect();
-        let refetch = cfg.cf_domain_list != old.cf_domain_list || cfg.cf_domain_cache != old.cf_domain_cache;
+        let list: Vec<String> = old
+            .cf_shared_domains
+            .iter()
+            .map(|e| e.host.clone())
+            .collect();
+        let refetch =
+            cfg.cf_domain_list != old.cf_domain_list || cfg.cf_domain_cache != old.cf_domain_cache;
         let timing_changed = cfg.cf_domain_list_refresh != old.cf_domain_list_refresh
             || cfg.cf_domain_list_retry != old.cf_domain_list_retry
             || cfg.cf_domain_list_timeout != old.cf_domain_list_timeout;
@@ -420,7 +465,11 @@ impl Reactor {
 /// `--cf-domain-list-port`.
 pub(super) fn shared_endpoints(cfg: &Config, list: Vec<String>) -> Vec<CfEndpoint> {
     list.into_iter()
-        .filter(|h| !cfg.cf_domains.iter().any(|e| e.host.eq_ignore_ascii_case(h)))
+        .filter(|h| {
+            !cfg.cf_domains
+                .iter()
+                .any(|e| e.host.eq_ignore_ascii_case(h))
+        })
         .map(|host| CfEndpoint {
             host,
             port: cfg.cf_domain_list_port,

@@ -423,9 +423,7 @@ impl Reactor {
             Tier::Worker if cfg.worker_domains.is_empty() => {
                 Some("no --cf-worker-domain is configured".into())
             }
-            Tier::CfProxy if !cfg.tier_configured(t) => {
-                Some("no --cf-domain is configured".into())
-            }
+            Tier::CfProxy if !cfg.tier_configured(t) => Some("no --cf-domain is configured".into()),
             Tier::Front if !cfg.tier_configured(t) => {
                 Some("no --fronting-domain is configured".into())
             }

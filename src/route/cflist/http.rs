@@ -173,7 +173,9 @@ impl Response {
         }
         Ok(Ok(match (chunked, length) {
             (true, _) => Framing::Chunked,
-            (false, Some(n)) if n > self.max_body => return Err(HttpError::TooLarge(self.max_body)),
+            (false, Some(n)) if n > self.max_body => {
+                return Err(HttpError::TooLarge(self.max_body))
+            }
             (false, Some(n)) => Framing::Length(n),
             (false, None) => Framing::Close,
         }))

@@ -11,7 +11,10 @@ fn decoding_shifts_letters_back_by_their_count_and_swaps_the_suffix() {
     assert_eq!(decode_entry("Ab-1.com"), "Yz-1.co.uk");
     // 26 letters: a full turn.
     let full = "abcdefghijklmnopqrstuvwxyz";
-    assert_eq!(decode_entry(&format!("{full}.com")), format!("{full}.co.uk"));
+    assert_eq!(
+        decode_entry(&format!("{full}.com")),
+        format!("{full}.co.uk")
+    );
     // Not ending in .com: unchanged.
     assert_eq!(decode_entry("plain.example.org"), "plain.example.org");
     for name in ["pool-alpha-test.co.uk", "x1.co.uk", "made-up-bravo.co.uk"] {
@@ -85,7 +88,9 @@ fn cache_round_trip_and_foreign_files_are_ignored() {
     assert_eq!(parse_cache(&text).domains, names);
     // A decoded name ending in .co.uk is not decoded again.
     assert_eq!(accept(parse_cache(&text)).unwrap(), names);
-    assert!(parse_cache("a.co.uk\nb.co.uk\nc.co.uk\n").domains.is_empty());
+    assert!(parse_cache("a.co.uk\nb.co.uk\nc.co.uk\n")
+        .domains
+        .is_empty());
 }
 
 #[test]
@@ -103,11 +108,17 @@ fn refresh_is_jittered_and_failures_back_off_up_to_the_refresh_interval() {
     assert!((800..=1_200).contains(&waits[0]), "{waits:?}");
     assert!((1_600..=2_400).contains(&waits[1]), "{waits:?}");
     assert!((3_200..=4_800).contains(&waits[2]), "{waits:?}");
-    assert!(waits[9] <= 120_000 && waits[9] >= 80_000, "capped: {waits:?}");
+    assert!(
+        waits[9] <= 120_000 && waits[9] >= 80_000,
+        "capped: {waits:?}"
+    );
     assert_eq!(s.failures, 10);
     s.after_success(0, &mut rng);
     assert_eq!(s.failures, 0);
-    assert!(s.after_failure(0, &mut rng) <= 1_200, "a success resets the backoff");
+    assert!(
+        s.after_failure(0, &mut rng) <= 1_200,
+        "a success resets the backoff"
+    );
 }
 
 #[test]
@@ -185,7 +196,11 @@ fn bodies_by_length_chunked_and_close_in_any_split() {
     assert_eq!(r.eof().unwrap(), Outcome::Body(b"hello".to_vec()));
     // A length-framed body cut short is truncated, not accepted.
     let mut r = Response::new(url(), 100);
-    assert_eq!(r.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhel").unwrap(), None);
+    assert_eq!(
+        r.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhel")
+            .unwrap(),
+        None
+    );
     assert_eq!(r.eof(), Err(HttpError::Truncated));
     let mut r = Response::new(url(), 100);
     assert_eq!(r.eof(), Err(HttpError::Truncated));
@@ -213,20 +228,25 @@ fn limits_statuses_redirects_and_garbage() {
     assert_eq!(r.feed(&huge), Err(HttpError::HeadTooLarge));
     let mut r = Response::new(url(), 4);
     assert_eq!(
-        r.feed(b"HTTP/1.1 429 Too Many\r\nRetry-After: 5\r\n\r\n").unwrap(),
+        r.feed(b"HTTP/1.1 429 Too Many\r\nRetry-After: 5\r\n\r\n")
+            .unwrap(),
         Some(Outcome::Status(429))
     );
     let mut r = Response::new(url(), 4);
     assert_eq!(
-        r.feed(b"HTTP/1.1 302 Found\r\nLocation: /other.txt\r\n\r\n").unwrap(),
+        r.feed(b"HTTP/1.1 302 Found\r\nLocation: /other.txt\r\n\r\n")
+            .unwrap(),
         Some(Outcome::Redirect(
             parse_url("https://list.example.com:4443/other.txt").unwrap()
         ))
     );
     let mut r = Response::new(url(), 4);
     assert_eq!(
-        r.feed(b"HTTP/1.1 301 Moved\r\nLocation: https://b.example.com/x\r\n\r\n").unwrap(),
-        Some(Outcome::Redirect(parse_url("https://b.example.com/x").unwrap()))
+        r.feed(b"HTTP/1.1 301 Moved\r\nLocation: https://b.example.com/x\r\n\r\n")
+            .unwrap(),
+        Some(Outcome::Redirect(
+            parse_url("https://b.example.com/x").unwrap()
+        ))
     );
     for bad in [
         &b"HTTP/1.1 302 Found\r\nLocation: http://b.example.com/x\r\n\r\n"[..],

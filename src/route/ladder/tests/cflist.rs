@@ -40,17 +40,31 @@ fn shared_domains_follow_the_users_and_back_off_one_by_one() {
     let hosts: Vec<String> = routes.iter().map(|&id| host_of(&l, id)).collect();
     assert_eq!(
         hosts,
-        ["kws2.user.example.org", "kws2.a.co.uk", "kws2.b.co.uk", "kws2.c.co.uk"]
+        [
+            "kws2.user.example.org",
+            "kws2.a.co.uk",
+            "kws2.b.co.uk",
+            "kws2.c.co.uk"
+        ]
     );
     // b answers 429, c answers 503: each cools down alone.
     fail(&mut l, routes[2], Failure::Http(429), 100);
     fail(&mut l, routes[3], Failure::Http(503), 100);
     let planned = planned_hosts(&mut l, 200);
-    assert!(planned.contains(&"kws2.user.example.org".to_string()), "{planned:?}");
+    assert!(
+        planned.contains(&"kws2.user.example.org".to_string()),
+        "{planned:?}"
+    );
     assert!(planned.contains(&"kws2.a.co.uk".to_string()), "{planned:?}");
-    assert!(!planned.contains(&"kws2.b.co.uk".to_string()), "{planned:?}");
+    assert!(
+        !planned.contains(&"kws2.b.co.uk".to_string()),
+        "{planned:?}"
+    );
     // c's 5xx is soft: from Unknown it is Down too, never touching a.
-    assert!(!planned.contains(&"kws2.c.co.uk".to_string()), "{planned:?}");
+    assert!(
+        !planned.contains(&"kws2.c.co.uk".to_string()),
+        "{planned:?}"
+    );
     assert!(l.route(routes[1]).health.state() == State::Unknown);
 }
 
@@ -67,9 +81,19 @@ fn a_new_list_keeps_unchanged_domains_retires_removed_and_adds_new() {
     assert!(!l.retired(before[1]), "a is unchanged");
     assert!(!l.retired(before[2]), "b is unchanged");
     assert!(l.retired(before[3]), "c was removed");
-    assert!(l.route(before[1]).health.state() == State::Up, "a keeps its health");
-    assert!(matches!(l.route(before[2]).health.state(), State::Down { .. }), "b keeps its cooldown");
-    let after: Vec<String> = l.routes_for(DC2).iter().map(|&id| host_of(&l, id)).collect();
+    assert!(
+        l.route(before[1]).health.state() == State::Up,
+        "a keeps its health"
+    );
+    assert!(
+        matches!(l.route(before[2]).health.state(), State::Down { .. }),
+        "b keeps its cooldown"
+    );
+    let after: Vec<String> = l
+        .routes_for(DC2)
+        .iter()
+        .map(|&id| host_of(&l, id))
+        .collect();
     assert!(after.contains(&"kws2.d.co.uk".to_string()), "{after:?}");
     assert!(!after.contains(&"kws2.c.co.uk".to_string()), "{after:?}");
 }
