@@ -11,7 +11,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -169,7 +169,7 @@ fn names() -> Vec<String> {
 
 /// A proxy with only the cfproxy tier, the list at `url`, the cache at `cache`, a fast
 /// refresh/retry schedule and the pool dialled on `pool_port`.
-fn proxy(url: &str, cache: &PathBuf, pool_port: u16, extra: &[&str]) -> Proxy {
+fn proxy(url: &str, cache: &Path, pool_port: u16, extra: &[&str]) -> Proxy {
     let names = names();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let port = pool_port.to_string();

@@ -222,8 +222,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     },
     Opt {
         long: "--cf-domain-list", short: None, aliases: &[], env: &["TG_CF_DOMAIN_LIST"],
-        meta: "URL|FILE", group: Upstream,
-        default: "https://raw.githubusercontent.com/Flowseal/tg-ws-proxy/main/.github/cfproxy-domains.txt",
+        meta: "URL|FILE", default: "the original's GitHub list", group: Upstream,
         help: "shared Cloudflare domain list (https URL or file), tried after --cf-domain; off = none",
         kind: Value(|d, s| {
             let src = crate::route::cflist::parse_source(s)?;
@@ -712,8 +711,9 @@ mod tests {
     use super::*;
 
     /// Defaults shown as words rather than as a value the flag would accept.
-    const DESCRIBED_DEFAULTS: [&str; 6] = [
+    const DESCRIBED_DEFAULTS: [&str; 7] = [
         "none",
+        "the original's GitHub list",
         "off",
         "stderr",
         "detected",

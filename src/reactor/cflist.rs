@@ -53,7 +53,7 @@ enum Step {
     Resolve {
         recheck_at: u64,
     },
-    Dial(Dial),
+    Dial(Box<Dial>),
     Talk {
         up: Box<Upstream>,
         req: Vec<u8>,
@@ -147,7 +147,7 @@ impl CfList {
             }
             return None;
         }
-        if !self.next_at.is_some_and(|t| t <= now) {
+        if self.next_at.is_none_or(|t| t > now) {
             return None;
         }
         self.next_at = None;
@@ -204,7 +204,7 @@ impl CfList {
         };
         match Dial::start(&spec, registry, token::CFLIST, Duration::ZERO) {
             Ok(d) => {
-                f.step = Step::Dial(d);
+                f.step = Step::Dial(Box::new(d));
                 None
             }
             Err(failure) => {
@@ -304,6 +304,16 @@ fn drive(f: &mut Fetch, tls: &Arc<rustls::ClientConfig>) -> Result<Option<Outcom
             }
         }
     }
+}
+
+/// The shared domains `check` shows: those in `cfg`'s cache file (`--cf-domain-cache`), when the
+/// list is on; `check` never fetches the list.
+pub(crate) fn cached_shared_domains(cfg: &Config) -> Vec<CfEndpoint> {
+    let cached = match (&cfg.cf_domain_list, &cfg.cf_domain_cache) {
+        (Some(_), Some(path)) => read_cache(path),
+        _ => None,
+    };
+    shared_endpoints(cfg, cached.unwrap_or_default())
 }
 
 /// The cached list at `path`, if it holds an acceptable one.

@@ -23,6 +23,7 @@ mod listen;
 mod reload;
 mod signals;
 
+pub(crate) use cflist::cached_shared_domains;
 pub use reload::RESTART_ONLY;
 
 mod control;
