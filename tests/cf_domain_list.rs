@@ -377,3 +377,40 @@ fn with_the_server_down_at_start_the_cached_list_is_used() {
     );
     assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
 }
+
+#[test]
+fn a_file_source_is_read_like_a_download() {
+    let front = pool_front();
+    let dir = temp_dir();
+    let file = dir.join("my-list.txt");
+    std::fs::write(&file, encoded(&POOL)).unwrap();
+    let cache = dir.join("cf-domains.txt");
+    let p = proxy(file.to_str().unwrap(), &cache, front.port(), &[]);
+    assert!(
+        p.wait_line(
+            &["cf-domain-list", "my-list.txt", "accepted 3 domains"],
+            WAIT
+        )
+        .is_some(),
+        "{}",
+        p.dump()
+    );
+    assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
+    // A missing file is an OS error named as such, and the domains in use stay.
+    let gone = dir.join("missing.txt");
+    let q = proxy(gone.to_str().unwrap(), &cache, front.port(), &[]);
+    assert!(
+        q.wait_line(
+            &[
+                "cf-domain-list",
+                "cannot read",
+                "No such file",
+                "keeping the 3"
+            ],
+            WAIT
+        )
+        .is_some(),
+        "{}",
+        q.dump()
+    );
+}
