@@ -31,6 +31,8 @@ mod fakedc;
 
 #[path = "bench_pit/flapper.rs"]
 mod flapper;
+#[path = "bench_pit/pool.rs"]
+mod pool;
 #[path = "bench_pit/proc.rs"]
 mod proc;
 
@@ -121,6 +123,8 @@ enum Direct {
     Healthy,
     BlackHole,
     Flapping,
+    /// Black-holed, raw TCP too: only the shared CF domain list's domains work (`pool`).
+    PoolOnly,
 }
 
 /// One latency scenario.
@@ -229,6 +233,11 @@ fn run(o: &Opts) -> Result<String, String> {
             name: "flapping",
             direct: Direct::Flapping,
             ws_timeout: "4",
+        },
+        Spec {
+            name: "pool-only",
+            direct: Direct::PoolOnly,
+            ws_timeout: "1",
         },
     ];
     eprintln!(
@@ -367,6 +376,8 @@ enum Front {
     Hole(BlackHole),
     /// The forwarder and the healthy front behind it (kept alive, never read).
     Flap(Flapper, #[allow(dead_code)] FakeDc),
+    /// The black-holed front and the shared-pool rig.
+    Pool(BlackHole, Box<pool::PoolRig>),
 }
 
 impl Front {
@@ -375,6 +386,7 @@ impl Front {
             Front::Healthy(d) => d.addr(),
             Front::Hole(h) => h.addr(),
             Front::Flap(f, _) => f.addr(),
+            Front::Pool(h, _) => h.addr(),
         }
     }
 }
@@ -397,6 +409,10 @@ fn latency_run(
             let f = Flapper::start(ws.addr(), 0x5eed_f1a9).map_err(|e| format!("flapper: {e}"))?;
             Front::Flap(f, ws)
         }
+        Direct::PoolOnly => Front::Pool(
+            BlackHole::try_new().map_err(|e| format!("black hole: {e}"))?,
+            Box::new(pool::PoolRig::start(&o.logs)?),
+        ),
     };
     let mut args = base_args(o, names, front.addr(), dc.addr(), worker.addr());
     args.extend(
@@ -410,6 +426,9 @@ fn latency_run(
         ]
         .map(String::from),
     );
+    if let Front::Pool(_, rig) = &front {
+        args.extend(rig.args());
+    }
     let log = o.logs.join(format!("{}.log", spec.name));
     let mut proxy = Proxy::start(&o.proxy, SECRET, &args, &log, epoch)?;
     eprintln!(
@@ -612,11 +631,16 @@ fn report(o: &Opts, ms: &[Measured], budgets: &[Budget]) -> String {
                 format!("p99 ≤ {FLAP_P99_MS} ms"),
                 s.p99_ms <= FLAP_P99_MS && s.ok == s.count,
             ),
+            Direct::PoolOnly => (
+                "0 over 1 s, every attempt OK".to_string(),
+                s.over_1s == 0 && s.ok == s.count,
+            ),
         };
         let tier = match m.spec.direct {
             Direct::Healthy => "healthy",
             Direct::BlackHole => "black-holed",
             Direct::Flapping => "flapping (½ held)",
+            Direct::PoolOnly => "black-holed, tcp too; shared pool only",
         };
         let _ =
             writeln!(
@@ -654,6 +678,23 @@ fn report(o: &Opts, ms: &[Measured], budgets: &[Budget]) -> String {
             m.budget_closes,
             m.worker_requests,
             m.worker_requests as i64 - m.sessions_worker as i64,
+        );
+    }
+    for m in ms.iter().filter(|m| m.spec.direct == Direct::PoolOnly) {
+        let count = |needles: &[&str]| {
+            m.lines
+                .iter()
+                .filter(|l| needles.iter().all(|n| l.text.contains(n)))
+                .count()
+        };
+        let _ = writeln!(
+            r,
+            "\nShared pool ({}): {} sessions via cfproxy, {} via tcp; list lines: {} cached, {} accepted.",
+            m.spec.name,
+            count(&["session ", " via cfproxy "]),
+            count(&["session ", " via tcp "]),
+            count(&["cf-domain-list", "cached domains"]),
+            count(&["cf-domain-list", "accepted"]),
         );
     }
     for m in ms {

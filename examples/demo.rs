@@ -145,6 +145,9 @@ fn main() -> ExitCode {
         LOOPBACK_DEAD_DCS.into(),
         "--tcp-dc-ip".into(),
         LOOPBACK_DEAD_DCS.into(),
+        // The shared CF domain list is fetched from GitHub by default: not in the demo.
+        "--cf-domain-list".into(),
+        "off".into(),
         "--dc-ip".into(),
         ws_ip(2),
         "--dc-ip".into(),

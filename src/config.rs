@@ -264,9 +264,21 @@ pub struct Config {
     pub no_outbound_proxy_for: Vec<String>,
     /// Names put in the TLS SNI of the `front` tier (`--fronting-domain`, repeatable).
     pub fronting_domains: Vec<String>,
-    /// Where the shared Cloudflare domain list comes from (`--cf-domain-list URL|FILE`);
-    /// `None` = off.
+    /// Where the shared Cloudflare domain list comes from (`--cf-domain-list URL|FILE`, checked
+    /// by `route::cflist::parse_source`); `None` = off (`--cf-domain-list off`). Default: the
+    /// original's published list, `route::cflist::DEFAULT_URL`.
     pub cf_domain_list: Option<String>,
+    /// Refresh interval of the shared list after a success (`--cf-domain-list-refresh`, 1 h,
+    /// jittered ± 20 %).
+    pub cf_domain_list_refresh: Duration,
+    /// First wait after a failed fetch (`--cf-domain-list-retry`, 60 s; doubles per failure in
+    /// a row, up to the refresh interval).
+    pub cf_domain_list_retry: Duration,
+    /// Bound on one whole fetch: DNS, TCP, TLS, request, response, redirects
+    /// (`--cf-domain-list-timeout`, 10 s).
+    pub cf_domain_list_timeout: Duration,
+    /// TCP port the shared list's domains are dialled on (`--cf-domain-list-port`, 443).
+    pub cf_domain_list_port: u16,
     /// The last accepted shared list, kept on disk (`--cf-domain-cache FILE`); `None` = none.
     pub cf_domain_cache: Option<PathBuf>,
     /// The shared list's domains in use: not a flag, filled at run time from the list (or its
@@ -370,7 +382,11 @@ impl Config {
             outbound_proxy: None,
             no_outbound_proxy_for: Vec::new(),
             fronting_domains: Vec::new(),
-            cf_domain_list: None,
+            cf_domain_list: Some(crate::route::cflist::DEFAULT_URL.to_string()),
+            cf_domain_list_refresh: Duration::from_secs(3600),
+            cf_domain_list_retry: Duration::from_secs(60),
+            cf_domain_list_timeout: Duration::from_secs(10),
+            cf_domain_list_port: 443,
             cf_domain_cache: None,
             cf_shared_domains: Vec::new(),
         }

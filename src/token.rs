@@ -6,7 +6,7 @@
 //! belong to the reactor's probe slab. Layout (fits a 32-bit `usize`): bits 0–1 role, bits 2–23
 //! slot, bits 24–31 generation. Tokens whose slot field is all ones (2^22 − 1, never a slot) are
 //! the reactor's own sockets: the listener, the DNS socket, the signal pipe, the control socket's
-//! listener and its connections ([`control_conn`]).
+//! listener and its connections ([`control_conn`]), the shared CF domain list's fetch ([`CFLIST`]).
 
 use mio::Token;
 
@@ -21,6 +21,10 @@ pub const SIGNAL: Token = Token(usize::MAX - 2);
 
 /// The control socket's listener (`--control-socket`).
 pub const CONTROL: Token = Token(usize::MAX - 3);
+
+/// The shared CF domain list's fetch socket (`reactor::cflist`; one fetch at a time): slot
+/// field all ones, role 1, generation 0.
+pub const CFLIST: Token = Token((OWN << 2) | 1);
 
 /// Control connections open at once, at most (each has a [`control_conn`] token).
 pub const MAX_CONTROL_CONNS: usize = 16;
@@ -111,13 +115,21 @@ mod tests {
             DNS,
             SIGNAL,
             CONTROL,
+            CFLIST,
             control_conn(0),
             control_conn(15),
         ] {
             assert_eq!(decode(own), None);
         }
         assert_eq!(control_index(control_conn(3)), Some(3));
-        for other in [LISTENER, DNS, SIGNAL, CONTROL, encode(0, 0, Role::Client)] {
+        for other in [
+            LISTENER,
+            DNS,
+            SIGNAL,
+            CONTROL,
+            CFLIST,
+            encode(0, 0, Role::Client),
+        ] {
             assert_eq!(control_index(other), None);
         }
         assert_eq!(decode(DNS), None);

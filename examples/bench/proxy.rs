@@ -86,6 +86,9 @@ impl ProxyProc {
             LOOPBACK_DEAD_DCS,
             "--tcp-dc-ip",
             LOOPBACK_DEAD_DCS,
+            // No shared CF domain list from GitHub (a driver's own `--cf-domain-list` wins).
+            "--cf-domain-list",
+            "off",
         ])
         .arg("--ca-file")
         .arg(ca)

@@ -57,6 +57,9 @@ impl Proxy {
                 LOOPBACK_DEAD_DCS,
                 "--tcp-dc-ip",
                 LOOPBACK_DEAD_DCS,
+                // No shared CF domain list from GitHub (a run's own `--cf-domain-list` wins).
+                "--cf-domain-list",
+                "off",
             ])
             .args(args)
             .env("TG_SECRET", secret)

@@ -244,6 +244,49 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         }),
     },
     Opt {
+        long: "--cf-domain-list", short: None, aliases: &[], env: &["TG_CF_DOMAIN_LIST"],
+        meta: "URL|FILE", default: "the original's GitHub list", group: Upstream,
+        help: "shared Cloudflare domain list (https URL or file), tried after --cf-domain; off = none",
+        kind: Value(|d, s| {
+            let src = crate::route::cflist::parse_source(s)?;
+            d.config.cf_domain_list = src.map(|_| s.trim().to_string());
+            Ok(())
+        }),
+    },
+    Opt {
+        long: "--cf-domain-cache", short: None, aliases: &[], env: &["TG_CF_DOMAIN_CACHE"],
+        meta: "PATH", default: "none", group: Upstream,
+        help: "keep the last accepted shared domain list in PATH (used when a fetch fails)",
+        kind: Path(|d, p| { d.config.cf_domain_cache = Some(p); Ok(()) }),
+    },
+    Opt {
+        long: "--cf-domain-list-refresh", short: None, aliases: &[],
+        env: &["TG_CF_DOMAIN_LIST_REFRESH"], meta: "D", default: "1h", group: Upstream,
+        help: "fetch the shared domain list again after D (jittered 20%)",
+        kind: Value(|d, s| positive(s).map(|v| d.config.cf_domain_list_refresh = v)),
+    },
+    Opt {
+        long: "--cf-domain-list-retry", short: None, aliases: &[],
+        env: &["TG_CF_DOMAIN_LIST_RETRY"], meta: "D", default: "60s", group: Upstream,
+        help: "first wait after a failed list fetch; doubles up to the refresh interval",
+        kind: Value(|d, s| positive(s).map(|v| d.config.cf_domain_list_retry = v)),
+    },
+    Opt {
+        long: "--cf-domain-list-timeout", short: None, aliases: &[],
+        env: &["TG_CF_DOMAIN_LIST_TIMEOUT"], meta: "D", default: "10s", group: Upstream,
+        help: "bound on one whole list fetch (DNS, TLS, GET, redirects)",
+        kind: Value(|d, s| positive(s).map(|v| d.config.cf_domain_list_timeout = v)),
+    },
+    Opt {
+        long: "--cf-domain-list-port", short: None, aliases: &[],
+        env: &["TG_CF_DOMAIN_LIST_PORT"], meta: "PORT", default: "443", group: Upstream,
+        help: "TCP port the shared list's domains are dialled on",
+        kind: Value(|d, s| match s.parse::<u16>() {
+            Ok(p) if p > 0 => { d.config.cf_domain_list_port = p; Ok(()) }
+            _ => Err("must be a port 1-65535".into()),
+        }),
+    },
+    Opt {
         long: "--tier-order", short: None, aliases: &[], env: &["TG_TIER_ORDER"],
         meta: "LIST", default: "ws,front,worker,cfproxy,mtproto,tcp", group: Upstream,
         help: "tiers to try, in order: ws, front, worker, cfproxy, mtproto, tcp (unconfigured tiers are skipped)",
@@ -711,8 +754,9 @@ mod tests {
     use super::*;
 
     /// Defaults shown as words rather than as a value the flag would accept.
-    const DESCRIBED_DEFAULTS: [&str; 6] = [
+    const DESCRIBED_DEFAULTS: [&str; 7] = [
         "none",
+        "the original's GitHub list",
         "off",
         "stderr",
         "detected",

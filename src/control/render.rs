@@ -123,6 +123,19 @@ pub fn table(s: &Status) -> String {
         let _ = write!(out, "  reloads: {applied} applied, {rejected} rejected");
     }
     out.push('\n');
+    if let Some(l) = &s.shared_list {
+        let last = l
+            .last
+            .as_ref()
+            .map_or("none yet".to_string(), |(what, age)| {
+                format!("{what} ({}s ago)", age / 1000)
+            });
+        let _ = writeln!(
+            out,
+            "shared cf domains: {} in use from {}; fetches {} ({} failed); last: {last}",
+            l.in_use, l.source, l.fetches, l.failures
+        );
+    }
     out
 }
 
@@ -199,6 +212,22 @@ pub fn json(s: &Status) -> String {
         ro.end()
     });
     o.raw("reloads", &reloads);
+    let shared = s.shared_list.as_ref().map_or("null".into(), |l| {
+        let mut so = Obj::new();
+        so.str("source", &l.source);
+        so.num("in_use", l.in_use as u64);
+        so.num("fetches", l.fetches);
+        so.num("failures", l.failures);
+        match &l.last {
+            Some((what, age)) => {
+                so.str("last", what);
+                so.num("last_age_ms", *age);
+            }
+            None => so.raw("last", "null"),
+        }
+        so.end()
+    });
+    o.raw("shared_list", &shared);
     let mut co = Obj::new();
     co.num("accepted", c.accepted);
     co.num("closed", c.closed_total());

@@ -40,6 +40,23 @@ pub struct Status {
     pub reloads: Option<(u64, u64)>,
     /// The stats line's counters.
     pub counters: Counters,
+    /// The shared CF domain list (`--cf-domain-list`), `None` when it is off.
+    pub shared_list: Option<SharedList>,
+}
+
+/// The shared CF domain list's state, for `ctl status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SharedList {
+    /// Where it comes from (URL or file).
+    pub source: String,
+    /// Shared domains in use.
+    pub in_use: usize,
+    /// Fetches finished, and how many failed or were rejected.
+    pub fetches: u64,
+    /// Of `fetches`.
+    pub failures: u64,
+    /// The last result (`accepted N domains` or why not) and its age in ms.
+    pub last: Option<(String, u64)>,
 }
 
 /// The counters of the stats line (`stats::Stats`), copied.
@@ -186,6 +203,7 @@ pub(crate) mod tests {
             rss_kib: Some(3000),
             reloads: None,
             counters: Counters::from_stats(&s),
+            shared_list: None,
         }
     }
 

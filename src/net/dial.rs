@@ -65,13 +65,21 @@ pub enum DialKind {
         /// The upstream's secret (`Debug` masks the key).
         secret: Secret,
     },
+    /// TLS only, with SNI `host` (verified like every dial), no upgrade: the caller speaks
+    /// plain HTTP/1.1 over it (the shared CF domain list fetch, `reactor::cflist`). Ready as
+    /// [`Upstream::Ws`] before the handshake has run: it completes on the caller's first
+    /// write and reads.
+    Tls {
+        /// SNI and the name the certificate must carry.
+        host: String,
+    },
 }
 
 /// A connected upstream socket, ready for the relay init.
 pub enum Upstream {
     /// Raw obfuscated2 over TCP.
     Tcp(TcpStream),
-    /// WebSocket over TLS, after the upgrade.
+    /// WebSocket over TLS, after the upgrade (or bare TLS for [`DialKind::Tls`]).
     Ws(Box<TlsStream>),
     /// Fake-TLS application_data records over TCP (an `ee` upstream proxy, after its
     /// ServerHello), carrying the obfuscated2 stream.
@@ -448,11 +456,19 @@ fn failed_hello(e: HelloError) -> DialStep {
 
 impl Dial {
     /// The byte stream to the destination is open on `sock` (directly or through the proxy):
-    /// a raw dial is ready; an `ee` upstream starts its fake-TLS hello; a WS dial starts TLS
+    /// a raw dial is ready; a TLS-only dial is ready with its handshake still to run; an `ee` upstream starts its fake-TLS hello; a WS dial starts TLS
     /// (SNI = the fronting name if any, else the host) and the upgrade (`None`: keep driving).
     fn tunnel_up(&mut self, sock: TcpStream, tls: &Arc<rustls::ClientConfig>) -> Option<DialStep> {
         match &self.kind {
             DialKind::Tcp => Some(DialStep::Ready(Upstream::Tcp(sock))),
+            DialKind::Tls { host } => Some(match TlsStream::new(tls, host, sock) {
+                Ok(t) => DialStep::Ready(Upstream::Ws(Box::new(t))),
+                Err(e) => DialStep::Failed {
+                    failure: Failure::Tls,
+                    retry_after: None,
+                    detail: e.to_string(),
+                },
+            }),
             DialKind::Mtproto { secret } => match start_hello(secret) {
                 Ok(None) => Some(DialStep::Ready(Upstream::Tcp(sock))),
                 Ok(Some(h)) => {
@@ -497,7 +513,7 @@ impl DialKind {
     pub fn host(&self) -> Option<&str> {
         match self {
             DialKind::Tcp | DialKind::Mtproto { .. } => None,
-            DialKind::Ws { host, .. } => Some(host),
+            DialKind::Ws { host, .. } | DialKind::Tls { host } => Some(host),
         }
     }
 }

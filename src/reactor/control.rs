@@ -489,6 +489,7 @@ impl Reactor {
             rss_kib: crate::stats::rss_kib(),
             reloads: Some((s.stats.reloads, s.stats.reloads_rejected)),
             counters,
+            shared_list: self.cflist_status(),
         }
     }
 }

@@ -13,14 +13,17 @@
 //! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
 //! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown),
-//! `control` (the control socket, `--control-socket`, and its connections).
+//! `control` (the control socket, `--control-socket`, and its connections), `cflist` (the
+//! shared CF domain list's fetch and cache, `--cf-domain-list`).
 
 mod accept;
+mod cflist;
 mod drain;
 mod listen;
 mod reload;
 mod signals;
 
+pub(crate) use cflist::cached_shared_domains;
 pub use reload::RESTART_ONLY;
 
 mod control;
@@ -217,6 +220,8 @@ struct Reactor {
     bind_retry: BindRetry,
     /// The control socket (`--control-socket`), if configured.
     control: Option<control::Control>,
+    /// The shared CF domain list (`--cf-domain-list`).
+    cflist: cflist::CfList,
 }
 
 /// Runs the proxy until a stop signal's drain ends (`Ok`) or a fatal error. Logs `listening on
@@ -231,7 +236,7 @@ pub fn run(cfg: Config, reload: Option<Reload>) -> io::Result<()> {
 }
 
 impl Reactor {
-    fn new(cfg: Config) -> io::Result<Reactor> {
+    fn new(mut cfg: Config) -> io::Result<Reactor> {
         crate::net::outbound::activate(&cfg);
         let tls = tls::client_config_with(
             cfg.ca_file.as_deref(),
@@ -290,6 +295,8 @@ impl Reactor {
         })?;
         poll.registry()
             .register(dns.socket(), DNS, Interest::READABLE)?;
+        let (cflist, cached) = cflist::CfList::new(&cfg, now);
+        cfg.cf_shared_domains = cflist::shared_endpoints(&cfg, cached.unwrap_or_default());
         for name in &dns_names(&cfg) {
             dns.watch(name);
             let _ = crate::dns::cached(&mut dns, name, now);
@@ -353,6 +360,7 @@ impl Reactor {
             life: Life::Running,
             bind_retry,
             control,
+            cflist,
         })
     }
 
@@ -408,6 +416,7 @@ impl Reactor {
             self.control
                 .as_ref()
                 .and_then(control::Control::next_deadline),
+            self.cflist.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -438,6 +447,10 @@ impl Reactor {
             }
             if tok == SIGNAL {
                 self.signalled = true;
+                continue;
+            }
+            if tok == token::CFLIST {
+                self.cflist_event();
                 continue;
             }
             if tok == token::CONTROL || token::control_index(tok).is_some() {
@@ -502,6 +515,7 @@ impl Reactor {
         self.s.prober.expire(now, &mut self.finished);
         self.finish_jobs();
         self.expire_control();
+        self.cflist_tick();
         if self.s.dns.next_deadline().is_some_and(|d| d <= now) {
             self.s.dns.on_tick(now);
         }
@@ -559,7 +573,7 @@ fn wall_clock_s() -> u64 {
 /// mask targets (`--mask-host`, or every ee secret's domain).
 fn dns_names(cfg: &Config) -> Vec<String> {
     let mut names: Vec<String> = cfg.worker_domains.iter().map(|e| e.host.clone()).collect();
-    for ep in &cfg.cf_domains {
+    for ep in cfg.cf_domains.iter().chain(&cfg.cf_shared_domains) {
         names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}.{}", ep.host)));
         names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}-1.{}", ep.host)));
     }

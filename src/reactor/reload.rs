@@ -90,6 +90,7 @@ impl Reactor {
         };
         // Nothing can fail from here on.
         let changes = changed(&self.s.cfg, &cfg);
+        self.cflist_reload(&mut cfg);
         for (level, note) in &notes {
             log::log!(*level, "{note}");
         }
@@ -199,6 +200,8 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         ws_addrs => "dc-ip",
         tcp_addrs => "tcp-dc-ip",
         worker_domains => "cf-worker-domain",
+        cf_domain_list => "cf-domain-list",
+        cf_domain_cache => "cf-domain-cache",
         cf_domains => "cf-domain",
         mtproto_proxies => "mtproto-proxy",
         fronting_domains => "fronting-domain",

@@ -26,6 +26,8 @@ fn cfg() -> Config {
     c.hosts_file = hosts;
     c.resolv_conf = resolv;
     c.max_connections = 8;
+    // No shared CF domain list fetch (on by default, toward GitHub).
+    c.cf_domain_list = None;
     c
 }
 

@@ -9,6 +9,7 @@
 //! drive them.
 
 pub mod budget;
+pub mod cflist;
 pub mod health;
 pub mod ladder;
 pub mod pace;

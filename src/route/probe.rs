@@ -126,7 +126,8 @@ impl Probe {
         let dial = Dial::start(spec, registry, token, std::time::Duration::ZERO)?;
         let framing = match spec.kind {
             DialKind::Ws { .. } => Framing::Ws,
-            DialKind::Tcp | DialKind::Mtproto { .. } => Framing::Raw,
+            // No route dials bare TLS (only the shared list fetch does).
+            DialKind::Tcp | DialKind::Mtproto { .. } | DialKind::Tls { .. } => Framing::Raw,
         };
         let mut probe = Probe::with_dial(route, id, dc, dial, now, goal, framing);
         if let DialKind::Mtproto { secret } = &spec.kind {

@@ -247,6 +247,7 @@ impl Route {
 pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
         DialKind::Tcp | DialKind::Mtproto { .. } => spec.addr.to_string(),
+        DialKind::Tls { host } => format!("{}@{}", redact(host), spec.addr),
         DialKind::Ws { host, sni, .. } => {
             let host = match tier {
                 Tier::CfProxy => redact_kws(host),
@@ -515,6 +516,7 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             }
             cfg.cf_domains
                 .iter()
+                .chain(&cfg.cf_shared_domains)
                 .map(|ep| cf_proxy_target(dc, ep))
                 .collect()
         }

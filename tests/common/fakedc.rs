@@ -569,11 +569,12 @@ fn server_tls_config() -> Arc<ServerConfig> {
     tls_config_for(SERVER_PEM, SERVER_KEY)
 }
 
-fn tls_config_for(cert_pem: &[u8], key_pem: &[u8]) -> Arc<ServerConfig> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+/// A TLS server config for the chain `pem` and key `key` (PEM).
+pub fn tls_config_for(pem: &[u8], key: &[u8]) -> Arc<ServerConfig> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
         .expect("fake DC: certificate PEM");
-    let key = PrivateKeyDer::from_pem_slice(key_pem).expect("fake DC: key PEM");
+    let key = PrivateKeyDer::from_pem_slice(key).expect("fake DC: key PEM");
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cfg = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

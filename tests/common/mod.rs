@@ -366,6 +366,10 @@ pub fn run_args() -> Vec<&'static str> {
         LOOPBACK_DEAD_DCS,
         "--tcp-dc-ip",
         LOOPBACK_DEAD_TEST_DCS,
+        // The shared CF domain list is fetched from GitHub by default: never in a test (a
+        // test's own `--cf-domain-list https://127.0.0.1…` later on the line wins).
+        "--cf-domain-list",
+        "off",
     ]
 }
 
@@ -377,6 +381,9 @@ pub fn command(args: &[&str]) -> Command {
             cmd.env_remove(k);
         }
     }
+    // The shared CF domain list is fetched from GitHub by default: never from a test. A flag
+    // (or a test's own `TG_CF_DOMAIN_LIST`) wins over this variable; a config file does not.
+    cmd.env("TG_CF_DOMAIN_LIST", "off");
     cmd.args(args).stdin(Stdio::null());
     cmd
 }

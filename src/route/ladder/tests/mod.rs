@@ -7,6 +7,7 @@
 //! several Workers.
 
 mod background;
+mod cflist;
 mod front;
 mod outbound;
 mod reconfigure;

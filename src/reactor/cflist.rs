@@ -1,0 +1,488 @@
+//! The shared Cloudflare domain list's I/O shell (`--cf-domain-list`, docs/design.md §4
+//! "Shared domain list"): one fetch at a time as a reactor-driven state machine (DNS from the
+//! reactor's resolver, TCP + TLS through `net::dial` with [`DialKind::Tls`], so the dial stages
+//! every upstream gets apply here too; then an HTTP/1.1 GET parsed by `route::cflist::http`),
+//! reading a FILE source, the cache file (read at start, written atomically: temp file, then
+//! rename) and handing accepted lists to the ladder as `Config::cf_shared_domains` the way a
+//! reload does (`Ladder::reconfigure`: new domains get routes, removed ones are retired,
+//! unchanged ones keep their health).
+//!
+//! Owns the [`token::CFLIST`] socket and the fetch deadline (`--cf-domain-list-timeout`, one
+//! bound over DNS, TLS, request, response and every redirect). Decisions (decoding, the accept
+//! rule, limits, the schedule) are `route::cflist`'s.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use log::{info, warn};
+use mio::Registry;
+
+use super::Reactor;
+use crate::config::{CfEndpoint, Config};
+use crate::dns::{Lookup, Resolver};
+use crate::net::dial::{Dial, DialKind, DialSpec, DialStep, Upstream};
+use crate::net::io::Io;
+use crate::rng::Rng;
+use crate::route::cflist::http::{self, Outcome, Response};
+use crate::route::cflist::{self, Schedule, Source, Url};
+use crate::token;
+
+/// Largest list body taken (bytes).
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// Redirects followed per fetch, at most (https only).
+pub const MAX_REDIRECTS: u8 = 3;
+
+/// How often a name still being resolved is looked up again (ms).
+const RESOLVE_RECHECK_MS: u64 = 20;
+
+/// Fetch counters and the last result, for `ctl status`.
+#[derive(Clone, Debug, Default)]
+pub struct ListStatus {
+    /// Fetches finished, and how many of them failed or were rejected.
+    pub fetches: u64,
+    /// Of `fetches`.
+    pub failures: u64,
+    /// The last result (`accepted N domains`, or why not) and when (reactor ms).
+    pub last: Option<(u64, String)>,
+}
+
+enum Step {
+    Resolve {
+        recheck_at: u64,
+    },
+    Dial(Box<Dial>),
+    Talk {
+        up: Box<Upstream>,
+        req: Vec<u8>,
+        sent: usize,
+        resp: Response,
+    },
+}
+
+struct Fetch {
+    url: Url,
+    redirects: u8,
+    deadline: u64,
+    step: Step,
+}
+
+/// The list's state in the reactor.
+pub(super) struct CfList {
+    source: Option<Source>,
+    cache: Option<PathBuf>,
+    timeout_ms: u64,
+    schedule: Schedule,
+    next_at: Option<u64>,
+    fetch: Option<Fetch>,
+    pub(super) status: ListStatus,
+}
+
+type Done = Result<Vec<String>, String>;
+
+impl CfList {
+    /// The list for `cfg`, first fetch due at `now`, and the cached domains if the cache file
+    /// holds an acceptable list (a missing file is silent; an unreadable or bad one is logged).
+    pub(super) fn new(cfg: &Config, now: u64) -> (CfList, Option<Vec<String>>) {
+        let source = cfg
+            .cf_domain_list
+            .as_deref()
+            .and_then(|s| cflist::parse_source(s).ok().flatten());
+        let cached = match (&source, &cfg.cf_domain_cache) {
+            (Some(_), Some(path)) => read_cache(path),
+            _ => None,
+        };
+        let list = CfList {
+            next_at: source.is_some().then_some(now),
+            source,
+            cache: cfg.cf_domain_cache.clone(),
+            timeout_ms: cfg.cf_domain_list_timeout.as_millis() as u64,
+            schedule: Schedule::new(
+                cfg.cf_domain_list_refresh.as_millis() as u64,
+                cfg.cf_domain_list_retry.as_millis() as u64,
+            ),
+            fetch: None,
+            status: ListStatus::default(),
+        };
+        (list, cached)
+    }
+
+    /// The next time [`CfList::tick`] has work.
+    pub(super) fn next_deadline(&self) -> Option<u64> {
+        match &self.fetch {
+            Some(f) => match f.step {
+                Step::Resolve { recheck_at } => Some(recheck_at.min(f.deadline)),
+                _ => Some(f.deadline),
+            },
+            None => self.next_at,
+        }
+    }
+
+    fn source_label(&self) -> String {
+        match &self.source {
+            Some(Source::Url(u)) => u.to_string(),
+            Some(Source::File(p)) => p.display().to_string(),
+            None => "off".into(),
+        }
+    }
+
+    /// Starts a due fetch, ends one past its deadline, or re-checks a pending name.
+    fn tick(
+        &mut self,
+        now: u64,
+        registry: &Registry,
+        dns: &mut Resolver,
+        rng: &mut Rng,
+    ) -> Option<Done> {
+        if let Some(f) = &mut self.fetch {
+            if now >= f.deadline {
+                self.fetch = None;
+                let ms = self.timeout_ms;
+                return Some(Err(format!("no complete answer within {ms} ms")));
+            }
+            if matches!(f.step, Step::Resolve { recheck_at } if recheck_at <= now) {
+                return self.resolve(now, registry, dns);
+            }
+            return None;
+        }
+        if self.next_at.is_none_or(|t| t > now) {
+            return None;
+        }
+        self.next_at = None;
+        match self.source.clone()? {
+            Source::File(path) => Some(
+                std::fs::read(&path)
+                    .map_err(|e| format!("cannot read: {e}"))
+                    .and_then(|b| {
+                        cflist::accept(cflist::decode_list(&String::from_utf8_lossy(&b)))
+                    }),
+            ),
+            Source::Url(mut url) => {
+                let mut cb = [0u8; 6];
+                rng.fill(&mut cb);
+                let q: String = cb.iter().map(|b| format!("{b:02x}")).collect();
+                url.path
+                    .push(if url.path.contains('?') { '&' } else { '?' });
+                url.path.push_str(&format!("cb={q}"));
+                self.fetch = Some(Fetch {
+                    url,
+                    redirects: 0,
+                    deadline: now + self.timeout_ms.max(1),
+                    step: Step::Resolve { recheck_at: now },
+                });
+                self.resolve(now, registry, dns)
+            }
+        }
+    }
+
+    fn resolve(&mut self, now: u64, registry: &Registry, dns: &mut Resolver) -> Option<Done> {
+        let f = self.fetch.as_mut()?;
+        let ip = match f.url.host.parse::<IpAddr>() {
+            Ok(ip) => ip,
+            Err(_) => match dns.lookup(&f.url.host, now) {
+                Lookup::Ready(ip) => ip,
+                Lookup::Pending => {
+                    f.step = Step::Resolve {
+                        recheck_at: now + RESOLVE_RECHECK_MS,
+                    };
+                    return None;
+                }
+                Lookup::Failed(why) => {
+                    let host = f.url.host.clone();
+                    self.fetch = None;
+                    return Some(Err(format!("cannot resolve {host}: {why}")));
+                }
+            },
+        };
+        let spec = DialSpec {
+            addr: SocketAddr::new(ip, f.url.port),
+            kind: DialKind::Tls {
+                host: f.url.host.clone(),
+            },
+        };
+        match Dial::start(&spec, registry, token::CFLIST, Duration::ZERO) {
+            Ok(d) => {
+                f.step = Step::Dial(Box::new(d));
+                None
+            }
+            Err(failure) => {
+                self.fetch = None;
+                Some(Err(format!("cannot connect to {}: {failure}", spec.addr)))
+            }
+        }
+    }
+
+    /// Socket readiness for the fetch.
+    fn on_event(
+        &mut self,
+        now: u64,
+        registry: &Registry,
+        dns: &mut Resolver,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Option<Done> {
+        let f = self.fetch.as_mut()?;
+        let outcome = match drive(f, tls) {
+            Ok(None) => return None,
+            Ok(Some(o)) => o,
+            Err(why) => {
+                self.fetch = None;
+                return Some(Err(why));
+            }
+        };
+        let f = self.fetch.take()?;
+        match outcome {
+            Outcome::Body(b) => Some(cflist::accept(cflist::decode_list(
+                &String::from_utf8_lossy(&b),
+            ))),
+            Outcome::Status(code) => Some(Err(format!("{} answered HTTP {code}", f.url.host))),
+            Outcome::Redirect(_) if f.redirects >= MAX_REDIRECTS => {
+                Some(Err(format!("more than {MAX_REDIRECTS} redirects")))
+            }
+            Outcome::Redirect(url) => {
+                self.fetch = Some(Fetch {
+                    url,
+                    redirects: f.redirects + 1,
+                    deadline: f.deadline,
+                    step: Step::Resolve { recheck_at: now },
+                });
+                self.resolve(now, registry, dns)
+            }
+        }
+    }
+}
+
+/// Advances the dial and the exchange as far as the socket allows.
+fn drive(f: &mut Fetch, tls: &Arc<rustls::ClientConfig>) -> Result<Option<Outcome>, String> {
+    loop {
+        match &mut f.step {
+            Step::Resolve { .. } => return Ok(None),
+            Step::Dial(d) => match d.drive(tls) {
+                DialStep::Pending => return Ok(None),
+                DialStep::Failed {
+                    detail, failure, ..
+                } => return Err(format!("{}: {failure}: {detail}", f.url.host)),
+                DialStep::Ready(up) => {
+                    f.step = Step::Talk {
+                        up: Box::new(up),
+                        req: http::request(&f.url, ""),
+                        sent: 0,
+                        resp: Response::new(f.url.clone(), MAX_BODY),
+                    }
+                }
+            },
+            Step::Talk {
+                up,
+                req,
+                sent,
+                resp,
+            } => {
+                while *sent < req.len() {
+                    match up.write(&req[*sent..]) {
+                        Io::Done(n) => *sent += n,
+                        Io::Blocked => break,
+                        Io::Eof => return Err("closed while sending the request".into()),
+                        Io::Failed(e) => return Err(format!("{}: {e}", f.url.host)),
+                    }
+                }
+                up.flush().map_err(|e| format!("{}: {e}", f.url.host))?;
+                let mut buf = [0u8; 4096];
+                loop {
+                    match up.read(&mut buf) {
+                        Io::Done(n) => {
+                            if let Some(o) = resp.feed(&buf[..n]).map_err(|e| e.to_string())? {
+                                up.shutdown();
+                                return Ok(Some(o));
+                            }
+                        }
+                        Io::Blocked => return Ok(None),
+                        Io::Eof => return resp.eof().map(Some).map_err(|e| e.to_string()),
+                        Io::Failed(e) => return Err(format!("{}: {e}", f.url.host)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The shared domains `check` shows: those in `cfg`'s cache file (`--cf-domain-cache`), when the
+/// list is on; `check` never fetches the list.
+pub(crate) fn cached_shared_domains(cfg: &Config) -> Vec<CfEndpoint> {
+    let cached = match (&cfg.cf_domain_list, &cfg.cf_domain_cache) {
+        (Some(_), Some(path)) => read_cache(path),
+        _ => None,
+    };
+    shared_endpoints(cfg, cached.unwrap_or_default())
+}
+
+/// The cached list at `path`, if it holds an acceptable one.
+fn read_cache(path: &Path) -> Option<Vec<String>> {
+    match std::fs::read(path) {
+        Ok(b) => match cflist::accept(cflist::parse_cache(&String::from_utf8_lossy(&b))) {
+            Ok(list) => {
+                info!(
+                    "cf-domain-list: using {} cached domains from {}",
+                    list.len(),
+                    path.display()
+                );
+                Some(list)
+            }
+            Err(why) => {
+                warn!("cf-domain-list: cache {}: ignored: {why}", path.display());
+                None
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            warn!("cf-domain-list: cache {}: cannot read: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// Writes `domains` to `path` atomically (a temp file next to it, then rename).
+fn write_cache(path: &Path, domains: &[String]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, cflist::cache_text(domains))?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+impl Reactor {
+    /// The list's state for `ctl status`; `None` when it is off.
+    pub(super) fn cflist_status(&self) -> Option<crate::control::status::SharedList> {
+        let l = &self.cflist;
+        l.source.as_ref()?;
+        let st = &l.status;
+        Some(crate::control::status::SharedList {
+            source: l.source_label(),
+            in_use: self.s.cfg.cf_shared_domains.len(),
+            fetches: st.fetches,
+            failures: st.failures,
+            last: st
+                .last
+                .clone()
+                .map(|(at, what)| (what, self.now.saturating_sub(at))),
+        })
+    }
+
+    /// Runs due list work (`expire`).
+    pub(super) fn cflist_tick(&mut self) {
+        let s = &mut self.s;
+        if let Some(done) = self
+            .cflist
+            .tick(self.now, self.poll.registry(), &mut s.dns, &mut s.rng)
+        {
+            self.cflist_done(done);
+        }
+    }
+
+    /// A [`token::CFLIST`] event (`dispatch`).
+    pub(super) fn cflist_event(&mut self) {
+        let s = &mut self.s;
+        let r = self.poll.registry();
+        if let Some(done) = self.cflist.on_event(self.now, r, &mut s.dns, &s.tls) {
+            self.cflist_done(done);
+        }
+    }
+
+    fn cflist_done(&mut self, done: Done) {
+        let src = self.cflist.source_label();
+        let now = self.now;
+        let st = &mut self.cflist.status;
+        st.fetches += 1;
+        match done {
+            Ok(list) => {
+                // The cache first: once "accepted" is logged, the file holds the list.
+                if let Some(path) = &self.cflist.cache {
+                    if let Err(e) = write_cache(path, &list) {
+                        warn!(
+                            "cf-domain-list: cache {}: cannot write: {e}",
+                            path.display()
+                        );
+                    }
+                }
+                let line = format!("accepted {} domains", list.len());
+                info!("cf-domain-list: {src}: {line}");
+                st.last = Some((now, line));
+                self.cflist.next_at =
+                    Some(self.cflist.schedule.after_success(now, &mut self.s.rng));
+                self.cflist_apply(list);
+            }
+            Err(why) => {
+                st.failures += 1;
+                let n = self.s.cfg.cf_shared_domains.len();
+                warn!("cf-domain-list: {src}: {why}; keeping the {n} shared domain(s) in use");
+                st.last = Some((now, why));
+                self.cflist.next_at =
+                    Some(self.cflist.schedule.after_failure(now, &mut self.s.rng));
+            }
+        }
+    }
+
+    /// Makes `list` the shared domains in use: routes for new ones, retired routes for removed
+    /// ones, unchanged ones keep their health.
+    fn cflist_apply(&mut self, list: Vec<String>) {
+        let eps = shared_endpoints(&self.s.cfg, list);
+        if eps == self.s.cfg.cf_shared_domains {
+            return;
+        }
+        self.s.cfg.cf_shared_domains = eps;
+        for name in &super::dns_names(&self.s.cfg) {
+            self.s.dns.watch(name);
+        }
+        let mut ladder_cfg = self.s.cfg.clone();
+        ladder_cfg.listen = self.s.listen;
+        self.s.ladder.reconfigure(&ladder_cfg, self.now);
+    }
+
+    /// A reload's part: the new `cfg` keeps the shared domains in use (unless the list was
+    /// turned off); a changed source or cache path fetches again now.
+    pub(super) fn cflist_reload(&mut self, cfg: &mut Config) {
+        let old = &self.s.cfg;
+        let list: Vec<String> = old
+            .cf_shared_domains
+            .iter()
+            .map(|e| e.host.clone())
+            .collect();
+        let refetch =
+            cfg.cf_domain_list != old.cf_domain_list || cfg.cf_domain_cache != old.cf_domain_cache;
+        let timing_changed = cfg.cf_domain_list_refresh != old.cf_domain_list_refresh
+            || cfg.cf_domain_list_retry != old.cf_domain_list_retry
+            || cfg.cf_domain_list_timeout != old.cf_domain_list_timeout;
+        if refetch || timing_changed {
+            let status = std::mem::take(&mut self.cflist.status);
+            let (mut next, _) = CfList::new(cfg, self.now);
+            next.status = status;
+            if !refetch {
+                next.next_at = self.cflist.next_at.or(next.next_at);
+            }
+            self.cflist = next;
+        }
+        cfg.cf_shared_domains = if cfg.cf_domain_list.is_some() {
+            shared_endpoints(cfg, list)
+        } else {
+            Vec::new()
+        };
+    }
+}
+
+/// The endpoints for `list` under `cfg`: every name not already a `--cf-domain`, on
+/// `--cf-domain-list-port`.
+pub(super) fn shared_endpoints(cfg: &Config, list: Vec<String>) -> Vec<CfEndpoint> {
+    list.into_iter()
+        .filter(|h| {
+            !cfg.cf_domains
+                .iter()
+                .any(|e| e.host.eq_ignore_ascii_case(h))
+        })
+        .map(|host| CfEndpoint {
+            host,
+            port: cfg.cf_domain_list_port,
+        })
+        .collect()
+}
