@@ -398,8 +398,11 @@ impl Draft {
             c.ws_addrs = config::default_ws_addrs();
         }
         if self.cf_priority && !tier_order_given {
-            // Compatibility with the Rust port: Cloudflare tiers before the direct one.
-            c.tier_order = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
+            // Compatibility with the Rust port: Cloudflare tiers before the direct one, every
+            // other tier after them in the default order.
+            let (cf, rest): (Vec<Tier>, Vec<Tier>) =
+                Tier::ALL.iter().partition(|t| t.is_cloudflare());
+            c.tier_order = cf.into_iter().chain(rest).collect();
         }
         c.health.max_ms = c.health.max_ms.max(c.health.base_ms);
         c.log_level = match level {

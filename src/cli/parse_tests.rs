@@ -201,7 +201,15 @@ fn errors_name_the_flag_and_the_env_var() {
 #[test]
 fn joined_rules_cf_priority_cooldown_max_and_switch_order() {
     let order = |cmd: &str, env: Pairs| parse(cmd, env).unwrap().config.tier_order;
-    let cf_first = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
+    // Every tier stays in: only the Cloudflare ones move to the front.
+    let cf_first = vec![
+        Tier::Worker,
+        Tier::CfProxy,
+        Tier::Ws,
+        Tier::Front,
+        Tier::Mtproto,
+        Tier::Tcp,
+    ];
     assert_eq!(order("--cf-priority", S), cf_first);
     assert_eq!(order("--cf-priority --tier-order tcp", S), vec![Tier::Tcp]);
     let env: Pairs = &[("TG_SECRET", KEY), ("TG_CF_PRIORITY", "1")];
