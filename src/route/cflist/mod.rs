@@ -120,18 +120,7 @@ pub fn decode_entry(entry: &str) -> String {
     let Some(prefix) = entry.strip_suffix(".com") else {
         return entry.to_string();
     };
-    let n = (prefix.bytes().filter(u8::is_ascii_alphabetic).count() % 26) as u8;
-    let mut out: String = prefix
-        .bytes()
-        .map(|b| {
-            let base = match b {
-                b'a'..=b'z' => b'a',
-                b'A'..=b'Z' => b'A',
-                _ => return b as char,
-            };
-            (base + (b - base + 26 - n) % 26) as char
-        })
-        .collect();
+    let mut out = rotate_letters(prefix, false);
     out.push_str(DECODED_SUFFIX);
     out
 }
@@ -140,8 +129,17 @@ pub fn decode_entry(entry: &str) -> String {
 /// [`decode_entry`]. `None` for another ending. For tests and for making a list of one's own.
 pub fn encode_entry(name: &str) -> Option<String> {
     let prefix = name.strip_suffix(DECODED_SUFFIX)?;
+    let mut out = rotate_letters(prefix, true);
+    out.push_str(".com");
+    Some(out)
+}
+
+/// Every ASCII letter of `prefix` moved by the count of its letters (mod 26), forward when
+/// `forward`, else back, wrapping within its case; other characters unchanged.
+fn rotate_letters(prefix: &str, forward: bool) -> String {
     let n = (prefix.bytes().filter(u8::is_ascii_alphabetic).count() % 26) as u8;
-    let mut out: String = prefix
+    let shift = if forward { n } else { 26 - n };
+    prefix
         .bytes()
         .map(|b| {
             let base = match b {
@@ -149,11 +147,9 @@ pub fn encode_entry(name: &str) -> Option<String> {
                 b'A'..=b'Z' => b'A',
                 _ => return b as char,
             };
-            (base + (b - base + n) % 26) as char
+            (base + (b - base + shift) % 26) as char
         })
-        .collect();
-    out.push_str(".com");
-    Some(out)
+        .collect()
 }
 
 /// A host name the pool takes (lower case expected): at most 253 characters, at least two
