@@ -589,3 +589,90 @@ fn a_pool_domain_answering_429_backs_off_alone() {
 fn a_pool_domain_answering_503_backs_off_alone() {
     a_pool_domain_answering_an_error_backs_off_alone(503);
 }
+
+/// A list refresh (`--cf-domain-list-refresh`) that changes the domains, end to end: the list
+/// first holds bravo and two names nothing resolves (they count as valid entries but are never
+/// dialled), then charlie instead of bravo. Bravo's route is retired and gets nothing more;
+/// new sessions go to charlie.
+#[test]
+fn a_changed_list_retires_removed_domains_and_adds_new_ones() {
+    const UNRESOLVED: [&str; 2] = ["pool-delta-test.co.uk", "pool-echo-test.co.uk"];
+    let fronts = pool_fronts([Fault::None; 3]);
+    let (bravo, charlie) = (&fronts[1], &fronts[2]);
+    let list = ListServer::start(Answer::Body(encoded(&[
+        POOL[1],
+        UNRESOLVED[0],
+        UNRESOLVED[1],
+    ])));
+    let dir = temp_dir();
+    let sock = dir.join("ctl.sock");
+    let hosts = spread_hosts();
+    let p = proxy(
+        &list.url(),
+        &dir.join("cf-domains.txt"),
+        bravo.port(),
+        &[
+            "--hosts-file",
+            &hosts,
+            "--control-socket",
+            sock.to_str().unwrap(),
+            "--cf-domain-list-refresh",
+            "300ms",
+        ],
+    );
+    assert!(
+        p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
+        "{}",
+        p.dump()
+    );
+    assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
+    assert!(
+        bravo.inits() >= 1,
+        "the first list's domain carries sessions"
+    );
+    assert_eq!(dc2_requests(charlie), 0);
+    let fetched = list.requests.load(Ordering::SeqCst);
+    list.set(Answer::Body(encoded(&[
+        POOL[2],
+        UNRESOLVED[0],
+        UNRESOLVED[1],
+    ])));
+    assert!(
+        p.wait_line(&["reload: 1 route(s) retired"], WAIT).is_some(),
+        "the new list retired bravo's route: {}",
+        p.dump()
+    );
+    assert!(list.requests.load(Ordering::SeqCst) > fetched);
+    let bravo_seen = dc2_requests(bravo);
+    for _ in 0..5 {
+        assert!(session_ok(&p), "{}", p.dump());
+    }
+    assert!(
+        charlie.inits() >= 5,
+        "the new domain carries new sessions: {}",
+        p.dump()
+    );
+    assert_eq!(
+        dc2_requests(bravo),
+        bravo_seen,
+        "the removed domain got nothing: {}",
+        p.dump()
+    );
+    let v = status(&p, &sock);
+    let all: Vec<&serde_json::Value> = v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["tier"] == "cfproxy" && r["dc"] == "DC2")
+        .collect();
+    let retired: Vec<_> = all.iter().filter(|r| r["retired"] == true).collect();
+    assert_eq!(retired.len(), 1, "{v}");
+    assert_eq!(retired[0]["state"], "retired", "{v}");
+    let live = dc2_cf_routes(&v);
+    assert_eq!(live.len(), 3, "{v}");
+    assert!(
+        live.iter()
+            .any(|r| r["state"] == "up" && r["sessions"].as_u64().unwrap() >= 5),
+        "charlie's new route is up with the sessions: {v}"
+    );
+}
