@@ -4,8 +4,11 @@
 //! with three valid names, cached on disk, and its domains used as cfproxy routes (a fake CF
 //! front with tests/data/pool.pem); the rejections: too few valid entries (the old list stays),
 //! an oversized body, a slow body, a redirect loop; and a server down at start (the cache is
-//! used). Every name is made up; names reach 127.0.0.1 through a test hosts file and an empty
-//! resolv.conf. No fixed sleeps.
+//! used). End to end, the ladder rules of the list's domains: one answering 429 or 503 backs
+//! off alone (one fake front per domain, on 127.0.0.1-3; its hits and `ctl status`), and a
+//! changed list retires removed domains and brings in new ones. Every name is made up; names
+//! reach loopback (127.0.0.1-3) through a test hosts file and an empty resolv.conf. No fixed
+//! sleeps.
 
 mod common;
 
@@ -16,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::fakedc::{tls_config_for, DcConfig, FakeDc, SERVER_KEY, SERVER_PEM};
+use common::fakedc::{tls_config_for, DcConfig, FakeDc, Fault, SERVER_KEY, SERVER_PEM};
 use common::{client_opts, closed_port, os_rng, temp_dir, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
@@ -412,5 +415,264 @@ fn a_file_source_is_read_like_a_download() {
         .is_some(),
         "{}",
         q.dump()
+    );
+}
+
+/// One fake cfproxy front per pool domain, all on the same port (the list's domains share
+/// `--cf-domain-list-port`), each on its own loopback address: `POOL[i]` on `127.0.0.(i+1)`;
+/// `faults[i]` is that front's fault.
+fn pool_fronts(faults: [Fault; 3]) -> Vec<FakeDc> {
+    for _ in 0..20 {
+        let first = pool_front_at("127.0.0.1:0".parse().unwrap(), faults[0]).unwrap();
+        let port = first.port();
+        let rest: Vec<FakeDc> = (1..3)
+            .filter_map(|i| {
+                let addr = SocketAddr::from(([127, 0, 0, i as u8 + 1], port));
+                pool_front_at(addr, faults[i]).ok()
+            })
+            .collect();
+        if rest.len() == 2 {
+            let mut all = vec![first];
+            all.extend(rest);
+            return all;
+        }
+        // The port was taken on 127.0.0.2 or .3: try another one.
+    }
+    panic!("no port free on 127.0.0.1-3 for the pool fronts");
+}
+
+fn pool_front_at(addr: SocketAddr, fault: Fault) -> std::io::Result<FakeDc> {
+    FakeDc::try_start_tls_ws_at(
+        addr,
+        DcConfig::with_fault(fault),
+        include_bytes!("data/pool.pem"),
+        include_bytes!("data/pool.key"),
+    )
+}
+
+/// A hosts file mapping the list server to 127.0.0.1 and `kws2.POOL[i]` to `127.0.0.(i+1)`.
+fn spread_hosts() -> String {
+    let mut text = format!("127.0.0.1 {LIST_HOST}\n");
+    for (i, d) in POOL.iter().enumerate() {
+        text.push_str(&format!("127.0.0.{} kws2.{d}\n", i + 1));
+    }
+    let path = temp_dir().join("hosts");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// Requests for DC 2 (`Host: kws2.<domain>`) a front has seen: sessions and probes of that
+/// domain's DC 2 route, whatever the answer.
+fn dc2_requests(front: &FakeDc) -> usize {
+    front
+        .hosts()
+        .iter()
+        .filter(|h| h.starts_with("kws2."))
+        .count()
+}
+
+/// `ctl status --json` over `sock`.
+fn status(p: &Proxy, sock: &Path) -> serde_json::Value {
+    let r = common::run_bin(
+        &[
+            "ctl",
+            "status",
+            "--json",
+            "--control-socket",
+            sock.to_str().unwrap(),
+        ],
+        &[],
+        WAIT,
+    );
+    assert_eq!(r.code, Some(0), "ctl status: {r:?}\n{}", p.dump());
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{}", r.stdout))
+}
+
+/// The DC 2 cfproxy routes in `status` (id order: the list's order), without retired ones.
+fn dc2_cf_routes(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["tier"] == "cfproxy" && r["dc"] == "DC2" && r["retired"] == false)
+        .cloned()
+        .collect()
+}
+
+/// The rule "a pool domain answering 429 or 5xx backs off without affecting the others"
+/// (docs/protocol.md §4.3), end to end: the list holds bravo (answers `status` with a long
+/// `Retry-After`), alpha and charlie, in that order, so bravo is the first route tried.
+fn a_pool_domain_answering_an_error_backs_off_alone(code: u16) {
+    let bad = Fault::HttpRetryAfter {
+        status: code,
+        secs: 3600,
+    };
+    // POOL order: alpha on .1, bravo on .2, charlie on .3.
+    let fronts = pool_fronts([Fault::None, bad, Fault::None]);
+    let (alpha, bravo, charlie) = (&fronts[0], &fronts[1], &fronts[2]);
+    let list = ListServer::start(Answer::Body(encoded(&[POOL[1], POOL[0], POOL[2]])));
+    let dir = temp_dir();
+    let sock = dir.join("ctl.sock");
+    let hosts = spread_hosts();
+    let p = proxy(
+        &list.url(),
+        &dir.join("cf-domains.txt"),
+        alpha.port(),
+        &[
+            "--hosts-file",
+            &hosts,
+            "--control-socket",
+            sock.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
+        "{}",
+        p.dump()
+    );
+    // The first session tries bravo first, is refused, and is carried by the next domain.
+    assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
+    let code_s = code.to_string();
+    assert!(
+        p.wait_line(&["route cfproxy:DC2 kws2.", "down for", &code_s], WAIT)
+            .is_some(),
+        "bravo's route cooled: {}",
+        p.dump()
+    );
+    let refused = dc2_requests(bravo);
+    assert!(refused >= 1, "bravo was tried first");
+    assert_eq!(bravo.upgrades(), 0);
+    let carried = alpha.inits();
+    for _ in 0..6 {
+        assert!(session_ok(&p), "{}", p.dump());
+    }
+    assert!(
+        alpha.inits() >= carried + 6,
+        "alpha carries the sessions: {} then {}",
+        carried,
+        alpha.inits()
+    );
+    assert_eq!(
+        dc2_requests(bravo),
+        refused,
+        "bravo got nothing after its cooldown began: {}",
+        p.dump()
+    );
+    // Only bravo is down; alpha is up; charlie (never needed) is untouched.
+    let v = status(&p, &sock);
+    let routes = dc2_cf_routes(&v);
+    assert_eq!(routes.len(), 3, "{v}");
+    assert_eq!(routes[0]["state"], "down", "bravo: {v}");
+    assert!(
+        routes[0]["cooldown_left_ms"].as_u64().unwrap() > 60_000,
+        "Retry-After honoured: {v}"
+    );
+    let class = routes[0]["last_failure"]["class"].as_str().unwrap_or("");
+    assert!(class.contains(&code_s), "{v}");
+    assert_eq!(routes[1]["state"], "up", "alpha: {v}");
+    assert!(routes[1]["sessions"].as_u64().unwrap() >= 7, "{v}");
+    assert_eq!(routes[2]["state"], "unknown", "charlie: {v}");
+    assert!(routes[2]["last_failure"].is_null(), "{v}");
+    assert_eq!(
+        charlie.upgrades(),
+        dc2_requests(charlie),
+        "charlie never refused"
+    );
+}
+
+#[test]
+fn a_pool_domain_answering_429_backs_off_alone() {
+    a_pool_domain_answering_an_error_backs_off_alone(429);
+}
+
+#[test]
+fn a_pool_domain_answering_503_backs_off_alone() {
+    a_pool_domain_answering_an_error_backs_off_alone(503);
+}
+
+/// A list refresh (`--cf-domain-list-refresh`) that changes the domains, end to end: the list
+/// first holds bravo and two names nothing resolves (they count as valid entries but are never
+/// dialled), then charlie instead of bravo. Bravo's route is retired and gets nothing more;
+/// new sessions go to charlie.
+#[test]
+fn a_changed_list_retires_removed_domains_and_adds_new_ones() {
+    const UNRESOLVED: [&str; 2] = ["pool-delta-test.co.uk", "pool-echo-test.co.uk"];
+    let fronts = pool_fronts([Fault::None; 3]);
+    let (bravo, charlie) = (&fronts[1], &fronts[2]);
+    let list = ListServer::start(Answer::Body(encoded(&[
+        POOL[1],
+        UNRESOLVED[0],
+        UNRESOLVED[1],
+    ])));
+    let dir = temp_dir();
+    let sock = dir.join("ctl.sock");
+    let hosts = spread_hosts();
+    let p = proxy(
+        &list.url(),
+        &dir.join("cf-domains.txt"),
+        bravo.port(),
+        &[
+            "--hosts-file",
+            &hosts,
+            "--control-socket",
+            sock.to_str().unwrap(),
+            "--cf-domain-list-refresh",
+            "300ms",
+        ],
+    );
+    assert!(
+        p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
+        "{}",
+        p.dump()
+    );
+    assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
+    assert!(
+        bravo.inits() >= 1,
+        "the first list's domain carries sessions"
+    );
+    assert_eq!(dc2_requests(charlie), 0);
+    let fetched = list.requests.load(Ordering::SeqCst);
+    list.set(Answer::Body(encoded(&[
+        POOL[2],
+        UNRESOLVED[0],
+        UNRESOLVED[1],
+    ])));
+    assert!(
+        p.wait_line(&["reload: 1 route(s) retired"], WAIT).is_some(),
+        "the new list retired bravo's route: {}",
+        p.dump()
+    );
+    assert!(list.requests.load(Ordering::SeqCst) > fetched);
+    let bravo_seen = dc2_requests(bravo);
+    for _ in 0..5 {
+        assert!(session_ok(&p), "{}", p.dump());
+    }
+    assert!(
+        charlie.inits() >= 5,
+        "the new domain carries new sessions: {}",
+        p.dump()
+    );
+    assert_eq!(
+        dc2_requests(bravo),
+        bravo_seen,
+        "the removed domain got nothing: {}",
+        p.dump()
+    );
+    let v = status(&p, &sock);
+    let all: Vec<&serde_json::Value> = v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["tier"] == "cfproxy" && r["dc"] == "DC2")
+        .collect();
+    let retired: Vec<_> = all.iter().filter(|r| r["retired"] == true).collect();
+    assert_eq!(retired.len(), 1, "{v}");
+    assert_eq!(retired[0]["state"], "retired", "{v}");
+    let live = dc2_cf_routes(&v);
+    assert_eq!(live.len(), 3, "{v}");
+    assert!(
+        live.iter()
+            .any(|r| r["state"] == "up" && r["sessions"].as_u64().unwrap() >= 5),
+        "charlie's new route is up with the sessions: {v}"
     );
 }

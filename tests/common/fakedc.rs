@@ -1,7 +1,8 @@
 //! A fake Telegram DC for black-box tests and `examples/demo.rs`: a TLS + WebSocket front like
 //! `kwsN.web.telegram.org/apiws` ([`FakeDc::start_tls_ws`]), a raw obfuscated2 DC port
 //! ([`FakeDc::start_tcp`]), or a Cloudflare Worker look-alike that tunnels to a TCP `dst`
-//! ([`FakeDc::start_worker`], docs/protocol.md §4.2), on 127.0.0.1 with an ephemeral port.
+//! ([`FakeDc::start_worker`], docs/protocol.md §4.2), on 127.0.0.1 with an ephemeral port (a TLS
+//! front may sit on another loopback address: [`FakeDc::try_start_tls_ws_at`]).
 //!
 //! Blocking and thread-per-connection (test code). It reads the relay init with
 //! `obfs2::accept_raw`, decodes transport packets with `framing`, answers `req_pq_multi` with a
@@ -416,6 +417,23 @@ impl FakeDc {
         FakeDc::start(cfg, Kind::TlsWs(tls_config_for(cert_pem, key_pem)))
     }
 
+    /// [`FakeDc::start_tls_ws_with_cert`] listening on `bind` (a loopback address, port 0 for
+    /// an ephemeral one), so fronts that share a port can sit on 127.0.0.2, 127.0.0.3, …;
+    /// `Err` if the address cannot be bound (e.g. the port is taken there).
+    pub fn try_start_tls_ws_at(
+        bind: SocketAddr,
+        cfg: DcConfig,
+        cert_pem: &[u8],
+        key_pem: &[u8],
+    ) -> io::Result<FakeDc> {
+        let listener = TcpListener::bind(bind)?;
+        Ok(FakeDc::start_on(
+            listener,
+            cfg,
+            Kind::TlsWs(tls_config_for(cert_pem, key_pem)),
+        ))
+    }
+
     /// Raw obfuscated2 DC port (what the `tcp` tier connects to).
     pub fn start_tcp(cfg: DcConfig) -> FakeDc {
         FakeDc::start(cfg, Kind::Tcp)
@@ -436,6 +454,10 @@ impl FakeDc {
 
     fn start(cfg: DcConfig, kind: Kind) -> FakeDc {
         let listener = TcpListener::bind("127.0.0.1:0").expect("fake DC: bind 127.0.0.1:0");
+        FakeDc::start_on(listener, cfg, kind)
+    }
+
+    fn start_on(listener: TcpListener, cfg: DcConfig, kind: Kind) -> FakeDc {
         let addr = listener.local_addr().expect("fake DC: local_addr");
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
