@@ -28,7 +28,6 @@ use crate::net::io::{read_once, Io};
 use crate::relay::end::client_read_failure;
 use crate::relay::Scratch;
 use crate::route::ladder::{Candidate, Observation, Plan, RouteId};
-use crate::route::table::spec_label;
 use crate::timer::TimerId;
 use crate::token::{self, Role};
 
@@ -291,8 +290,10 @@ impl Conn {
                 }
                 DialStep::Ready(up) => {
                     let route = c.plan.cands[a.cand].route;
-                    let tier = ctx.ladder.route(route).tier;
-                    let mut target = spec_label(&c.plan.cands[a.cand].spec, tier);
+                    let mut target = ctx
+                        .ladder
+                        .route(route)
+                        .spec_label(&c.plan.cands[a.cand].spec);
                     if c.origin == Origin::Retry {
                         target.push_str(" (pooled, retried)");
                     }
@@ -666,7 +667,9 @@ fn attempt_failed(
             "client {peer} {}: {} {} failed after {ms}ms: {f} ({detail}){}",
             c.dc,
             tier.name(),
-            spec_label(&c.plan.cands[a.cand].spec, tier),
+            ctx.ladder
+                .route(route)
+                .spec_label(&c.plan.cands[a.cand].spec),
             if folded > 0 {
                 format!(" ({folded} similar suppressed)")
             } else {

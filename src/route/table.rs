@@ -49,6 +49,9 @@ pub enum Target {
         media_host: Option<String>,
         /// `/apiws` or `/apiws_test`.
         path: &'static str,
+        /// A domain of the shared list (`--cf-domain-list`): published, so its names are shown
+        /// in full; a `--cf-domain` of the user's own is redacted.
+        shared: bool,
     },
     /// Another MTProto proxy, reached as its client (docs/protocol.md §4.4); the init names
     /// the route's DC. Its label never shows the secret, and a name is redacted.
@@ -110,9 +113,23 @@ impl Route {
                 addr, sni, hosts, ..
             } => format!("{sni}/{}@{addr}", hosts[0]),
             Target::Worker { ep, .. } => format!("{}:{}", redact(&ep.host), ep.port),
+            Target::CfProxy {
+                ep, shared: true, ..
+            } => format!("{}:{}", ep.host, ep.port),
             Target::CfProxy { ep, .. } => format!("{}:{}", redact_kws(&ep.host), ep.port),
             Target::Mtproto { proxy } => mtproto_label(proxy),
             Target::Tcp { addr } => addr.to_string(),
+        }
+    }
+
+    /// [`spec_label`] of one of this route's dial specs: a shared-list domain (public) in
+    /// full, a private name redacted.
+    pub fn spec_label(&self, spec: &DialSpec) -> String {
+        match (&self.target, &spec.kind) {
+            (Target::CfProxy { shared: true, .. }, DialKind::Ws { host, .. }) => {
+                format!("{host}@{}", spec.addr)
+            }
+            _ => spec_label(spec, self.tier),
         }
     }
 
@@ -176,6 +193,7 @@ impl Route {
                 ep,
                 media_host,
                 path,
+                ..
             } => media_host
                 .iter()
                 .chain(std::iter::once(&ep.host))
@@ -514,10 +532,12 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             if dc.test {
                 return Vec::new(); // test DCs have no CF records
             }
-            cfg.cf_domains
+            let own = cfg
+                .cf_domains
                 .iter()
-                .chain(&cfg.cf_shared_domains)
-                .map(|ep| cf_proxy_target(dc, ep))
+                .map(|ep| cf_proxy_target(dc, ep, false));
+            let shared = cfg.cf_shared_domains.iter();
+            own.chain(shared.map(|ep| cf_proxy_target(dc, ep, true)))
                 .collect()
         }
         Tier::Tcp => match table_addr() {
@@ -550,8 +570,9 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
 }
 
 /// The cfproxy target of `dc` through `domain` (docs/protocol.md §4.3): `kwsN.<domain>` with
-/// the raw DC number (203 stays 203), and for a media DC `kwsN-1.<domain>` tried first.
-pub fn cf_proxy_target(dc: DcId, domain: &CfEndpoint) -> Target {
+/// the raw DC number (203 stays 203), and for a media DC `kwsN-1.<domain>` tried first;
+/// `shared` for a domain of the shared list (shown in full in labels).
+pub fn cf_proxy_target(dc: DcId, domain: &CfEndpoint, shared: bool) -> Target {
     Target::CfProxy {
         ep: CfEndpoint {
             host: format!("kws{}.{}", dc.dc, domain.host),
@@ -559,6 +580,7 @@ pub fn cf_proxy_target(dc: DcId, domain: &CfEndpoint) -> Target {
         },
         media_host: dc.media.then(|| format!("kws{}-1.{}", dc.dc, domain.host)),
         path: dc.ws_path(),
+        shared,
     }
 }
 
@@ -734,6 +756,39 @@ mod tests {
                 _ => panic!("cfproxy dials WS without an SNI override"),
             })
             .collect()
+    }
+
+    #[test]
+    fn shared_list_domains_are_labelled_in_full_own_domains_redacted() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::CfProxy];
+        let ep = |h: &str| CfEndpoint {
+            host: h.into(),
+            port: 443,
+        };
+        cfg.cf_domains = vec![ep("mydomain.com")];
+        cfg.cf_shared_domains = vec![ep("alpha.co.uk"), ep("bravo.co.uk")];
+        let mut t = Table::new();
+        let ids = t.routes_for(dc2(), &cfg, "127.0.0.1:1443".parse().unwrap());
+        let labels: Vec<String> = ids.iter().map(|&i| t.routes[i].label()).collect();
+        assert_eq!(
+            labels,
+            vec![
+                "cfproxy:DC2 kws2.my…:443",
+                "cfproxy:DC2 kws2.alpha.co.uk:443",
+                "cfproxy:DC2 kws2.bravo.co.uk:443"
+            ]
+        );
+        let mut resolve = |_: &str| Some("127.0.0.5".parse().unwrap());
+        let mut spec = |i: usize| t.routes[ids[i]].dial_specs(&mut resolve).remove(0);
+        assert_eq!(
+            t.routes[ids[0]].spec_label(&spec(0)),
+            "kws2.my…@127.0.0.5:443"
+        );
+        assert_eq!(
+            t.routes[ids[1]].spec_label(&spec(1)),
+            "kws2.alpha.co.uk@127.0.0.5:443"
+        );
     }
 
     #[test]

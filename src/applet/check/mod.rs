@@ -28,7 +28,7 @@ use crate::net::tls;
 use crate::rng::Rng;
 use crate::route::probe::{Goal, ProbeOutcome};
 use crate::route::prober::{Finished, Prober};
-use crate::route::table::{spec_label, Table};
+use crate::route::table::Table;
 use crate::token::{self, Role, DNS};
 
 mod report;
@@ -257,7 +257,7 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
                 }
                 // A media cfproxy route dials two names: one row each.
                 (DialKind::Ws { .. }, Tier::CfProxy) => {
-                    format!("cfproxy:{} {}", r.dc, spec_label(&spec, r.tier))
+                    format!("cfproxy:{} {}", r.dc, r.spec_label(&spec))
                 }
                 // Fronting: one row per kws name, `SNI/Host@addr`.
                 (
