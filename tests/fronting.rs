@@ -469,13 +469,17 @@ fn a_hot_front_route_is_probed_at_start_and_pooled() {
         p.dump()
     );
     // A session makes it hot: a warm fronted upstream follows, and the next client takes it.
+    // (The fill may finish before the session's own close: wait on its log line, not on a
+    // count of the front's upgrades read after the session.)
+    let before = front.upgrades();
     assert_eq!(probe(&p, 2).outcome, Outcome::Ok, "{}", p.dump());
-    let upgrades = front.upgrades();
     assert!(
-        wait_until(WAIT, || front.upgrades() > upgrades),
+        p.wait_line(&["pool front:DC2 ", "warm upstream ready"], WAIT)
+            .is_some(),
         "no pool fill of the front route\n{}",
         p.dump()
     );
+    assert!(front.upgrades() >= before + 2, "session + fill reached the front");
     let a = probe(&p, 2);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
     let line = p
