@@ -398,8 +398,17 @@ impl Draft {
             c.ws_addrs = config::default_ws_addrs();
         }
         if self.cf_priority && !tier_order_given {
-            // Compatibility with the Rust port: Cloudflare tiers before the direct one.
-            c.tier_order = vec![Tier::Worker, Tier::CfProxy, Tier::Ws, Tier::Tcp];
+            // Compatibility with the Rust port: Cloudflare tiers before the direct one. The
+            // tiers the port did not have keep their default place after them (front after
+            // ws, mtproto before tcp), so a --fronting-domain or --mtproto-proxy is not dropped.
+            c.tier_order = vec![
+                Tier::Worker,
+                Tier::CfProxy,
+                Tier::Ws,
+                Tier::Front,
+                Tier::Mtproto,
+                Tier::Tcp,
+            ];
         }
         c.health.max_ms = c.health.max_ms.max(c.health.base_ms);
         c.log_level = match level {
