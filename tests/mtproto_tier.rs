@@ -3,7 +3,8 @@
 //! `mtproto`) → upstream (tier `tcp`) → fake DC — with plain, `dd` and `ee` upstream secrets;
 //! the upstream dying puts the route down and the background probe brings it back once it is
 //! restarted on the same port; `check` lists the route with its verdict; a chain to our own
-//! listener is refused.
+//! listener is refused; through `--outbound-proxy` (microsocks) the `ee` hello still runs after
+//! the SOCKS5 stage, and `socks5h://` hands the upstream's name to the proxy.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only. No fixed sleeps.
 
@@ -386,5 +387,67 @@ fn an_upstream_given_by_name_is_resolved_and_its_name_redacted_in_the_log() {
             .all(|l| !l.contains(name) && !l.contains(UP_KEY)),
         "{}",
         fr.dump()
+    );
+}
+
+/// A front whose mtproto hop goes through the outbound proxy `out` (`scheme://addr`), toward
+/// the upstream `up_host:port` with `up_secret`.
+fn front_via(out: &str, up_host: &str, up_port: u16, up_secret: &str) -> Proxy {
+    let chain = format!("{up_host}:{up_port}:{up_secret}");
+    Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--tier-order",
+        "mtproto",
+        "--mtproto-proxy",
+        &chain,
+        "--outbound-proxy",
+        out,
+        "-v",
+    ])
+}
+
+#[test]
+fn an_ee_chain_through_a_socks5_outbound_proxy_still_speaks_fake_tls_after_the_socks_stage() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let secret = ee_up_secret();
+    let up = upstream(&dc, &secret, 0);
+    let out = common::outproxy::OutProxy::microsocks(None);
+    let fr = front_via(&out.url(), "127.0.0.1", up.port(), &secret);
+    let mut rng = os_rng();
+    if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+        panic!("{e}\n{}\nmicrosocks:\n{}", dump(&fr, &up), out.dump());
+    }
+    assert_eq!(dc.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert!(
+        out.wait_connects(up.port(), 1, WAIT),
+        "the hop did not go through the outbound proxy:\n{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn socks5h_hands_an_upstream_name_to_the_outbound_proxy() {
+    // With socks5h:// the name is the proxy's to resolve (as for Worker and CF names): the
+    // outbound proxy must be asked for `localhost:PORT`, never for the placeholder 0.0.0.0.
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, UP_KEY, 0);
+    let out = common::outproxy::OutProxy::microsocks(None);
+    let fr = front_via(
+        &format!("socks5h://{}", out.addr()),
+        "localhost",
+        up.port(),
+        UP_KEY,
+    );
+    let mut rng = os_rng();
+    if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+        panic!("{e}\n{}\nmicrosocks:\n{}", dump(&fr, &up), out.dump());
+    }
+    assert_eq!(dc.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert!(
+        out.dump()
+            .contains(&format!("connected to localhost:{}", up.port())),
+        "the outbound proxy was not asked for the name:\n{}",
+        out.dump()
     );
 }

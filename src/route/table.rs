@@ -197,6 +197,7 @@ impl Route {
                 Some(ip) => vec![DialSpec {
                     addr: SocketAddr::new(ip, proxy.port),
                     kind: DialKind::Mtproto {
+                        host: proxy.host.clone(),
                         secret: proxy.secret.clone(),
                     },
                 }],
@@ -839,9 +840,12 @@ mod tests {
         let spec = named.dial_specs(&mut |_| Some("127.0.0.9".parse().unwrap()));
         assert_eq!(spec[0].addr, "127.0.0.9:443".parse().unwrap());
         match &spec[0].kind {
-            DialKind::Mtproto { secret } => assert_eq!(secret.key_hex(), key),
+            DialKind::Mtproto { secret, .. } => assert_eq!(secret.key_hex(), key),
             other => panic!("{other:?}"),
         }
+        // The dial carries the name: a `socks5h://` outbound proxy is asked for it (the spec's
+        // address is then the UNRESOLVED placeholder) and the bypass list matches it.
+        assert_eq!(spec[0].kind.host(), Some("far.someone.example.net"));
         assert!(!format!("{:?}", spec[0]).contains(key));
         let literal = &t.routes[ids[1]];
         assert_eq!(literal.host(), None);
