@@ -9,7 +9,8 @@
 //! certificate does not cover is refused (verification is never off for fronting). A direct
 //! route failing at TCP connect (a black hole, a refused port) never plans fronting. `check`
 //! lists the front routes with their verdict and `ctl status` shows them. A front route is
-//! probed at start and pooled once hot; a reload adding `fronting-domain` fronts new sessions.
+//! probed at start and pooled once hot; a reload adding `fronting-domain` fronts new sessions;
+//! through `--outbound-proxy` (microsocks) the fronted TLS keeps its SNI and Host.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only, no name is ever resolved (the
 //! fronting name is only an SNI; the front is dialled by its `--dc-ip` address). No fixed
@@ -518,4 +519,40 @@ fn a_reload_adding_a_fronting_domain_fronts_new_sessions() {
     assert_eq!(b.outcome, Outcome::Ok, "{b:?}\n{}", p.dump());
     assert_eq!(front.snis(), vec![s(FRONTING)]);
     assert_eq!(front.hosts(), vec![s(KWS2)]);
+}
+
+#[test]
+fn a_front_route_through_a_socks5_outbound_proxy_keeps_the_fronting_sni() {
+    // The TLS after the SOCKS5 stage still carries SNI = the fronting name, Host = kwsN.
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    let out = common::outproxy::OutProxy::microsocks(None);
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{}", front.addr()),
+        s("--fronting-domain"),
+        s(FRONTING),
+        s("--tier-order"),
+        s("front"),
+        s("--outbound-proxy"),
+        out.url(),
+    ]);
+    let a = probe(&p, 2);
+    assert_eq!(
+        a.outcome,
+        Outcome::Ok,
+        "{a:?}\n{}\nmicrosocks:\n{}",
+        p.dump(),
+        out.dump()
+    );
+    let snis = front.snis();
+    assert!(
+        !snis.is_empty() && snis.iter().all(|n| n == FRONTING),
+        "{snis:?}"
+    );
+    assert!(front.hosts().contains(&s(KWS2)), "{:?}", front.hosts());
+    assert!(
+        out.wait_connects(front.port(), 1, WAIT),
+        "the front route did not go through the outbound proxy:\n{}",
+        out.dump()
+    );
 }
