@@ -4,7 +4,8 @@
 //! the upstream dying puts the route down and the background probe brings it back once it is
 //! restarted on the same port; `check` lists the route with its verdict; a chain to our own
 //! listener is refused; through `--outbound-proxy` (microsocks) the `ee` hello still runs after
-//! the SOCKS5 stage, and `socks5h://` hands the upstream's name to the proxy.
+//! the SOCKS5 stage, and `socks5h://` hands the upstream's name to the proxy; a reload adding
+//! and then removing `mtproto-proxy` changes where new sessions go.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only. No fixed sleeps.
 
@@ -450,4 +451,60 @@ fn socks5h_hands_an_upstream_name_to_the_outbound_proxy() {
         "the outbound proxy was not asked for the name:\n{}",
         out.dump()
     );
+}
+
+/// A config file for `run --config`: tier `mtproto` only, then `extra` lines.
+fn write_mt_config(path: &Path, extra: &str) {
+    let text = format!(
+        "secret {SECRET}\nhost 127.0.0.1\nport 0\nstartup-probes off\nmax-per-ip 0\n\
+         per-ip-rate 0\ntier-order mtproto\n{extra}\n"
+    );
+    std::fs::write(path, text).expect("write config file");
+}
+
+fn sighup(p: &Proxy) {
+    // SAFETY: kill(2) on our own child's pid; no memory is shared.
+    assert_eq!(
+        unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+}
+
+#[test]
+fn a_reload_adding_then_removing_mtproto_proxy_changes_new_sessions() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, UP_KEY, 0);
+    let config = temp_dir().join("front.conf");
+    write_mt_config(&config, "");
+    let fr = Proxy::start_argv(&["run", "--config", config.to_str().unwrap(), "-v"]);
+    let mut rng = os_rng();
+    assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
+
+    let line = format!("mtproto-proxy 127.0.0.1:{}:{UP_KEY}", up.port());
+    write_mt_config(&config, &line);
+    sighup(&fr);
+    assert!(
+        fr.wait_line(&["reload", "mtproto-proxy"], WAIT).is_some(),
+        "{}",
+        fr.dump()
+    );
+    if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+        panic!("after adding: {e}\n{}", dump(&fr, &up));
+    }
+    assert_eq!(dc.init_dcs().len(), 1);
+
+    write_mt_config(&config, "");
+    sighup(&fr);
+    assert!(
+        wait_until(WAIT, || fr.count_log("mtproto-proxy") >= 2),
+        "{}",
+        fr.dump()
+    );
+    assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
+    assert_eq!(
+        dc.init_dcs().len(),
+        1,
+        "a session still reached the upstream"
+    );
+    assert!(!fr.dump().contains(UP_KEY), "{}", fr.dump());
 }
