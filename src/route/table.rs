@@ -238,7 +238,12 @@ impl Route {
         listen: SocketAddr,
     ) -> Vec<DialSpec> {
         let mut specs = self.dial_specs(resolve);
-        specs.retain(|s| !is_self(s.addr, listen));
+        // A name left for a `socks5h://` outbound proxy carries the placeholder address
+        // (`outbound::UNRESOLVED`, 0.0.0.0): not our listener even when we listen on 0.0.0.0
+        // and the same port.
+        specs.retain(|s| {
+            s.addr.ip() == crate::net::outbound::UNRESOLVED || !is_self(s.addr, listen)
+        });
         specs
     }
 }
@@ -860,6 +865,12 @@ mod tests {
                 "0.0.0.0:443".parse().unwrap()
             )
             .is_empty());
+        // A name left for a `socks5h://` proxy (the UNRESOLVED placeholder 0.0.0.0) is not our
+        // listener, also when we listen on 0.0.0.0 and the same port.
+        let unresolved = crate::net::outbound::UNRESOLVED;
+        let specs = named.specs_for(&mut |_| Some(unresolved), "0.0.0.0:443".parse().unwrap());
+        assert_eq!(specs.len(), 1);
+        assert_eq!(specs[0].addr, SocketAddr::new(unresolved, 443));
         let names = private_names(&cfg);
         assert_eq!(
             names,
