@@ -10,7 +10,7 @@
 //! route failing at TCP connect (a black hole, a refused port) never plans fronting. `check`
 //! lists the front routes with their verdict and `ctl status` shows them. A front route is
 //! probed at start and pooled once hot; a reload adding `fronting-domain` fronts new sessions;
-//! through `--outbound-proxy` (microsocks) the fronted TLS keeps its SNI and Host.
+//! through `--outbound-proxy` (microsocks, tinyproxy) the fronted TLS keeps its SNI and Host.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only, no name is ever resolved (the
 //! fronting name is only an SNI; the front is dialled by its `--dc-ip` address). No fixed
@@ -521,11 +521,8 @@ fn a_reload_adding_a_fronting_domain_fronts_new_sessions() {
     assert_eq!(front.hosts(), vec![s(KWS2)]);
 }
 
-#[test]
-fn a_front_route_through_a_socks5_outbound_proxy_keeps_the_fronting_sni() {
-    // The TLS after the SOCKS5 stage still carries SNI = the fronting name, Host = kwsN.
-    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
-    let out = common::outproxy::OutProxy::microsocks(None);
+/// The TLS after the outbound proxy's stage still carries SNI = the fronting name, Host = kwsN.
+fn front_through(out: &common::outproxy::OutProxy, front: &FakeDc) {
     let p = proxy(&[
         s("--dc-ip"),
         format!("2:{}", front.addr()),
@@ -540,7 +537,7 @@ fn a_front_route_through_a_socks5_outbound_proxy_keeps_the_fronting_sni() {
     assert_eq!(
         a.outcome,
         Outcome::Ok,
-        "{a:?}\n{}\nmicrosocks:\n{}",
+        "{a:?}\n{}\noutbound proxy:\n{}",
         p.dump(),
         out.dump()
     );
@@ -554,5 +551,20 @@ fn a_front_route_through_a_socks5_outbound_proxy_keeps_the_fronting_sni() {
         out.wait_connects(front.port(), 1, WAIT),
         "the front route did not go through the outbound proxy:\n{}",
         out.dump()
+    );
+}
+
+#[test]
+fn a_front_route_through_a_socks5_outbound_proxy_keeps_the_fronting_sni() {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    front_through(&common::outproxy::OutProxy::microsocks(None), &front);
+}
+
+#[test]
+fn a_front_route_through_an_http_connect_proxy_keeps_the_fronting_sni() {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    front_through(
+        &common::outproxy::OutProxy::tinyproxy(&[front.port()], None),
+        &front,
     );
 }

@@ -3,8 +3,9 @@
 //! `mtproto`) → upstream (tier `tcp`) → fake DC — with plain, `dd` and `ee` upstream secrets;
 //! the upstream dying puts the route down and the background probe brings it back once it is
 //! restarted on the same port; `check` lists the route with its verdict; a chain to our own
-//! listener is refused; through `--outbound-proxy` (microsocks) the `ee` hello still runs after
-//! the SOCKS5 stage, and `socks5h://` hands the upstream's name to the proxy; a reload adding
+//! listener is refused; through `--outbound-proxy` (microsocks, tinyproxy) the `ee` hello runs
+//! after the SOCKS5 / CONNECT stage, and `socks5h://` hands the upstream's name to the proxy; a
+//! reload adding
 //! and then removing `mtproto-proxy` changes where new sessions go.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only. No fixed sleeps.
@@ -507,4 +508,19 @@ fn a_reload_adding_then_removing_mtproto_proxy_changes_new_sessions() {
         "a session still reached the upstream"
     );
     assert!(!fr.dump().contains(UP_KEY), "{}", fr.dump());
+}
+
+#[test]
+fn an_ee_chain_through_an_http_connect_proxy() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let secret = ee_up_secret();
+    let up = upstream(&dc, &secret, 0);
+    let out = common::outproxy::OutProxy::tinyproxy(&[up.port()], None);
+    let fr = front_via(&out.url(), "127.0.0.1", up.port(), &secret);
+    let mut rng = os_rng();
+    if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+        panic!("{e}\n{}\ntinyproxy:\n{}", dump(&fr, &up), out.dump());
+    }
+    assert_eq!(dc.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert!(out.wait_connects(up.port(), 1, WAIT), "{}", out.dump());
 }
