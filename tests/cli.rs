@@ -455,6 +455,7 @@ fn run_with_env_secret_never_logs_it_needs_reactor() {
     let all = lines.join("\n");
     assert!(listening, "no `listening on` line within 20 s:\n{all}");
     assert!(all.contains("startup probes off"), "{all}");
+    assert!(all.contains("shared CF domain list: off"), "{all}");
     assert!(
         !all.contains("cf-domain-list:"),
         "the shared list was fetched:\n{all}"
