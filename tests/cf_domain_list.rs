@@ -6,9 +6,10 @@
 //! an oversized body, a slow body, a redirect loop; and a server down at start (the cache is
 //! used). End to end, the ladder rules of the list's domains: one answering 429 or 503 backs
 //! off alone (one fake front per domain, on 127.0.0.1-3; its hits and `ctl status`), and a
-//! changed list retires removed domains and brings in new ones. Every name is made up; names
-//! reach loopback (127.0.0.1-3) through a test hosts file and an empty resolv.conf. No fixed
-//! sleeps.
+//! changed list retires removed domains and brings in new ones. The fetch goes through
+//! `--outbound-proxy` (microsocks), and with `socks5h://` the list's host name is the proxy's to
+//! resolve. Every name is made up; names reach loopback (127.0.0.1-3) through a test hosts file
+//! and an empty resolv.conf. No fixed sleeps.
 
 mod common;
 
@@ -674,5 +675,60 @@ fn a_changed_list_retires_removed_domains_and_adds_new_ones() {
         live.iter()
             .any(|r| r["state"] == "up" && r["sessions"].as_u64().unwrap() >= 5),
         "charlie's new route is up with the sessions: {v}"
+    );
+}
+
+#[test]
+fn the_list_is_fetched_through_the_outbound_proxy() {
+    let list = ListServer::start(Answer::Body(encoded(&POOL)));
+    let out = common::outproxy::OutProxy::microsocks(None);
+    let cache = temp_dir().join("cf-domains.txt");
+    let p = proxy(
+        &list.url(),
+        &cache,
+        closed_port().port(),
+        &["--outbound-proxy", &out.url()],
+    );
+    assert!(
+        p.wait_line(&["cf-domain-list", "accepted 3 domains"], WAIT)
+            .is_some(),
+        "{}\nmicrosocks:\n{}",
+        p.dump(),
+        out.dump()
+    );
+    assert!(
+        out.wait_connects(list.addr.port(), 1, WAIT),
+        "the fetch did not go through the outbound proxy:\n{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn socks5h_hands_the_list_host_to_the_outbound_proxy() {
+    // `localhost` is not in the test hosts file and the resolv.conf is empty: only the proxy
+    // (microsocks asks the system, /etc/hosts) can resolve it, as socks5h:// means.
+    let list = ListServer::start(Answer::Body(encoded(&POOL)));
+    let out = common::outproxy::OutProxy::microsocks(None);
+    let cache = temp_dir().join("cf-domains.txt");
+    let url = format!("https://localhost:{}/cf.txt", list.addr.port());
+    let socks5h = format!("socks5h://{}", out.addr());
+    let p = proxy(
+        &url,
+        &cache,
+        closed_port().port(),
+        &["--outbound-proxy", &socks5h],
+    );
+    assert!(
+        p.wait_line(&["cf-domain-list", "accepted 3 domains"], WAIT)
+            .is_some(),
+        "{}\nmicrosocks:\n{}",
+        p.dump(),
+        out.dump()
+    );
+    assert!(
+        out.dump()
+            .contains(&format!("connected to localhost:{}", list.addr.port())),
+        "the outbound proxy was not asked for the name:\n{}",
+        out.dump()
     );
 }

@@ -408,8 +408,19 @@ fn secret_file_is_created_private_and_reused() {
 fn run_with_env_secret_never_logs_it_needs_reactor() {
     let mut child = command(
         Path::new(BIN),
-        &["run", "--port", "0", "--host", "127.0.0.1", "-v"],
-        &[("TG_SECRET", KEY)],
+        // Nothing leaves loopback: no startup probes toward the built-in DC table, no fetch
+        // of the shared CF domain list from its default (GitHub) URL.
+        &[
+            "run",
+            "--port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "-v",
+            "--startup-probes",
+            "off",
+        ],
+        &[("TG_SECRET", KEY), ("TG_CF_DOMAIN_LIST", "off")],
     )
     .stdout(Stdio::null())
     .stderr(Stdio::piped())
@@ -443,6 +454,12 @@ fn run_with_env_secret_never_logs_it_needs_reactor() {
     lines.extend(rx.try_iter());
     let all = lines.join("\n");
     assert!(listening, "no `listening on` line within 20 s:\n{all}");
+    assert!(all.contains("startup probes off"), "{all}");
+    assert!(all.contains("shared CF domain list: off"), "{all}");
+    assert!(
+        !all.contains("cf-domain-list:"),
+        "the shared list was fetched:\n{all}"
+    );
     assert!(!all.contains(KEY), "secret in log:\n{all}");
     assert!(
         !all.to_ascii_lowercase().contains(&KEY[4..28]),

@@ -457,7 +457,12 @@ fn a_root_for_another_cpu_gets_a_secret_without_running_the_binary() {
     b[18] = 8;
     b[19] = 0;
     fs::write(other.join("tg-ws-proxy"), &b).unwrap();
+    // KNOWN DEFECT (review of issue 11, not fixed): the binary cannot run here, its execve
+    // fails with ENOEXEC and busybox sh then reads the ELF file as a shell script; under
+    // install.sh's `umask 077` its bytes' redirections create empty junk files in the current
+    // directory (one was committed once). Run from the scratch directory so they land there.
     let out = run(Command::new(busybox())
+        .current_dir(&t.0)
         .arg("sh")
         .arg(other.join("install.sh"))
         .env_clear()

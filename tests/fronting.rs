@@ -9,7 +9,8 @@
 //! certificate does not cover is refused (verification is never off for fronting). A direct
 //! route failing at TCP connect (a black hole, a refused port) never plans fronting. `check`
 //! lists the front routes with their verdict and `ctl status` shows them. A front route is
-//! probed at start and pooled once hot; a reload adding `fronting-domain` fronts new sessions.
+//! probed at start and pooled once hot; a reload adding `fronting-domain` fronts new sessions;
+//! through `--outbound-proxy` (microsocks, tinyproxy) the fronted TLS keeps its SNI and Host.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only, no name is ever resolved (the
 //! fronting name is only an SNI; the front is dialled by its `--dc-ip` address). No fixed
@@ -479,7 +480,10 @@ fn a_hot_front_route_is_probed_at_start_and_pooled() {
         "no pool fill of the front route\n{}",
         p.dump()
     );
-    assert!(front.upgrades() >= before + 2, "session + fill reached the front");
+    assert!(
+        front.upgrades() >= before + 2,
+        "session + fill reached the front"
+    );
     let a = probe(&p, 2);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
     let line = p
@@ -522,4 +526,52 @@ fn a_reload_adding_a_fronting_domain_fronts_new_sessions() {
     assert_eq!(b.outcome, Outcome::Ok, "{b:?}\n{}", p.dump());
     assert_eq!(front.snis(), vec![s(FRONTING)]);
     assert_eq!(front.hosts(), vec![s(KWS2)]);
+}
+
+/// The TLS after the outbound proxy's stage still carries SNI = the fronting name, Host = kwsN.
+fn front_through(out: &common::outproxy::OutProxy, front: &FakeDc) {
+    let p = proxy(&[
+        s("--dc-ip"),
+        format!("2:{}", front.addr()),
+        s("--fronting-domain"),
+        s(FRONTING),
+        s("--tier-order"),
+        s("front"),
+        s("--outbound-proxy"),
+        out.url(),
+    ]);
+    let a = probe(&p, 2);
+    assert_eq!(
+        a.outcome,
+        Outcome::Ok,
+        "{a:?}\n{}\noutbound proxy:\n{}",
+        p.dump(),
+        out.dump()
+    );
+    let snis = front.snis();
+    assert!(
+        !snis.is_empty() && snis.iter().all(|n| n == FRONTING),
+        "{snis:?}"
+    );
+    assert!(front.hosts().contains(&s(KWS2)), "{:?}", front.hosts());
+    assert!(
+        out.wait_connects(front.port(), 1, WAIT),
+        "the front route did not go through the outbound proxy:\n{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn a_front_route_through_a_socks5_outbound_proxy_keeps_the_fronting_sni() {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    front_through(&common::outproxy::OutProxy::microsocks(None), &front);
+}
+
+#[test]
+fn a_front_route_through_an_http_connect_proxy_keeps_the_fronting_sni() {
+    let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
+    front_through(
+        &common::outproxy::OutProxy::tinyproxy(&[front.port()], None),
+        &front,
+    );
 }

@@ -3,7 +3,10 @@
 //! `mtproto`) → upstream (tier `tcp`) → fake DC — with plain, `dd` and `ee` upstream secrets;
 //! the upstream dying puts the route down and the background probe brings it back once it is
 //! restarted on the same port; `check` lists the route with its verdict; a chain to our own
-//! listener is refused.
+//! listener is refused; through `--outbound-proxy` (microsocks, tinyproxy) the `ee` hello runs
+//! after the SOCKS5 / CONNECT stage, and `socks5h://` hands the upstream's name to the proxy; a
+//! reload adding
+//! and then removing `mtproto-proxy` changes where new sessions go.
 //!
 //! Owns only this file; the rig is tests/common. Loopback only. No fixed sleeps.
 
@@ -387,4 +390,137 @@ fn an_upstream_given_by_name_is_resolved_and_its_name_redacted_in_the_log() {
         "{}",
         fr.dump()
     );
+}
+
+/// A front whose mtproto hop goes through the outbound proxy `out` (`scheme://addr`), toward
+/// the upstream `up_host:port` with `up_secret`.
+fn front_via(out: &str, up_host: &str, up_port: u16, up_secret: &str) -> Proxy {
+    let chain = format!("{up_host}:{up_port}:{up_secret}");
+    Proxy::start(&[
+        "--secret",
+        SECRET,
+        "--tier-order",
+        "mtproto",
+        "--mtproto-proxy",
+        &chain,
+        "--outbound-proxy",
+        out,
+        "-v",
+    ])
+}
+
+#[test]
+fn an_ee_chain_through_a_socks5_outbound_proxy_still_speaks_fake_tls_after_the_socks_stage() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let secret = ee_up_secret();
+    let up = upstream(&dc, &secret, 0);
+    let out = common::outproxy::OutProxy::microsocks(None);
+    let fr = front_via(&out.url(), "127.0.0.1", up.port(), &secret);
+    let mut rng = os_rng();
+    if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+        panic!("{e}\n{}\nmicrosocks:\n{}", dump(&fr, &up), out.dump());
+    }
+    assert_eq!(dc.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert!(
+        out.wait_connects(up.port(), 1, WAIT),
+        "the hop did not go through the outbound proxy:\n{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn socks5h_hands_an_upstream_name_to_the_outbound_proxy() {
+    // With socks5h:// the name is the proxy's to resolve (as for Worker and CF names): the
+    // outbound proxy must be asked for `localhost:PORT`, never for the placeholder 0.0.0.0.
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, UP_KEY, 0);
+    let out = common::outproxy::OutProxy::microsocks(None);
+    let fr = front_via(
+        &format!("socks5h://{}", out.addr()),
+        "localhost",
+        up.port(),
+        UP_KEY,
+    );
+    let mut rng = os_rng();
+    if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+        panic!("{e}\n{}\nmicrosocks:\n{}", dump(&fr, &up), out.dump());
+    }
+    assert_eq!(dc.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert!(
+        out.dump()
+            .contains(&format!("connected to localhost:{}", up.port())),
+        "the outbound proxy was not asked for the name:\n{}",
+        out.dump()
+    );
+}
+
+/// A config file for `run --config`: tier `mtproto` only, then `extra` lines.
+fn write_mt_config(path: &Path, extra: &str) {
+    let text = format!(
+        "secret {SECRET}\nhost 127.0.0.1\nport 0\nstartup-probes off\nmax-per-ip 0\n\
+         per-ip-rate 0\ntier-order mtproto\n{extra}\n"
+    );
+    std::fs::write(path, text).expect("write config file");
+}
+
+fn sighup(p: &Proxy) {
+    // SAFETY: kill(2) on our own child's pid; no memory is shared.
+    assert_eq!(
+        unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+}
+
+#[test]
+fn a_reload_adding_then_removing_mtproto_proxy_changes_new_sessions() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, UP_KEY, 0);
+    let config = temp_dir().join("front.conf");
+    write_mt_config(&config, "");
+    let fr = Proxy::start_argv(&["run", "--config", config.to_str().unwrap(), "-v"]);
+    let mut rng = os_rng();
+    assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
+
+    let line = format!("mtproto-proxy 127.0.0.1:{}:{UP_KEY}", up.port());
+    write_mt_config(&config, &line);
+    sighup(&fr);
+    assert!(
+        fr.wait_line(&["reload", "mtproto-proxy"], WAIT).is_some(),
+        "{}",
+        fr.dump()
+    );
+    if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+        panic!("after adding: {e}\n{}", dump(&fr, &up));
+    }
+    assert_eq!(dc.init_dcs().len(), 1);
+
+    write_mt_config(&config, "");
+    sighup(&fr);
+    assert!(
+        wait_until(WAIT, || fr.count_log("mtproto-proxy") >= 2),
+        "{}",
+        fr.dump()
+    );
+    assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
+    assert_eq!(
+        dc.init_dcs().len(),
+        1,
+        "a session still reached the upstream"
+    );
+    assert!(!fr.dump().contains(UP_KEY), "{}", fr.dump());
+}
+
+#[test]
+fn an_ee_chain_through_an_http_connect_proxy() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let secret = ee_up_secret();
+    let up = upstream(&dc, &secret, 0);
+    let out = common::outproxy::OutProxy::tinyproxy(&[up.port()], None);
+    let fr = front_via(&out.url(), "127.0.0.1", up.port(), &secret);
+    let mut rng = os_rng();
+    if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+        panic!("{e}\n{}\ntinyproxy:\n{}", dump(&fr, &up), out.dump());
+    }
+    assert_eq!(dc.init_dcs(), vec![(Tag::Intermediate, 2)]);
+    assert!(out.wait_connects(up.port(), 1, WAIT), "{}", out.dump());
 }

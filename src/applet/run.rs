@@ -214,6 +214,16 @@ pub fn summary(c: &Config) -> Vec<String> {
             .collect();
         lines.push(format!("mtproto proxies: [{}]", proxies.join(", ")));
     }
+    // On by default and fetched from a third party's URL: always said (docs/protocol.md §4.3).
+    lines.push(match &c.cf_domain_list {
+        Some(src) => format!(
+            "shared CF domain list: {src} (cache {})",
+            c.cf_domain_cache
+                .as_ref()
+                .map_or("none".to_string(), |p| p.display().to_string())
+        ),
+        None => "shared CF domain list: off".to_string(),
+    });
     if !c.fronting_domains.is_empty() {
         lines.push(format!(
             "fronting: SNI [{}] toward the ws fronts, after a ws TLS/upgrade failure",
@@ -294,5 +304,23 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn summary_names_the_shared_list_source_or_says_it_is_off() {
+        // On by default and fetched from a third party's URL: the startup lines say so.
+        let mut c = Config::with_secrets(Vec::new());
+        let text = summary(&c).join("\n");
+        assert!(
+            text.contains(&format!(
+                "shared CF domain list: {} (cache none)",
+                crate::route::cflist::DEFAULT_URL
+            )),
+            "{text}"
+        );
+        c.cf_domain_list = None;
+        c.cf_domain_cache = Some("/tmp/cf.txt".into());
+        let text = summary(&c).join("\n");
+        assert!(text.contains("shared CF domain list: off"), "{text}");
     }
 }

@@ -201,7 +201,8 @@ fn errors_name_the_flag_and_the_env_var() {
 #[test]
 fn joined_rules_cf_priority_cooldown_max_and_switch_order() {
     let order = |cmd: &str, env: Pairs| parse(cmd, env).unwrap().config.tier_order;
-    // Every tier stays in: only the Cloudflare ones move to the front.
+    // Cloudflare tiers first; the other tiers keep their place after them (none dropped: a
+    // --fronting-domain or --mtproto-proxy still gets its tier).
     let cf_first = vec![
         Tier::Worker,
         Tier::CfProxy,
@@ -211,6 +212,13 @@ fn joined_rules_cf_priority_cooldown_max_and_switch_order() {
         Tier::Tcp,
     ];
     assert_eq!(order("--cf-priority", S), cf_first);
+    for t in Tier::ALL {
+        assert!(
+            cf_first.contains(&t),
+            "--cf-priority drops tier {}",
+            t.name()
+        );
+    }
     assert_eq!(order("--cf-priority --tier-order tcp", S), vec![Tier::Tcp]);
     let env: Pairs = &[("TG_SECRET", KEY), ("TG_CF_PRIORITY", "1")];
     assert_eq!(order("", env), cf_first);

@@ -295,8 +295,7 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--cf-priority", short: None, aliases: &[], env: &["TG_CF_PRIORITY"],
         meta: "", default: "off", group: Upstream,
-        help: "Cloudflare tiers first: worker,cfproxy,ws,front,mtproto,tcp (an explicit \
-               --tier-order wins)",
+        help: "Cloudflare tiers first: worker,cfproxy,ws,front,mtproto,tcp (--tier-order wins)",
         kind: Switch(|d, on| d.cf_priority = on),
     },
     Opt {

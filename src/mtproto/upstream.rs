@@ -31,7 +31,7 @@ impl MtprotoProxy {
     /// Parses `HOST:PORT:SECRET`, split from the right (the secret is hex, so it has no `:`):
     /// HOST is a name, an IPv4 literal or an IPv6 literal in brackets (`[::1]:443:…`); PORT is
     /// 1–65535; SECRET is one of our own client secret forms (`obfs2::Secret::parse`: 32 hex
-    /// digits, `dd` + 32, `ee` + 32 + hex(domain)).
+    /// digits, `dd` + 32, `ee` + 32 + hex(domain), the domain at most 253 bytes).
     ///
     /// Errors: a sentence naming the part that is wrong (the secret itself is never echoed).
     pub fn parse(s: &str) -> Result<MtprotoProxy, String> {
@@ -66,6 +66,15 @@ impl MtprotoProxy {
             _ => return Err(format!("`{port}` is not a port (1-65535)")),
         };
         let secret = Secret::parse(secret).map_err(|e| format!("upstream secret: {e}"))?;
+        if let SecretKind::Ee(d) = &secret.kind {
+            if d.len() > crate::mtproto::faketls::client::MAX_DOMAIN {
+                return Err(format!(
+                    "upstream secret: its fake-TLS domain is {} bytes, at most {} fit a hello",
+                    d.len(),
+                    crate::mtproto::faketls::client::MAX_DOMAIN
+                ));
+            }
+        }
         Ok(MtprotoProxy { host, port, secret })
     }
 

@@ -62,6 +62,9 @@ pub enum DialKind {
     /// fake-TLS handshake follows and the upstream is [`Upstream::FakeTls`]. The relay init
     /// (hashed with the secret's key) is the relay's or the probe's, as on `Tcp`.
     Mtproto {
+        /// The upstream's host as given (name or IP literal): what a `socks5h://` outbound
+        /// proxy is asked to resolve and what `--no-outbound-proxy-for` names match.
+        host: String,
         /// The upstream's secret (`Debug` masks the key).
         secret: Secret,
     },
@@ -469,7 +472,7 @@ impl Dial {
                     detail: e.to_string(),
                 },
             }),
-            DialKind::Mtproto { secret } => match start_hello(secret) {
+            DialKind::Mtproto { secret, .. } => match start_hello(secret) {
                 Ok(None) => Some(DialStep::Ready(Upstream::Tcp(sock))),
                 Ok(Some(h)) => {
                     self.state = State::Hello(sock, Box::new(h));
@@ -508,12 +511,15 @@ impl Dial {
 }
 
 impl DialKind {
-    /// The host name this dial presents (SNI / `Host`), if any: what the outbound proxy's
-    /// bypass list matches names against.
+    /// The host name this dial presents (SNI / `Host`; an upstream MTProto proxy's host), if
+    /// any: what the outbound proxy's bypass list matches names against, and the name a
+    /// `socks5h://` proxy is asked for when the spec's address is `outbound::UNRESOLVED`.
     pub fn host(&self) -> Option<&str> {
         match self {
-            DialKind::Tcp | DialKind::Mtproto { .. } => None,
-            DialKind::Ws { host, .. } | DialKind::Tls { host } => Some(host),
+            DialKind::Tcp => None,
+            DialKind::Ws { host, .. } | DialKind::Tls { host } | DialKind::Mtproto { host, .. } => {
+                Some(host)
+            }
         }
     }
 }

@@ -80,9 +80,12 @@ impl OutboundProxy {
     /// Errors: a message naming what is wrong (`https://` is refused: TLS to the proxy is not
     /// supported).
     pub fn parse(url: &str) -> Result<OutboundProxy, String> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| format!("{url:?}: expected socks5://, socks5h:// or http://"))?;
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+            format!(
+                "{:?}: expected socks5://, socks5h:// or http://",
+                without_credentials(url)
+            )
+        })?;
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "socks5" => Scheme::Socks5,
             "socks5h" => Scheme::Socks5h,
@@ -145,6 +148,15 @@ impl OutboundProxy {
     }
 }
 
+/// `url` for an error message, anything before its last `@` shown as `***` (never the
+/// password).
+fn without_credentials(url: &str) -> String {
+    match url.rsplit_once('@') {
+        Some((_, rest)) => format!("***@{rest}"),
+        None => url.to_string(),
+    }
+}
+
 /// Decodes `%XX` escapes (RFC 3986 §2.1) into UTF-8. Errors: a bad escape or invalid UTF-8.
 fn percent_decode(s: &str) -> Result<String, String> {
     let b = s.as_bytes();
@@ -156,7 +168,7 @@ fn percent_decode(s: &str) -> Result<String, String> {
                 .get(i + 1..i + 3)
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad percent escape in {s:?}"))?;
+                .ok_or("bad percent escape in the credentials (%XX, two hex digits)")?;
             out.push(hex);
             i += 3;
         } else {

@@ -179,9 +179,12 @@ impl CfList {
 
     fn resolve(&mut self, now: u64, registry: &Registry, dns: &mut Resolver) -> Option<Done> {
         let f = self.fetch.as_mut()?;
-        let ip = match f.url.host.parse::<IpAddr>() {
-            Ok(ip) => ip,
-            Err(_) => match dns.lookup(&f.url.host, now) {
+        // A name a `socks5h://` outbound proxy resolves needs no local answer (the dial sends
+        // it the name, as for Worker and CF names).
+        let remote = crate::net::outbound::remote_name(&f.url.host);
+        let ip = match (f.url.host.parse::<IpAddr>(), remote) {
+            (Ok(ip), _) | (Err(_), Some(ip)) => ip,
+            (Err(_), None) => match dns.lookup(&f.url.host, now) {
                 Lookup::Ready(ip) => ip,
                 Lookup::Pending => {
                     f.step = Step::Resolve {

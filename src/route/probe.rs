@@ -130,7 +130,7 @@ impl Probe {
             DialKind::Tcp | DialKind::Mtproto { .. } | DialKind::Tls { .. } => Framing::Raw,
         };
         let mut probe = Probe::with_dial(route, id, dc, dial, now, goal, framing);
-        if let DialKind::Mtproto { secret } = &spec.kind {
+        if let DialKind::Mtproto { secret, .. } = &spec.kind {
             // dd and ee secrets ask clients for padded intermediate (docs/protocol.md §1.5).
             let tag = match secret.kind {
                 obfs2::SecretKind::Plain => Tag::Intermediate,

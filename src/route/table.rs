@@ -215,6 +215,7 @@ impl Route {
                 Some(ip) => vec![DialSpec {
                     addr: SocketAddr::new(ip, proxy.port),
                     kind: DialKind::Mtproto {
+                        host: proxy.host.clone(),
                         secret: proxy.secret.clone(),
                     },
                 }],
@@ -255,7 +256,12 @@ impl Route {
         listen: SocketAddr,
     ) -> Vec<DialSpec> {
         let mut specs = self.dial_specs(resolve);
-        specs.retain(|s| !is_self(s.addr, listen));
+        // A name left for a `socks5h://` outbound proxy carries the placeholder address
+        // (`outbound::UNRESOLVED`, 0.0.0.0): not our listener even when we listen on 0.0.0.0
+        // and the same port.
+        specs.retain(|s| {
+            s.addr.ip() == crate::net::outbound::UNRESOLVED || !is_self(s.addr, listen)
+        });
         specs
     }
 }
@@ -894,9 +900,12 @@ mod tests {
         let spec = named.dial_specs(&mut |_| Some("127.0.0.9".parse().unwrap()));
         assert_eq!(spec[0].addr, "127.0.0.9:443".parse().unwrap());
         match &spec[0].kind {
-            DialKind::Mtproto { secret } => assert_eq!(secret.key_hex(), key),
+            DialKind::Mtproto { secret, .. } => assert_eq!(secret.key_hex(), key),
             other => panic!("{other:?}"),
         }
+        // The dial carries the name: a `socks5h://` outbound proxy is asked for it (the spec's
+        // address is then the UNRESOLVED placeholder) and the bypass list matches it.
+        assert_eq!(spec[0].kind.host(), Some("far.someone.example.net"));
         assert!(!format!("{:?}", spec[0]).contains(key));
         let literal = &t.routes[ids[1]];
         assert_eq!(literal.host(), None);
@@ -911,6 +920,12 @@ mod tests {
                 "0.0.0.0:443".parse().unwrap()
             )
             .is_empty());
+        // A name left for a `socks5h://` proxy (the UNRESOLVED placeholder 0.0.0.0) is not our
+        // listener, also when we listen on 0.0.0.0 and the same port.
+        let unresolved = crate::net::outbound::UNRESOLVED;
+        let specs = named.specs_for(&mut |_| Some(unresolved), "0.0.0.0:443".parse().unwrap());
+        assert_eq!(specs.len(), 1);
+        assert_eq!(specs[0].addr, SocketAddr::new(unresolved, 443));
         let names = private_names(&cfg);
         assert_eq!(
             names,

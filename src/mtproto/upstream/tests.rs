@@ -58,7 +58,17 @@ fn parse_refuses_bad_input_with_a_reason_and_never_echoes_the_secret() {
         ),
         (format!("h:443:ee{KEY_HEX}"), "upstream secret"),
         (format!("us@h:443:{KEY_HEX}"), "not a host"),
+        // An ee domain no fake-TLS hello can carry: refused here, not at every dial.
+        (
+            format!("h:443:{}", ee_hex(&"a".repeat(254))),
+            "fake-TLS domain",
+        ),
     ];
+    // The longest domain a hello carries is accepted.
+    let longest = MtprotoProxy::parse(&format!("h:443:{}", ee_hex(&"a".repeat(253)))).unwrap();
+    let key = longest.secret.key;
+    let domain = longest.tls_domain().unwrap();
+    assert!(TlsHello::new(&key, domain, 1, &mut rng(1)).is_some());
     for (input, want) in cases {
         let err = MtprotoProxy::parse(&input).unwrap_err();
         assert!(err.contains(want), "{input}: {err}");

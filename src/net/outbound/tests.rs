@@ -53,6 +53,33 @@ fn bad_urls_are_refused_with_a_reason() {
 }
 
 #[test]
+fn a_refused_url_never_echoes_the_password() {
+    // The error reaches stderr, and on a reload the log: the password must not be in it.
+    for url in [
+        "socks5:/u:hunter2@127.0.0.1:1080",
+        "socks5//u:hunter2@127.0.0.1:1080",
+        "socks5://u:hun%zzter2@127.0.0.1:1080",
+        "socks5://u:hunter2%@127.0.0.1:1080",
+        "socks5://u:hunter2@127.0.0.1:99999",
+        "socks5://u:hunter2@host.lan:1080",
+        "socks5://u:hunter2@127.0.0.1",
+        "ftp://u:hunter2@127.0.0.1:21",
+        "http://u:hunter2@127.0.0.1:8080/path",
+    ] {
+        let e = OutboundProxy::parse(url).unwrap_err();
+        assert!(
+            !e.contains("hunter2") && !e.contains("hun%zz"),
+            "{url}: {e}"
+        );
+        let e = parse_flag(url).unwrap_err();
+        assert!(
+            !e.contains("hunter2") && !e.contains("hun%zz"),
+            "{url}: {e}"
+        );
+    }
+}
+
+#[test]
 fn bypass_matches_names_suffixes_ips_and_cidrs() {
     let items: Vec<String> = ["Worker.Example", ".lan", "10.0.0.0/8", "::1", "192.0.2.7"]
         .map(String::from)
