@@ -151,6 +151,17 @@ sys_cpu() {
 	esac
 }
 
+# runs_here FILE: true unless FILE is an ELF binary for another CPU than the one running this
+# script (read from /proc/self/exe, the reading tool's own binary). A foreign binary must not be
+# started: its execve fails with ENOEXEC and sh then reads the ELF bytes as a script (empty junk
+# files from their redirections). Without /proc the answer is "try it".
+runs_here() {
+	[ -r /proc/self/exe ] || return 0
+	here="$(elf_cpu /proc/self/exe 2>/dev/null)" || return 0
+	case "$here" in not-elf | '') return 0 ;; esac
+	[ "$(elf_cpu "$1")" = "$here" ]
+}
+
 describe() {
 	case "$1" in
 	mips) echo "big-endian MIPS32 (mips_24kc)" ;;
@@ -276,7 +287,7 @@ if [ ! -s "$R$SECRET" ]; then
 		# An install from before the secret file: move the plain-text secret out of /etc/config.
 		(umask 077 && printf '# moved from %s by install.sh\n%s\n' "$CONF" "$old_secret" >"$R$SECRET")
 		say "moved the secret from $CONF (option secret) to $SECRET"
-	elif (umask 077 && "$R$BIN" genkey >"$R$SECRET.tmp" 2>/dev/null); then
+	elif runs_here "$R$BIN" && (umask 077 && "$R$BIN" genkey >"$R$SECRET.tmp" 2>/dev/null); then
 		mv -f "$R$SECRET.tmp" "$R$SECRET"
 		say "created $SECRET with a new secret (mode 0600)"
 	else
@@ -346,7 +357,7 @@ else
 	fi
 	set -- link --secret-file "$R$SECRET" --port "${port:-1443}"
 	[ -z "$host" ] || set -- "$@" --link-ip "$host"
-	if ! "$R$BIN" "$@"; then
+	if ! runs_here "$R$BIN" || ! "$R$BIN" "$@"; then
 		say "could not print the link here; on the router: $INIT link"
 	fi
 fi

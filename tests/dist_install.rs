@@ -453,16 +453,22 @@ fn a_root_for_another_cpu_gets_a_secret_without_running_the_binary() {
     // little-endian, with UNAME_M=mips: the CPUs match, but the binary does not run here.
     let other = t.0.join("mipsel");
     ok(Command::new("cp").arg("-a").arg(&p.dir).arg(&other));
+    // Only the ELF header install.sh reads (e_machine patched to MIPS), then a shell line: a
+    // file the kernel refuses (ENOEXEC), which sh would run as a script if it were started.
     let mut b = fs::read(other.join("tg-ws-proxy")).unwrap();
+    b.truncate(20);
     b[18] = 8;
     b[19] = 0;
+    b.extend_from_slice(b"\n: >ran-as-script\n");
     fs::write(other.join("tg-ws-proxy"), &b).unwrap();
-    // KNOWN DEFECT (review of issue 11, not fixed): the binary cannot run here, its execve
-    // fails with ENOEXEC and busybox sh then reads the ELF file as a shell script; under
-    // install.sh's `umask 077` its bytes' redirections create empty junk files in the current
-    // directory (one was committed once). Run from the scratch directory so they land there.
+    // Found in review of issue 11: started anyway, its execve failed with ENOEXEC and busybox
+    // sh then read the ELF file as a shell script, whose bytes' redirections made empty junk
+    // files in the current directory (one was committed once). install.sh now never starts a
+    // binary for another CPU: run from an empty directory and check it stays empty.
+    let cwd = t.0.join("cwd");
+    fs::create_dir_all(&cwd).unwrap();
     let out = run(Command::new(busybox())
-        .current_dir(&t.0)
+        .current_dir(&cwd)
         .arg("sh")
         .arg(other.join("install.sh"))
         .env_clear()
@@ -481,6 +487,8 @@ fn a_root_for_another_cpu_gets_a_secret_without_running_the_binary() {
     secret_in(&secret_file);
     assert!(log.contains("from /dev/urandom"), "{log}");
     assert!(log.contains("could not print the link here"), "{log}");
+    let junk: Vec<_> = fs::read_dir(&cwd).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(junk.is_empty(), "the foreign binary was run as a script: {junk:?}");
 }
 
 #[test]
