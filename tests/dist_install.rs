@@ -487,8 +487,15 @@ fn a_root_for_another_cpu_gets_a_secret_without_running_the_binary() {
     secret_in(&secret_file);
     assert!(log.contains("from /dev/urandom"), "{log}");
     assert!(log.contains("could not print the link here"), "{log}");
-    let junk: Vec<_> = fs::read_dir(&cwd).unwrap().flatten().map(|e| e.path()).collect();
-    assert!(junk.is_empty(), "the foreign binary was run as a script: {junk:?}");
+    let junk: Vec<_> = fs::read_dir(&cwd)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(
+        junk.is_empty(),
+        "the foreign binary was run as a script: {junk:?}"
+    );
 }
 
 #[test]
