@@ -419,6 +419,52 @@ fn a_file_source_is_read_like_a_download() {
     );
 }
 
+/// `check` never fetches the list, but a FILE source is local: its domains are checked as
+/// cfproxy routes (named in full, as published), each with its verdict.
+#[test]
+fn check_lists_the_domains_of_a_file_source_with_their_verdict() {
+    let front = pool_front();
+    let file = temp_dir().join("my-list.txt");
+    std::fs::write(&file, encoded(&POOL)).unwrap();
+    let names = names();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let ca = common::data_path("ca.pem").display().to_string();
+    let port = front.port().to_string();
+    let mut args: Vec<String> = [
+        "check",
+        "--dc",
+        "2",
+        "--ca-file",
+        &ca,
+        "--tier-order",
+        "cfproxy",
+        "--cf-domain-list",
+        file.to_str().unwrap(),
+        "--cf-domain-list-port",
+        &port,
+        "--probe-timeout",
+        "3",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(common::name_args(&refs));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = common::run_bin(&args, &[], Duration::from_secs(60));
+    for d in POOL {
+        let target = format!("kws2.{d}@127.0.0.1:{port}");
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.get(1) == Some(&"cfproxy:DC2") && w.get(2) == Some(&target.as_str())
+            })
+            .unwrap_or_else(|| panic!("no cfproxy:DC2 line for {d}:\n{}\n{}", r.stdout, r.stderr));
+        assert_eq!(line.split_whitespace().nth(3), Some("OK"), "{line}");
+    }
+}
+
 /// One fake cfproxy front per pool domain, all on the same port (the list's domains share
 /// `--cf-domain-list-port`), each on its own loopback address: `POOL[i]` on `127.0.0.(i+1)`;
 /// `faults[i]` is that front's fault.

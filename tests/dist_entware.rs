@@ -59,37 +59,56 @@ fn entware_install_puts_the_s99_script_and_opt_files() {
     );
 }
 
-/// The Entware script against a stand-in proxy (a busybox sh script that logs the signals it
-/// gets), so start / status / reload / stop are checked without the real `--config`.
-#[test]
-fn entware_s99_starts_reloads_and_stops() {
-    let t = Scratch::new("s99");
-    let path = applet_path(&t.0);
-    let events = t.0.join("events");
-    let prog = t.0.join("fake-proxy");
-    write_exec(
-        &prog,
-        &format!(
-            // The traps first: the test sends SIGHUP once it sees the `args:` line, and a HUP
-            // before its trap would end the stand-in instead of being recorded.
-            "#!/bin/sh\ntrap 'echo HUP >> {ev}' HUP\n\
-             trap 'echo TERM >> {ev}; exit 0' TERM\n\
-             echo \"args: $*\" >> {ev}\n\
-             while :; do sleep 1 & wait $!; done\n",
-            ev = events.display()
-        ),
-    );
-    let conf = t.0.join("tg-ws-proxy.conf");
-    fs::write(
-        &conf,
-        format!(
-            "port 1443\ndrain-timeout 2s\ncontrol-socket {}\n",
-            t.0.join("run/ctl.sock").display()
-        ),
-    )
-    .unwrap();
-    let pidfile = t.0.join("run/tg-ws-proxy.pid");
-    let s99 = |verb: &str| {
+/// A stand-in proxy (a busybox sh script that logs its args and the signals it gets) and the
+/// paths the S99 script is pointed at, in one scratch directory.
+struct S99Rig {
+    t: Scratch,
+    events: std::path::PathBuf,
+    prog: std::path::PathBuf,
+    conf: std::path::PathBuf,
+    pidfile: std::path::PathBuf,
+}
+
+impl S99Rig {
+    fn new(name: &str) -> S99Rig {
+        let t = Scratch::new(name);
+        let events = t.0.join("events");
+        let prog = t.0.join("fake-proxy");
+        write_exec(
+            &prog,
+            &format!(
+                // The traps first: the test sends SIGHUP once it sees the `args:` line, and a
+                // HUP before its trap would end the stand-in instead of being recorded.
+                "#!/bin/sh\ntrap 'echo HUP >> {ev}' HUP\n\
+                 trap 'echo TERM >> {ev}; exit 0' TERM\n\
+                 echo \"args: $*\" >> {ev}\n\
+                 while :; do sleep 1 & wait $!; done\n",
+                ev = events.display()
+            ),
+        );
+        let conf = t.0.join("tg-ws-proxy.conf");
+        let pidfile = t.0.join("run/tg-ws-proxy.pid");
+        S99Rig {
+            t,
+            events,
+            prog,
+            conf,
+            pidfile,
+        }
+    }
+
+    fn write_conf(&self, drain: &str) {
+        fs::write(
+            &self.conf,
+            format!(
+                "port 1443\ndrain-timeout {drain}\ncontrol-socket {}\n",
+                self.t.0.join("run/ctl.sock").display()
+            ),
+        )
+        .unwrap();
+    }
+
+    fn s99(&self, verb: &str) -> std::process::Output {
         let mut cmd = Command::new(busybox());
         // A shell cannot trap a signal that was ignored when it started (POSIX), and a test
         // run under `nohup` (as CI starts it) inherits SIGHUP ignored: the stand-in's HUP trap
@@ -106,62 +125,109 @@ fn entware_s99_starts_reloads_and_stops() {
             .arg(repo().join("cross/entware/S99tg-ws-proxy"))
             .arg(verb)
             .env_clear()
-            .env("PATH", &path)
-            .env("TG_PROG", &prog)
-            .env("TG_CONF", &conf)
-            .env("TG_PIDFILE", &pidfile))
-    };
-    let read_events = || fs::read_to_string(&events).unwrap_or_default();
+            .env("PATH", applet_path(&self.t.0))
+            .env("TG_PROG", &self.prog)
+            .env("TG_CONF", &self.conf)
+            .env("TG_PIDFILE", &self.pidfile))
+    }
 
-    let out = s99("start");
+    fn events(&self) -> String {
+        fs::read_to_string(&self.events).unwrap_or_default()
+    }
+
+    /// `start`, then waits for the stand-in's `args:` line; returns its pid.
+    fn start(&self) -> u32 {
+        let out = self.s99("start");
+        assert!(
+            out.status.success(),
+            "start: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let pid: u32 = fs::read_to_string(&self.pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(common::wait_until(Duration::from_secs(5), || self
+            .events()
+            .contains("args: run --config")));
+        pid
+    }
+
+    /// `stop`: it must succeed, say so, send SIGTERM and remove the pid file.
+    fn stop(&self) {
+        let out = self.s99("stop");
+        assert!(
+            out.status.success() && text(&out.stdout).contains("stopped"),
+            "stop: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).is_empty(),
+            "stop wrote to stderr: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            self.events().contains("TERM"),
+            "stop sent no SIGTERM: {}",
+            self.events()
+        );
+        assert!(!self.pidfile.exists(), "pid file left behind");
+    }
+}
+
+/// The Entware script against a stand-in proxy, so start / status / reload / stop are checked
+/// without the real `--config`.
+#[test]
+fn entware_s99_starts_reloads_and_stops() {
+    let rig = S99Rig::new("s99");
+    rig.write_conf("2s");
+    let pid = rig.start();
     assert!(
-        out.status.success(),
-        "start: {}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let pid: u32 = fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(common::wait_until(Duration::from_secs(5), || read_events()
-        .contains("args: run --config")));
-    assert!(
-        read_events().contains(&format!("args: run --config {}", conf.display())),
+        rig.events()
+            .contains(&format!("args: run --config {}", rig.conf.display())),
         "{}",
-        read_events()
+        rig.events()
     );
     assert_eq!(
-        mode(&t.0.join("run")),
+        mode(&rig.t.0.join("run")),
         0o700,
         "the control socket's directory is not 0700"
     );
-    let out = s99("status");
+    let out = rig.s99("status");
     assert!(out.status.success() && text(&out.stdout).contains(&format!("running (pid {pid})")));
 
-    let out = s99("reload");
+    let out = rig.s99("reload");
     assert!(out.status.success(), "reload: {}", text(&out.stdout));
     assert!(
-        common::wait_until(Duration::from_secs(5), || read_events().contains("HUP")),
+        common::wait_until(Duration::from_secs(5), || rig.events().contains("HUP")),
         "no SIGHUP reached the proxy: {}",
-        read_events()
+        rig.events()
     );
     assert!(
         Path::new(&format!("/proc/{pid}")).exists(),
         "reload stopped the proxy"
     );
 
-    let out = s99("stop");
-    assert!(out.status.success(), "stop: {}", text(&out.stdout));
-    assert!(
-        read_events().contains("TERM"),
-        "stop sent no SIGTERM: {}",
-        read_events()
-    );
-    assert!(!pidfile.exists(), "pid file left behind");
-    let out = s99("status");
+    rig.stop();
+    let out = rig.s99("status");
     assert!(!out.status.success() && text(&out.stdout).contains("not running"));
+}
+
+/// `stop` reads `drain-timeout` in every form of the duration grammar: `500ms` and `1.5m` made
+/// the old integer-only arithmetic fail ("arithmetic syntax error"), so stop gave up after the
+/// SIGTERM without waiting or removing the pid file.
+#[test]
+fn entware_s99_stop_reads_every_drain_timeout_form() {
+    let rig = S99Rig::new("s99-drain");
+    for drain in ["500ms", "1.5m", "0.25", "08", "1h"] {
+        rig.write_conf(drain);
+        let _ = fs::remove_file(&rig.events);
+        rig.start();
+        rig.stop();
+    }
 }
 
 #[test]

@@ -207,9 +207,11 @@ impl Router {
     /// The settings the script adds after the UCI ones, for a root with default paths.
     fn added_settings(&self) -> String {
         format!(
-            "host 127.0.0.1\nsecret-file {}\nbind-retry 5s\ncontrol-socket {}\n",
+            "host 127.0.0.1\nsecret-file {}\nbind-retry 5s\ncontrol-socket {}\n\
+             cf-domain-cache {}\n",
             self.path("etc/tg-ws-proxy/secret").display(),
-            self.path("var/run/tg-ws-proxy/ctl.sock").display()
+            self.path("var/run/tg-ws-proxy/ctl.sock").display(),
+            self.path("etc/tg-ws-proxy/cache/cf-domains").display()
         )
     }
 
@@ -276,6 +278,9 @@ fn start_writes_every_uci_option_verbatim_mode_0600() {
         "control socket dir mode"
     );
     assert_eq!(dir.uid(), r.uid, "control socket dir owner");
+    let dir = fs::metadata(r.path("etc/tg-ws-proxy/cache")).unwrap();
+    assert_eq!(dir.permissions().mode() & 0o777, 0o700, "cache dir mode");
+    assert_eq!(dir.uid(), r.uid, "cache dir owner");
 }
 
 #[test]
@@ -397,6 +402,51 @@ fn reload_rewrites_the_config_file_for_procd_to_send_sighup() {
     assert!(has(&calls, &["procd_close_service"]), "{calls:?}");
     let want = format!("tier-order tcp\n{}", r.added_settings());
     assert_eq!(r.conf_settings(), want);
+}
+
+/// The host follows the address netifd reports for lan (a DHCP LAN has no
+/// network.lan.ipaddr): the interface trigger's reload rewrites it when the lease changes.
+#[test]
+fn host_is_the_lan_address_netifd_reports_and_follows_a_new_lease() {
+    let r = Router::new("");
+    fs::write(
+        r.path("etc/config/network"),
+        "config interface 'lan'\n\toption proto 'dhcp'\n",
+    )
+    .unwrap();
+    fs::create_dir_all(r.path("lib/functions")).unwrap();
+    fs::copy(
+        data_path("openwrt/network.sh"),
+        r.path("lib/functions/network.sh"),
+    )
+    .unwrap();
+    // No lease yet and no static address: not started, saying why.
+    let o = r.run("start");
+    assert!(
+        o.stderr.contains("no address on the lan interface"),
+        "{}",
+        o.stderr
+    );
+    assert!(!has(&r.take_calls(), &["procd_open_instance"]));
+    fs::create_dir_all(r.path("netifd")).unwrap();
+    fs::write(r.path("netifd/lan"), "127.0.0.2").unwrap();
+    r.expect_started(&r.run("start"));
+    assert!(
+        r.conf_settings().starts_with("host 127.0.0.2\n"),
+        "{}",
+        r.conf_settings()
+    );
+    fs::write(r.path("netifd/lan"), "127.0.0.3").unwrap();
+    let calls = r.expect_started(&r.run("reload"));
+    assert!(
+        has(&calls, &["procd_set_param", "reload_signal", "HUP"]),
+        "{calls:?}"
+    );
+    assert!(
+        r.conf_settings().starts_with("host 127.0.0.3\n"),
+        "{}",
+        r.conf_settings()
+    );
 }
 
 #[test]
@@ -551,8 +601,12 @@ fn shipped_uci_file_starts_the_service_with_only_its_set_options() {
         has(&calls, &["procd_set_param", "user", &r.user]),
         "{calls:?}"
     );
-    let want =
-        format!("control-socket {ctl}\nhost 127.0.0.1\nsecret-file {secret}\nbind-retry 5s\n");
+    let cache = r.path("etc/tg-ws-proxy/cache/cf-domains");
+    let cache = cache.display();
+    let want = format!(
+        "control-socket {ctl}\nhost 127.0.0.1\nsecret-file {secret}\nbind-retry 5s\n\
+         cf-domain-cache {cache}\n"
+    );
     assert_eq!(
         r.conf_settings(),
         want,

@@ -42,8 +42,9 @@ fn keys() -> Vec<Key> {
 }
 
 /// Defaults shown as words: the UCI line is left empty (an empty option means the default).
-const WORD_DEFAULTS: [&str; 6] = [
+const WORD_DEFAULTS: [&str; 7] = [
     "none",
+    "the original's GitHub list",
     "detected",
     "stderr",
     "built-in DC table, port 443",
@@ -53,12 +54,13 @@ const WORD_DEFAULTS: [&str; 6] = [
 
 /// Lines the generator does not write: set by hand at the top of the section (and `secret`,
 /// which is refused: secrets live in the secret file).
-const HAND_WRITTEN: [&str; 5] = [
+const HAND_WRITTEN: [&str; 6] = [
     "host",
     "secret",
     "secret-file",
     "control-socket",
     "bind-retry",
+    "cf-domain-cache",
 ];
 
 const HEAD: &str = "\
@@ -80,8 +82,8 @@ config proxy 'main'
 \toption enabled '1'
 \t# UCI only: the user the proxy runs as. A port below 1024 needs 'root'.
 \toption user 'nobody'
-\t# Listen address. Empty = this router's LAN address (uci get network.lan.ipaddr), and the
-\t# listener follows it when the LAN comes up or changes; '0.0.0.0' listens on every
+\t# Listen address. Empty = this router's LAN address (the lan interface's, static or DHCP),
+\t# and the listener follows it when the LAN comes up or changes; '0.0.0.0' listens on every
 \t# interface: check your firewall first.
 \toption host ''
 \t# The secrets: one per line, # comments, mode 0600, owned by the service user; created with
@@ -93,6 +95,11 @@ config proxy 'main'
 \t# --bind-retry: while the listen address is not assigned yet (boot), retry the bind every D.
 \t# The service's default is 5s (the binary's own is 0 = exit at once).
 \t#option bind_retry '5s'
+\t# --cf-domain-cache: the shared CF domain list's cache, read at start and used until a fetch
+\t# succeeds; rewritten only when the list changes. The service's default keeps it on flash in
+\t# a 0700 directory of the service user (the binary's own default is none); another path must
+\t# be writable by that user.
+\t#option cf_domain_cache '/etc/tg-ws-proxy/cache/cf-domains'
 ";
 
 /// Longest comment line, tab excluded.

@@ -131,6 +131,62 @@ fn every_tier_through(out: &OutProxy) {
     }
 }
 
+/// Background work goes through the outbound proxy too, not only client dials: the startup
+/// probe that proves the ws route before any client came, and the warm pool fill once a
+/// session made the route hot. Every connection the fake front saw came through microsocks.
+#[test]
+fn startup_probes_and_pool_fills_go_through_the_outbound_proxy() {
+    let out = OutProxy::microsocks(None);
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let p = proxy(&[
+        s("--tier-order"),
+        s("ws"),
+        s("--dc-ip"),
+        format!("2:{}", ws.addr()),
+        s("--outbound-proxy"),
+        out.url(),
+        s("--startup-probes"),
+        s("on"),
+        s("--pool-size"),
+        s("2"),
+        s("--pool-max-age"),
+        s("30"),
+        s("-v"), // the pool's "warm upstream ready" line is a debug line
+    ]);
+    assert!(
+        p.wait_line(&["route ws:DC2 ", "up (probe"], WAIT).is_some(),
+        "no startup probe proved the route\n{}",
+        p.dump()
+    );
+    assert!(ws.upgrades() >= 1, "the probe reached the front");
+    let all_via_proxy = || out.connects_to(ws.port()) >= ws.upgrades();
+    assert!(
+        common::wait_until(WAIT, all_via_proxy),
+        "the startup probe went around the outbound proxy: {} upgrades, {} via it\n{}",
+        ws.upgrades(),
+        out.connects_to(ws.port()),
+        out.dump()
+    );
+    assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
+    assert!(
+        p.wait_line(&["pool ws:DC2 ", "warm upstream ready"], WAIT)
+            .is_some(),
+        "no pool fill\n{}",
+        p.dump()
+    );
+    assert!(
+        ws.upgrades() >= 3,
+        "probe, session and fill reached the front"
+    );
+    assert!(
+        common::wait_until(WAIT, all_via_proxy),
+        "a session or pool fill went around the outbound proxy: {} upgrades, {} via it\n{}",
+        ws.upgrades(),
+        out.connects_to(ws.port()),
+        out.dump()
+    );
+}
+
 #[test]
 fn respq_through_every_tier_via_microsocks_without_auth() {
     every_tier_through(&OutProxy::microsocks(None));

@@ -256,7 +256,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--cf-domain-cache", short: None, aliases: &[], env: &["TG_CF_DOMAIN_CACHE"],
         meta: "PATH", default: "none", group: Upstream,
-        help: "keep the last accepted shared domain list in PATH (used when a fetch fails)",
+        help: "keep the last accepted shared domain list in PATH: read at start and used until \
+               a fetch succeeds; rewritten only when the list changes",
         kind: Path(|d, p| { d.config.cf_domain_cache = Some(p); Ok(()) }),
     },
     Opt {
@@ -728,7 +729,9 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         long: "--config", short: None, aliases: &[], env: &["TG_CONFIG"],
         meta: "FILE", default: "none", group: Listen,
         help: "read settings from FILE (at most 64 KiB): one `NAME VALUE` per line, NAME a long \
-               flag without --, # comment lines; flags and TG_* variables win over it",
+               flag without --, # comment lines; flags and TG_* variables win over it; \
+               SIGHUP re-reads it and the secret files for new sessions (an invalid one is \
+               refused and the running settings stay)",
         // Read by the driver before every other option (`parse::load_config`).
         kind: Path(|_, _| Ok(())),
     },
