@@ -70,7 +70,9 @@ struct S99Rig {
 }
 
 impl S99Rig {
-    fn new(name: &str) -> S99Rig {
+    /// `exit_on_term`: the stand-in exits at SIGTERM (a drain with no session left), or records
+    /// it and runs on (a drain that never ends: only SIGKILL stops it).
+    fn new(name: &str, exit_on_term: bool) -> S99Rig {
         let t = Scratch::new(name);
         let events = t.0.join("events");
         let prog = t.0.join("fake-proxy");
@@ -80,10 +82,11 @@ impl S99Rig {
                 // The traps first: the test sends SIGHUP once it sees the `args:` line, and a
                 // HUP before its trap would end the stand-in instead of being recorded.
                 "#!/bin/sh\ntrap 'echo HUP >> {ev}' HUP\n\
-                 trap 'echo TERM >> {ev}; exit 0' TERM\n\
+                 trap 'echo TERM >> {ev}{exit}' TERM\n\
                  echo \"args: $*\" >> {ev}\n\
                  while :; do sleep 1 & wait $!; done\n",
-                ev = events.display()
+                ev = events.display(),
+                exit = if exit_on_term { "; exit 0" } else { "" }
             ),
         );
         let conf = t.0.join("tg-ws-proxy.conf");
@@ -182,7 +185,7 @@ impl S99Rig {
 /// without the real `--config`.
 #[test]
 fn entware_s99_starts_reloads_and_stops() {
-    let rig = S99Rig::new("s99");
+    let rig = S99Rig::new("s99", true);
     rig.write_conf("2s");
     let pid = rig.start();
     assert!(
@@ -221,13 +224,38 @@ fn entware_s99_starts_reloads_and_stops() {
 /// SIGTERM without waiting or removing the pid file.
 #[test]
 fn entware_s99_stop_reads_every_drain_timeout_form() {
-    let rig = S99Rig::new("s99-drain");
-    for drain in ["500ms", "1.5m", "0.25", "08", "1h"] {
+    let rig = S99Rig::new("s99-drain", true);
+    for drain in ["500ms", "1.5m", "0.25", "08", "0.0005h"] {
         rig.write_conf(drain);
         let _ = fs::remove_file(&rig.events);
         rig.start();
         rig.stop();
     }
+}
+
+/// A proxy still running after its drain is killed once the drain timeout (rounded up to whole
+/// seconds) plus the script's 3 s of slack have passed: `1500ms` waits 2 + 3 = 5 one-second
+/// rounds, not fewer (a misread value of 0 or 1 would kill it after 3 or 4).
+#[test]
+fn entware_s99_stop_kills_after_the_drain_timeout_plus_slack() {
+    let rig = S99Rig::new("s99-kill", false);
+    rig.write_conf("1500ms");
+    rig.start();
+    let t0 = std::time::Instant::now();
+    let out = rig.s99("stop");
+    let took = t0.elapsed();
+    assert!(
+        out.status.success() && text(&out.stdout).contains("killing pid"),
+        "stop: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(rig.events().contains("TERM"), "{}", rig.events());
+    assert!(
+        took >= Duration::from_millis(4900) && took < Duration::from_secs(20),
+        "killed after {took:?}, want the 5 s of a 1500ms drain + 3 s"
+    );
+    assert!(!rig.pidfile.exists(), "pid file left behind");
 }
 
 #[test]

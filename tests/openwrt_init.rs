@@ -404,23 +404,51 @@ fn reload_rewrites_the_config_file_for_procd_to_send_sighup() {
     assert_eq!(r.conf_settings(), want);
 }
 
+/// The default cache on flash only when the shared list is on and UCI names no other cache;
+/// `cf_domain_cache 'none'` (or 'off') means no cache file at all.
+#[test]
+fn the_default_list_cache_is_left_out_when_the_list_is_off_or_the_cache_is_none() {
+    for (body, want) in [
+        ("\toption cf_domain_list 'off'\n", "cf-domain-list off\n"),
+        ("\toption cf_domain_cache 'none'\n", ""),
+        ("\toption cf_domain_cache 'OFF'\n", ""),
+    ] {
+        let r = Router::new(body);
+        r.expect_started(&r.run("start"));
+        let settings = r.conf_settings();
+        assert!(!settings.contains("cf-domain-cache"), "{body}: {settings}");
+        assert!(settings.starts_with(want), "{body}: {settings}");
+        assert!(
+            !r.path("etc/tg-ws-proxy/cache").exists(),
+            "{body}: cache dir made"
+        );
+    }
+}
+
 /// The host follows the address netifd reports for lan (a DHCP LAN has no
 /// network.lan.ipaddr): the interface trigger's reload rewrites it when the lease changes.
 #[test]
 fn host_is_the_lan_address_netifd_reports_and_follows_a_new_lease() {
     let r = Router::new("");
-    fs::write(
-        r.path("etc/config/network"),
-        "config interface 'lan'\n\toption proto 'dhcp'\n",
-    )
-    .unwrap();
     fs::create_dir_all(r.path("lib/functions")).unwrap();
     fs::copy(
         data_path("openwrt/network.sh"),
         r.path("lib/functions/network.sh"),
     )
     .unwrap();
-    // No lease yet and no static address: not started, saying why.
+    // No lease: UCI's static address is the fallback.
+    r.expect_started(&r.run("start"));
+    assert!(
+        r.conf_settings().starts_with("host 127.0.0.1\n"),
+        "{}",
+        r.conf_settings()
+    );
+    // A DHCP LAN with no lease yet and no static address: not started, saying why.
+    fs::write(
+        r.path("etc/config/network"),
+        "config interface 'lan'\n\toption proto 'dhcp'\n",
+    )
+    .unwrap();
     let o = r.run("start");
     assert!(
         o.stderr.contains("no address on the lan interface"),
@@ -436,6 +464,12 @@ fn host_is_the_lan_address_netifd_reports_and_follows_a_new_lease() {
         "{}",
         r.conf_settings()
     );
+    // netifd's address wins over a static one in UCI.
+    fs::write(
+        r.path("etc/config/network"),
+        "config interface 'lan'\n\toption proto 'static'\n\toption ipaddr '127.0.0.1'\n",
+    )
+    .unwrap();
     fs::write(r.path("netifd/lan"), "127.0.0.3").unwrap();
     let calls = r.expect_started(&r.run("reload"));
     assert!(

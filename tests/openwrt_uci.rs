@@ -97,8 +97,8 @@ config proxy 'main'
 \t#option bind_retry '5s'
 \t# --cf-domain-cache: the shared CF domain list's cache, read at start and used until a fetch
 \t# succeeds; rewritten only when the list changes. The service's default keeps it on flash in
-\t# a 0700 directory of the service user (the binary's own default is none); another path must
-\t# be writable by that user.
+\t# a 0700 directory of the service user (the binary's own default is none; none with the list
+\t# off); another path must be writable by that user; 'none' = no cache file.
 \t#option cf_domain_cache '/etc/tg-ws-proxy/cache/cf-domains'
 ";
 
