@@ -271,6 +271,69 @@ fn assert_proxy_failure_moves_on(p: &Proxy, ws: &FakeDc, tcp: &FakeDc, class: &s
     assert!(stats.contains("proxy-fail=1"), "{stats}\n{}", p.dump());
 }
 
+/// A proxy given by name is resolved by the reactor's own resolver (here from the test hosts
+/// file) and carries sessions; the name and its answer are logged once.
+#[test]
+fn a_proxy_given_by_name_is_resolved_and_carries_sessions() {
+    let out = OutProxy::microsocks(None);
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let p = common::ladder_proxy(
+        &["outproxy.test"],
+        &[
+            s("--tier-order"),
+            s("tcp"),
+            s("--tcp-dc-ip"),
+            format!("2:{}", dc.addr()),
+            s("--outbound-proxy"),
+            format!("socks5://outproxy.test:{}", out.addr().port()),
+        ],
+    );
+    assert!(
+        p.wait_log("outbound proxy outproxy.test is at 127.0.0.1", WAIT),
+        "{}",
+        p.dump()
+    );
+    let a = probe(&p);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert!(out.wait_connects(dc.port(), 1, WAIT), "{}", out.dump());
+    assert_eq!(
+        dc.connections(),
+        out.connects_to(dc.port()),
+        "a dial went around it"
+    );
+}
+
+/// A proxy name with no answer: dials that need the proxy fail as the proxy's failure
+/// (`proxy-unreachable`), cool no route, and the exempted route carries the session.
+#[test]
+fn a_proxy_name_that_does_not_resolve_is_proxy_unreachable_not_a_dead_route() {
+    let mut extra = vec![s("--outbound-proxy"), s("socks5://nowhere.test:1080")];
+    extra.extend(bypass_ws());
+    extra.extend(fast_stats());
+    let (p, ws, tcp) = tcp_then_ws(None, &extra);
+    let a = probe(&p);
+    assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
+    assert_eq!(ws.init_dcs(), vec![(Tag::Intermediate, 2)], "{}", p.dump());
+    assert_eq!(tcp.connections(), 0, "{}", p.dump());
+    assert!(
+        p.wait_log("could not start: proxy-unreachable", WAIT),
+        "{}",
+        p.dump()
+    );
+    assert!(
+        p.wait_log("outbound proxy failed (proxy-unreachable", WAIT),
+        "said once as the proxy's failure:\n{}",
+        p.dump()
+    );
+    assert!(
+        p.lines_with(&["] route tcp:DC2", " down for "]).is_empty(),
+        "the route was cooled down for the proxy's failure:\n{}",
+        p.dump()
+    );
+    let stats = p.next_stats(WAIT).expect("a stats line");
+    assert!(stats.contains("proxy-fail=1"), "{stats}\n{}", p.dump());
+}
+
 fn bypass_ws() -> [String; 2] {
     [s("--no-outbound-proxy-for"), s(".web.telegram.org")]
 }
@@ -429,7 +492,7 @@ fn bad_outbound_proxy_urls_are_refused_at_start() {
             "https://127.0.0.1:3128",
             "https:// proxies are not supported",
         ),
-        ("socks5://proxy.example:1080", "must be an IP address"),
+        ("socks5://bad..name:1080", "invalid label"),
         ("ftp://127.0.0.1:21", "unknown proxy scheme"),
     ] {
         let err = Proxy::try_start(&["--secret", SECRET, "--outbound-proxy", url], &[])
@@ -470,26 +533,33 @@ fn the_env_variable_sets_the_proxy() {
 
 /// `check --dc 2 --tier-order tcp` toward `tcp` through `url`; returns stdout.
 fn check_tcp(tcp: &str, url: &str) -> String {
+    check_tcp_with(tcp, url, &[])
+}
+
+/// [`check_tcp`] with `extra` arguments after the others.
+fn check_tcp_with(tcp: &str, url: &str, extra: &[String]) -> String {
     let ca = data_path("ca.pem").display().to_string();
-    let r = run_bin(
-        &[
-            "check",
-            "--dc",
-            "2",
-            "--ca-file",
-            &ca,
-            "--tier-order",
-            "tcp",
-            "--tcp-dc-ip",
-            &format!("2:{tcp}"),
-            "--probe-timeout",
-            "2",
-            "--outbound-proxy",
-            url,
-        ],
-        &[],
-        Duration::from_secs(30),
-    );
+    let mut args: Vec<String> = [
+        "check",
+        "--dc",
+        "2",
+        "--ca-file",
+        &ca,
+        "--tier-order",
+        "tcp",
+        "--tcp-dc-ip",
+        &format!("2:{tcp}"),
+        "--probe-timeout",
+        "2",
+        "--outbound-proxy",
+        url,
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run_bin(&args, &[], Duration::from_secs(30));
     format!("{}\n{}", r.stdout, r.stderr)
 }
 
@@ -514,6 +584,16 @@ fn check_goes_through_the_proxy_and_names_each_failure_class() {
     let http = OutProxy::tinyproxy(&[1], None);
     let out = check_tcp(&dc.addr().to_string(), &http.url());
     assert!(out.contains("proxy-http-403"), "{out}");
+
+    // The proxy by name: resolved by check itself (here from the test hosts file).
+    let by_name = format!("socks5://tg:right@outproxy.test:{}", socks.addr().port());
+    let names = common::name_args(&["outproxy.test"]);
+    let out = check_tcp_with(&dc.addr().to_string(), &by_name, &names);
+    assert!(out.contains("ok via tcp"), "{out}");
+    assert!(socks.wait_connects(dc.port(), 2, WAIT), "{}", socks.dump());
+    let out = check_tcp_with(&dc.addr().to_string(), "socks5://nowhere.test:1080", &names);
+    assert!(out.contains("outbound proxy nowhere.test:"), "{out}");
+    assert!(out.contains("FAILED: the outbound proxy failed"), "{out}");
 
     let out = check_tcp(&closed_port().to_string(), &socks.url());
     assert!(out.contains("proxy-socks-5"), "{out}");

@@ -342,8 +342,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         long: "--outbound-proxy", short: None, aliases: &[], env: &["TG_OUTBOUND_PROXY"],
         meta: "URL", default: "none", group: Upstream,
         help: "send every upstream connection (all tiers, probes, pool fills, check) through \
-               socks5://[user:pass@]IP:PORT, socks5h://… or http://[user:pass@]IP:PORT \
-               (CONNECT); none = direct",
+               socks5://[user:pass@]HOST:PORT, socks5h://… or http://[user:pass@]HOST:PORT \
+               (CONNECT); HOST an address or a name we resolve; none = direct",
         kind: Value(|d, s| {
             crate::net::outbound::parse_flag(s).map(|p| d.config.outbound_proxy = p)
         }),

@@ -542,11 +542,25 @@ fn dial_or_next(
     match dial_candidate(c, idx, free, slot, id, ctx) {
         Ok(()) => None,
         Err(f) => {
-            let label = ctx.ladder.route(c.plan.cands[idx].route).label();
+            let route = c.plan.cands[idx].route;
+            let label = ctx.ladder.route(route).label();
             ctx.warn_client(
                 *peer,
                 format_args!("{}: {label} could not start: {f}", c.dc),
             );
+            if f.is_proxy() {
+                // The outbound proxy's own failure (a proxy name with no address yet, or its
+                // connect refused at once): counted and said like one found later in the dial,
+                // and the ladder cools no route for it.
+                let tier = ctx.ladder.route(route).tier;
+                ctx.stats.attempts_failed[tier.index()] += 1;
+                let obs = Observation::AttemptFailed {
+                    route,
+                    failure: f,
+                    retry_after: None,
+                };
+                ctx.ladder.observe(obs, ctx.now);
+            }
             if f == Failure::Local {
                 return Some(Step::Close(CloseReason::LocalResource));
             }

@@ -277,6 +277,11 @@ impl Dial {
             return Err(Failure::Local);
         }
         let to = via.as_ref().map_or(spec.addr, |v| v.proxy.addr);
+        if via.is_some() && to.ip() == outbound::UNRESOLVED {
+            // A proxy given by name that has no address yet: the proxy's failure, not the
+            // route's (see `outbound::resolve_proxy`).
+            return Err(Failure::ProxyUnreachable);
+        }
         let mut sock = tcp::start(to).map_err(|e| {
             if matches!(e.raw_os_error(), Some(23) | Some(24)) {
                 Failure::Local

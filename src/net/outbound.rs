@@ -4,7 +4,8 @@
 //! Owns: the proxy URL grammar ([`OutboundProxy::parse`]), the bypass list
 //! (`--no-outbound-proxy-for`, [`Bypass`]), the choice per dial ([`Outbound::via`]) and the
 //! outbound setting of this thread ([`set_active`], [`active`]) that `net::dial` consults for
-//! every dial — sessions, probes, pool fills, `check` alike. The handshakes are sans-IO cores in
+//! every dial — sessions, probes, pool fills, `check` alike — and the address of a proxy given
+//! by name ([`resolve_proxy`], fed by the caller's resolver). The handshakes are sans-IO cores in
 //! the submodules [`socks5`] (RFC 1928, RFC 1929) and [`http`] (RFC 9110 §9.3.6 CONNECT);
 //! [`Handshake`] joins them for the dialler. Nothing here touches a socket.
 
@@ -46,8 +47,12 @@ impl Scheme {
 pub struct OutboundProxy {
     /// Protocol spoken to it.
     pub scheme: Scheme,
-    /// Its address (an IP literal in the URL; `localhost` means 127.0.0.1).
+    /// Its address: the URL's IP literal (`localhost` means 127.0.0.1), or for a proxy given
+    /// by name [`UNRESOLVED`] with the URL's port until [`resolve_proxy`] sets the answer.
     pub addr: SocketAddr,
+    /// The URL's host name (canonical: lower case, no trailing dot) when it is not an IP
+    /// literal or `localhost`; resolved by the reactor's own non-blocking resolver.
+    pub host: Option<String>,
     /// `user:pass` from the URL, percent-decoded (SOCKS5 RFC 1929 or HTTP Basic).
     pub auth: Option<(String, String)>,
 }
@@ -59,23 +64,28 @@ impl fmt::Debug for OutboundProxy {
     }
 }
 
-/// `scheme://[user@]addr` with the password left out.
+/// `scheme://[user@]addr` (or `host:port` for a proxy given by name) with the password left
+/// out.
 impl fmt::Display for OutboundProxy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}://", self.scheme.name())?;
         if let Some((user, _)) = &self.auth {
             write!(f, "{user}:***@")?;
         }
-        write!(f, "{}", self.addr)
+        match &self.host {
+            Some(h) => write!(f, "{h}:{}", self.addr.port()),
+            None => write!(f, "{}", self.addr),
+        }
     }
 }
 
 impl OutboundProxy {
     /// Parses `socks5://[user:pass@]host:port`, `socks5h://…` or `http://[user:pass@]host:port`
-    /// (a trailing `/` is allowed). `host` is an IP literal (IPv6 in brackets) or `localhost`:
-    /// the proxy is dialled without DNS, so a name that only the network could resolve is
-    /// refused up front. `user` and `pass` are percent-decoded, each at most 255 bytes (the
-    /// SOCKS5 limit, RFC 1929).
+    /// (a trailing `/` is allowed). `host` is an IP literal (IPv6 in brackets), `localhost`
+    /// (127.0.0.1) or a host name, which the reactor resolves without blocking (hosts file,
+    /// then the nameservers; never through the proxy) and keeps fresh: until it has an answer,
+    /// dials that need the proxy fail as `proxy-unreachable`. `user` and `pass` are
+    /// percent-decoded, each at most 255 bytes (the SOCKS5 limit, RFC 1929).
     ///
     /// Errors: a message naming what is wrong (`https://` is refused: TLS to the proxy is not
     /// supported).
@@ -133,16 +143,24 @@ impl OutboundProxy {
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(host);
-        let ip: IpAddr = if host.eq_ignore_ascii_case("localhost") {
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        let (ip, name) = if host.eq_ignore_ascii_case("localhost") {
+            (IpAddr::V4(Ipv4Addr::LOCALHOST), None)
+        } else if let Ok(ip) = host.parse::<IpAddr>() {
+            (ip, None)
         } else {
-            host.parse().map_err(|_| {
-                format!("the proxy's host {host:?} must be an IP address (or localhost)")
-            })?
+            let name = crate::dns::canonical_name(host)
+                .map_err(|e| format!("the proxy's host {host:?}: {e}"))?;
+            (UNRESOLVED, Some(name))
         };
+        if ip.is_unspecified() && name.is_none() {
+            return Err(format!(
+                "the proxy's host {host:?} is not an address to connect to"
+            ));
+        }
         Ok(OutboundProxy {
             scheme,
             addr: SocketAddr::new(ip, port),
+            host: name,
             auth,
         })
     }
@@ -366,7 +384,8 @@ impl Outbound {
     /// bypassed, or it is the proxy's own address (never looped through the proxy). A target
     /// of [`UNRESOLVED`] with a `host` asks the proxy for the name (`socks5h://`).
     pub fn via(&self, target: SocketAddr, host: Option<&str>) -> Option<Via> {
-        if target == self.proxy.addr || self.bypass.matches(target.ip(), host) {
+        let to_proxy = target == self.proxy.addr && target.ip() != UNRESOLVED;
+        if to_proxy || self.bypass.matches(target.ip(), host) {
             return None;
         }
         let target = match host {
@@ -388,10 +407,16 @@ pub fn activate(cfg: &crate::config::Config) {
         log::warn!("--no-outbound-proxy-for ignored: {e}");
         Bypass::default()
     });
-    let out = cfg.outbound_proxy.as_ref().map(|p| Outbound {
+    let mut out = cfg.outbound_proxy.as_ref().map(|p| Outbound {
         proxy: p.clone(),
         bypass,
     });
+    if let (Some(new), Some(old)) = (out.as_mut(), active()) {
+        // Same proxy name: keep the address already resolved (a reload does not unlearn it).
+        if new.proxy.host.is_some() && new.proxy.host == old.proxy.host {
+            new.proxy.addr.set_ip(old.proxy.addr.ip());
+        }
+    }
     if active().as_deref() == out.as_ref() {
         return;
     }
@@ -445,6 +470,33 @@ pub fn set_active(outbound: Option<Outbound>) {
 /// The outbound setting of this thread (see [`set_active`]).
 pub fn active() -> Option<Rc<Outbound>> {
     ACTIVE.with(|a| a.borrow().clone())
+}
+
+/// The host name of this thread's outbound proxy, when it was given by name (for the caller's
+/// resolver to watch).
+pub fn proxy_host() -> Option<String> {
+    active().and_then(|o| o.proxy.host.clone())
+}
+
+/// Gives this thread's outbound proxy, when it was given by name, the address `lookup` has for
+/// that name now (the caller's resolver cache: no I/O here). A new address applies to later
+/// dials (those in flight keep theirs) and is logged once; no answer keeps the last one.
+/// Returns whether the address changed.
+pub fn resolve_proxy(mut lookup: impl FnMut(&str) -> Option<IpAddr>) -> bool {
+    let Some(o) = active() else { return false };
+    let Some(host) = o.proxy.host.as_deref() else {
+        return false;
+    };
+    match lookup(host) {
+        Some(ip) if ip != o.proxy.addr.ip() && !ip.is_unspecified() => {
+            let mut next = (*o).clone();
+            next.proxy.addr.set_ip(ip);
+            log::info!("outbound proxy {host} is at {ip}");
+            set_active(Some(next));
+            true
+        }
+        _ => false,
+    }
 }
 
 /// A handshake with the outbound proxy failed. Each maps to a [`Failure`] class.

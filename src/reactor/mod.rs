@@ -301,6 +301,7 @@ impl Reactor {
             dns.watch(name);
             let _ = crate::dns::cached(&mut dns, name, now);
         }
+        crate::net::outbound::resolve_proxy(|h| dns.cached(h));
         let mut ladder_cfg = cfg.clone();
         ladder_cfg.listen = listen;
         let ladder = Ladder::new(&ladder_cfg, ladder_rng, now);
@@ -442,7 +443,9 @@ impl Reactor {
                 continue;
             }
             if tok == DNS {
-                self.s.dns.on_readable(now);
+                if !self.s.dns.on_readable(now).is_empty() {
+                    self.resolve_outbound_proxy();
+                }
                 continue;
             }
             if tok == SIGNAL {
@@ -516,9 +519,17 @@ impl Reactor {
         self.finish_jobs();
         self.expire_control();
         self.cflist_tick();
-        if self.s.dns.next_deadline().is_some_and(|d| d <= now) {
-            self.s.dns.on_tick(now);
+        if self.s.dns.next_deadline().is_some_and(|d| d <= now)
+            && !self.s.dns.on_tick(now).is_empty()
+        {
+            self.resolve_outbound_proxy();
         }
+    }
+
+    /// An outbound proxy given by name takes the resolver's latest answer for it (no I/O).
+    fn resolve_outbound_proxy(&self) {
+        let dns = &self.s.dns;
+        crate::net::outbound::resolve_proxy(|h| dns.cached(h));
     }
 
     fn on_global(&mut self, g: Global) {
@@ -577,6 +588,8 @@ fn dns_names(cfg: &Config) -> Vec<String> {
         names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}.{}", ep.host)));
         names.extend(CF_DCS.iter().map(|dc| format!("kws{dc}-1.{}", ep.host)));
     }
+    // An outbound proxy given by name (`--outbound-proxy socks5://proxy.lan:1080`).
+    names.extend(cfg.outbound_proxy.iter().filter_map(|p| p.host.clone()));
     // Upstream MTProto proxies given by name (`--mtproto-proxy`).
     names.extend(
         cfg.mtproto_proxies

@@ -150,6 +150,7 @@ impl Reactor {
         }
         self.bind_retry.set_every(cfg.bind_retry.as_millis() as u64);
         crate::net::outbound::activate(&cfg);
+        self.resolve_outbound_proxy();
         self.s.cfg = cfg;
     }
 }

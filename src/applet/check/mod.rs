@@ -217,11 +217,28 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
         .collect();
     // Names the outbound proxy resolves (`socks5h://`) are not looked up here.
     crate::net::outbound::activate(cfg);
-    let hosts: BTreeSet<String> = hosts
+    let mut hosts: BTreeSet<String> = hosts
         .into_iter()
         .filter(|h| crate::net::outbound::remote_name(h).is_none())
         .collect();
+    // An outbound proxy given by name is always resolved here (never by the proxy itself).
+    let proxy_host = crate::net::outbound::proxy_host();
+    hosts.extend(proxy_host.clone());
     let names = resolve_all(cfg, &hosts)?;
+    if let Some(h) = &proxy_host {
+        match names.get(h) {
+            Some(Ok(_)) => {
+                crate::net::outbound::resolve_proxy(|h| names.get(h)?.as_ref().ok().copied());
+            }
+            // Said on stderr (check logs nothing by default): every dial through it will fail.
+            Some(Err(e)) => eprintln!(
+                "tg-ws-proxy: check: outbound proxy {h}: {e}; dials through it cannot start"
+            ),
+            None => eprintln!(
+                "tg-ws-proxy: check: outbound proxy {h}: no answer; dials through it cannot start"
+            ),
+        }
+    }
     let mut rows = Vec::new();
     for id in routes {
         let r = &table.routes[id];

@@ -43,7 +43,9 @@ fn bad_urls_are_refused_with_a_reason() {
     assert!(err("socks5://127.0.0.1").contains("needs a port"));
     assert!(err("socks5://127.0.0.1:0").contains("bad proxy port"));
     assert!(err("socks5://127.0.0.1:99999").contains("bad proxy port"));
-    assert!(err("socks5://proxy.lan:1080").contains("must be an IP address"));
+    assert!(err("socks5://bad..name:1080").contains("invalid label"));
+    assert!(err("socks5://-x.lan:1080").contains("invalid label"));
+    assert!(err("socks5://0.0.0.0:1080").contains("not an address to connect to"));
     assert!(err("http://127.0.0.1:8080/path").contains("no path"));
     assert!(err("socks5://user@127.0.0.1:1080").contains("user:pass"));
     assert!(err("socks5://u:%zz@127.0.0.1:1080").contains("percent escape"));
@@ -61,7 +63,7 @@ fn a_refused_url_never_echoes_the_password() {
         "socks5://u:hun%zzter2@127.0.0.1:1080",
         "socks5://u:hunter2%@127.0.0.1:1080",
         "socks5://u:hunter2@127.0.0.1:99999",
-        "socks5://u:hunter2@host.lan:1080",
+        "socks5://u:hunter2@bad..lan:1080",
         "socks5://u:hunter2@127.0.0.1",
         "ftp://u:hunter2@127.0.0.1:21",
         "http://u:hunter2@127.0.0.1:8080/path",
@@ -379,4 +381,53 @@ fn socks5h_asks_for_the_name_and_only_for_names_not_bypassed() {
     assert_eq!(remote_name("w.example"), None, "socks5:// resolves locally");
     set_active(None);
     assert_eq!(remote_name("w.example"), None);
+}
+
+#[test]
+fn a_proxy_given_by_name_is_unresolved_until_the_resolver_answers() {
+    let p = OutboundProxy::parse("socks5://u:secret@Proxy.LAN.:1080").unwrap();
+    assert_eq!(p.host.as_deref(), Some("proxy.lan"));
+    assert_eq!(p.addr, SocketAddr::new(UNRESOLVED, 1080));
+    assert_eq!(p.to_string(), "socks5://u:***@proxy.lan:1080");
+    set_active(Outbound::new(Some(&p), &[]).unwrap());
+    assert_eq!(proxy_host().as_deref(), Some("proxy.lan"));
+    // Unresolved: dials still go through it (and fail there as the proxy's failure), even a
+    // socks5h placeholder target on the proxy's own port is not taken for the proxy itself.
+    let o = active().unwrap();
+    let via = o.via(SocketAddr::new(UNRESOLVED, 1080), Some("w.example"));
+    assert_eq!(
+        via.map(|v| v.target),
+        Some(Target::Name("w.example".into(), 1080))
+    );
+    // No answer yet: nothing changes.
+    assert!(!resolve_proxy(|_| None));
+    assert_eq!(active().unwrap().proxy.addr.ip(), UNRESOLVED);
+    // An answer for that name: later dials connect there; the same answer again changes nothing.
+    let mut asked = Vec::new();
+    assert!(resolve_proxy(|h| {
+        asked.push(h.to_string());
+        Some("127.0.0.9".parse().unwrap())
+    }));
+    assert_eq!(asked, ["proxy.lan"]);
+    assert_eq!(active().unwrap().proxy.addr, addr("127.0.0.9:1080"));
+    assert!(!resolve_proxy(|_| Some("127.0.0.9".parse().unwrap())));
+    // A reload with the same proxy keeps the address learnt; another name starts unresolved.
+    let mut cfg = crate::config::Config::with_secrets(Vec::new());
+    cfg.outbound_proxy = Some(p.clone());
+    activate(&cfg);
+    assert_eq!(active().unwrap().proxy.addr, addr("127.0.0.9:1080"));
+    cfg.outbound_proxy = Some(OutboundProxy::parse("socks5://other.lan:1080").unwrap());
+    activate(&cfg);
+    assert_eq!(active().unwrap().proxy.addr.ip(), UNRESOLVED);
+    // A proxy given as an address has nothing to resolve.
+    set_active(
+        Outbound::new(
+            Some(&OutboundProxy::parse("socks5://127.0.0.1:1").unwrap()),
+            &[],
+        )
+        .unwrap(),
+    );
+    assert_eq!(proxy_host(), None);
+    assert!(!resolve_proxy(|_| Some("127.0.0.9".parse().unwrap())));
+    set_active(None);
 }
