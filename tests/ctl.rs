@@ -169,6 +169,33 @@ fn status_shows_the_serving_route_up_with_an_rtt_and_counts_live_sessions() {
     drop(live);
 }
 
+/// A client that sent its init and left having received nothing is a zero-byte close (the field
+/// investigation's signal of a client giving up); the fd limit is the proxy's own soft limit.
+#[test]
+fn status_counts_a_zero_byte_close_and_shows_the_open_files_limit() {
+    let (_dc, p, sock) = tcp_bed(&[]);
+    drop(session(&p)); // got its echo: not a zero-byte close
+    let opts = client_opts(p.addr(), SECRET, Tag::Intermediate, 2);
+    let c = MtClient::connect_with(&opts, &mut os_rng()).expect("connect to the proxy");
+    drop(c); // init sent, nothing received
+    let mut v = serde_json::Value::Null;
+    let settled = wait_until(WAIT, || {
+        v = status_json(&p, &sock);
+        v["counters"]["closed"] == 2
+    });
+    assert!(settled, "{v:#}\n{}", p.dump());
+    assert_eq!(v["zero_byte_closes"], 1, "{v:#}");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", p.pid())).unwrap();
+    let soft: u64 = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no open-files limit in:\n{limits}"));
+    assert_eq!(v["fds"]["limit"], soft, "{v:#}");
+    assert!(v["fds"]["used"].as_u64().unwrap() < soft);
+}
+
 #[test]
 fn metrics_count_the_sessions_the_test_made() {
     let (_dc, p, sock) = tcp_bed(&[]);
@@ -279,6 +306,18 @@ fn pin_tcp_sends_the_next_session_over_tcp_and_unpin_restores_the_tier_order() {
         "{r:?}"
     );
     assert!(status_json(&p, &sock)["pin"].is_null());
+
+    // A route, as `TIER:DCn`: the same switch for that DC's route only.
+    let out = ctl_ok(&p, &sock, &["pin", "tcp:DC2"]);
+    assert!(
+        out.contains("pinned route #") && out.contains(" tcp:DC2 "),
+        "{out}"
+    );
+    drop(session(&p));
+    assert_eq!((ws.inits(), tcp.inits()), (2, 2), "route pinned: over tcp");
+    ctl_ok(&p, &sock, &["unpin"]);
+    drop(session(&p));
+    assert_eq!((ws.inits(), tcp.inits()), (3, 2), "unpinned: ws again");
 }
 
 #[test]

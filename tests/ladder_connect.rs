@@ -246,6 +246,63 @@ fn probe_addr(line: &str) -> SocketAddr {
 /// ws front black-holed it waited out the hedge delay before the tcp tier was tried. Now the
 /// startup probe has proven tcp by then, the client goes there first and never hedges. The
 /// probes of DCs 1-5 only ever reach 127.0.0.1 (the rig maps every DC to a closed loopback port).
+/// A client already in the listen backlog when the reactor starts (a phone retrying while the
+/// router boots) is planned after the startup probes went out: it finds the dead first tier's
+/// first probe in flight and hedges at once, instead of waiting a whole hedge delay on it.
+/// (With the old order the client was planned before the probes went out whenever the reactor
+/// read its init in its first loop: this test failed 1 run in 3 here, never with the fix.)
+#[test]
+fn a_client_waiting_at_start_does_not_pay_the_hedge_on_a_dead_first_tier() {
+    let hole = BlackHole::new();
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    // The client knocks from before the proxy exists until the listener takes it.
+    let client = std::thread::spawn(move || {
+        let opts = ClientOptions {
+            timeout: Duration::from_secs(10),
+            ..client_opts(addr, SECRET, Tag::Intermediate, 2)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let a = probe_once(&opts, &mut os_rng());
+            if a.outcome != Outcome::ConnectFailed || std::time::Instant::now() > deadline {
+                return a;
+            }
+            std::thread::yield_now();
+        }
+    });
+    let p = proxy(&[
+        s("-v"),
+        s("--port"),
+        port.to_string(),
+        s("--startup-probes"),
+        s("on"),
+        s("--hedge-delay"),
+        s("3"),
+        s("--dc-ip"),
+        format!("2:{}", hole.addr()),
+        s("--tcp-dc-ip"),
+        format!("2:{}", tcp.addr()),
+    ]);
+    let a = client.join().unwrap();
+    assert_ok(&a, &p);
+    let session = p
+        .wait_line(&["session ", " DC2 via "], WAIT)
+        .unwrap_or_else(|| panic!("no session line\n{}", p.dump()));
+    assert!(session.contains("via tcp "), "{session}");
+    assert!(
+        a.ms < 1500,
+        "the client waited {} ms (the hedge delay is 3 s)\n{}",
+        a.ms,
+        p.dump()
+    );
+}
+
 #[test]
 fn cold_start_first_client_does_not_pay_the_hedge_on_a_dead_first_tier() {
     let hole = BlackHole::new();

@@ -367,6 +367,11 @@ impl Reactor {
 
     /// The loop. Returns at the drain's end (`Ok`) or on a poll failure.
     fn run(&mut self) -> io::Result<()> {
+        // Background work due at start (the startup probes) goes out before the first client
+        // is accepted: a client already waiting in the backlog then finds its routes' first
+        // probes in flight and hedges at once past an unproven one (docs/design.md §4).
+        let (mut shell, ladder) = self.s.shell(self.poll.registry());
+        shell.run_due(ladder, self.now);
         loop {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll.poll(&mut self.events, timeout) {
