@@ -242,10 +242,6 @@ fn probe_addr(line: &str) -> SocketAddr {
         .unwrap_or_else(|e| panic!("{addr:?} in {line:?}: {e}"))
 }
 
-/// Before startup probes the first client after a start dialled the first tier blind: with the
-/// ws front black-holed it waited out the hedge delay before the tcp tier was tried. Now the
-/// startup probe has proven tcp by then, the client goes there first and never hedges. The
-/// probes of DCs 1-5 only ever reach 127.0.0.1 (the rig maps every DC to a closed loopback port).
 /// A client already in the listen backlog when the reactor starts (a phone retrying while the
 /// router boots) is planned after the startup probes went out: it finds the dead first tier's
 /// first probe in flight and hedges at once, instead of waiting a whole hedge delay on it.
@@ -303,6 +299,10 @@ fn a_client_waiting_at_start_does_not_pay_the_hedge_on_a_dead_first_tier() {
     );
 }
 
+/// Before startup probes the first client after a start dialled the first tier blind: with the
+/// ws front black-holed it waited out the hedge delay before the tcp tier was tried. Now the
+/// startup probe has proven tcp by then, the client goes there first and never hedges. The
+/// probes of DCs 1-5 only ever reach 127.0.0.1 (the rig maps every DC to a closed loopback port).
 #[test]
 fn cold_start_first_client_does_not_pay_the_hedge_on_a_dead_first_tier() {
     let hole = BlackHole::new();

@@ -257,6 +257,12 @@ fn assert_proxy_failure_moves_on(p: &Proxy, ws: &FakeDc, tcp: &FakeDc, class: &s
     assert!(p.wait_log(&failed_at, WAIT), "{}", p.dump());
     let failed = p.lines_with(&[&failed_at, class]);
     assert_eq!(failed.len(), 1, "the class {class} is named:\n{}", p.dump());
+    assert_counted_as_the_proxys_failure(p, class);
+}
+
+/// The proxy's own failure `class` was said once as such, counted in the stats line, and cooled
+/// no route down.
+fn assert_counted_as_the_proxys_failure(p: &Proxy, class: &str) {
     assert!(
         p.wait_log(&format!("outbound proxy failed ({class}"), WAIT),
         "said once as the proxy's failure:\n{}",
@@ -303,6 +309,119 @@ fn a_proxy_given_by_name_is_resolved_and_carries_sessions() {
     );
 }
 
+/// A nameserver on 127.0.0.1 that answers every A query with 127.0.0.1, but holds the answers
+/// back until [`HeldDns::release`] (a slow first answer at boot).
+struct HeldDns {
+    port: u16,
+    released: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HeldDns {
+    fn start() -> HeldDns {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let port = sock.local_addr().unwrap().port();
+        let released = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (rel, st) = (released.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut held: Vec<(Vec<u8>, std::net::SocketAddr)> = Vec::new();
+            let mut q = [0u8; 512];
+            while !st.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = sock.recv_from(&mut q) {
+                    held.push((q[..n].to_vec(), from));
+                }
+                if rel.load(Ordering::Relaxed) {
+                    for (q, from) in held.drain(..) {
+                        let mut r = q[..2].to_vec(); // id
+                        r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]);
+                        r.extend_from_slice(&q[12..]); // the question
+                        r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+                        r.extend_from_slice(&[127, 0, 0, 1]);
+                        let _ = sock.send_to(&r, from);
+                    }
+                }
+            }
+        });
+        HeldDns {
+            port,
+            released,
+            stop,
+        }
+    }
+
+    fn release(&self) {
+        self.released
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A resolv.conf naming it.
+    fn resolv_conf(&self) -> String {
+        let path = temp_dir().join("resolv.conf");
+        std::fs::write(&path, format!("nameserver 127.0.0.1:{}\n", self.port)).unwrap();
+        path.display().to_string()
+    }
+}
+
+impl Drop for HeldDns {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The proxy's name answered by a nameserver only after start: the startup probes wait for the
+/// answer (nothing counted as failed, no "outbound proxy failed" warning) and then go through
+/// it, and the route comes up.
+#[test]
+fn startup_probes_wait_for_the_proxy_name_then_go_through_it() {
+    let out = OutProxy::microsocks(None);
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let dns = HeldDns::start();
+    let p = common::ladder_proxy(
+        &[],
+        &[
+            s("-v"),
+            s("--tier-order"),
+            s("ws"),
+            s("--dc-ip"),
+            format!("2:{}", ws.addr()),
+            s("--startup-probes"),
+            s("on"),
+            s("--outbound-proxy"),
+            format!("socks5://outproxy.test:{}", out.addr().port()),
+            s("--resolv-conf"),
+            dns.resolv_conf(),
+        ],
+    );
+    assert!(
+        p.wait_log("waits for the outbound proxy's address", WAIT),
+        "{}",
+        p.dump()
+    );
+    dns.release();
+    assert!(
+        p.wait_log("outbound proxy outproxy.test is at 127.0.0.1", WAIT),
+        "{}",
+        p.dump()
+    );
+    assert!(
+        p.wait_line(&["route ws:DC2 ", "up (probe"], WAIT).is_some(),
+        "the probe did not go out once the name resolved\n{}",
+        p.dump()
+    );
+    assert!(out.wait_connects(ws.port(), 1, WAIT), "{}", out.dump());
+    assert!(
+        p.lines_with(&["outbound proxy failed"]).is_empty(),
+        "waiting for the proxy's name is no failure:\n{}",
+        p.dump()
+    );
+    assert_eq!(p.count_log("outbound proxy outproxy.test is at"), 1);
+}
+
 /// A proxy name with no answer: dials that need the proxy fail as the proxy's failure
 /// (`proxy-unreachable`), cool no route, and the exempted route carries the session.
 #[test]
@@ -320,18 +439,7 @@ fn a_proxy_name_that_does_not_resolve_is_proxy_unreachable_not_a_dead_route() {
         "{}",
         p.dump()
     );
-    assert!(
-        p.wait_log("outbound proxy failed (proxy-unreachable", WAIT),
-        "said once as the proxy's failure:\n{}",
-        p.dump()
-    );
-    assert!(
-        p.lines_with(&["] route tcp:DC2", " down for "]).is_empty(),
-        "the route was cooled down for the proxy's failure:\n{}",
-        p.dump()
-    );
-    let stats = p.next_stats(WAIT).expect("a stats line");
-    assert!(stats.contains("proxy-fail=1"), "{stats}\n{}", p.dump());
+    assert_counted_as_the_proxys_failure(&p, "proxy-unreachable");
 }
 
 fn bypass_ws() -> [String; 2] {

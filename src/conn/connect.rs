@@ -553,6 +553,7 @@ fn dial_or_next(
                 // connect refused at once): counted and said like one found later in the dial,
                 // and the ladder cools no route for it.
                 let tier = ctx.ladder.route(route).tier;
+                ctx.stats.attempts[tier.index()] += 1;
                 ctx.stats.attempts_failed[tier.index()] += 1;
                 let obs = Observation::AttemptFailed {
                     route,

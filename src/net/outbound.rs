@@ -139,14 +139,19 @@ impl OutboundProxy {
             .ok()
             .filter(|&p| p != 0)
             .ok_or_else(|| format!("bad proxy port {port:?}"))?;
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        let (ip, name) = if host.eq_ignore_ascii_case("localhost") {
+        let bracketed = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+        let host = bracketed.unwrap_or(host);
+        let (ip, name) = if host.eq_ignore_ascii_case("localhost") && bracketed.is_none() {
             (IpAddr::V4(Ipv4Addr::LOCALHOST), None)
         } else if let Ok(ip) = host.parse::<IpAddr>() {
             (ip, None)
+        } else if bracketed.is_some() {
+            return Err(format!("the proxy's host [{host}] is not an IPv6 address"));
+        } else if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            // `192.168.1.300`, `10.0.0`: a mistyped address, never a name to look up.
+            return Err(format!(
+                "the proxy's host {host:?} is not a valid IP address"
+            ));
         } else {
             let name = crate::dns::canonical_name(host)
                 .map_err(|e| format!("the proxy's host {host:?}: {e}"))?;
@@ -470,6 +475,15 @@ pub fn set_active(outbound: Option<Outbound>) {
 /// The outbound setting of this thread (see [`set_active`]).
 pub fn active() -> Option<Rc<Outbound>> {
     ACTIVE.with(|a| a.borrow().clone())
+}
+
+/// True when a dial to `target` (SNI name `host`) would go through this thread's outbound
+/// proxy and that proxy, given by name, has no address yet: background work waits for it (as
+/// for a route name not resolved yet) instead of failing.
+pub fn waits_for_proxy(target: SocketAddr, host: Option<&str>) -> bool {
+    active().is_some_and(|o| {
+        o.proxy.host.is_some() && o.proxy.addr.ip() == UNRESOLVED && o.via(target, host).is_some()
+    })
 }
 
 /// The host name of this thread's outbound proxy, when it was given by name (for the caller's

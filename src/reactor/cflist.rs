@@ -199,6 +199,14 @@ impl CfList {
                 host: f.url.host.clone(),
             },
         };
+        if crate::net::outbound::waits_for_proxy(spec.addr, Some(&f.url.host)) {
+            // The outbound proxy's own name has no address yet: wait for it within the fetch's
+            // deadline, as for the list host's name.
+            f.step = Step::Resolve {
+                recheck_at: now + RESOLVE_RECHECK_MS,
+            };
+            return None;
+        }
         match Dial::start(&spec, registry, token::CFLIST, Duration::ZERO) {
             Ok(d) => {
                 f.step = Step::Dial(Box::new(d));

@@ -309,6 +309,22 @@ impl Shell<'_> {
                 } => (route, spec, deadline, Goal::Upgrade, 0),
             };
             let dc = ladder.route(route).dc;
+            if crate::net::outbound::waits_for_proxy(spec.addr, spec.kind.host()) {
+                // The outbound proxy, given by name, has no address yet: nothing failed, the
+                // work is retried shortly (like a route whose own name is not resolved yet).
+                debug!(
+                    "{}: waits for the outbound proxy's address",
+                    ladder.route(route).label()
+                );
+                let probe = goal == Goal::ResPq;
+                let obs = Observation::NotStarted {
+                    route,
+                    probe,
+                    failure: None,
+                };
+                ladder.observe(obs, now);
+                continue;
+            }
             match goal {
                 Goal::ResPq => self.stats.probes[0] += 1,
                 Goal::Upgrade => self.stats.pool_fills += 1,

@@ -46,6 +46,11 @@ fn bad_urls_are_refused_with_a_reason() {
     assert!(err("socks5://bad..name:1080").contains("invalid label"));
     assert!(err("socks5://-x.lan:1080").contains("invalid label"));
     assert!(err("socks5://0.0.0.0:1080").contains("not an address to connect to"));
+    // A mistyped address is refused, never looked up as a name.
+    assert!(err("socks5://192.168.1.300:1080").contains("not a valid IP address"));
+    assert!(err("socks5://10.0.0:1080").contains("not a valid IP address"));
+    assert!(err("socks5://[proxy.lan]:1080").contains("not an IPv6 address"));
+    assert!(err("socks5://[localhost]:1080").contains("not an IPv6 address"));
     assert!(err("http://127.0.0.1:8080/path").contains("no path"));
     assert!(err("socks5://user@127.0.0.1:1080").contains("user:pass"));
     assert!(err("socks5://u:%zz@127.0.0.1:1080").contains("percent escape"));
@@ -399,6 +404,8 @@ fn a_proxy_given_by_name_is_unresolved_until_the_resolver_answers() {
         via.map(|v| v.target),
         Some(Target::Name("w.example".into(), 1080))
     );
+    // Background work waits for the address; a bypassed destination does not need it.
+    assert!(waits_for_proxy(addr("127.0.0.1:443"), None));
     // No answer yet: nothing changes.
     assert!(!resolve_proxy(|_| None));
     assert_eq!(active().unwrap().proxy.addr.ip(), UNRESOLVED);
@@ -410,6 +417,7 @@ fn a_proxy_given_by_name_is_unresolved_until_the_resolver_answers() {
     }));
     assert_eq!(asked, ["proxy.lan"]);
     assert_eq!(active().unwrap().proxy.addr, addr("127.0.0.9:1080"));
+    assert!(!waits_for_proxy(addr("127.0.0.1:443"), None));
     assert!(!resolve_proxy(|_| Some("127.0.0.9".parse().unwrap())));
     // A reload with the same proxy keeps the address learnt; another name starts unresolved.
     let mut cfg = crate::config::Config::with_secrets(Vec::new());
