@@ -99,7 +99,7 @@ pub(super) fn load_or_create_secret_file(
             f.write_all(text.as_bytes())
                 .and_then(|()| f.sync_all())
                 .map_err(|e| format!("cannot write {shown}: {e}"))?;
-            let note = format!("created secret file {shown} with a new secret (mode 0600); `tg-ws-proxy link --secret-file {shown}` prints the links");
+            let note = format!("created secret file {shown} with a new secret (mode 0600); `tg-ws-proxy link` with the same settings (flags or --config) prints the links");
             Ok((vec![secret], Some((Level::Info, note))))
         }
         Err(e) => Err(format!("cannot read {shown}: {e}")),
