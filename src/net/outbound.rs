@@ -1,16 +1,19 @@
 //! The outbound proxy (`--outbound-proxy`): SOCKS5 or HTTP CONNECT between our TCP connect and
 //! whatever a route speaks next (TLS + upgrade, or raw obfuscated2), docs/protocol.md §4.7.
 //!
-//! Owns: the proxy URL grammar ([`OutboundProxy::parse`]), the bypass list
-//! (`--no-outbound-proxy-for`, [`Bypass`]), the choice per dial ([`Outbound::via`]) and the
+//! Owns: the proxy URL grammar ([`OutboundProxy::parse`]), the choice per dial ([`Outbound::via`]) and the
 //! outbound setting of this thread ([`set_active`], [`active`]) that `net::dial` consults for
 //! every dial — sessions, probes, pool fills, `check` alike — and the address of a proxy given
 //! by name ([`resolve_proxy`], fed by the caller's resolver). The handshakes are sans-IO cores in
 //! the submodules [`socks5`] (RFC 1928, RFC 1929) and [`http`] (RFC 9110 §9.3.6 CONNECT);
-//! [`Handshake`] joins them for the dialler. Nothing here touches a socket.
+//! [`Handshake`] joins them for the dialler; the bypass list (`--no-outbound-proxy-for`,
+//! [`Bypass`]) is the submodule `bypass`. Nothing here touches a socket.
 
+mod bypass;
 pub mod http;
 pub mod socks5;
+
+pub use bypass::{check_bypass_item, Bypass};
 
 use std::cell::RefCell;
 use std::fmt;
@@ -202,126 +205,6 @@ fn percent_decode(s: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| "credentials are not UTF-8 after decoding".into())
 }
 
-/// One entry of `--no-outbound-proxy-for`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Rule {
-    /// `*`: nothing goes through the proxy.
-    All,
-    /// `name`: that host name exactly (ASCII case-insensitive).
-    Exact(String),
-    /// `.suffix`: any name ending in `.suffix`, and `suffix` itself.
-    Suffix(String),
-    /// An IP literal or CIDR `addr/len`: destination addresses inside it.
-    Net(IpAddr, u8),
-}
-
-/// The bypass list: destinations dialled directly despite `--outbound-proxy`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Bypass {
-    rules: Vec<Rule>,
-}
-
-impl Bypass {
-    /// Parses the items of `--no-outbound-proxy-for`: `*`, `name`, `.suffix`, an IP literal,
-    /// or `addr/len` (CIDR). Errors: an item that is none of these (a port, a bad prefix).
-    pub fn parse(items: &[String]) -> Result<Bypass, String> {
-        let mut rules = Vec::new();
-        for item in items {
-            rules.push(parse_rule(item)?);
-        }
-        Ok(Bypass { rules })
-    }
-
-    /// True if a dial to `host` goes direct by a name rule (or `*`).
-    pub fn matches_name(&self, host: &str) -> bool {
-        self.rules
-            .iter()
-            .any(|r| !matches!(r, Rule::Net(..)) && self.rule_matches(r, None, Some(host)))
-    }
-
-    /// True if a dial to `addr` (SNI or route name `host`, if any) goes direct. An
-    /// [`UNRESOLVED`] address is matched by names only.
-    pub fn matches(&self, addr: IpAddr, host: Option<&str>) -> bool {
-        let addr = (addr != UNRESOLVED).then_some(addr);
-        self.rules.iter().any(|r| self.rule_matches(r, addr, host))
-    }
-
-    fn rule_matches(&self, r: &Rule, addr: Option<IpAddr>, host: Option<&str>) -> bool {
-        match r {
-            Rule::All => true,
-            Rule::Exact(n) => host.is_some_and(|h| h.eq_ignore_ascii_case(n)),
-            Rule::Suffix(s) => host.is_some_and(|h| {
-                let h = h.to_ascii_lowercase();
-                h == *s || h.ends_with(&format!(".{s}"))
-            }),
-            Rule::Net(net, len) => addr.is_some_and(|a| in_net(a, *net, *len)),
-        }
-    }
-}
-
-fn parse_rule(item: &str) -> Result<Rule, String> {
-    let item = item.trim();
-    if item == "*" {
-        return Ok(Rule::All);
-    }
-    if let Some((a, len)) = item.split_once('/') {
-        let ip: IpAddr = a
-            .parse()
-            .map_err(|_| format!("bad CIDR address {item:?}"))?;
-        let max = if ip.is_ipv4() { 32 } else { 128 };
-        let len: u8 = len
-            .parse()
-            .ok()
-            .filter(|&l| l <= max)
-            .ok_or_else(|| format!("bad CIDR prefix length in {item:?}"))?;
-        return Ok(Rule::Net(ip, len));
-    }
-    let bare = item
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(item);
-    if let Ok(ip) = bare.parse::<IpAddr>() {
-        return Ok(Rule::Net(ip, if ip.is_ipv4() { 32 } else { 128 }));
-    }
-    let name = item.to_ascii_lowercase();
-    let valid = |n: &str| {
-        !n.is_empty()
-            && n.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.' || c == b'_')
-    };
-    match name.strip_prefix('.') {
-        Some(s) if valid(s) => Ok(Rule::Suffix(s.to_string())),
-        None if valid(&name) => Ok(Rule::Exact(name)),
-        _ => Err(format!(
-            "{item:?} is not a host name, .suffix, *, IP address or CIDR"
-        )),
-    }
-}
-
-/// True if `ip` is inside `net/len` (both of one family; an IPv4-mapped IPv6 address counts
-/// as IPv4).
-fn in_net(ip: IpAddr, net: IpAddr, len: u8) -> bool {
-    let canon = |a: IpAddr| match a {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(a, IpAddr::V4),
-        v4 => v4,
-    };
-    match (canon(ip), net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-            u32::from(a) & mask == u32::from(n) & mask
-        }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let mask = if len == 0 {
-                0
-            } else {
-                u128::MAX << (128 - len)
-            };
-            u128::from(a) & mask == u128::from(n) & mask
-        }
-        _ => false,
-    }
-}
-
 /// The outbound setting of a run: the proxy and its exceptions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outbound {
@@ -439,13 +322,6 @@ pub fn activate(cfg: &crate::config::Config) {
         log::info!("outbound proxy off: upstream connections are direct");
     }
     set_active(out);
-}
-
-/// Checks one `--no-outbound-proxy-for` item (the grammar of [`Bypass::parse`]).
-///
-/// Errors: what is wrong with it.
-pub fn check_bypass_item(item: &str) -> Result<(), String> {
-    parse_rule(item).map(|_| ())
 }
 
 /// Parses an `--outbound-proxy` value: a URL ([`OutboundProxy::parse`]) or `none` / `direct` /
