@@ -299,13 +299,14 @@ pub fn activate(cfg: &crate::config::Config) {
         proxy: p.clone(),
         bypass,
     });
-    if let (Some(new), Some(old)) = (out.as_mut(), active()) {
+    let old = active();
+    if let (Some(new), Some(old)) = (out.as_mut(), old.as_deref()) {
         // Same proxy name: keep the address already resolved (a reload does not unlearn it).
         if new.proxy.host.is_some() && new.proxy.host == old.proxy.host {
             new.proxy.addr.set_ip(old.proxy.addr.ip());
         }
     }
-    if active().as_deref() == out.as_ref() {
+    if old.as_deref() == out.as_ref() {
         return;
     }
     if let Some(o) = &out {
