@@ -389,6 +389,21 @@ fn procd_gets_hup_reload_files_respawn_drain_and_lan_trigger() {
     }
 }
 
+/// procd's kill delay follows every form of the duration grammar: `09s` (a leading 0: octal
+/// to sh's arithmetic, which failed) and `1.5m` (rounded to 2 minutes before) now give the
+/// drain rounded up to whole seconds, plus 5.
+#[test]
+fn term_timeout_reads_every_drain_timeout_form() {
+    for (drain, want) in [("09s", "14"), ("1.5m", "95"), ("1500ms", "7"), ("0.25", "6")] {
+        let r = Router::new(&format!("\toption drain_timeout '{drain}'\n"));
+        let calls = r.expect_started(&r.run("start"));
+        assert!(
+            has(&calls, &["procd_set_param", "term_timeout", want]),
+            "{drain}: {calls:?}"
+        );
+    }
+}
+
 #[test]
 fn reload_rewrites_the_config_file_for_procd_to_send_sighup() {
     let r = Router::new("\toption tier_order 'ws,tcp'\n");
