@@ -5,6 +5,9 @@
 //! resolver's socket, poll with its deadline, call `on_readable`/`on_tick`, wake on the names
 //! they return. Loopback only; waits are bounded by deadlines, never fixed sleeps.
 
+#[path = "common/dnsreply.rs"]
+mod dnsreply;
+
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
@@ -13,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use dnsreply::reply;
 use mio::{Events, Interest, Poll, Token};
 use tg_ws_proxy::dns::{normalize_host, Lookup, Resolver, ResolverConfig};
 
@@ -141,23 +145,6 @@ fn parse_query(p: &[u8]) -> Option<(String, usize)> {
     }
     let end = pos + 5;
     (p.len() >= end).then(|| (labels.join("."), end))
-}
-
-/// Header and question copied from `query`, QR+RD+RA and `rcode`, plus an optional A answer
-/// whose owner is a pointer to the question name.
-fn reply(query: &[u8], rcode: u8, a: Option<([u8; 4], u32)>) -> Vec<u8> {
-    let mut p = query.to_vec();
-    p[2] = 0x81;
-    p[3] = 0x80 | rcode;
-    p[6..12].fill(0);
-    if let Some((ip, ttl)) = a {
-        p[7] = 1;
-        p.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
-        p.extend_from_slice(&ttl.to_be_bytes());
-        p.extend_from_slice(&[0, 4]);
-        p.extend_from_slice(&ip);
-    }
-    p
 }
 
 /// The reactor's part: one Poll, the resolver's socket registered, its deadline honoured.

@@ -3,6 +3,9 @@
 //! The only sockets are on 127.0.0.1: a nameserver address where nothing listens, and a fake
 //! nameserver we run.
 
+#[path = "common/dnsreply.rs"]
+mod dnsreply;
+
 use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -39,10 +42,7 @@ fn fake_nameserver() -> (u16, std::thread::JoinHandle<Vec<u8>>) {
         let mut q = [0u8; 512];
         let (n, from) = sock.recv_from(&mut q).expect("a query");
         let q = &q[..n];
-        let mut r = q[..2].to_vec(); // id
-        r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]);
-        r.extend_from_slice(&q[12..]); // question
-        r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 9]);
+        let r = dnsreply::reply(q, 0, Some(([127, 0, 0, 9], 60)));
         sock.send_to(&r, from).expect("answer");
         q[12..n - 4].to_vec()
     });

@@ -394,7 +394,12 @@ fn procd_gets_hup_reload_files_respawn_drain_and_lan_trigger() {
 /// drain rounded up to whole seconds, plus 5.
 #[test]
 fn term_timeout_reads_every_drain_timeout_form() {
-    for (drain, want) in [("09s", "14"), ("1.5m", "95"), ("1500ms", "7"), ("0.25", "6")] {
+    for (drain, want) in [
+        ("09s", "14"),
+        ("1.5m", "95"),
+        ("1500ms", "7"),
+        ("0.25", "6"),
+    ] {
         let r = Router::new(&format!("\toption drain_timeout '{drain}'\n"));
         let calls = r.expect_started(&r.run("start"));
         assert!(

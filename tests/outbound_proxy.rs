@@ -337,11 +337,7 @@ impl HeldDns {
                 }
                 if rel.load(Ordering::Relaxed) {
                     for (q, from) in held.drain(..) {
-                        let mut r = q[..2].to_vec(); // id
-                        r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]);
-                        r.extend_from_slice(&q[12..]); // the question
-                        r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
-                        r.extend_from_slice(&[127, 0, 0, 1]);
+                        let r = common::dnsreply::reply(&q, 0, Some(([127, 0, 0, 1], 60)));
                         let _ = sock.send_to(&r, from);
                     }
                 }

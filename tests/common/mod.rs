@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod blackhole;
+pub mod dnsreply;
 pub mod eebed;
 pub mod fakedc;
 pub mod faketls;
