@@ -4,7 +4,9 @@
 # open-file soft limit to 8192, and runs the driver's soak scenario (examples/bench/soak.rs):
 # 1,000 held sessions and 20 new sessions per second for 30 minutes against the fake Telegram DC
 # on loopback, the proxy's fds and RSS sampled every 30 s. Writes target/bench/soak-<stamp>.md
-# (target/bench/soak-latest.md points at it) and prints it. Touches nothing outside target/.
+# (target/bench/soak-latest.md points at it) and prints it. Touches nothing outside target/
+# (and a control socket in the temp dir). Exits 1 if any session was taken for frozen or a route
+# was left suspect or down (the held sessions are idle sessions with pings: rule 7's soak).
 #
 # Extra arguments go to the driver, e.g. a quick check:
 #   bench/soak.sh --soak-secs 120 --soak-held 100 --soak-interval 10
@@ -56,3 +58,9 @@ ln -sf "soak-$stamp.md" target/bench/soak-latest.md
 cat "$report"
 echo
 echo "bench/soak.sh: report written to $report (target/bench/soak-latest.md)"
+# The assertion of docs/design.md §4 rule 7: no quiet session taken for frozen, no route left
+# suspect or down by it.
+if ! grep -q 'sessions taken for frozen: \*\*0\*\*; routes left suspect or down: \*\*0\*\*' "$report"; then
+    echo "bench/soak.sh: SOAK ASSERTION FAILED: sessions were taken for frozen or routes left (see the report)" >&2
+    exit 1
+fi

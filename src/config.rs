@@ -211,9 +211,19 @@ pub struct Config {
     /// `route::ladder::SHORT_REPLY_MIN..=SHORT_REPLY_MAX` bytes, is a short session (`--short-session`, 3 s;
     /// docs/design.md §4 rule 6).
     pub short_session: Duration,
-    /// A session whose upstream sent nothing for this long after the client asked twice is
-    /// stalled (`--stall-timeout`, 8 s; 0 = never; docs/design.md §4 rule 7).
+    /// The application-level freeze bound (`--stall-timeout`, 8 s; 0 = never; docs/design.md
+    /// §4 rule 7): nothing down for this long inside a reply, or after the client's latest of
+    /// two sends (twice this since the first of them for re-asks) ends the session as frozen.
     pub stall_timeout: Duration,
+    /// The kernel-level freeze bound (`--stall-ack-timeout`, 5 s; 0 = never): something of
+    /// ours in flight to the upstream and no ACK for this long while the client waits.
+    pub stall_ack_timeout: Duration,
+    /// A client that closes after waiting this long inside a reply counts as a frozen session
+    /// (`--stall-give-up`, 2 s; 0 = never).
+    pub stall_give_up: Duration,
+    /// Two frozen sessions on one route within this window put it down as `stalled`
+    /// (`--stall-window`, 120 s).
+    pub stall_window: Duration,
     /// Bytes a probe of a route whose last failure was `stalled` must pull down
     /// (`--stall-probe-bytes`, 32 KiB: more than the ~16–20 KB a freeze lets through).
     pub stall_probe_bytes: u32,
@@ -363,6 +373,9 @@ impl Config {
             link_ip: None,
             short_session: Duration::from_secs(3),
             stall_timeout: Duration::from_secs(8),
+            stall_ack_timeout: Duration::from_secs(5),
+            stall_give_up: Duration::from_secs(2),
+            stall_window: Duration::from_secs(120),
             stall_probe_bytes: 32 * 1024,
             mask_host: None,
             no_mask: false,

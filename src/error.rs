@@ -91,6 +91,12 @@ pub enum CloseReason {
     /// 16640 bytes, or more than 8 change_cipher_spec records in a row
     /// (`mtproto::faketls::record`).
     TlsRecord,
+    /// What came down is not MTProto (`relay::reply`): a reply packet of length 0 or over the
+    /// maximum, or a first reply that answers no request of the client's.
+    BadReply,
+    /// The upstream froze while the client waited for it (`relay::stall`): the session is dead,
+    /// and ending it lets the client reconnect (docs/design.md §4 rule 7).
+    UpstreamFrozen,
 }
 
 impl CloseReason {
@@ -122,6 +128,8 @@ impl CloseReason {
             CloseReason::MaskUnreachable => "mask-unreachable",
             CloseReason::MaskLoop => "mask-loop",
             CloseReason::TlsRecord => "tls-record",
+            CloseReason::BadReply => "bad-reply",
+            CloseReason::UpstreamFrozen => "upstream-frozen",
         }
     }
 
@@ -137,15 +145,16 @@ impl CloseReason {
             | CloseReason::UnknownDc
             | CloseReason::ProxyHeader
             | CloseReason::TlsRecord => Side::Client,
-            CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_) => {
-                Side::Upstream
-            }
+            CloseReason::UpstreamEof
+            | CloseReason::UpstreamReset
+            | CloseReason::WsClose(_)
+            | CloseReason::BadReply => Side::Upstream,
             _ => Side::Proxy,
         }
     }
 
     /// All reasons, for stats tables (`WsClose` represented once).
-    pub const ALL: [CloseReason; 25] = [
+    pub const ALL: [CloseReason; 27] = [
         CloseReason::ClientEof,
         CloseReason::ClientReset,
         CloseReason::UpstreamEof,
@@ -171,6 +180,8 @@ impl CloseReason {
         CloseReason::MaskUnreachable,
         CloseReason::MaskLoop,
         CloseReason::TlsRecord,
+        CloseReason::BadReply,
+        CloseReason::UpstreamFrozen,
     ];
 
     /// Index into [`CloseReason::ALL`].
@@ -189,6 +200,46 @@ impl fmt::Display for CloseReason {
             CloseReason::WsClose(code) => write!(f, "ws-close({code})"),
             other => f.write_str(other.name()),
         }
+    }
+}
+
+/// How a session's upstream froze (docs/design.md §4 rule 7; decided by `relay::stall`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freeze {
+    /// The kernel's proof: something of ours in flight (retransmissions, keepalive probes) and
+    /// no ACK for `--stall-ack-timeout` while the client waited. The field's form: every packet
+    /// from the server dropped.
+    NoAck,
+    /// The application's proof: nothing down for `--stall-timeout` while the client waited
+    /// (inside a reply, or after asking twice) though the path ACKs: a middlebox that delivers
+    /// nothing.
+    Silent,
+    /// The client closed after waiting `--stall-give-up` inside a reply.
+    GaveUp,
+}
+
+impl Freeze {
+    /// Every form, in index order.
+    pub const ALL: [Freeze; 3] = [Freeze::NoAck, Freeze::Silent, Freeze::GaveUp];
+
+    /// Index into [`Freeze::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Stable lower-case name for logs, `ctl status` and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Freeze::NoAck => "no-ack",
+            Freeze::Silent => "silent",
+            Freeze::GaveUp => "gave-up",
+        }
+    }
+}
+
+impl fmt::Display for Freeze {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -220,6 +271,9 @@ pub enum Failure {
     /// after the client asked twice (a session), or a probe that got `resPQ` but not its byte
     /// goal in time (the "16 KB freeze", docs/design.md §4 rule 7).
     Stalled,
+    /// A session's downstream was not MTProto (`relay::reply`): a Worker or front that streams
+    /// well-formed frames of garbage. Hard, like a TLS error.
+    BadReply,
     /// `ENETUNREACH` / `ENETDOWN`: this host has no route to the network (a dead WAN link, no
     /// default route). Says nothing about the route ([`Failure::is_network`]).
     NetUnreachable,
@@ -283,6 +337,7 @@ impl fmt::Display for Failure {
             Failure::SilentPooled => f.write_str("pooled-silent"),
             Failure::ClosedAfterReply => f.write_str("closed-after-reply"),
             Failure::Stalled => f.write_str("stalled"),
+            Failure::BadReply => f.write_str("bad-reply"),
             Failure::NetUnreachable => f.write_str("network-unreachable"),
             Failure::HostUnreachable => f.write_str("host-unreachable"),
             Failure::AddrUnavailable => f.write_str("no-address"),

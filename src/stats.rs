@@ -5,7 +5,27 @@
 //! itself is written by `conn` when a session ends. Formatting only; nothing here does I/O
 //! except reading `/proc/self/smaps_rollup` (or `/proc/self/statm`) for RSS.
 
-use crate::error::CloseReason;
+use std::net::SocketAddr;
+
+use crate::error::{CloseReason, Freeze};
+
+/// Frozen sessions remembered for `ctl status` (the most recent ones).
+pub const RECENT_FROZEN: usize = 8;
+
+/// One frozen session, for `ctl status` (docs/design.md §4 rule 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrozenSession {
+    /// The client.
+    pub peer: SocketAddr,
+    /// The route it was relayed over (`#N` in `ctl`).
+    pub route: usize,
+    /// How it froze.
+    pub freeze: Freeze,
+    /// Payload bytes down before it froze.
+    pub after_bytes: u64,
+    /// When (ms on the reactor's clock).
+    pub at_ms: u64,
+}
 
 /// Process-wide counters since start.
 #[derive(Default, Debug)]
@@ -71,6 +91,11 @@ pub struct Stats {
     pub reloads: u64,
     /// Reloads rejected (the old configuration stayed); shown as `reloads-rejected=N` when not 0.
     pub reloads_rejected: u64,
+    /// Sessions whose upstream froze (docs/design.md §4 rule 7), per form in
+    /// [`Freeze::ALL`] order (shown as `frozen=N` when not 0).
+    pub frozen: [u64; Freeze::ALL.len()],
+    /// The last [`RECENT_FROZEN`] frozen sessions, oldest first.
+    pub recent_frozen: Vec<FrozenSession>,
 }
 
 /// Why clients were masked, as the stats line names them (the order of `conn::mask::MaskWhy`'s
@@ -91,6 +116,28 @@ impl Stats {
         if zero_byte_client_close {
             self.zero_byte_closes += 1;
         }
+    }
+
+    /// Records a frozen session (the count per form and the recent list, bounded).
+    pub fn note_frozen(
+        &mut self,
+        peer: SocketAddr,
+        route: usize,
+        freeze: Freeze,
+        after_bytes: u64,
+        at_ms: u64,
+    ) {
+        self.frozen[freeze.index()] += 1;
+        if self.recent_frozen.len() == RECENT_FROZEN {
+            self.recent_frozen.remove(0);
+        }
+        self.recent_frozen.push(FrozenSession {
+            peer,
+            route,
+            freeze,
+            after_bytes,
+            at_ms,
+        });
     }
 
     /// Copies the fake-TLS gate's counters (before the line is written).
@@ -175,6 +222,10 @@ impl Stats {
         }
         if self.reloads_rejected > 0 {
             s.push_str(&format!(" reloads-rejected={}", self.reloads_rejected));
+        }
+        let frozen: u64 = self.frozen.iter().sum();
+        if frozen > 0 {
+            s.push_str(&format!(" frozen={frozen}"));
         }
         let lost = crate::logging::lost_lines();
         if lost > 0 {

@@ -106,8 +106,8 @@ fn bulk_sizes_round_up_to_words() {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let mut c =
         MtClient::connect_with(&raw_opts(dc.addr(), Tag::Abridged, 2), &mut rng(4)).unwrap();
-    c.send_packet(&bulk_request(1, 6)).unwrap();
-    assert_eq!(c.recv_packet().unwrap(), bulk_payload(0, 8));
+    c.send_packet(&bulk_request(1, 14)).unwrap();
+    assert_eq!(c.recv_packet().unwrap(), bulk_payload(0, 16));
 }
 
 #[test]

@@ -205,7 +205,7 @@ pub fn exercise_all(clients: &mut [MtClient], threads: usize) -> Result<(), Stri
                             .map_err(|e| format!("bulk send: {e}"))?;
                         for i in 0..EXERCISE_PACKETS {
                             let p = c.recv_packet().map_err(|e| format!("bulk recv: {e}"))?;
-                            if p.len() != EXERCISE_SIZE || p[..4] != i.to_le_bytes() {
+                            if p.len() != EXERCISE_SIZE || p[8..12] != i.to_le_bytes() {
                                 return Err(format!("bulk packet {i}: bad ({} bytes)", p.len()));
                             }
                         }
@@ -336,7 +336,7 @@ pub fn download(
         let p = c
             .recv_packet_until(deadline)
             .map_err(|e| format!("bulk packet {i}: {e}"))?;
-        if p.len() != size || p[..4] != i.to_le_bytes() {
+        if p.len() != size || p[8..12] != i.to_le_bytes() {
             return Err(format!("bulk packet {i}: bad ({} bytes)", p.len()));
         }
     }

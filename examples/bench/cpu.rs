@@ -109,7 +109,7 @@ pub fn per_stream_packets(gib: f64, streams: usize) -> u32 {
 }
 
 /// Client-side wire bytes (up, down) one stream moves: intermediate transport, 4-byte length
-/// headers; download = `BULK` request (12 B) + replies; upload = packets + an 8-byte echo back.
+/// headers; download = `BULK` request (16 B) + replies; upload = packets + an 8-byte echo back.
 pub fn planned(dir: Dir, packets: u32) -> (u64, u64) {
     let bulk = packets as u64 * (4 + PACKET as u64);
     match dir {

@@ -66,6 +66,9 @@ pub struct Soak {
     load_before: String,
     load_after: String,
     proxy_alive: bool,
+    /// Frozen sessions and routes left suspect or down at the end (`ctl metrics`; target 0).
+    frozen: Option<u64>,
+    routes_out: Option<u64>,
 }
 
 /// Runs the soak.
@@ -84,11 +87,15 @@ pub fn run(o: &Opts) -> Result<Soak, String> {
         o.soak_held, o.soak_rate, o.soak_secs, o.soak_interval
     ));
     let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let ctl = std::env::temp_dir().join(format!("tg-ws-proxy-soak-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&ctl);
     let args: Vec<String> = vec![
         "--dc-ip".into(),
         format!("2:{}", dc.addr()),
         "--tier-order".into(),
         "ws".into(),
+        "--control-socket".into(),
+        ctl.display().to_string(),
     ];
     let mut p = ProxyProc::start(&o.proxy, &o.ca, client::SECRET, &args)?;
     let proxy = p.addr();
@@ -237,6 +244,8 @@ pub fn run(o: &Opts) -> Result<Soak, String> {
         .map_err(|_| "soak: holder thread panicked".to_string())?;
     setups_us.sort_unstable();
     lags_us.sort_unstable();
+    let (frozen, routes_out) = freeze_facts(&o.proxy, &ctl);
+    let _ = std::fs::remove_file(&ctl);
     let tail = p.tail();
     p.stop();
     if !proxy_alive {
@@ -262,7 +271,37 @@ pub fn run(o: &Opts) -> Result<Soak, String> {
         load_before,
         load_after,
         proxy_alive,
+        frozen,
+        routes_out,
     })
+}
+
+/// From `ctl metrics` at the end of the soak: sessions that froze (every form) and routes left
+/// suspect or down. Both must be 0: held sessions that ping every `--soak-interval` and churn
+/// sessions are exactly the quiet and short sessions the freeze watch must never take for
+/// frozen (docs/design.md §4 rule 7). `None` when the metrics could not be read.
+fn freeze_facts(bin: &std::path::Path, sock: &std::path::Path) -> (Option<u64>, Option<u64>) {
+    let out = std::process::Command::new(bin)
+        .args(["ctl", "metrics", "--control-socket"])
+        .arg(sock)
+        .output();
+    let Some(out) = out.ok().filter(|o| o.status.success()) else {
+        return (None, None);
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let value = |l: &str| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+    let mut frozen = 0u64;
+    let mut out_routes = 0u64;
+    for l in text.lines() {
+        if l.starts_with("tgwsproxy_frozen_sessions_total{") {
+            frozen += value(l).unwrap_or(0.0) as u64;
+        }
+        let bad = l.contains("state=\"suspect\"") || l.contains("state=\"down\"");
+        if l.starts_with("tgwsproxy_route_state{") && bad && value(l) == Some(1.0) {
+            out_routes += 1;
+        }
+    }
+    (Some(frozen), Some(out_routes))
 }
 
 /// One churn session: connect from 127.0.1.(1 + i % 250), init, `req_pq_multi` → `resPQ` (the
@@ -381,6 +420,14 @@ pub fn report(r: &mut String, s: &Soak) {
         r,
         "- proxy CPU during the churn {:.1} s; load average {} at the start, {} at the end; proxy alive at the end: {}",
         s.proxy_cpu_s, s.load_before, s.load_after, s.proxy_alive
+    );
+    let opt = |v: Option<u64>| v.map_or("unknown (ctl metrics failed)".into(), |n| n.to_string());
+    let _ = writeln!(
+        r,
+        "- sessions taken for frozen: **{}**; routes left suspect or down: **{}** (both must be 0: \
+         the held sessions are idle sessions with pings, docs/design.md §4 rule 7)",
+        opt(s.frozen),
+        opt(s.routes_out)
     );
     if !s.errors.is_empty() {
         let _ = writeln!(r, "- first failures:");

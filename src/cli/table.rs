@@ -531,10 +531,31 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
     Opt {
         long: "--stall-timeout", short: None, aliases: &[], env: &["TG_STALL_TIMEOUT"],
         meta: "D", default: "8s", group: Ladder,
-        help: "a session whose upstream sends nothing for D after the client's latest send, \
-               having asked at least twice, is stalled: its route goes down (the session is \
-               left alone); 0 = never",
+        help: "a session whose upstream sends nothing for D while the client waits (inside a \
+               reply, or after it asked twice; twice D for re-asks) froze: it is ended so the \
+               client reconnects; 0 = never",
         kind: Value(|d, s| duration(s).map(|v| d.config.stall_timeout = v)),
+    },
+    Opt {
+        long: "--stall-ack-timeout", short: None, aliases: &[], env: &["TG_STALL_ACK_TIMEOUT"],
+        meta: "D", default: "5s", group: Ladder,
+        help: "a session whose upstream socket ACKs nothing of ours for D while the client \
+               waits (a short keepalive is armed then) froze: it is ended; 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.stall_ack_timeout = v)),
+    },
+    Opt {
+        long: "--stall-give-up", short: None, aliases: &[], env: &["TG_STALL_GIVE_UP"],
+        meta: "D", default: "2s", group: Ladder,
+        help: "a client that closes after waiting D inside a reply counts as a frozen \
+               session; 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.stall_give_up = v)),
+    },
+    Opt {
+        long: "--stall-window", short: None, aliases: &[], env: &["TG_STALL_WINDOW"],
+        meta: "D", default: "120s", group: Ladder,
+        help: "one frozen session makes its route suspect (a probe that must pull \
+               --stall-probe-bytes runs at once); a second within D puts it down as stalled",
+        kind: Value(|d, s| positive(s).map(|v| d.config.stall_window = v)),
     },
     Opt {
         long: "--stall-probe-bytes", short: None, aliases: &[], env: &["TG_STALL_PROBE_BYTES"],

@@ -23,6 +23,7 @@
 
 mod client_io;
 mod connect;
+mod freeze;
 mod handshake;
 pub mod mask;
 pub mod per_ip;
@@ -39,11 +40,12 @@ use mio::{Interest, Registry};
 
 use crate::config::{Config, Tier};
 use crate::dns::Resolver;
-use crate::error::CloseReason;
+use crate::error::{CloseReason, Failure, Freeze};
 use crate::logging::RateLimited;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::{set_keepalive, Upstream};
+use crate::relay::stall::StallBounds;
 use crate::relay::{Meter, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::{Ladder, Observation, SessionEnd};
@@ -209,9 +211,11 @@ pub struct Conn {
     /// Our last WS ping: when (ms) and the bytes down then (a close right after it, before any
     /// further downstream byte, is reported to the ladder).
     ping_sent: Option<(u64, u64)>,
-    /// Watches for the upstream going silent while the client waits (docs/design.md §4 rule 7).
+    /// Watches for the upstream freezing while the client waits (docs/design.md §4 rule 7).
     stall: StallWatch,
-    stall_timer: Option<TimerId>,
+    /// The stall check's timer and the time it is armed for (re-armed when the watch's next
+    /// check moves earlier).
+    stall_timer: Option<(TimerId, u64)>,
     info: SessionInfo,
     /// The per-client-address admission to release at close (`per_ip`), once.
     per_ip: Option<per_ip::Key>,
@@ -235,6 +239,18 @@ struct SessionInfo {
     connected_ms: Option<u64>,
     /// Payload counters (the relay's, plus what was read while connecting).
     meter: Meter,
+    /// The upstream froze (`relay::stall`): how, and the bytes down by then.
+    froze: Option<(Freeze, u64)>,
+}
+
+/// The freeze watch's bounds from `cfg` (`--stall-timeout`, `--stall-ack-timeout`,
+/// `--stall-give-up`), ms.
+pub(crate) fn stall_bounds(cfg: &Config) -> StallBounds {
+    StallBounds {
+        silent_ms: cfg.stall_timeout.as_millis() as u64,
+        ack_ms: cfg.stall_ack_timeout.as_millis() as u64,
+        give_up_ms: cfg.stall_give_up.as_millis() as u64,
+    }
 }
 
 impl Conn {
@@ -278,7 +294,7 @@ impl Conn {
             first_byte_timer: None,
             last_activity: ctx.now,
             ping_sent: None,
-            stall: StallWatch::new(ctx.cfg.stall_timeout.as_millis() as u64),
+            stall: StallWatch::new(stall_bounds(ctx.cfg), ctx.now),
             stall_timer: None,
             info: SessionInfo::default(),
             per_ip: None,
@@ -367,9 +383,10 @@ impl Conn {
         if let Some(t) = self.first_byte_timer.take() {
             ctx.wheel.cancel(t);
         }
-        if let Some(t) = self.stall_timer.take() {
+        if let Some((t, _)) = self.stall_timer.take() {
             ctx.wheel.cancel(t);
         }
+        self.session_verdicts(reason, ctx);
         if let Some(key) = self.per_ip.take() {
             ctx.per_ip.release(key, ctx.now);
         }
@@ -438,8 +455,12 @@ impl Conn {
                 None => return,
             }
         }
+        let froze = match self.info.froze {
+            Some((f, at)) => format!(" froze={f}@{}", human_bytes(at)),
+            None => String::new(),
+        };
         info!(
-            "session {}{} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{folded}",
+            "session {}{} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{froze}{folded}",
             self.peer,
             if self.client.is_fake_tls() { " fake-TLS" } else { "" },
             self.info.dc.map(|d| d.label()).unwrap_or_else(|| "-".into()),
@@ -477,14 +498,12 @@ impl Conn {
             self.last_activity = ctx.now;
         }
         let (up, down) = (self.info.meter.bytes_up, self.info.meter.bytes_down);
-        let on_client = r.waits_on_client();
-        if let Some(at) = self.stall.observe(ctx.now, (up, down), on_client) {
-            if let Some(t) = self.stall_timer.take() {
-                ctx.wheel.cancel(t);
-            }
-            let ev = self.timer_ev(SessionTimer::Stall);
-            self.stall_timer = Some(ctx.wheel.insert(at, ev));
-        }
+        let (mid_reply, on_client) = (r.mid_reply(), r.waits_on_client());
+        let effect = self
+            .stall
+            .observe(ctx.now, (up, down), mid_reply, on_client);
+        r.probe_effect(effect, ctx.cfg.tcp_keepalive);
+        self.arm_stall(ctx);
         if wants_linger && self.timer.is_none() {
             self.arm(ctx.now + self.kept.linger_ms(), SessionTimer::Linger, ctx);
         }

@@ -24,6 +24,7 @@ use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::Upstream;
+use crate::relay::stall::{Effect, TcpView};
 use crate::relay::{LinkKind, Outcome, Relay, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::Observation;
@@ -108,6 +109,33 @@ impl Relaying {
     /// Reason reported if the linger deadline fires.
     pub fn linger_reason(&self) -> CloseReason {
         self.core.linger_reason()
+    }
+
+    /// True while a reply is half-delivered: a packet begun and not ended ([`Relay::mid_reply`]),
+    /// or a TLS record begun and not ended on the upstream socket (its bytes never reach the
+    /// relay until the record is whole).
+    pub fn mid_reply(&self) -> bool {
+        self.core.mid_reply() || self.upstream.mid_record()
+    }
+
+    /// Why the downstream was not MTProto, once the core found it ([`Relay::bad_reply`]).
+    pub fn bad_reply(&self) -> Option<crate::relay::reply::BadReply> {
+        self.core.bad_reply()
+    }
+
+    /// The kernel's view of the upstream socket (`TCP_INFO`), for the freeze watch.
+    pub fn tcp_view(&mut self) -> Option<TcpView> {
+        crate::net::tcp::view(self.upstream.sock())
+    }
+
+    /// Performs the freeze watch's `effect` on the upstream socket: the short keepalive armed,
+    /// or the configured one (`keepalive`, `--tcp-keepalive`) restored.
+    pub fn probe_effect(&mut self, effect: Effect, keepalive: std::time::Duration) {
+        match effect {
+            Effect::None => {}
+            Effect::ArmProbe => crate::net::tcp::arm_probe(self.upstream.sock()),
+            Effect::Relax => crate::net::tcp::relax_probe(self.upstream.sock(), keepalive),
+        }
     }
 
     /// Hands a large buffer this session kept back to the reactor's scratch (on close).
@@ -219,17 +247,14 @@ impl Conn {
         // The old relay's timers (ping, a linger begun by a half-close, the stall check) and
         // watches are not the new one's: the silence so far was the dead upstream's, and the
         // replay is not the client asking again.
-        for t in [
-            self.ping_timer.take(),
-            self.timer.take(),
-            self.stall_timer.take(),
-        ]
-        .into_iter()
-        .flatten()
+        let stall_timer = self.stall_timer.take().map(|(t, _)| t);
+        for t in [self.ping_timer.take(), self.timer.take(), stall_timer]
+            .into_iter()
+            .flatten()
         {
             ctx.wheel.cancel(t);
         }
-        self.stall = StallWatch::new(ctx.cfg.stall_timeout.as_millis() as u64)
+        self.stall = StallWatch::new(super::stall_bounds(ctx.cfg), ctx.now)
             .after(self.info.meter.bytes_up, self.info.meter.bytes_down);
         self.ping_sent = None;
         ctx.stats.pool_retries += 1;

@@ -1,7 +1,7 @@
 //! A session's timers: what each [`SessionTimer`] does when it fires (handshake — PROXY header
 //! included — and linger deadlines, the mask phase's connect/idle deadline, idleness, the WS
-//! ping, a pooled upstream's first-byte deadline, the stall watch) and how they are armed, and
-//! the timer settings a session keeps from its start ([`Kept`]). The timer ids live in
+//! ping, a pooled upstream's first-byte deadline; the stall watch's is `freeze`'s) and how they
+//! are armed, and the timer settings a session keeps from its start ([`Kept`]). The timer ids live in
 //! [`Conn`] (`mod.rs`), the decisions they lead to in the relay core (`crate::relay`) and the
 //! ladder.
 
@@ -95,20 +95,7 @@ impl Conn {
                 self.first_byte_timer = None;
                 self.first_byte_overdue(ctx)
             }
-            SessionTimer::Stall => {
-                self.stall_timer = None;
-                // Only while both sides are open: after one side ended, silence is the end.
-                let open = matches!(&self.phase, Phase::Relay(r) if !r.wants_linger());
-                if open {
-                    self.check_stall(ctx);
-                }
-                if let (true, Some(at)) = (open, self.stall.due()) {
-                    // The client sent again since: check one bound after its latest send.
-                    let ev = self.timer_ev(SessionTimer::Stall);
-                    self.stall_timer = Some(ctx.wheel.insert(at.max(ctx.now + 1), ev));
-                }
-                Step::Progress
-            }
+            SessionTimer::Stall => self.stall_due(ctx),
             SessionTimer::Idle => {
                 self.idle_timer = None;
                 let idle_ms = self.kept.idle_ms();
@@ -182,27 +169,6 @@ impl Conn {
         let at = self.ping_due(tier).max(ctx.now + 1);
         let ev = self.timer_ev(SessionTimer::Ping);
         self.ping_timer = Some(ctx.wheel.insert(at, ev));
-    }
-
-    /// The stall watch's deadline passed while both sides are open: a stall is reported to the
-    /// ladder (once per session) and logged (folded per client); the session itself goes on
-    /// (rule 4).
-    pub(super) fn check_stall(&mut self, ctx: &mut Ctx<'_>) {
-        if !self.stall.stalled(ctx.now) {
-            return;
-        }
-        let Some(route) = self.info.route else { return };
-        let label = ctx.ladder.route(route).label();
-        let secs = ctx.cfg.stall_timeout.as_secs_f64();
-        let peer = self.peer;
-        ctx.warn_client(
-            peer,
-            format_args!(
-                "upstream {label} stalled: nothing down for {secs:.1}s while the client waited"
-            ),
-        );
-        ctx.ladder
-            .observe(Observation::SessionStalled { route }, ctx.now);
     }
 
     pub(super) fn timer_ev(&self, kind: SessionTimer) -> TimerEv {

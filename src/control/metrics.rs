@@ -68,6 +68,18 @@ pub fn render(s: &Status) -> String {
     );
     e.sample("zero_byte_closes_total", &[], c.zero_byte_closes);
     e.family(
+        "frozen_sessions_total",
+        "counter",
+        "Sessions whose upstream froze while the client waited, per form of the proof.",
+    );
+    for f in crate::error::Freeze::ALL {
+        e.sample(
+            "frozen_sessions_total",
+            &[("form", f.name())],
+            c.frozen[f.index()],
+        );
+    }
+    e.family(
         "bytes_up_total",
         "counter",
         "Payload bytes client to Telegram.",
@@ -281,6 +293,14 @@ fn route_families(e: &mut Exposition, s: &Status) {
         e.sample("route_sessions_total", &labels(i), r.sessions);
     }
     e.family(
+        "route_frozen_sessions_total",
+        "counter",
+        "Sessions on each route whose upstream froze while the client waited.",
+    );
+    for (i, r) in s.routes.iter().enumerate() {
+        e.sample("route_frozen_sessions_total", &labels(i), r.frozen);
+    }
+    e.family(
         "route_pinned",
         "gauge",
         "1 for routes the operator's pin selects (ctl pin), else 0.",
@@ -418,7 +438,7 @@ mod tests {
             for pair in split_labels(&labels) {
                 let (k, _) = pair.split_once('=').expect("k=v");
                 assert!(
-                    ["tier", "route", "dc", "reason", "state", "version"].contains(&k),
+                    ["tier", "route", "dc", "reason", "state", "version", "form"].contains(&k),
                     "label {k}"
                 );
             }

@@ -45,6 +45,7 @@ pub fn table(s: &Status) -> String {
         "PROBE",
         "POOL",
         "SESSIONS",
+        "FROZEN",
     ]
     .map(String::from)
     .to_vec()];
@@ -64,6 +65,12 @@ pub fn table(s: &Status) -> String {
             r.probe.to_string(),
             format!("{}/{}", r.pool.0, r.pool.1),
             r.sessions.to_string(),
+            match r.last_freeze {
+                Some((_, bytes, _)) => {
+                    format!("{} (after {})", r.frozen, crate::stats::human_bytes(bytes))
+                }
+                None => "-".into(),
+            },
         ]);
     }
     if s.routes.is_empty() {
@@ -123,6 +130,17 @@ pub fn table(s: &Status) -> String {
         let _ = write!(out, "  reloads: {applied} applied, {rejected} rejected");
     }
     out.push('\n');
+    for (f, ago) in &s.frozen {
+        let _ = writeln!(
+            out,
+            "frozen: client {} on route #{} after {} down ({}), {} ago",
+            f.peer,
+            f.route,
+            crate::stats::human_bytes(f.after_bytes),
+            f.freeze,
+            duration(*ago)
+        );
+    }
     if let Some(l) = &s.shared_list {
         let last = l
             .last
@@ -183,6 +201,15 @@ pub fn json(s: &Status) -> String {
             ro.num("sessions", r.sessions);
             ro.raw("pinned", if r.pinned { "true" } else { "false" });
             ro.raw("retired", if r.retired { "true" } else { "false" });
+            ro.num("frozen", r.frozen);
+            let lf = r.last_freeze.map_or("null".into(), |(f, bytes, ago)| {
+                let mut fo = Obj::new();
+                fo.str("form", f.name());
+                fo.num("after_bytes", bytes);
+                fo.num("ago_ms", ago);
+                fo.end()
+            });
+            ro.raw("last_freeze", &lf);
             ro.end()
         })
         .collect();
@@ -228,6 +255,20 @@ pub fn json(s: &Status) -> String {
         so.end()
     });
     o.raw("shared_list", &shared);
+    let frozen: Vec<String> = s
+        .frozen
+        .iter()
+        .map(|(f, ago)| {
+            let mut fo = Obj::new();
+            fo.str("client", &f.peer.to_string());
+            fo.num("route", f.route as u64);
+            fo.str("form", f.freeze.name());
+            fo.num("after_bytes", f.after_bytes);
+            fo.num("ago_ms", *ago);
+            fo.end()
+        })
+        .collect();
+    o.raw("frozen_sessions", &format!("[{}]", frozen.join(",")));
     let mut co = Obj::new();
     co.num("accepted", c.accepted);
     co.num("closed", c.closed_total());
@@ -278,6 +319,11 @@ pub fn json(s: &Status) -> String {
         tls.num(k, v);
     }
     co.raw("tls", &tls.end());
+    let mut fz = Obj::new();
+    for f in crate::error::Freeze::ALL {
+        fz.num(f.name(), c.frozen[f.index()]);
+    }
+    co.raw("frozen", &fz.end());
     o.raw("counters", &co.end());
     let mut text = o.end();
     text.push('\n');
@@ -422,6 +468,18 @@ mod tests {
         assert_eq!(v["counters"]["closed_by_reason"]["client-eof"], 2);
         assert_eq!(v["counters"]["attempts"]["ws"]["ok"], 3);
         assert_eq!(v["zero_byte_closes"], 1);
+        assert_eq!(r[0]["frozen"], 0);
+        assert!(r[0]["last_freeze"].is_null());
+        assert_eq!(r[1]["frozen"], 2);
+        assert_eq!(r[1]["last_freeze"]["form"], "no-ack");
+        assert_eq!(r[1]["last_freeze"]["after_bytes"], 16_384);
+        let f = &v["frozen_sessions"][0];
+        assert_eq!(f["client"], "192.168.1.20:50000");
+        assert_eq!(
+            (f["route"].as_u64(), f["ago_ms"].as_u64()),
+            (Some(0), Some(900))
+        );
+        assert_eq!(v["counters"]["frozen"]["no-ack"], 0);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use crate::config::Tier;
 use crate::error::CloseReason;
 use crate::route::ladder::RouteStatus;
-use crate::stats::{Stats, MASK_WHY_NAMES};
+use crate::stats::{FrozenSession, Stats, MASK_WHY_NAMES};
 
 /// Everything `ctl status` shows.
 #[derive(Clone, Debug)]
@@ -42,6 +42,9 @@ pub struct Status {
     pub counters: Counters,
     /// The shared CF domain list (`--cf-domain-list`), `None` when it is off.
     pub shared_list: Option<SharedList>,
+    /// The most recent frozen sessions (docs/design.md §4 rule 7), oldest first, with how long
+    /// ago each froze (ms).
+    pub frozen: Vec<(FrozenSession, u64)>,
 }
 
 /// The shared CF domain list's state, for `ctl status`.
@@ -94,6 +97,8 @@ pub struct Counters {
     pub masked: Vec<(&'static str, u64)>,
     /// Fake-TLS hellos: accepted, replays, stale, accepted unchecked, replay-cache evictions.
     pub tls: [u64; 5],
+    /// Frozen sessions per form (`crate::error::Freeze::ALL` order).
+    pub frozen: [u64; 3],
 }
 
 impl Counters {
@@ -135,6 +140,7 @@ impl Counters {
                 s.tls_unchecked,
                 s.tls_replay_evicted,
             ],
+            frozen: s.frozen,
         }
     }
 
@@ -187,6 +193,8 @@ pub(crate) mod tests {
             sessions: 7,
             pinned: tier == Tier::Tcp,
             retired: false,
+            frozen: if state == "down" { 2 } else { 0 },
+            last_freeze: (state == "down").then_some((crate::error::Freeze::NoAck, 16_384, 900)),
         };
         Status {
             version: "0.1.0",
@@ -204,6 +212,16 @@ pub(crate) mod tests {
             reloads: None,
             counters: Counters::from_stats(&s),
             shared_list: None,
+            frozen: vec![(
+                FrozenSession {
+                    peer: "192.168.1.20:50000".parse().unwrap(),
+                    route: 0,
+                    freeze: crate::error::Freeze::NoAck,
+                    after_bytes: 16_384,
+                    at_ms: 1_000,
+                },
+                900,
+            )],
         }
     }
 

@@ -130,6 +130,16 @@ impl Upstream {
         }
     }
 
+    /// True when what was read from the socket ends inside a TLS record (WS upstreams; see
+    /// `TlsStream::mid_record`): a reply under way that has not reached the relay yet. Raw TCP
+    /// and fake-TLS upstreams hand bytes on as they come, so the relay sees those itself.
+    pub fn mid_record(&self) -> bool {
+        match self {
+            Upstream::Ws(t) => t.mid_record(),
+            Upstream::Tcp(_) | Upstream::FakeTls(_) => false,
+        }
+    }
+
     /// The TCP socket.
     pub fn sock(&mut self) -> &mut TcpStream {
         match self {

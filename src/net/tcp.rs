@@ -2,12 +2,25 @@
 //!
 //! A connect is started with [`start`]; completion is observed on the first writable edge with
 //! [`check_connected`]. Deadlines live in the caller's timer wheel, not here; TCP keepalive is
-//! set by `net::dial::set_keepalive`.
+//! set by `net::dial::set_keepalive`. The freeze watch's two socket operations are here too:
+//! reading the kernel's view of a connection ([`view`], `TCP_INFO`) and arming the short
+//! keepalive that puts a probe in flight while a client waits ([`arm_probe`]).
 
 use std::io;
 use std::net::SocketAddr;
 
 use mio::net::TcpStream;
+
+/// The kernel's view of a TCP connection (`TCP_INFO`), as the freeze watch (`relay::stall`)
+/// needs it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpView {
+    /// RTO retransmissions of the oldest unacknowledged segment plus keepalive probes sent, both
+    /// since the last ACK (`tcpi_retransmits + tcpi_probes`).
+    pub unanswered: u8,
+    /// Milliseconds since the last ACK came (`tcpi_last_ack_recv`).
+    pub last_ack_ms: u64,
+}
 
 /// Result of looking at a socket whose connect was started.
 #[derive(Debug)]
@@ -56,6 +69,57 @@ fn libc_einprogress() -> i32 {
     }
 }
 
+/// The kernel's view of `s` for the freeze watch (`relay::stall`): unanswered transmissions
+/// (`tcpi_retransmits + tcpi_probes`: RTO retransmissions of the oldest unacknowledged segment
+/// and keepalive or zero-window probes, both reset by any ACK) and the time since the last ACK
+/// (`tcpi_last_ack_recv`, ms). Linux `getsockopt(TCP_INFO)` (tcp(7)); the fields read are in
+/// the struct's first 104 bytes, there since Linux 2.6. `None` if the call fails.
+pub fn view(s: &TcpStream) -> Option<TcpView> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcp_info is plain old data; all-zero is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `info`, which outlives the call; the kernel
+    // writes at most `len` bytes and updates `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    // The last ACK field ends at byte 60.
+    if rc != 0 || (len as usize) < 60 {
+        return None;
+    }
+    Some(TcpView {
+        unanswered: info.tcpi_retransmits.saturating_add(info.tcpi_probes),
+        last_ack_ms: u64::from(info.tcpi_last_ack_recv),
+    })
+}
+
+/// Arms the freeze watch's keepalive on `s`: idle and interval one second (the kernel's
+/// granularity), so a probe goes out at once when the socket has been quiet that long and every
+/// second after; the kernel resets its count on any ACK. Best effort.
+pub fn arm_probe(s: &TcpStream) {
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(std::time::Duration::from_secs(1))
+        .with_interval(std::time::Duration::from_secs(1));
+    let _ = socket2::SockRef::from(s).set_tcp_keepalive(&ka);
+}
+
+/// Undoes [`arm_probe`]: the configured keepalive (`idle`, as `net::dial::set_keepalive`), or
+/// none when `idle` is zero. Best effort.
+pub fn relax_probe(s: &TcpStream, idle: std::time::Duration) {
+    if idle.is_zero() {
+        let _ = socket2::SockRef::from(s).set_keepalive(false);
+    } else {
+        crate::net::dial::set_keepalive(s, idle);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +159,29 @@ mod tests {
             }
             std::thread::yield_now();
         }
+    }
+
+    /// A connected pair on loopback.
+    fn pair() -> (TcpStream, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (s, _) = l.accept().expect("accept");
+        (TcpStream::from_std(c), s)
+    }
+
+    #[test]
+    fn a_live_connection_has_nothing_unanswered() {
+        let (c, mut s) = pair();
+        use std::io::{Read, Write};
+        let mut c2 = c;
+        c2.write_all(b"hello").expect("write");
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).expect("read");
+        let v = view(&c2).expect("TCP_INFO on a TCP socket");
+        assert_eq!(v.unanswered, 0);
+        assert!(v.last_ack_ms < 5_000, "{v:?}");
+        arm_probe(&c2);
+        relax_probe(&c2, std::time::Duration::ZERO);
+        relax_probe(&c2, std::time::Duration::from_secs(30));
     }
 }

@@ -271,6 +271,50 @@ pub struct TlsStream {
     /// was full and the caller's buffer too); fed before the socket is read again. Empty, and
     /// unallocated, almost always.
     stash: Vec<u8>,
+    /// Where the record framing of everything read from the socket stands.
+    edge: RecordEdge,
+    /// While an HTTP response head is being read ([`TlsStream::stop_at_head`]): how much of
+    /// the blank line that ends it has been seen (0–3 bytes of `\r\n\r\n`).
+    head: Option<u8>,
+    /// Plaintext that came after the head, handed out before anything else is read.
+    held: Vec<u8>,
+}
+
+/// The TLS record framing of a ciphertext stream (RFC 8446 §5.1: a 5-byte header whose last
+/// two bytes are the length, then that many bytes): whether the stream stopped inside a
+/// record. rustls decrypts whole records only, so the bytes of one cut short by a frozen path
+/// never reach the relay; this is how the relay still knows a reply was under way.
+#[derive(Clone, Copy, Debug, Default)]
+struct RecordEdge {
+    /// Header bytes of the next record so far, and how many.
+    hdr: [u8; 5],
+    n: u8,
+    /// Bytes of the current record's body still to come.
+    left: u32,
+}
+
+impl RecordEdge {
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.left > 0 {
+                let take = bytes.len().min(self.left as usize);
+                self.left -= take as u32;
+                bytes = &bytes[take..];
+                continue;
+            }
+            self.hdr[self.n as usize] = bytes[0];
+            self.n += 1;
+            bytes = &bytes[1..];
+            if self.n == 5 {
+                self.n = 0;
+                self.left = u32::from(u16::from_be_bytes([self.hdr[3], self.hdr[4]]));
+            }
+        }
+    }
+
+    fn inside(&self) -> bool {
+        self.left > 0 || self.n > 0
+    }
 }
 
 thread_local! {
@@ -316,6 +360,9 @@ impl TlsStream {
             sock,
             tls,
             stash: Vec::new(),
+            edge: RecordEdge::default(),
+            head: None,
+            held: Vec::new(),
         })
     }
 
@@ -337,6 +384,20 @@ impl TlsStream {
     /// True while TLS records are queued for the socket.
     pub fn wants_write(&self) -> bool {
         self.tls.wants_write()
+    }
+
+    /// Makes reads stop at the end of an HTTP response head (the blank line) until one has
+    /// been read: what the peer sent right after it (a front that speaks at once after its
+    /// `101`) is held and handed out by the next reads, so the WebSocket upgrade, which reads
+    /// in chunks and keeps what it read past the head to itself, cannot swallow it.
+    pub fn stop_at_head(&mut self) {
+        self.head = Some(0);
+    }
+
+    /// True when the bytes read from the socket so far end inside a TLS record: part of a
+    /// record came and the rest has not (a reply under way that rustls cannot decrypt yet).
+    pub fn mid_record(&self) -> bool {
+        self.edge.inside()
     }
 
     /// Queues a TLS close_notify (best effort; the caller flushes).
@@ -430,11 +491,66 @@ impl TlsStream {
 }
 
 impl Read for TlsStream {
+    /// Plaintext into `buf`: held bytes first ([`TlsStream::stop_at_head`]), then from the
+    /// socket (see `read_plain`), cut after the end of an HTTP head while one is awaited.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.held.is_empty() {
+            let n = buf.len().min(self.held.len());
+            buf[..n].copy_from_slice(&self.held[..n]);
+            self.held.drain(..n);
+            return Ok(n);
+        }
+        let n = self.read_plain(buf)?;
+        if let Some(seen) = self.head {
+            if let Some(end) = head_end(seen, &buf[..n]) {
+                self.held.extend_from_slice(&buf[end..n]);
+                self.head = None;
+                return Ok(end);
+            }
+            self.head = Some(blank_line_progress(seen, &buf[..n]));
+        }
+        Ok(n)
+    }
+}
+
+/// Where in `data` an HTTP head ends (the index after `\r\n\r\n`), `seen` bytes of that
+/// blank line having come before `data`.
+fn head_end(mut seen: u8, data: &[u8]) -> Option<usize> {
+    for (i, &b) in data.iter().enumerate() {
+        seen = next_progress(seen, b);
+        if seen == 4 {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+/// Bytes of `\r\n\r\n` matched at the end of `data`, `seen` having been matched before it.
+fn blank_line_progress(mut seen: u8, data: &[u8]) -> u8 {
+    for &b in data {
+        seen = next_progress(seen, b);
+    }
+    seen
+}
+
+/// One step of matching `\r\n\r\n` (a `\r` after a partial match starts over at 1).
+fn next_progress(seen: u8, b: u8) -> u8 {
+    let want = if seen % 2 == 0 { b'\r' } else { b'\n' };
+    if b == want {
+        seen + 1
+    } else if b == b'\r' {
+        1
+    } else {
+        0
+    }
+}
+
+impl TlsStream {
     /// Plaintext into `buf`. Reads the socket (once per loop, at most `buf.len()` +
     /// [`RECORD_WIRE`] bytes, capped at [`SCRATCH_LEN`]) until there is plaintext, the socket would block
     /// (`WouldBlock`) or ends. `Ok(0)`: close_notify received; `UnexpectedEof`: TCP ended
     /// without it; `InvalidData` with [`TLS_ERROR_PREFIX`]: a TLS failure.
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_plain(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
@@ -456,6 +572,7 @@ impl Read for TlsStream {
                     Ok(got) => got,
                     Err(e) => return Err(e),
                 };
+                self.edge.feed(&scratch[..got]);
                 let (used, n) = self.feed(&scratch[..got], buf)?;
                 if used < got {
                     self.stash.extend_from_slice(&scratch[used..got]);
@@ -582,6 +699,44 @@ impl ServerCertVerifier for NoVerify {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_end_of_an_http_head_is_found_across_reads() {
+        let resp = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x82\x05hello";
+        let end = resp.len() - 7;
+        for cut in 1..resp.len() {
+            let (a, b) = resp.split_at(cut);
+            let found = match head_end(0, a) {
+                Some(e) => Some(e),
+                None => head_end(blank_line_progress(0, a), b).map(|e| e + cut),
+            };
+            assert_eq!(found, Some(end), "cut at {cut}");
+        }
+        assert_eq!(head_end(0, b"a\r\n\rx\r\n\r\n"), Some(9));
+        assert_eq!(head_end(0, b"a\r\r\n\r\n"), Some(6));
+        assert_eq!(head_end(0, b"no end\r\n"), None);
+    }
+
+    #[test]
+    fn the_record_edge_knows_a_stream_cut_inside_a_record() {
+        // Two application_data records (300 and 16384 bytes) fed 5 bytes at a time: inside
+        // while a header or a body is incomplete, at the boundary after each record.
+        let mut wire = vec![23, 3, 3, 1, 44];
+        wire.extend(vec![0xaa; 300]);
+        wire.extend([23, 3, 3, 0x40, 0x00]);
+        wire.extend(vec![0xbb; 0x4000]);
+        let mut e = RecordEdge::default();
+        let mut at = 0;
+        for (i, chunk) in wire.chunks(5).enumerate() {
+            e.feed(chunk);
+            at += chunk.len();
+            let boundary = at == 305 || at == wire.len();
+            assert_eq!(e.inside(), !boundary, "after chunk {i} ({at} bytes)");
+        }
+        assert!(!e.inside());
+        e.feed(&[23, 3]);
+        assert!(e.inside(), "half a header");
+    }
 
     #[test]
     fn default_config_builds_and_missing_ca_file_is_named() {

@@ -57,13 +57,16 @@ impl Upgrade {
     /// subprotocol when `subprotocol` is true (Telegram's front and CF-proxied domains want it;
     /// a Worker does not echo it). `origin` adds an `Origin` header.
     pub fn start(
-        stream: TlsStream,
+        mut stream: TlsStream,
         host: &str,
         path: &str,
         subprotocol: bool,
         origin: Option<&str>,
     ) -> Result<Upgrade, UpgradeError> {
         let req = request(host, path, subprotocol, origin)?;
+        // Bytes the front sends right after its 101 must reach the relay, not tungstenite's
+        // read buffer (dropped with it by `into_inner`).
+        stream.stop_at_head();
         let mid = ClientHandshake::start(stream, req, None)
             .map_err(|e| UpgradeError::Protocol(e.to_string()))?;
         Ok(Upgrade { mid: Some(mid) })

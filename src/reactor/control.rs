@@ -490,6 +490,12 @@ impl Reactor {
             reloads: Some((s.stats.reloads, s.stats.reloads_rejected)),
             counters,
             shared_list: self.cflist_status(),
+            frozen: s
+                .stats
+                .recent_frozen
+                .iter()
+                .map(|f| (*f, now.saturating_sub(f.at_ms)))
+                .collect(),
         }
     }
 }

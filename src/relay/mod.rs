@@ -14,13 +14,15 @@
 //! payload so both leave in one write (one TLS record, not a tiny one). Framing, masking and
 //! control frames are `net::wslink`'s; the end of the session is `end`'s one state machine; the
 //! replayable prefix of a session on a pooled upstream (kept until the upstream's first byte, and
-//! handed back by [`Relay::rewind`]) is `replay`'s; whether the upstream stalled is `stall`'s;
+//! handed back by [`Relay::rewind`]) is `replay`'s; whether what comes down is MTProto (and
+//! whether a reply is half-delivered) is `reply`'s; whether the upstream stalled is `stall`'s;
 //! timers, logging and route health are the shell's.
 
 pub mod end;
 #[cfg(test)]
 pub(crate) mod pipe;
 pub mod replay;
+pub mod reply;
 mod scratch;
 pub mod stall;
 #[cfg(test)]
@@ -35,6 +37,7 @@ use crate::rng::Rng;
 
 use end::{End, EndAction, EndEvent};
 use replay::Replay;
+use reply::{BadReply, Replies};
 pub use scratch::Scratch;
 pub use stall::StallWatch;
 
@@ -137,6 +140,11 @@ pub struct Relay {
     tag: Tag,
     init_dc: i16,
     secret_index: usize,
+    /// The downstream's framing and the first-reply check (`reply`); `None` when switched off
+    /// ([`Relay::trust_replies`]).
+    replies: Option<Replies>,
+    /// Why the downstream was found not to be MTProto ([`CloseReason::BadReply`]).
+    bad_reply: Option<BadReply>,
 }
 
 /// What [`Relay::rewind`] hands back to replay a session on a fresh upstream.
@@ -192,7 +200,12 @@ impl Relay {
             tag,
             init_dc,
             secret_index,
+            replies: Some(Replies::new(tag)),
+            bad_reply: None,
         };
+        if let Some(replies) = &mut r.replies {
+            replies.client_sent(r.up.unprocessed());
+        }
         match &mut r.link {
             Link::Raw => {
                 r.small[..INIT_LEN].copy_from_slice(&init.init);
@@ -225,6 +238,28 @@ impl Relay {
                 self.set_small(s.as_bytes());
             }
         }
+    }
+
+    /// Switches the downstream framing check off (`reply`): for tests that move arbitrary
+    /// bytes. [`Relay::mid_reply`] is then always false.
+    pub fn trust_replies(&mut self) {
+        self.replies = None;
+    }
+
+    /// True while a reply packet has begun and not ended: the client waits for the rest of it
+    /// (`reply`; the stall watch's strongest sign of a frozen path).
+    pub fn mid_reply(&self) -> bool {
+        self.replies.as_ref().is_some_and(Replies::mid_packet)
+    }
+
+    /// Reply packets completed so far (0 with the check off).
+    pub fn replies(&self) -> u64 {
+        self.replies.as_ref().map_or(0, Replies::packets)
+    }
+
+    /// Why the session ended with [`CloseReason::BadReply`], once it did.
+    pub fn bad_reply(&self) -> Option<BadReply> {
+        self.bad_reply
     }
 
     /// Keeps the client's plaintext for a replay until the upstream's first byte (a pooled
@@ -410,6 +445,9 @@ impl Relay {
             match read_once(client, space) {
                 Io::Done(n) => {
                     self.client_dec.apply(&mut space[..n]);
+                    if let Some(replies) = &mut self.replies {
+                        replies.client_sent(&space[..n]);
+                    }
                     if self.replay.armed() {
                         self.replay = Replay::keep(scratch.replay_buffer(), &[]);
                     }
@@ -703,6 +741,12 @@ impl Relay {
             };
             let region = self.down.unprocessed_mut(n);
             self.relay_dec.apply(region);
+            if let Some(replies) = &mut self.replies {
+                if let Err(bad) = replies.server_sent(region) {
+                    self.bad_reply = Some(bad);
+                    return Err(CloseReason::BadReply);
+                }
+            }
             self.client_enc.apply(region);
             self.down.advance(n);
             meter.bytes_down += n as u64;

@@ -1,42 +1,142 @@
-//! Stall detection for one session (docs/design.md §4 rule 7, the "16 KB freeze"): sans-IO,
-//! time as a parameter (ms). The session shell (`conn`) feeds it the payload counters after each
-//! relay step and arms a timer at the deadline it returns; this module only decides. Route
-//! health is the ladder's: the shell reports a stall as a fact.
+//! The freeze watch of one session (docs/design.md §4 rule 7, the "16 KB freeze"): sans-IO,
+//! time as a parameter (ms). The session shell (`conn`) feeds it the payload counters and the
+//! relay's reply state after each relay step ([`StallWatch::observe`]), the kernel's view of the
+//! upstream socket when a check is due ([`StallWatch::check`] with a [`TcpView`] from
+//! `net::tcp::view`), and how the session ended ([`StallWatch::at_close`]); it arms one timer
+//! at [`StallWatch::due`] and performs the [`Effect`]s. This module only decides; route health
+//! is the ladder's (the shell reports a [`Freeze`] as a fact).
 //!
-//! A stall is the upstream silent for the bound while the client waits for it: the client sent
-//! at least twice (two relay steps that moved bytes up) since the last downstream byte, and
-//! nothing came down for the bound after the latest of them. One send alone is not waiting: a
-//! client acknowledges what it received (`msgs_ack`), which the server never answers, so an
-//! idle session usually ends with one unanswered send. A stalled session asks again (a retry,
-//! a ping) and gets nothing. Counting from the latest send keeps a slow upload (many sends, the
-//! answer only after the last) from looking stalled. Upstream bytes waiting in the relay for
-//! the client to take them count as bytes down: a slow phone in the middle of a download keeps
-//! sending (acks, new requests) while the proxy holds what it has not read yet, and that
-//! silence is the client's, not the upstream's.
+//! **Waiting.** The client waits on the upstream when nothing it was sent is still held for it
+//! (a slow reader's silence is its own) and either a reply packet has begun and not ended
+//! (*mid-reply*: a server writes each transport packet whole, so a silence inside one is the
+//! path's), or the client sent something since the last byte down.
+//!
+//! **Verdicts** (each at most once per session):
+//! * [`Freeze::NoAck`], the kernel's proof (the field's form: every packet from the server
+//!   dropped, ACKs too). One *step* (`--stall-ack-timeout` / 5, 200 ms–1 s) into every quiet
+//!   spell that follows traffic — whether or not the client visibly waits: its request may have
+//!   been answered in part, at a packet boundary, and acknowledged before the freeze — the shell
+//!   arms a short TCP keepalive on the upstream ([`Effect::ArmProbe`]), so something of ours is
+//!   in flight, and samples `TCP_INFO` every step. A sample with at least two unanswered
+//!   transmissions (RTO retransmissions plus keepalive probes, which the kernel resets on any
+//!   ACK) and no ACK for `--stall-ack-timeout` is the verdict: that path carries nothing any
+//!   more, whatever the session was doing. Any ACK after the arming proves the path alive
+//!   until the next traffic ([`Effect::Relax`] restores the keepalive setting), so a quiet
+//!   spell costs one probe round trip and about four system calls.
+//! * [`Freeze::Silent`], the application's proof (the middlebox form: our bytes are ACKed,
+//!   nothing is delivered): nothing down for `--stall-timeout` inside a reply; or for
+//!   `--stall-timeout` after the latest of at least two client sends; or for twice that since
+//!   the first of them when the client sent at most [`REASK_MAX`] bytes (re-asks and pings, not
+//!   an upload, which can take long before its answer).
+//! * [`Freeze::GaveUp`] ([`StallWatch::at_close`]): the client closed while it had waited
+//!   `--stall-give-up` inside a reply, or while the kernel check had found nothing of ours
+//!   answered for that long. Real clients give up after a few seconds and reconnect, before
+//!   any bound above; a healthy server does not leave a reply half-sent for seconds.
+//!
+//! One unanswered send alone, outside a reply, is never an application-level verdict: a
+//! client's `msgs_ack` is never answered, so an idle session usually ends on one. Upstream
+//! bytes held for the client count as bytes down. A reply the middlebox form cuts at a packet
+//! boundary, for a client that asks once and never pings, looks like an idle session: it is
+//! seen only when the client asks again or gives up.
 
-/// Watches one session's counters for a stall. Reports at most once per session.
+use crate::error::Freeze;
+pub use crate::net::tcp::TcpView;
+
+/// Client bytes since the last byte down below which two or more unanswered sends are taken for
+/// re-asks (requests, pings) rather than an upload: see the module docs.
+pub const REASK_MAX: u64 = 16 * 1024;
+
+/// Unanswered transmissions (retransmissions + keepalive probes) a [`Freeze::NoAck`] needs.
+pub const UNANSWERED_MIN: u8 = 2;
+
+/// The watch's bounds, ms; 0 switches a check off.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StallBounds {
+    /// `--stall-timeout`: the application-level silence ([`Freeze::Silent`]).
+    pub silent_ms: u64,
+    /// `--stall-ack-timeout`: no ACK while something of ours is in flight ([`Freeze::NoAck`]).
+    pub ack_ms: u64,
+    /// `--stall-give-up`: a client closing after this long inside a reply ([`Freeze::GaveUp`]).
+    pub give_up_ms: u64,
+}
+
+impl StallBounds {
+    /// The kernel check's step: when the keepalive is armed after the wait began, and the
+    /// sampling interval (`ack_ms` / 5, between 200 ms and 1 s).
+    pub fn step_ms(&self) -> u64 {
+        (self.ack_ms / 5).clamp(200, 1_000)
+    }
+}
+
+/// What the shell does to the upstream socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing.
+    None,
+    /// Arm a short TCP keepalive (idle and interval one second): a probe goes out at once if
+    /// the socket has been quiet that long.
+    ArmProbe,
+    /// Restore the configured keepalive: the path answered, or the wait is over.
+    Relax,
+}
+
+/// Where the kernel check of the current quiet spell is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    /// Not armed; due one step into the next quiet spell after traffic.
+    Idle,
+    /// Keepalive armed at `at`; next sample due at `next`.
+    Armed { at: u64, next: u64 },
+    /// An ACK came after the arming: the path is alive until the next traffic.
+    Alive,
+    /// No kernel view (not a TCP socket the shell can read).
+    Blind,
+}
+
+/// Watches one session for a frozen upstream. See the module docs.
 #[derive(Clone, Copy, Debug)]
 pub struct StallWatch {
-    timeout_ms: u64,
+    b: StallBounds,
     up: u64,
     down: u64,
-    /// Steps that moved bytes up since the last downstream byte (saturating at 2).
+    /// The last byte down (or the start), ms.
+    last_down: u64,
+    /// Client bytes at the last byte down.
+    up_at_down: u64,
+    /// Relay steps that moved bytes up since the last byte down (saturating at 2), and when the
+    /// first and the latest of them were.
     sends: u8,
-    /// The latest of those steps (ms).
+    first_send: u64,
     last_send: u64,
-    reported: bool,
+    mid_reply: bool,
+    on_client: bool,
+    kernel: Kernel,
+    /// Traffic either way since the kernel last proved the path alive (or since the start).
+    unproven: bool,
+    /// The latest kernel sample while armed (for [`StallWatch::at_close`]).
+    sample: Option<TcpView>,
+    /// A verdict was given.
+    done: bool,
 }
 
 impl StallWatch {
-    /// A watch with the bound `timeout_ms` (`--stall-timeout`); 0 disables it.
-    pub fn new(timeout_ms: u64) -> StallWatch {
+    /// A watch with `bounds`, starting at `now` (ms).
+    pub fn new(bounds: StallBounds, now: u64) -> StallWatch {
         StallWatch {
-            timeout_ms,
+            b: bounds,
             up: 0,
             down: 0,
+            last_down: now,
+            up_at_down: 0,
             sends: 0,
+            first_send: 0,
             last_send: 0,
-            reported: false,
+            mid_reply: false,
+            on_client: false,
+            kernel: Kernel::Idle,
+            unproven: false,
+            sample: None,
+            done: false,
         }
     }
 
@@ -45,179 +145,207 @@ impl StallWatch {
     pub fn after(mut self, bytes_up: u64, bytes_down: u64) -> StallWatch {
         self.up = bytes_up;
         self.down = bytes_down;
+        self.up_at_down = bytes_up;
         self
     }
 
-    /// After a relay step at `now` with the session's payload totals (bytes up, bytes down)
-    /// and whether upstream bytes wait for the client to take them (`on_client`):
-    /// `Some(deadline)` (ms) when the watch has just armed (the client's second unanswered
-    /// send) and the caller should check at `deadline` ([`StallWatch::stalled`], then
-    /// [`StallWatch::due`]); `None` otherwise. Later sends push the deadline back without a
-    /// new timer: the check re-arms lazily. Bytes waiting for the client count as bytes down:
-    /// while the client is slow to read, the silence is its own, not the upstream's.
+    /// After a relay step at `now`: the session's payload totals (bytes up, bytes down),
+    /// whether a reply packet is half-delivered (`mid_reply`, `relay::reply`) and whether
+    /// upstream bytes wait for the client to take them (`on_client`). Returns what to do to the
+    /// upstream socket ([`Effect::Relax`] when a wait with the keepalive armed just ended); the
+    /// caller then re-arms its timer if [`StallWatch::due`] moved earlier.
     pub fn observe(
         &mut self,
         now: u64,
         (bytes_up, bytes_down): (u64, u64),
+        mid_reply: bool,
         on_client: bool,
-    ) -> Option<u64> {
+    ) -> Effect {
         let went_up = bytes_up > self.up;
         let came_down = bytes_down > self.down || on_client;
         self.up = bytes_up;
         self.down = bytes_down;
-        if self.timeout_ms == 0 || self.reported {
-            return None;
-        }
+        self.mid_reply = mid_reply;
+        self.on_client = on_client;
         if came_down {
-            // A send in the same step as a downstream byte is not counted: it may be the
-            // request just answered, or an ack of what came.
+            // A send in the same step as a byte down is not counted: it may be the request
+            // just answered, or an ack of what came.
+            self.last_down = now;
+            self.up_at_down = bytes_up;
             self.sends = 0;
+            return self.new_traffic();
+        }
+        if went_up {
+            if self.sends == 0 {
+                self.first_send = now;
+            }
+            self.last_send = now;
+            self.sends = self.sends.saturating_add(1).min(2);
+            // An armed check goes on (what the client sent is in flight too); a path proven
+            // alive before this send must be proven again.
+            if self.kernel == Kernel::Alive {
+                self.kernel = Kernel::Idle;
+            }
+            self.unproven = true;
+        }
+        Effect::None
+    }
+
+    /// Bytes came down: the quiet spell is over, the kernel check starts afresh with the next.
+    fn new_traffic(&mut self) -> Effect {
+        self.unproven = true;
+        self.sample = None;
+        match self.kernel {
+            Kernel::Armed { .. } => {
+                self.kernel = Kernel::Idle;
+                Effect::Relax
+            }
+            Kernel::Alive => {
+                self.kernel = Kernel::Idle;
+                Effect::None
+            }
+            Kernel::Idle | Kernel::Blind => Effect::None,
+        }
+    }
+
+    /// When the current wait began (ms), if the client waits on the upstream.
+    fn waiting_since(&self) -> Option<u64> {
+        if self.done || self.on_client {
             return None;
         }
-        if !went_up {
+        if self.mid_reply {
+            Some(self.last_down)
+        } else if self.sends > 0 {
+            Some(self.first_send)
+        } else {
+            None
+        }
+    }
+
+    /// When the application-level verdict falls due, if it can.
+    fn silent_due(&self) -> Option<u64> {
+        let silent = self.b.silent_ms;
+        if silent == 0 || self.waiting_since().is_none() {
             return None;
         }
-        self.last_send = now;
+        let mut due: Option<u64> = None;
+        let mut consider = |t: u64| due = Some(due.map_or(t, |d| d.min(t)));
+        if self.mid_reply {
+            consider(self.last_down + silent);
+        }
         if self.sends >= 2 {
+            consider(self.last_send + silent);
+            if self.up - self.up_at_down <= REASK_MAX {
+                consider(self.first_send + 2 * silent);
+            }
+        }
+        due
+    }
+
+    /// When the kernel check next needs a look, if it does.
+    fn kernel_due(&self) -> Option<u64> {
+        if self.b.ack_ms == 0 || self.done || self.on_client {
             return None;
         }
-        self.sends += 1;
-        (self.sends == 2).then_some(now + self.timeout_ms)
-    }
-
-    /// True (once per session) when the client sent at least twice since the last downstream
-    /// byte and nothing came down for the bound after its latest send, at `now`.
-    pub fn stalled(&mut self, now: u64) -> bool {
-        let waited = now.saturating_sub(self.last_send) >= self.timeout_ms;
-        if self.reported || self.sends < 2 || !waited {
-            return false;
+        match self.kernel {
+            Kernel::Idle if self.unproven => {
+                Some(self.last_down.max(self.last_send) + self.b.step_ms())
+            }
+            Kernel::Armed { next, .. } => Some(next),
+            Kernel::Idle | Kernel::Alive | Kernel::Blind => None,
         }
-        self.reported = true;
-        true
     }
 
-    /// When to check again (ms), if the watch is still armed and has not reported.
+    /// When to call [`StallWatch::check`] next (ms), if anything is pending.
     pub fn due(&self) -> Option<u64> {
-        (!self.reported && self.sends >= 2).then_some(self.last_send + self.timeout_ms)
+        match (self.silent_due(), self.kernel_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// True when a check at `now` would read the kernel's view: the caller samples `TCP_INFO`
+    /// only then.
+    pub fn wants_tcp(&self, now: u64) -> bool {
+        self.kernel_due().is_some_and(|t| t <= now)
+    }
+
+    /// A check at `now` (the timer fired), with the kernel's view of the upstream socket when
+    /// [`StallWatch::wants_tcp`] asked for it (`None`: not asked, or no view to be had). Returns
+    /// the effect on the socket and the verdict, if the session froze.
+    pub fn check(&mut self, now: u64, tcp: Option<TcpView>) -> (Effect, Option<Freeze>) {
+        if self.done {
+            return (Effect::None, None);
+        }
+        if self.silent_due().is_some_and(|t| t <= now) {
+            self.done = true;
+            return (Effect::None, Some(Freeze::Silent));
+        }
+        if !self.wants_tcp(now) {
+            return (Effect::None, None);
+        }
+        let Some(v) = tcp else {
+            self.kernel = Kernel::Blind;
+            return (Effect::None, None);
+        };
+        if v.unanswered >= UNANSWERED_MIN && v.last_ack_ms >= self.b.ack_ms {
+            self.done = true;
+            return (Effect::None, Some(Freeze::NoAck));
+        }
+        let next = now + self.b.step_ms();
+        match self.kernel {
+            Kernel::Armed { at, .. } if v.last_ack_ms < now - at => {
+                self.kernel = Kernel::Alive;
+                self.unproven = false;
+                self.sample = None;
+                (Effect::Relax, None)
+            }
+            Kernel::Armed { at, .. } => {
+                self.kernel = Kernel::Armed { at, next };
+                self.sample = Some(v);
+                (Effect::None, None)
+            }
+            _ => {
+                self.kernel = Kernel::Armed { at: now, next };
+                self.sample = Some(v);
+                (Effect::ArmProbe, None)
+            }
+        }
+    }
+
+    /// The session is closing at `now`, by the client (`by_client`) or otherwise, with the
+    /// kernel's last view of the upstream socket if the shell could take one (`tcp`): a client
+    /// that gave up after waiting `--stall-give-up` inside a reply, or while the armed kernel
+    /// check saw nothing of ours answered for that long, is a [`Freeze::GaveUp`].
+    pub fn at_close(&mut self, now: u64, by_client: bool, tcp: Option<TcpView>) -> Option<Freeze> {
+        let give_up = self.b.give_up_ms;
+        if self.done || !by_client || give_up == 0 {
+            return None;
+        }
+        let inside = self.mid_reply
+            && self.waiting_since().is_some()
+            && now.saturating_sub(self.last_down) >= give_up;
+        let unanswered = matches!(self.kernel, Kernel::Armed { .. })
+            && tcp
+                .or(self.sample)
+                .is_some_and(|v| v.unanswered >= 1 && v.last_ack_ms >= give_up);
+        if inside || unanswered {
+            self.done = true;
+            return Some(Freeze::GaveUp);
+        }
+        None
+    }
+
+    /// True while the kernel check is armed (the shell samples the socket at close then).
+    pub fn armed(&self) -> bool {
+        matches!(self.kernel, Kernel::Armed { .. })
+    }
+
+    /// Milliseconds since the last byte down at `now` (the freeze's silence so far).
+    pub fn silent_for(&self, now: u64) -> u64 {
+        now.saturating_sub(self.last_down)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A session: 10 KiB down at 0, then the client's sends at the given times, silence after.
-    fn waiting(sends: &[u64]) -> StallWatch {
-        let mut w = StallWatch::new(8_000);
-        assert_eq!(w.observe(0, (100, 10_240), false), None);
-        for (i, &t) in sends.iter().enumerate() {
-            w.observe(t, (200 + i as u64 * 100, 10_240), false);
-        }
-        w
-    }
-
-    #[test]
-    fn sixteen_kb_freeze_the_client_asks_twice_and_nothing_comes_down_for_the_bound() {
-        let mut w = StallWatch::new(8_000);
-        w.observe(0, (100, 0), false);
-        assert_eq!(
-            w.observe(50, (100, 16_384), false),
-            None,
-            "the first 16 KiB arrive"
-        );
-        assert_eq!(
-            w.observe(1_000, (200, 16_384), false),
-            None,
-            "one send: maybe an ack"
-        );
-        assert_eq!(
-            w.observe(3_000, (300, 16_384), false),
-            Some(11_000),
-            "asked again: armed"
-        );
-        assert!(!w.stalled(10_999));
-        assert!(w.stalled(11_000));
-        assert!(!w.stalled(20_000), "reported once");
-        assert_eq!(w.due(), None);
-        assert_eq!(w.observe(30_000, (500, 16_384), false), None);
-    }
-
-    #[test]
-    fn later_sends_push_the_check_back_so_a_slow_upload_is_not_a_stall() {
-        // A 512 KiB file part trickling up for 20 s; the answer comes right after the last.
-        let mut w = StallWatch::new(8_000);
-        w.observe(0, (0, 100), false);
-        assert_eq!(w.observe(1_000, (16_384, 100), false), None);
-        assert_eq!(w.observe(2_000, (32_768, 100), false), Some(10_000));
-        for t in (3..=21).map(|s| s * 1_000) {
-            w.observe(t, (t * 25, 100), false);
-        }
-        assert!(!w.stalled(10_000), "the client is still sending");
-        assert_eq!(w.due(), Some(29_000), "re-armed from the latest send");
-        assert_eq!(w.observe(21_300, (525_000, 150), false), None, "answered");
-        assert!(!w.stalled(29_000));
-        assert_eq!(w.due(), None);
-    }
-
-    #[test]
-    fn an_answer_in_time_disarms_it() {
-        let mut w = waiting(&[1_000, 2_000]);
-        assert_eq!(w.due(), Some(10_000));
-        assert_eq!(
-            w.observe(9_999, (300, 10_300), false),
-            None,
-            "a byte down before the bound"
-        );
-        assert!(!w.stalled(10_000));
-        assert!(!w.stalled(60_000));
-        // Waiting again later arms afresh.
-        w.observe(61_000, (400, 10_300), false);
-        assert_eq!(w.observe(62_000, (500, 10_300), false), Some(70_000));
-        assert!(w.stalled(70_000));
-    }
-
-    #[test]
-    fn one_unanswered_send_an_idle_session_or_an_ack_is_not_a_stall() {
-        let mut w = waiting(&[1_000]);
-        assert!(
-            !w.stalled(600_000),
-            "an ack after the last reply, then idleness"
-        );
-        assert_eq!(w.due(), None);
-        // An ack in the same step as the data it acknowledges does not count.
-        let mut w = StallWatch::new(8_000);
-        w.observe(0, (100, 5_000), false);
-        assert_eq!(w.observe(10, (200, 6_000), false), None);
-        assert_eq!(w.observe(20, (300, 6_000), false), None);
-        assert!(!w.stalled(100_000));
-        // Nothing sent at all.
-        let mut w = StallWatch::new(8_000);
-        w.observe(0, (0, 0), false);
-        assert!(!w.stalled(100_000));
-    }
-
-    #[test]
-    fn a_client_slow_to_read_is_not_a_stalled_upstream() {
-        let mut w = StallWatch::new(8_000);
-        w.observe(0, (100, 16_384), true);
-        // The client sends while the relay still holds bytes it has not taken.
-        assert_eq!(w.observe(1_000, (200, 16_384), true), None);
-        assert_eq!(w.observe(2_000, (300, 16_384), true), None);
-        assert!(!w.stalled(60_000));
-        assert_eq!(w.due(), None);
-        // Once it has taken everything, a silent upstream is a stall again.
-        w.observe(61_000, (400, 16_384), false);
-        assert_eq!(w.observe(62_000, (500, 16_384), false), Some(70_000));
-        assert!(w.stalled(70_000));
-    }
-
-    #[test]
-    fn zero_timeout_disables_it() {
-        let mut w = StallWatch::new(0);
-        for t in 0..10 {
-            assert_eq!(w.observe(t * 1_000, (t * 100, 0), false), None);
-        }
-        assert!(!w.stalled(1_000_000));
-        assert_eq!(w.due(), None);
-    }
-}
+mod tests;

@@ -22,7 +22,7 @@
 //! | `HostUnreachable`                         | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `Local`                                   | not ours | —       | —       | —       | —             | —              |
 //! | `ClosedAfterReply`                        | hard     | Down ≥ floor | Down ≥ floor | Down ≥ floor | unchanged | Down (longer) |
-//! | `Stalled`                                 | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
+//! | `Stalled`, `BadReply`                     | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `NetUnreachable`, `AddrUnavailable`       | not ours | —       | —       | —       | —             | —              |
 //! | `ProxyUnreachable`, `ProxyAuth`, `ProxyProtocol` | not ours | — | —     | —       | —             | —              |
 //! | `ProxySocks(_)`, `ProxyHttp(_)`           | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
@@ -37,8 +37,11 @@
 //! answers and then closes every session), so it is hard, and its cooldown is at least
 //! `Policy::closed_after_reply_ms` (jittered): a plain `resPQ` probe cannot see this fault, so
 //! a short cooldown would only hand the route back to the next storm of reconnects.
-//! `Stalled` (the upstream froze while a client waited) is hard: every transfer on such a route
-//! hangs, and its recovery is proven only by a probe that pulls more than the freeze threshold.
+//! `Stalled` (sessions on the route froze while their clients waited, or a probe that had to
+//! pull past the freeze size did not) is hard: every transfer on such a route hangs, and its
+//! recovery is proven only by a probe that pulls more than the freeze threshold. A single
+//! frozen session only doubts the route ([`Health::doubt`]: Up → Suspect); the ladder decides
+//! when freezes add up to `Stalled`. `BadReply` (what came down was not MTProto) is hard too.
 
 use crate::error::Failure;
 use crate::rng::Rng;
@@ -147,7 +150,7 @@ pub fn classify(f: Failure) -> Class {
         // Old flows died (a NAT flush), the route may well be fine: doubt, and a probe.
         Failure::SilentPooled => Class::Soft,
         Failure::Local => Class::NotRoute,
-        Failure::ClosedAfterReply | Failure::Stalled => Class::Hard,
+        Failure::ClosedAfterReply | Failure::Stalled | Failure::BadReply => Class::Hard,
         Failure::HostUnreachable => Class::Hard,
         Failure::NetUnreachable | Failure::AddrUnavailable => Class::NotRoute,
         // The outbound proxy's own failures are not the route's; its refusing the destination
@@ -359,6 +362,25 @@ impl Health {
             failure: Some(f),
             cooldown_ms: cooldown,
             quarantined,
+        })
+    }
+
+    /// Doubt without a cooldown (one frozen session, the ladder's call): `Up` → `Suspect`, the
+    /// failure `f` remembered; any other state is left as it is. Returns the change, if any.
+    pub fn doubt(&mut self, now: u64, f: Failure) -> Option<Change> {
+        self.last_failure = Some((f, now));
+        if self.state != State::Up {
+            return None;
+        }
+        let from = self.state;
+        self.state = State::Suspect;
+        self.last_change = now;
+        Some(Change {
+            from,
+            to: State::Suspect,
+            failure: Some(f),
+            cooldown_ms: 0,
+            quarantined: false,
         })
     }
 

@@ -315,9 +315,9 @@ impl Probe {
                             return Some(ProbeOutcome::Failed(Failure::ClosedEarly, None, detail));
                         }
                         Ok(false) => return None,
-                        Err(detail) => {
+                        Err((failure, detail)) => {
                             self.phase = Phase::Done;
-                            return Some(ProbeOutcome::Failed(Failure::ClosedEarly, None, detail));
+                            return Some(ProbeOutcome::Failed(failure, None, detail));
                         }
                     }
                 }
@@ -377,7 +377,7 @@ impl Probe {
 
     /// Decodes what arrived (answering WS pings on the next write); `Ok(true)` when a matching
     /// `resPQ` is in.
-    fn check_reply(&mut self, rng: &mut Rng) -> Result<bool, String> {
+    fn check_reply(&mut self, rng: &mut Rng) -> Result<bool, (Failure, String)> {
         let Some(dec) = self.relay_dec.as_mut() else {
             return Ok(false);
         };
@@ -386,7 +386,7 @@ impl Probe {
             let mut at = 0;
             loop {
                 match self.ws_dec.next(&self.raw_in[at..], &mut self.ws_enc) {
-                    Err(e) => return Err(format!("bad WS frame: {e}")),
+                    Err(e) => return Err((Failure::ClosedEarly, format!("bad WS frame: {e}"))),
                     Ok(Event::NeedMore) => break,
                     Ok(Event::Header(n) | Event::Control(n) | Event::AfterClose(n)) => at += n,
                     Ok(Event::Payload(n)) => {
@@ -395,7 +395,9 @@ impl Probe {
                         self.decoder.push(payload);
                         at += n;
                     }
-                    Ok(Event::Closed(..)) => return Err("WS close before resPQ".into()),
+                    Ok(Event::Closed(..)) => {
+                        return Err((Failure::ClosedEarly, "WS close before resPQ".into()))
+                    }
                 }
             }
             self.raw_in.drain(..at);
@@ -408,8 +410,9 @@ impl Probe {
         loop {
             match self.decoder.next() {
                 Ok(Some(msg)) => {
+                    // What came down is not the answer: not MTProto (`relay::reply`'s class).
                     if let Err(e) = packet::parse_res_pq(&msg, &self.nonce) {
-                        return Err(format!("bad resPQ: {e}"));
+                        return Err((Failure::BadReply, format!("bad resPQ: {e}")));
                     }
                     self.replies += 1;
                     self.pulled += msg.len();
@@ -418,7 +421,7 @@ impl Probe {
                     }
                 }
                 Ok(None) => break,
-                Err(e) => return Err(format!("bad transport packet: {e}")),
+                Err(e) => return Err((Failure::BadReply, format!("bad transport packet: {e}"))),
             }
         }
         if self.pull > 0 && self.asked - self.replies <= PULL_BATCH / 2 {

@@ -82,6 +82,15 @@ pub enum Fault {
     /// that crosses it sent complete), the connection goes silent: it reads and discards,
     /// never answers, never closes (the "16 KB freeze").
     StallAfterSent(usize),
+    /// WS front and TCP DC: the middlebox form of the "16 KB freeze" cut where it falls: once
+    /// this many bytes of its output went out (WS frames with their headers; raw bytes on
+    /// TCP), the rest is never sent — the frame and the transport packet it was in stay
+    /// half-delivered — and the connection reads and discards, never answers, never closes.
+    /// The kernel still ACKs everything (counted in `freezes`).
+    FreezeAfterBytes(usize),
+    /// Worker: after the 101, well-formed binary WS frames of random bytes (4 KiB each, every
+    /// 20 ms, 64 of them), never connecting to `dst`: a "Worker" that is not MTProto.
+    Garbage,
     /// WS front: after the first reply, a hand-made Close frame with this status code (e.g. a
     /// forbidden 999), then the end of the connection.
     CloseCodeAfterReply(u16),
@@ -127,16 +136,23 @@ pub struct MsgRecord {
     pub one_packet: bool,
 }
 
-/// A `BULK` request payload: `b"BULK"` ‖ count u32 LE ‖ size u32 LE. The DC answers with
-/// `count` packets of `size` bytes (rounded up to a multiple of 4), each [`bulk_payload`].
+/// The first 8 bytes of a `BULK` request and of every packet of its reply: where a real
+/// message carries its `auth_key_id`, which a real DC's reply repeats (the proxy checks that a
+/// first reply answers a key the client used, docs/protocol.md §3.7).
+pub const BULK_KEY: [u8; 8] = *b"BULKBULK";
+
+/// A `BULK` request payload: [`BULK_KEY`] ‖ count u32 LE ‖ size u32 LE. The DC answers with
+/// `count` packets of `size` bytes (rounded up to a multiple of 4, at least 12), each
+/// [`bulk_payload`].
 pub fn bulk_request(count: u32, size: u32) -> Vec<u8> {
-    let mut p = b"BULK".to_vec();
+    let mut p = BULK_KEY.to_vec();
     p.extend_from_slice(&count.to_le_bytes());
     p.extend_from_slice(&size.to_le_bytes());
     p
 }
 
-/// Packet `index` of a `BULK` reply: index u32 LE, then byte `i` = `(i·31 + index·7) mod 256`.
+/// Packet `index` of a `BULK` reply (`size` ≥ 12): [`BULK_KEY`], index u32 LE, then byte `i` =
+/// `(i·31 + index·7) mod 256`.
 pub fn bulk_payload(index: u32, size: usize) -> Vec<u8> {
     let mut p: Vec<u8> = (0..size)
         .map(|i| {
@@ -145,8 +161,11 @@ pub fn bulk_payload(index: u32, size: usize) -> Vec<u8> {
                 .wrapping_add(index.wrapping_mul(7)) as u8
         })
         .collect();
-    let n = size.min(4);
-    p[..n].copy_from_slice(&index.to_le_bytes()[..n]);
+    let n = size.min(8);
+    p[..n].copy_from_slice(&BULK_KEY[..n]);
+    if size >= 12 {
+        p[8..12].copy_from_slice(&index.to_le_bytes());
+    }
     p
 }
 
@@ -192,6 +211,10 @@ struct State {
     frozen_upto: usize,
     /// WS messages read and dropped by frozen connections.
     frozen_reads: usize,
+    /// Connections frozen by [`Fault::FreezeAfterBytes`].
+    freezes: usize,
+    /// Connections served [`Fault::Garbage`].
+    garbage: usize,
 }
 
 struct Shared {
@@ -272,6 +295,14 @@ impl DcHandle {
     /// WS messages read and dropped by connections frozen by [`DcHandle::freeze_live`].
     pub fn frozen_reads(&self) -> usize {
         self.shared.lock().frozen_reads
+    }
+    /// Connections frozen by [`Fault::FreezeAfterBytes`] so far.
+    pub fn freezes(&self) -> usize {
+        self.shared.lock().freezes
+    }
+    /// Worker connections served [`Fault::Garbage`] so far.
+    pub fn garbage(&self) -> usize {
+        self.shared.lock().garbage
     }
     /// Sessions closed by [`DcHandle::set_outage`] right after their relay init.
     pub fn outage_closes(&self) -> usize {
@@ -696,13 +727,13 @@ fn reply_to(p: &[u8], rng: &mut Rng) -> Reply {
     if p.starts_with(SINK) {
         return Reply::Nothing;
     }
-    if p.len() >= 12 && p.starts_with(b"BULK") {
-        let count = u32::from_le_bytes([p[4], p[5], p[6], p[7]]);
-        let size = u32::from_le_bytes([p[8], p[9], p[10], p[11]]) as usize;
+    if p.len() >= 16 && p.starts_with(&BULK_KEY) {
+        let count = u32::from_le_bytes([p[8], p[9], p[10], p[11]]);
+        let size = u32::from_le_bytes([p[12], p[13], p[14], p[15]]) as usize;
         let size = size
             .div_ceil(4)
             .saturating_mul(4)
-            .clamp(4, framing::MAX_PACKET);
+            .clamp(12, framing::MAX_PACKET);
         return Reply::Bulk { count, size };
     }
     Reply::Packet(p.to_vec())
@@ -874,6 +905,8 @@ fn drain_until_closed(sock: &mut TcpStream) {
 fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng: Rng, id: usize) {
     let mut rng = Some(rng);
     let mut session: Option<Session> = None;
+    // Bytes of output so far ([`Fault::FreezeAfterBytes`]).
+    let mut wire_out = 0usize;
     loop {
         let msg = ws.read();
         if let Ok(m) = &msg {
@@ -955,9 +988,17 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
             len: data.len(),
             one_packet,
         });
-        if !serve_chunk(shared, s, &data, fault, &mut |w| {
-            ws.send(Message::binary(w)).map_err(io::Error::other)
-        }) {
+        let served = serve_chunk(shared, s, &data, fault, &mut |w| match fault {
+            Fault::FreezeAfterBytes(limit) => {
+                let frame = raw_frame(0x82, &w);
+                cut_at(ws.get_mut(), &frame, &mut wire_out, limit)
+            }
+            _ => ws.send(Message::binary(w)).map_err(io::Error::other),
+        });
+        if matches!(fault, Fault::FreezeAfterBytes(limit) if wire_out >= limit) {
+            return frozen(shared, &mut ws.get_mut().sock);
+        }
+        if !served {
             return;
         }
         let raw = match fault {
@@ -980,17 +1021,41 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
 }
 
 /// An unmasked server frame (FIN set) with `first` as its first byte (FIN | opcode), for the
-/// faults that break RFC 6455 on purpose. Payloads up to 65535 bytes.
+/// faults that write frames by hand (RFC 6455 §5.2 lengths: 7-bit, 16-bit or 64-bit).
 fn raw_frame(first: u8, payload: &[u8]) -> Vec<u8> {
     let mut f = vec![first];
     if payload.len() < 126 {
         f.push(payload.len() as u8);
-    } else {
+    } else if payload.len() <= 0xffff {
         f.push(126);
         f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    } else {
+        f.push(127);
+        f.extend_from_slice(&(payload.len() as u64).to_be_bytes());
     }
     f.extend_from_slice(payload);
     f
+}
+
+/// Writes `bytes` to `w` unless that takes the output past `limit` bytes ([`Fault::
+/// FreezeAfterBytes`]): then only the part up to it, and an error so nothing more is sent.
+fn cut_at(w: &mut impl Write, bytes: &[u8], out: &mut usize, limit: usize) -> io::Result<()> {
+    let room = limit.saturating_sub(*out);
+    let n = bytes.len().min(room);
+    *out += n;
+    w.write_all(&bytes[..n])?;
+    w.flush()?;
+    if n < bytes.len() {
+        return Err(io::Error::other("frozen"));
+    }
+    Ok(())
+}
+
+/// A connection frozen by [`Fault::FreezeAfterBytes`]: counted, then it only reads until the
+/// peer gives up (the kernel keeps ACKing).
+fn frozen(shared: &Shared, sock: &mut TcpStream) {
+    shared.lock().freezes += 1;
+    drain_until_closed(sock);
 }
 
 /// Handles decrypted bytes for either transport; false = end the session.
@@ -1069,6 +1134,7 @@ fn serve_tcp(shared: &Shared, mut sock: TcpStream, fault: Fault, rng: Rng) {
         Err(_) => return,
     };
     let mut buf = vec![0u8; READ_CHUNK];
+    let mut wire_out = 0usize;
     loop {
         let n = match sock.read(&mut buf) {
             Ok(0) | Err(_) => break,
@@ -1077,7 +1143,14 @@ fn serve_tcp(shared: &Shared, mut sock: TcpStream, fault: Fault, rng: Rng) {
         shared.lock().bytes_in += n as u64;
         let chunk = &mut buf[..n];
         s.decrypt_chunk(chunk);
-        if !serve_chunk(shared, &mut s, chunk, fault, &mut |w| writer.write_all(&w)) {
+        let served = serve_chunk(shared, &mut s, chunk, fault, &mut |w| match fault {
+            Fault::FreezeAfterBytes(limit) => cut_at(&mut writer, &w, &mut wire_out, limit),
+            _ => writer.write_all(&w),
+        });
+        if matches!(fault, Fault::FreezeAfterBytes(limit) if wire_out >= limit) {
+            return frozen(shared, &mut sock);
+        }
+        if !served {
             break;
         }
     }

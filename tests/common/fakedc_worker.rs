@@ -102,6 +102,9 @@ pub(super) fn serve(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fa
         while ws.read().is_ok() {}
         return close_tls(ws.get_mut());
     }
+    if matches!(fault, Fault::Garbage) {
+        return garbage(shared, &mut ws);
+    }
     let tcp = match TcpStream::connect_timeout(&dst, DST_CONNECT_TIMEOUT) {
         Ok(t) => t,
         Err(_) => {
@@ -115,6 +118,28 @@ pub(super) fn serve(shared: &Shared, sock: TcpStream, cfg: Arc<ServerConfig>, fa
     let _ = ws.close(None);
     let _ = ws.flush();
     close_tls(ws.get_mut());
+}
+
+/// [`Fault::Garbage`]: well-formed binary frames of random bytes (64 of them, unless the
+/// proxy hangs up first), then it stays, reading and dropping, until the proxy hangs up: like a
+/// Worker that streams junk, it never ends the session itself.
+fn garbage(shared: &Shared, ws: &mut WebSocket<TlsStream>) {
+    shared.lock().garbage += 1;
+    let mut rng = tg_ws_proxy::rng::Rng::from_seed([9; 48]);
+    let _ = ws
+        .get_ref()
+        .sock
+        .set_write_timeout(Some(Duration::from_secs(10)));
+    for _ in 0..64 {
+        let mut junk = vec![0u8; 4096];
+        rng.fill(&mut junk);
+        if ws.send(Message::binary(junk)).is_err() {
+            return;
+        }
+    }
+    let _ = ws.get_ref().sock.set_read_timeout(None);
+    let mut sink = [0u8; 4096];
+    while matches!(ws.get_mut().read(&mut sink), Ok(n) if n > 0) {}
 }
 
 /// `IP` (→ port 443) or `IP:PORT`; IPv6 as `[IP]:PORT` or bare.

@@ -10,12 +10,14 @@
 #![allow(dead_code)]
 
 pub mod blackhole;
+pub mod ctl;
 pub mod dnsreply;
 pub mod eebed;
 pub mod fakedc;
 pub mod faketls;
 pub mod masksite;
 pub mod mtsession;
+pub mod netns;
 pub mod outproxy;
 pub mod plainrig;
 pub mod reader;

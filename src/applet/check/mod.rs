@@ -55,9 +55,11 @@ Usage: tg-ws-proxy check [--count N] [--dc LIST] [RUN FLAGS]
 
 For each DC (non-media and media) every route of the ladder is probed the way the proxy's
 background prober does it: TCP, TLS and the WebSocket upgrade where the tier has them, then an
-obfuscated2 init, req_pq_multi, and a resPQ with our nonce. A ws route is probed once per kws
-host name (DPI may treat the two names differently). Probes of one round run in parallel; each
-is bounded by --probe-timeout.
+obfuscated2 init, req_pq_multi, and a resPQ with our nonce; then more req_pq_multi until
+--stall-probe-bytes (32 KiB) of resPQ replies came down, past the ~16 KB after which a 16 KB
+freeze stops a connection (such a route shows as stalled, with the bytes it let through). A ws
+route is probed once per kws host name (DPI may treat the two names differently). Probes of one
+round run in parallel; each is bounded by --probe-timeout.
 
       --count N        rounds of probes, 1-100; latency is the median of the OK ones (1)
       --dc LIST        DC numbers to check, comma list, e.g. 2,4 (every production DC named in
@@ -70,7 +72,7 @@ work unchanged; the ones that matter here are --dc-ip, --tcp-dc-ip, --cf-worker-
 --hosts-file, --resolv-conf. No secret is needed: --secret-file and TG_SECRET are ignored.
 
 Table columns: DC, route (tier, DC, target; ws shows the kws name), result (OK, FLAKY k/N, or
-the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, dns,
+the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, stalled, dns,
 network-unreachable, host-unreachable, no-address), latency in ms (median of the OK rounds; of
 all rounds when none was OK), detail of the first failure. A route works when more than half
 of its rounds got a resPQ. A DC whose routes all failed with network-unreachable or no-address
@@ -380,20 +382,22 @@ pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()
     let mut poll = Poll::new()?;
     let clock = Instant::now();
     let timeout = cfg.probe_timeout.as_millis() as u64;
+    // Past the freeze size, so a route that freezes after ~16 KB shows as such.
+    let pull = cfg.stall_probe_bytes as usize;
     for _ in 0..count {
-        run_round(&mut poll, &tls, &mut rng, &clock, timeout, rows)?;
+        run_round(&mut poll, &tls, &mut rng, &clock, (timeout, pull), rows)?;
     }
     Ok(())
 }
 
-/// One round: every row's probe, started [`PACE_MS`] apart, all running together in the same
+/// One round: every row's probe (to `resPQ`, then `pull` bytes of them), started [`PACE_MS`] apart, all running together in the same
 /// [`Prober`] the proxy's background uses (row index = route id).
 fn run_round(
     poll: &mut Poll,
     tls: &std::sync::Arc<rustls::ClientConfig>,
     rng: &mut Rng,
     clock: &Instant,
-    timeout: u64,
+    (timeout, pull): (u64, usize),
     rows: &mut [Row],
 ) -> io::Result<()> {
     let now_ms = || clock.elapsed().as_millis() as u64;
@@ -423,7 +427,7 @@ fn run_round(
                 i,
                 rows[i].dc,
                 &spec,
-                (Goal::ResPq, 0),
+                (Goal::ResPq, pull),
                 now + timeout,
                 poll.registry(),
                 now,

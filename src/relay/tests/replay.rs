@@ -22,7 +22,8 @@ fn resume_on(rig: &mut Rig, resume: crate::relay::Resume, kind: LinkKind, down: 
 
 /// Points the rig at a fresh upstream (new pipes, a fake front that has seen nothing) relayed
 /// by `relay`.
-fn refront(rig: &mut Rig, relay: Relay) {
+fn refront(rig: &mut Rig, mut relay: Relay) {
+    relay.trust_replies();
     rig.relay = relay;
     let (up, front) = pair(4096, 4096);
     rig.up = up;

@@ -2,7 +2,7 @@
 //! report ([`Observation`], [`SessionEnd`]), what background work it hands out ([`Work`]) and
 //! the counters it keeps. Data only; the rules are in `mod.rs` and `rules.rs`.
 
-use crate::error::Failure;
+use crate::error::{Failure, Freeze};
 use crate::net::dial::DialSpec;
 
 use super::RouteId;
@@ -164,11 +164,25 @@ pub enum Observation {
         /// ready by this time is as old or older.
         taken_at: u64,
     },
-    /// A session on `route` stalled: its upstream sent nothing for `--stall-timeout` while the
-    /// client waited (`relay::StallWatch`). The session itself goes on (rule 4).
-    SessionStalled {
+    /// A session on `route` froze while its client waited (`relay::stall`): the kernel saw
+    /// nothing of ours acknowledged, or nothing came down for `--stall-timeout`, or the client
+    /// gave up inside a reply. The session was ended (a frozen session is dead; rule 4 protects
+    /// healthy ones). See `freeze.rs` for what it does to the route.
+    SessionFrozen {
         /// The route.
         route: RouteId,
+        /// How it froze.
+        freeze: Freeze,
+        /// Payload bytes down before it froze (the freeze's size: ~16 KB in the field).
+        after_bytes: u64,
+    },
+    /// A session on `route` failed after it started relaying for a reason that is the route's
+    /// (`Failure::BadReply`: what came down was not MTProto).
+    SessionFailed {
+        /// The route.
+        route: RouteId,
+        /// Failure class.
+        failure: Failure,
     },
 }
 

@@ -121,14 +121,17 @@ struct Slot<U> {
     /// A session on this route was ended by the upstream right after our WS ping: its
     /// sessions are not pinged before this time (ms; 0 = pings allowed), `--pings-off-for`.
     pings_off_until: u64,
-    /// The route's last failure was `stalled`: its probes must pull `--stall-probe-bytes`
-    /// (rule 7) until one succeeds.
+    /// The route's last failure was `stalled`, or a session on it froze: its probes must pull
+    /// `--stall-probe-bytes` (rule 7) until one succeeds.
     stall_probe: bool,
+    /// Its frozen sessions (`freeze.rs`).
+    freezes: freeze::Freezes,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 
 mod facts;
+mod freeze;
 mod front;
 mod reconfigure;
 mod rules;
@@ -420,12 +423,10 @@ impl<U: Pooled> Ladder<U> {
                     }
                     return None;
                 }
-                // A route down as stalled lets a session's first bytes through (the freeze
-                // comes after ~16 KB): only a pulling probe proves it recovered (rule 7). A
-                // last-resort session on it goes on, it just proves nothing.
-                if self.slots[route].stall_probe
-                    && matches!(self.table.routes[route].health.state(), State::Down { .. })
-                {
+                // A route down as stalled (or doubted for a frozen session) lets a session's
+                // first bytes through (the freeze comes after ~16 KB): only a pulling probe
+                // proves it recovered (rule 7). A session on it goes on, it just proves nothing.
+                if self.owes_pull(route) {
                     return None;
                 }
                 let change = self.succeed(route, rtt_ms, "session", now);
@@ -470,7 +471,12 @@ impl<U: Pooled> Ladder<U> {
             Observation::PooledSilent { route, taken_at } => {
                 self.pooled_silent(route, taken_at, now)
             }
-            Observation::SessionStalled { route } => self.fail(route, Failure::Stalled, None, now),
+            Observation::SessionFrozen {
+                route,
+                freeze,
+                after_bytes,
+            } => self.session_frozen(route, freeze, after_bytes, now),
+            Observation::SessionFailed { route, failure } => self.fail(route, failure, None, now),
         }
     }
 

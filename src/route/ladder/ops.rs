@@ -80,6 +80,10 @@ pub struct RouteStatus {
     pub pinned: bool,
     /// Retired by a reload ([`Ladder::reconfigure`]); `state` is then `retired`.
     pub retired: bool,
+    /// Sessions on the route that froze since start (docs/design.md §4 rule 7).
+    pub frozen: u64,
+    /// The latest freeze: how, the bytes down before it (the freeze's size), how long ago (ms).
+    pub last_freeze: Option<(crate::error::Freeze, u64, u64)>,
 }
 
 impl<U: Pooled> Ladder<U> {
@@ -213,6 +217,11 @@ impl<U: Pooled> Ladder<U> {
                     sessions: r.sessions,
                     pinned: !r.retired && self.pin_rank(id) == 0,
                     retired: r.retired,
+                    frozen: self.slots[id].freezes.total,
+                    last_freeze: self.slots[id]
+                        .freezes
+                        .last
+                        .map(|(f, bytes, at)| (f, bytes, now.saturating_sub(at))),
                 }
             })
             .collect()

@@ -108,7 +108,8 @@ impl<U: Pooled> Ladder<U> {
             | Observation::FillFailed { route, .. }
             | Observation::NotStarted { route, .. }
             | Observation::PooledSilent { route, .. }
-            | Observation::SessionStalled { route } => route,
+            | Observation::SessionFrozen { route, .. }
+            | Observation::SessionFailed { route, .. } => route,
         };
         self.table.routes[route].retired.then_some(route)
     }
@@ -156,6 +157,7 @@ impl<U: Pooled> Ladder<U> {
                 short_since: 0,
                 pings_off_until: 0,
                 stall_probe: false,
+                freezes: Default::default(),
             });
         }
     }

@@ -56,7 +56,10 @@ impl<U: Pooled> Ladder<U> {
             return None;
         }
         if f == Failure::Stalled {
+            // Its probes must pull past the freeze size, and its warm upstreams meet the same
+            // freeze: dropped now, not at the next sweep.
             self.slots[route].stall_probe = true;
+            self.slots[route].pool.flush();
         }
         let r = &mut self.table.routes[route];
         if f.is_network() {

@@ -54,7 +54,13 @@ fn a_removed_route_is_retired_never_planned_probed_or_filled_and_its_news_is_ign
     l.observe(Observation::SessionStarted { route: worker }, 120);
     first_byte(&mut l, worker, 120, 130);
     fail(&mut l, worker, Failure::Timeout, 140);
-    l.observe(Observation::SessionStalled { route: worker }, 150);
+    l.observe(
+        Observation::SessionFailed {
+            route: worker,
+            failure: Failure::Stalled,
+        },
+        150,
+    );
     assert_eq!(l.route(worker).health.state(), before);
     assert_eq!(l.sched(worker), Sched::Idle);
     for now in [200, 400_000, 10_000_000] {
@@ -191,7 +197,13 @@ fn a_stopped_ladder_closes_its_pools_and_hands_out_nothing() {
     assert_eq!(l.pool_len(ws), (0, 0));
     // Sessions still report; nothing is handed out and no deadline asks for a wake-up.
     fail(&mut l, ws, Failure::Timeout, 20);
-    l.observe(Observation::SessionStalled { route: ws }, 30);
+    l.observe(
+        Observation::SessionFailed {
+            route: ws,
+            failure: Failure::Stalled,
+        },
+        30,
+    );
     assert_eq!(l.next_deadline(), None);
     for now in [40, 1_000_000] {
         assert!(drain(&mut l, now).is_empty());

@@ -206,6 +206,16 @@ fn probe_pull(l: &mut Ladder<Fake>, route: RouteId, now: u64) -> u32 {
         .unwrap_or_else(|| panic!("no probe of {route} at {now}"))
 }
 
+/// A session on `r` froze at `now` after 16 KiB down (the kernel's proof).
+fn froze(l: &mut Ladder<Fake>, r: RouteId, now: u64) -> Option<crate::route::health::Change> {
+    let obs = Observation::SessionFrozen {
+        route: r,
+        freeze: crate::error::Freeze::NoAck,
+        after_bytes: 16_384,
+    };
+    l.observe(obs, now)
+}
+
 fn down_until(l: &Ladder<Fake>, r: RouteId) -> u64 {
     match l.route(r).health.state() {
         State::Down { until } => until,
@@ -214,28 +224,40 @@ fn down_until(l: &Ladder<Fake>, r: RouteId) -> u64 {
 }
 
 #[test]
-fn sixteen_kb_freeze_a_stalled_session_fails_its_route_and_only_a_pulling_probe_revives_it() {
+fn sixteen_kb_freeze_two_frozen_sessions_put_the_route_down_and_only_a_pulling_probe_revives_it() {
     // Issue 10, item 11: the first downstream byte marked the route good, so a route that
-    // answered resPQ and then froze every transfer stayed Up.
+    // answered resPQ and then froze every transfer stayed Up. Issue 19: at most two frozen
+    // sessions, whatever the client does, before new sessions go elsewhere for good.
     let c = cfg();
     let mut l = ladder(&c);
     let (ws, worker, _) = ids(&mut l);
     l.observe(Observation::SessionStarted { route: ws }, 0);
     first_byte(&mut l, ws, 0, 10);
-    let change = l
-        .observe(Observation::SessionStalled { route: ws }, 9_000)
-        .expect("the route leaves Up");
+    // The first: doubt (Suspect), new sessions prefer the proven routes, a pulling probe now.
+    let change = froze(&mut l, ws, 9_000).expect("the route leaves Up");
+    assert_eq!(change.to, State::Suspect);
     assert_eq!(change.failure, Some(Failure::Stalled));
     assert_eq!(plan(&mut l, 9_001)[0], worker, "new sessions go elsewhere");
+    assert_eq!(probe_pull(&mut l, ws, 9_001), c.stall_probe_bytes);
+    // A later session's first byte on it proves nothing (the freeze lets ~16 KB through).
+    first_byte(&mut l, ws, 9_100, 9_200);
+    assert_eq!(l.route(ws).health.state(), State::Suspect);
+    // The second within --stall-window: down as stalled.
+    let change = froze(&mut l, ws, 12_000).expect("down");
+    assert!(matches!(change.to, State::Down { .. }), "{change:?}");
+    assert_eq!(change.failure, Some(Failure::Stalled));
+    let status = &l.snapshot(12_000)[ws];
+    assert_eq!(status.frozen, 2);
+    assert_eq!(
+        status.last_freeze,
+        Some((crate::error::Freeze::NoAck, 16_384, 0))
+    );
     // The recovery probe must pull more than the freeze lets through.
-    let until = down_until(&l, ws);
-    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
-    // Still frozen: the pulling probe fails (stalled), and the next one pulls again.
     let failed = Observation::ProbeDone {
         route: ws,
         result: Err((Failure::Stalled, None)),
     };
-    l.observe(failed, until + 500);
+    l.observe(failed, 12_500);
     let until = down_until(&l, ws);
     assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
     // A timeout of the pulling probe does not make the next one plain either.
@@ -255,6 +277,36 @@ fn sixteen_kb_freeze_a_stalled_session_fails_its_route_and_only_a_pulling_probe_
     fail(&mut l, worker, Failure::Timeout, later);
     let until = down_until(&l, worker);
     assert_eq!(probe_pull(&mut l, worker, until), 0);
+}
+
+#[test]
+fn frozen_sessions_far_apart_only_doubt_the_route() {
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    assert_eq!(froze(&mut l, ws, 1_000).map(|c| c.to), Some(State::Suspect));
+    // The pulling probe finds it fine: Up again.
+    assert_eq!(probe_pull(&mut l, ws, 1_001), c.stall_probe_bytes);
+    probe_ok(&mut l, ws, 1_500);
+    assert!(is_up(&l, ws));
+    // The next freeze comes after the window: a doubt again, not Down.
+    let later = 1_000 + ms(c.stall_window) + 1;
+    assert_eq!(froze(&mut l, ws, later).map(|c| c.to), Some(State::Suspect));
+}
+
+#[test]
+fn a_frozen_session_drops_the_routes_warm_pool() {
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    first_byte(&mut l, ws, 0, 10);
+    l.observe(Observation::SessionStarted { route: ws }, 20);
+    assert!(fills_of(&drain(&mut l, 20)).contains(&ws));
+    l.fill_ready(ws, Fake::default(), 20, 40);
+    assert_eq!(l.pool_len(ws).0, 1);
+    froze(&mut l, ws, 1_000);
+    assert_eq!(l.pool_len(ws).0, 0, "dropped at once");
 }
 
 #[test]
@@ -293,8 +345,8 @@ fn a_last_resort_sessions_first_byte_does_not_revive_a_stalled_route() {
     let mut l = ladder(&c);
     let (ws, worker, tcp) = ids(&mut l);
     first_byte(&mut l, ws, 0, 10);
-    l.observe(Observation::SessionStalled { route: ws }, 9_000)
-        .expect("down as stalled");
+    froze(&mut l, ws, 8_000).expect("suspect");
+    froze(&mut l, ws, 9_000).expect("down as stalled");
     fail(&mut l, worker, Failure::Timeout, 9_000);
     fail(&mut l, tcp, Failure::Timeout, 9_000);
     assert_eq!(plan(&mut l, 9_100).len(), 3, "all listed as a last resort");
@@ -323,8 +375,7 @@ fn a_stall_while_the_network_is_down_cools_no_route() {
     assert!(fail(&mut l, worker, Failure::NetUnreachable, 1_000).is_none());
     assert!(l.network_down());
     assert!(
-        l.observe(Observation::SessionStalled { route: ws }, 9_000)
-            .is_none(),
+        froze(&mut l, ws, 9_000).is_none(),
         "a silence while the network is down says nothing about the route"
     );
     let silent = Observation::PooledSilent {
@@ -337,7 +388,5 @@ fn a_stall_while_the_network_is_down_cools_no_route() {
     first_byte(&mut l, worker, 9_600, 9_650);
     assert!(!l.network_down());
     first_byte(&mut l, ws, 9_700, 9_750);
-    assert!(l
-        .observe(Observation::SessionStalled { route: ws }, 20_000)
-        .is_some());
+    assert!(froze(&mut l, ws, 20_000).is_some());
 }

@@ -1,0 +1,122 @@
+//! The freeze watch's shell for one session (docs/design.md §4 rule 7): feeds the sans-IO
+//! watch (`relay::stall`) what the relay and the upstream socket show, performs its effects on
+//! the socket (the short keepalive), and acts on its verdicts — a session whose upstream froze
+//! is ended (it is dead, and the client only recovers by reconnecting), and the freeze is a
+//! fact for the ladder ([`Observation::SessionFrozen`]); so is a downstream that is not MTProto
+//! ([`Failure::BadReply`]). The decisions are the watch's and the ladder's; the timer kind is
+//! [`SessionTimer::Stall`].
+
+use super::*;
+use crate::error::Side;
+
+impl Conn {
+    /// Arms the stall check for the watch's next due time, unless one is armed for then or
+    /// earlier (a check with nothing to do is harmless; the watch re-arms from it).
+    pub(super) fn arm_stall(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(due) = self.stall.due() else {
+            return;
+        };
+        let due = due.max(ctx.now);
+        if let Some((t, at)) = self.stall_timer {
+            if at <= due {
+                return;
+            }
+            ctx.wheel.cancel(t);
+        }
+        let ev = self.timer_ev(SessionTimer::Stall);
+        self.stall_timer = Some((ctx.wheel.insert(due, ev), due));
+    }
+
+    /// The stall check is due: read the kernel's view if the watch wants it, perform the
+    /// effect, and end the session on a verdict. Only while both sides are open: after one
+    /// side ended, silence is the end.
+    pub(super) fn stall_due(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        self.stall_timer = None;
+        let Phase::Relay(r) = &mut self.phase else {
+            return Step::Progress;
+        };
+        if r.wants_linger() {
+            return Step::Progress;
+        }
+        let tcp = if self.stall.wants_tcp(ctx.now) {
+            r.tcp_view()
+        } else {
+            None
+        };
+        let (effect, verdict) = self.stall.check(ctx.now, tcp);
+        r.probe_effect(effect, ctx.cfg.tcp_keepalive);
+        if let Some(f) = verdict {
+            return self.froze(f, ctx);
+        }
+        self.arm_stall(ctx);
+        Step::Progress
+    }
+
+    /// The upstream froze (`f`): the ladder and the stats learn it, the client is told by the
+    /// close (it reconnects and re-sends), the line says so (folded per client).
+    fn froze(&mut self, f: Freeze, ctx: &mut Ctx<'_>) -> Step {
+        self.note_freeze(f, ctx);
+        Step::Close(CloseReason::UpstreamFrozen)
+    }
+
+    /// Records freeze `f` of this session: the session line, the stats, a folded warning and
+    /// the ladder's fact.
+    fn note_freeze(&mut self, f: Freeze, ctx: &mut Ctx<'_>) {
+        let after = self.info.meter.bytes_down;
+        self.info.froze = Some((f, after));
+        let Some(route) = self.info.route else { return };
+        ctx.stats.note_frozen(self.peer, route, f, after, ctx.now);
+        let label = ctx.ladder.route(route).label();
+        let silent = self.stall.silent_for(ctx.now) as f64 / 1000.0;
+        let peer = self.peer;
+        ctx.warn_client(
+            peer,
+            format_args!(
+                "upstream {label} froze after {} down ({f}: {silent:.1}s without a byte while \
+                 the client waited)",
+                human_bytes(after)
+            ),
+        );
+        let obs = Observation::SessionFrozen {
+            route,
+            freeze: f,
+            after_bytes: after,
+        };
+        ctx.ladder.observe(obs, ctx.now);
+    }
+
+    /// At the close of a relaying session: a client that gave up inside a reply is a freeze
+    /// (`StallWatch::at_close`), and a downstream that was not MTProto counts against the route.
+    pub(super) fn session_verdicts(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) {
+        let Phase::Relay(r) = &self.phase else {
+            return;
+        };
+        if reason == CloseReason::BadReply {
+            if let (Some(route), Some(bad)) = (self.info.route, r.bad_reply()) {
+                let label = ctx.ladder.route(route).label();
+                let peer = self.peer;
+                ctx.warn_client(
+                    peer,
+                    format_args!("upstream {label} sent what is not MTProto: {bad}"),
+                );
+                let obs = Observation::SessionFailed {
+                    route,
+                    failure: Failure::BadReply,
+                };
+                ctx.ladder.observe(obs, ctx.now);
+            }
+            return;
+        }
+        if self.info.froze.is_some() {
+            return;
+        }
+        let by_client = reason.side() == Side::Client;
+        let tcp = match &mut self.phase {
+            Phase::Relay(r) if by_client && self.stall.armed() => r.tcp_view(),
+            _ => None,
+        };
+        if let Some(f) = self.stall.at_close(ctx.now, by_client, tcp) {
+            self.note_freeze(f, ctx);
+        }
+    }
+}
