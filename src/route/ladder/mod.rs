@@ -8,7 +8,8 @@
 //! [`Pooled`]), and whether a route's sessions may be pinged ([`Ladder::pings_allowed`]). Must not touch:
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
 //! reports what sessions saw. The `front` tier's planning rule (domain fronting: only after the
-//! direct ws route failed at TLS or upgrade) is `front.rs`. The rules are docs/design.md §4;
+//! direct ws route failed at TLS or upgrade) is `front.rs`; which proof may end a flap quarantine
+//! (only a probe begun after it) is `quarantine.rs`. The rules are docs/design.md §4;
 //! each one is a unit test in
 //! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`,
 //! the field faults' rules 6 and 7, pings and a dead network in `tests/under_fire.rs`).
@@ -124,12 +125,16 @@ struct Slot<U> {
     /// The route's last failure was `stalled`: its probes must pull `--stall-probe-bytes`
     /// (rule 7) until one succeeds.
     stall_probe: bool,
+    /// When the route's last probe was handed out (ms): a probe begun before a flap
+    /// quarantine ended proves nothing about it (rule 3).
+    probe_started: u64,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 
 mod facts;
 mod front;
+mod quarantine;
 mod reconfigure;
 mod rules;
 mod spread;
@@ -422,9 +427,12 @@ impl<U: Pooled> Ladder<U> {
                 }
                 // A route down as stalled lets a session's first bytes through (the freeze
                 // comes after ~16 KB): only a pulling probe proves it recovered (rule 7). A
-                // last-resort session on it goes on, it just proves nothing.
-                if self.slots[route].stall_probe
-                    && matches!(self.table.routes[route].health.state(), State::Down { .. })
+                // last-resort session on it goes on, it just proves nothing. Nor does one on a
+                // quarantined route (rule 3): a flapping route works now and then, and only the
+                // probe after the quarantine may bring it back.
+                let health = &self.table.routes[route].health;
+                if matches!(health.state(), State::Down { .. })
+                    && (self.slots[route].stall_probe || health.quarantine_end().is_some())
                 {
                     return None;
                 }
@@ -436,6 +444,13 @@ impl<U: Pooled> Ladder<U> {
                 change
             }
             Observation::SessionEnded { route, end } => self.session_ended(route, end, now),
+            Observation::ProbeDone {
+                route,
+                result: Ok(_),
+            } if self.probe_predates_quarantine_end(route) => {
+                self.early_probe(route, now);
+                None
+            }
             Observation::ProbeDone { route, result } => self.probe_done(route, result, now),
             Observation::FillFailed {
                 route,
@@ -573,6 +588,7 @@ impl<U: Pooled> Ladder<U> {
             if let Some(at) = self.slots[id].sched.at() {
                 if at <= now {
                     if let Some(w) = self.probe_due(id, now, resolve) {
+                        self.slots[id].probe_started = now;
                         return Some(w);
                     }
                 }

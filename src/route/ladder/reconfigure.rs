@@ -156,6 +156,7 @@ impl<U: Pooled> Ladder<U> {
                 short_since: 0,
                 pings_off_until: 0,
                 stall_probe: false,
+                probe_started: 0,
             });
         }
     }
