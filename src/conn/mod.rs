@@ -140,8 +140,9 @@ pub struct Ctx<'a> {
     /// Per-client-address limits (`per_ip`): admitted after the PROXY header / at accept,
     /// released at close.
     pub per_ip: &'a mut per_ip::PerIp,
-    /// Local addresses of live mask connections, for the loop check at accept (`mask`).
-    pub mask_locals: &'a mut mask::MaskLocals,
+    /// Our live mask connections by both ends, for the loop checks at accept and after a
+    /// PROXY header (`mask::MaskConns`).
+    pub mask_conns: &'a mut mask::MaskConns,
     /// Unix seconds on the wall clock, read by the reactor once per loop iteration (like `now`)
     /// while an `ee` secret is configured; only fake-TLS timestamps use it.
     pub wall_s: u64,

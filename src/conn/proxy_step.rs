@@ -8,8 +8,12 @@
 //! `--handshake-timeout` (the same deadline the init has) closes at once as `proxy-header`, with
 //! one rate-limited line saying what was wrong. Then (or at once, without the flag) the address
 //! is admitted by `conn::per_ip`; a refusal closes at once as `per-ip-limit` / `per-ip-rate`.
+//! A header whose two ends are one of our own mask connections' (`mask::MaskConns`: the mask
+//! host is a balancer in front of this listener) closes at once as `mask-loop`.
 //! The admission's key is released by `Conn::close`, exactly once. Hands over to
 //! `Phase::Handshake(Handshake::new())`.
+
+use std::net::SocketAddr;
 
 use super::handshake::Handshake;
 use super::per_ip::Refusal;
@@ -57,6 +61,27 @@ impl Conn {
         self.admit(ctx)
     }
 
+    /// A PROXY header whose two ends are one of our own mask connections' (`source` its local
+    /// address, `dest` the one it connected to): the mask host is a balancer that leads back
+    /// to this listener. Closed as `mask-loop` at once, before anything is masked again; the
+    /// mask session it came from ends when the balancer closes its side.
+    fn header_mask_loop(
+        &mut self,
+        source: SocketAddr,
+        dest: SocketAddr,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<Step> {
+        ctx.mask_conns.owner(source, dest)?;
+        let reason = CloseReason::MaskLoop;
+        ctx.warn_client(
+            self.peer,
+            format_args!(
+                "refused: {reason}: its PROXY header names our own mask connection {source} →                  {dest} (the mask host leads back to this listener through the balancer)"
+            ),
+        );
+        Some(Step::Close(reason))
+    }
+
     /// Peeks at the socket and consumes what is known to be header: all of the peeked bytes
     /// while they are only a prefix (so the next peek sees an end of stream as such), exactly
     /// the rest once the header is complete. `Ok(true)`: done (the peer may have been
@@ -66,7 +91,7 @@ impl Conn {
             return Ok(false);
         };
         // Each round consumes at least one byte or returns; the header is at most MAX_HEADER.
-        let (source, consumed) = loop {
+        let (source, dest, consumed) = loop {
             let len = pre.got;
             let n = loop {
                 match self.client.tcp().peek(&mut pre.buf[len..]) {
@@ -104,14 +129,23 @@ impl Conn {
                 }
             }
             pre.got = len + take;
-            if let Ok(Parsed::Done { source, consumed }) = proxy_header::parse(&pre.buf[..pre.got])
+            if let Ok(Parsed::Done {
+                source,
+                dest,
+                consumed,
+            }) = proxy_header::parse(&pre.buf[..pre.got])
             {
-                break (source, consumed);
+                break (source, dest, consumed);
             }
         };
         debug_assert_eq!(consumed, pre.got);
         pre.header = false;
         pre.buf = Box::default();
+        if let (Some(src), Some(dst)) = (source, dest) {
+            if let Some(step) = self.header_mask_loop(src, dst, ctx) {
+                return Err(step);
+            }
+        }
         if let Some(src) = source {
             log::debug!("client {} is {src} by its PROXY header", self.peer);
             self.peer = src;

@@ -1,0 +1,57 @@
+//! Running one test inside a user and network namespace of its own (`unshare -rn`), for what
+//! needs the namespace's root: its own `ip_local_port_range`, nftables rules. The test binary
+//! runs itself again (`--exact NAME`) inside the namespace with loopback up; nothing in there
+//! can reach any other network. Where user namespaces are refused, the test is skipped with a
+//! loud line (the only allowed skip).
+
+use std::process::Command;
+
+/// Set in the inner run.
+const INNER: &str = "TG_TEST_IN_NETNS";
+
+/// Runs test `name` of this test binary again inside a fresh user + network namespace, after
+/// bringing loopback up and running `setup` (shell, as the namespace's root). Returns true in
+/// that inner run (go on with the test body) and false in the outer one, after asserting that
+/// the inner run passed (its output is echoed). Where `unshare -rn` is refused: a loud
+/// `SKIPPED` line and false.
+pub fn enter(name: &str, setup: &str) -> bool {
+    if std::env::var_os(INNER).is_some() {
+        return true;
+    }
+    let probe = Command::new("unshare").args(["-rn", "true"]).output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "SKIPPED {name}: user and network namespaces are refused here (unshare -rn: {})",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return false;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED {name}: cannot run unshare: {e}");
+            return false;
+        }
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let script = format!("ip link set lo up && {setup} && exec \"$0\" \"$@\"");
+    let out = Command::new("unshare")
+        .args(["-rn", "sh", "-c", &script])
+        .arg(&exe)
+        .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(INNER, "1")
+        .output()
+        .expect("spawn unshare");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{name} inside its namespace failed ({}):\n{text}",
+        out.status
+    );
+    eprintln!("{name} (in its own network namespace):\n{text}");
+    false
+}
