@@ -39,12 +39,13 @@ pub use conns::{Ends, MaskConns};
 /// Each direction's splice buffer, bytes (one TLS record and some).
 pub const MASK_BUF: usize = 16 * 1024;
 
-/// Why a client is masked: a fake-TLS verdict or non-TLS bytes on a port whose secrets are all
-/// `ee`.
+/// Why a client is masked: a fake-TLS verdict, non-TLS bytes on a port whose secrets are all
+/// `ee`, or a connection over a per-client limit (`conn::per_ip`: masked whatever it sent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MaskWhy {
     Hello(Reject),
     NotTls,
+    OverLimit,
 }
 
 impl MaskWhy {
@@ -57,6 +58,7 @@ impl MaskWhy {
             MaskWhy::Hello(Reject::WrongSni) => 3,
             MaskWhy::Hello(Reject::Stale) => 4,
             MaskWhy::Hello(Reject::Replay) => 5,
+            MaskWhy::OverLimit => 6,
         }
     }
 }
@@ -246,7 +248,8 @@ impl Masking {
 }
 
 impl Conn {
-    /// Hands this client to the mask host: `why` is logged and counted; `captured` is every byte
+    /// Hands this client to the mask host: `why` is logged and counted (as `over-limit` for a
+    /// client over a per-client limit, whatever it sent); `captured` is every byte
     /// read from the client so far (replayed first, byte for byte; the caller bounds it, e.g.
     /// by its largest hello record); `sni` the hello's SNI if it parsed. Target: see
     /// [`mask_target`]. With `--no-mask`: one rate-limited bad-client line and a close as
@@ -263,6 +266,11 @@ impl Conn {
         if ctx.cfg.no_mask {
             return self.refuse_unmasked(why, ctx);
         }
+        let why = if self.over_limit() {
+            MaskWhy::OverLimit
+        } else {
+            why
+        };
         ctx.stats.masked[why.index()] += 1;
         let Some((host, port)) = mask_target(ctx.cfg, sni) else {
             return self.mask_failed(

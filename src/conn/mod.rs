@@ -214,8 +214,10 @@ pub struct Conn {
     stall: StallWatch,
     stall_timer: Option<TimerId>,
     info: SessionInfo,
-    /// The per-client-address admission to release at close (`per_ip`), once.
-    per_ip: Option<per_ip::Key>,
+    /// What the per-client-address admission gave this session (`per_ip`): given back at
+    /// close, once. [`per_ip::Held::MaskSlot`]: over a limit, handled like a client that is
+    /// not ours (masked whatever it sends).
+    per_ip: per_ip::Held,
     /// Timer settings kept from the start, whatever a reload changes (`timers::Kept`).
     kept: timers::Kept,
 }
@@ -282,7 +284,7 @@ impl Conn {
             stall: StallWatch::new(ctx.cfg.stall_timeout.as_millis() as u64),
             stall_timer: None,
             info: SessionInfo::default(),
-            per_ip: None,
+            per_ip: per_ip::Held::Nothing,
             kept: timers::Kept::of(ctx.cfg),
         })
     }
@@ -371,9 +373,7 @@ impl Conn {
         if let Some(t) = self.stall_timer.take() {
             ctx.wheel.cancel(t);
         }
-        if let Some(key) = self.per_ip.take() {
-            ctx.per_ip.release(key, ctx.now);
-        }
+        ctx.per_ip.end(std::mem::take(&mut self.per_ip), ctx.now);
         if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
             let by_upstream = matches!(
                 reason,
@@ -506,6 +506,12 @@ enum Step {
 }
 
 impl Conn {
+    /// Over a per-client limit and handled like a client that is not ours (`per_ip`,
+    /// `--per-ip-mask`).
+    fn over_limit(&self) -> bool {
+        self.per_ip == per_ip::Held::MaskSlot
+    }
+
     /// The tier this session is relaying over now; `None` while it is still connecting.
     pub fn relaying_tier(&self) -> Option<Tier> {
         self.info.connected_ms.and(self.info.tier)

@@ -7,16 +7,19 @@
 //! malformed or oversize header, an end of stream inside it, or no complete header within
 //! `--handshake-timeout` (the same deadline the init has) closes at once as `proxy-header`, with
 //! one rate-limited line saying what was wrong. Then (or at once, without the flag) the address
-//! is admitted by `conn::per_ip`; a refusal closes at once as `per-ip-limit` / `per-ip-rate`.
+//! is admitted by `conn::per_ip`; a refusal closes at once as `per-ip-limit` / `per-ip-rate`,
+//! unless an `ee` secret is configured and `--per-ip-mask` has a slot free: then the client
+//! goes on to the handshake as one that is not ours (`per_ip::Held::MaskSlot`: masked whatever
+//! it sends, `handshake` and `mask`).
 //! A header whose two ends are one of our own mask connections' (`mask::MaskConns`: the mask
 //! host is a balancer in front of this listener) closes at once as `mask-loop`.
-//! The admission's key is released by `Conn::close`, exactly once. Hands over to
+//! What the admission gave is given back by `Conn::close`, exactly once. Hands over to
 //! `Phase::Handshake(Handshake::new())`.
 
 use std::net::SocketAddr;
 
 use super::handshake::Handshake;
-use super::per_ip::Refusal;
+use super::per_ip::{Admission, Held, Refusal};
 use super::{Conn, Ctx, Phase, Step};
 use crate::error::CloseReason;
 use crate::net::io::{read_once, Io};
@@ -168,32 +171,54 @@ impl Conn {
         Step::Close(CloseReason::ProxyHeader)
     }
 
-    /// Admits the client's address (`conn::per_ip`) and starts the handshake, or refuses.
+    /// Admits the client's address (`conn::per_ip`) and starts the handshake; over a limit,
+    /// with an `ee` secret and a free slot of `--per-ip-mask`, starts it too, for a client that
+    /// is not ours (masked whatever it sends: to an observer an over-limit connection must look
+    /// like the site, ours included); else refuses at once.
     fn admit(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        match ctx.per_ip.admit(self.peer.ip(), ctx.now) {
-            Ok(key) => {
-                self.per_ip = key;
-                self.phase = Phase::Handshake(Handshake::new());
-                Step::Progress
-            }
-            Err(r) => {
-                let (reason, why) = match r {
-                    Refusal::Limit => (
-                        CloseReason::PerIpLimit,
-                        format!("{} sessions from this address (--max-per-ip)", ctx.cfg.max_per_ip),
-                    ),
-                    Refusal::Rate => (
-                        CloseReason::PerIpRate,
-                        format!(
-                            "more than {} new connections at once, {}/s after (--per-ip-burst, --per-ip-rate)",
-                            ctx.cfg.per_ip_burst, ctx.cfg.per_ip_rate
-                        ),
-                    ),
-                };
+        let can_mask = !ctx.ee_keys.is_empty() && !ctx.cfg.no_mask;
+        let (held, refusal) = match ctx.per_ip.admit_or_mask(self.peer.ip(), ctx.now, can_mask) {
+            Admission::Admitted(held) => (held, None),
+            Admission::Masked(r) => (Held::MaskSlot, Some(r)),
+            Admission::Refused(r) => {
+                let (reason, why) = over_limit(r, ctx);
                 let peer = self.peer;
                 ctx.warn_client(peer, format_args!("refused: {reason}: {why}"));
-                Step::Close(reason)
+                return Step::Close(reason);
             }
+        };
+        if let Some(r) = refusal {
+            let (reason, why) = over_limit(r, ctx);
+            let peer = self.peer;
+            ctx.warn_client(
+                peer,
+                format_args!(
+                    "over a limit ({reason}: {why}): masked like a client that is not ours"
+                ),
+            );
         }
+        self.per_ip = held;
+        self.phase = Phase::Handshake(Handshake::new());
+        Step::Progress
+    }
+}
+
+/// The close reason of refusal `r` and what it says about the limit.
+fn over_limit(r: Refusal, ctx: &Ctx<'_>) -> (CloseReason, String) {
+    match r {
+        Refusal::Limit => (
+            CloseReason::PerIpLimit,
+            format!(
+                "{} sessions from this address (--max-per-ip)",
+                ctx.cfg.max_per_ip
+            ),
+        ),
+        Refusal::Rate => (
+            CloseReason::PerIpRate,
+            format!(
+                "more than {} new connections at once, {}/s after (--per-ip-burst, --per-ip-rate)",
+                ctx.cfg.per_ip_burst, ctx.cfg.per_ip_rate
+            ),
+        ),
     }
 }

@@ -324,14 +324,7 @@ impl Reactor {
                 attempt_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
                 client_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
                 unserved_log: std::array::from_fn(|_| RateLimited::new(BAD_LOG_INTERVAL_MS / 10)),
-                per_ip: PerIp::new(
-                    Limits {
-                        max_per_ip: cfg.max_per_ip.min(u32::MAX as usize) as u32,
-                        rate: cfg.per_ip_rate,
-                        burst: cfg.per_ip_burst,
-                    },
-                    capacity,
-                ),
+                per_ip: PerIp::new(Limits::of(&cfg), capacity),
                 mask_conns: MaskConns::new(capacity),
                 listen,
                 ladder,
