@@ -136,7 +136,11 @@ fn burst(addr: SocketAddr, hellos: &[Vec<u8>]) -> usize {
         .iter()
         .map(|h| Probe::send(addr, h.clone()))
         .collect();
-    probes.iter_mut().map(|p| p.answered()).filter(Result::is_ok).count()
+    probes
+        .iter_mut()
+        .map(|p| p.answered())
+        .filter(Result::is_ok)
+        .count()
 }
 
 fn ctl_path() -> PathBuf {
