@@ -79,7 +79,8 @@ impl Conn {
         ctx.warn_client(
             self.peer,
             format_args!(
-                "refused: {reason}: its PROXY header names our own mask connection {source} →                  {dest} (the mask host leads back to this listener through the balancer)"
+                "refused: {reason}: its PROXY header names our own mask connection {source} → \
+                 {dest} (the mask host leads back to this listener through the balancer)"
             ),
         );
         Some(Step::Close(reason))
