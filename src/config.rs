@@ -245,6 +245,10 @@ pub struct Config {
     pub per_ip_rate: u32,
     /// New connections an idle client address may open at once (`--per-ip-burst`, 64).
     pub per_ip_burst: u32,
+    /// Connections over `max_per_ip` or the rate that are handled like clients that are not
+    /// ours (masked) at once, over every address together, while an `ee` secret is configured
+    /// (`--per-ip-mask`, 64; 0 = every one closed at once); past it they are closed.
+    pub per_ip_mask: u32,
     /// A fake-TLS ClientHello whose timestamp is further than this from the wall clock is
     /// refused as stale, once the clock is trusted (`--tls-time-window`, 120 s; 0 = timestamps
     /// never checked; `mtproto::faketls::clock` has the trust rule).
@@ -385,6 +389,7 @@ impl Config {
             max_per_ip: 128,
             per_ip_rate: 20,
             per_ip_burst: 64,
+            per_ip_mask: 64,
             tls_time_window: Duration::from_secs(120),
             replay_cache: 8192,
             drain_timeout: Duration::from_secs(5),

@@ -99,14 +99,16 @@ pub struct Stats {
 }
 
 /// Why clients were masked, as the stats line names them (the order of `conn::mask::MaskWhy`'s
-/// index): non-TLS bytes on an ee-only port, then the fake-TLS gate's reasons.
-pub const MASK_WHY_NAMES: [&str; 6] = [
+/// index): non-TLS bytes on an ee-only port, then the fake-TLS gate's reasons, then a
+/// connection over a per-client limit (`--per-ip-mask`).
+pub const MASK_WHY_NAMES: [&str; 7] = [
     "not-tls",
     "malformed",
     "wrong-key",
     "wrong-sni",
     "stale",
     "replay",
+    "over-limit",
 ];
 
 impl Stats {

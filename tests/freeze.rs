@@ -270,7 +270,7 @@ const KERNEL_BOUND: Duration = Duration::from_secs(10);
 /// Inside a namespace: the front, the rule that freezes every connection to it after 16 KiB
 /// from it, the ladder. `None` in the outer run (the inner one was run and checked).
 fn kernel_rig(test: &str) -> Option<(FakeDc, Ctl, FakeDc, FakeDc, Proxy)> {
-    if !netns::enter(test) {
+    if !netns::enter(test, netns::FREEZE_SETUP) {
         return None;
     }
     let front = FakeDc::start_tls_ws(DcConfig::default());

@@ -248,8 +248,14 @@ pub fn summary(c: &Config) -> Vec<String> {
         (Some((h, p)), false) => format!("{h}:{p}"),
         (None, false) => "the ee secret's domain:443".to_string(),
     };
+    // Over a limit a connection is masked (within --per-ip-mask) only where masking runs.
+    let over = if has_ee && !c.no_mask && c.per_ip_mask > 0 {
+        format!(", over them masked (up to {} at once)", c.per_ip_mask)
+    } else {
+        String::new()
+    };
     lines.push(format!(
-        "clients: proxy-protocol {}; per address: max {} sessions, rate {} burst {}; mask {} \
+        "clients: proxy-protocol {}; per address: max {} sessions, rate {} burst {}{over}; mask {} \
          (connect {} idle {})",
         if c.proxy_protocol { "required" } else { "off" },
         cap(c.max_per_ip as u64, ""),

@@ -642,6 +642,17 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         kind: Value(|d, s| parse_in_range(s, 1, 100_000).map(|n| d.config.per_ip_burst = n as u32)),
     },
     Opt {
+        long: "--per-ip-mask", short: None, aliases: &[], env: &["TG_PER_IP_MASK"],
+        meta: "N", default: "64", group: Clients,
+        help: "with an ee secret, a connection over --max-per-ip or the rate is masked like a \
+               client that is not ours (a prober sees the site, not a refusal) while fewer \
+               than N such are open, all addresses together; past N, or N = 0: closed at once, \
+               0-65536",
+        kind: Value(|d, s| {
+            parse_in_range(s, 0, MAX_CONNECTIONS_LIMIT as u64).map(|n| d.config.per_ip_mask = n as u32)
+        }),
+    },
+    Opt {
         long: "--mask-host", short: None, aliases: &[], env: &["TG_MASK_HOST"],
         meta: "HOST[:PORT]", default: "none", group: Clients,
         help: "relay a client that is not ours (not a fake-TLS hello of any secret, or not TLS \

@@ -18,7 +18,9 @@
 //! inside them must open with the matched secret alone. A hello that is not ours, and any
 //! non-TLS client on a port whose secrets are all `ee`, goes to the mask host (`mask`) with
 //! every byte read so far; an `ee` secret never opens a plain init. With no `ee` secret a TLS
-//! start is today's `tls-to-plain-port` reject.
+//! start is today's `tls-to-plain-port` reject. A client over a per-client limit
+//! (`Conn::over_limit`, `--per-ip-mask`) is treated as one that is not ours whatever it sends:
+//! its hello is read and masked without being judged, and no init is accepted.
 //!
 //! Bad input (wrong secret, HTTP, TLS to a plain port, garbage) gets one rate-limited log line
 //! (HTTP as soon as its first bytes show it: `GET `, `POST`, `CONNECT `, the HTTP/2 preface…)
@@ -33,6 +35,7 @@ use log::{debug, info, warn};
 
 use super::connect::Connecting;
 use super::mask::MaskWhy;
+use super::per_ip::Held;
 use super::{Conn, Ctx, Phase, SessionTimer, Step};
 use crate::config::Config;
 use crate::error::CloseReason;
@@ -273,7 +276,13 @@ impl Conn {
             return Step::Progress;
         }
         let init = h.init;
-        match accept_plain(&init, ctx.keys, &ctx.cfg.secrets) {
+        // Over a per-client limit no init is accepted: such a client is not ours.
+        let accepted = if self.per_ip == Held::MaskSlot {
+            None
+        } else {
+            accept_plain(&init, ctx.keys, &ctx.cfg.secrets)
+        };
+        match accepted {
             Some(accepted) => self.start_session(accepted, ctx),
             None if matches!(h.stage, Stage::InitOrBadHello) => {
                 let why = MaskWhy::Hello(Reject::Malformed);
@@ -307,6 +316,14 @@ impl Conn {
             return Step::Progress;
         }
         let record = std::mem::take(record);
+        if self.per_ip == Held::MaskSlot {
+            // Not judged (and not remembered by the replay cache): masked like a hello that is
+            // not ours, whatever it is.
+            let sni = hello::parse(&record)
+                .ok()
+                .and_then(|hello| hello.sni.map(<[u8]>::to_vec));
+            return self.start_mask(MaskWhy::OverLimit, record, sni.as_deref(), ctx);
+        }
         let verdict = ctx.gate.check(&record, ctx.ee_keys, ctx.wall_s, ctx.now);
         log_clock_events(ctx.gate, ctx.cfg);
         let acc = match verdict {
@@ -471,6 +488,9 @@ impl Conn {
     /// Logs a bad client once (rate-limited) and starts the bounded drain.
     fn reject(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) -> Step {
         let detail = match reason {
+            _ if self.over_limit() => {
+                "over a per-client limit: closed like a client that is not ours"
+            }
             CloseReason::HttpRequest => "HTTP request on the MTProto port",
             CloseReason::TlsClientHello => "TLS ClientHello on the plain MTProto port",
             _ if self.client.is_fake_tls() => "init inside fake-TLS does not match its secret",

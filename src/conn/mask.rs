@@ -7,13 +7,13 @@
 //! (two fixed [`MASK_BUF`] buffers allocated when masking starts, edge-triggered like the relay,
 //! half-close: an end of stream from one side is a `shutdown(Write)` on the other; the session
 //! ends when both ended, on an error, or after `--mask-idle-timeout` without a byte), the target
-//! choice ([`mask_target`]) and the loop checks ([`is_loop`] before connecting; [`MaskLocals`]
-//! for a connection from one of our own mask sockets at accept). The mask host's name comes from
+//! choice ([`mask_target`]) and the loop checks ([`is_loop`] before connecting; [`MaskConns`],
+//! `mask/conns.rs`, for a connection that is one of our own mask connections by both ends, at
+//! accept or by its PROXY header). The mask host's name comes from
 //! the resolver's cache (watched from the start by the reactor); the connect is bounded by
 //! `--mask-connect-timeout`. One line per masked session at close, folded per close reason.
 //! The mask socket uses the session's `Role::Up(0)` token.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
@@ -32,15 +32,20 @@ use crate::net::tcp::{self, check_connected, ConnectState};
 use crate::stats::{human_bytes, MASK_WHY_NAMES};
 use crate::token::{self, Role};
 
+mod conns;
+
+pub use conns::{Ends, MaskConns};
+
 /// Each direction's splice buffer, bytes (one TLS record and some).
 pub const MASK_BUF: usize = 16 * 1024;
 
-/// Why a client is masked: a fake-TLS verdict or non-TLS bytes on a port whose secrets are all
-/// `ee`.
+/// Why a client is masked: a fake-TLS verdict, non-TLS bytes on a port whose secrets are all
+/// `ee`, or a connection over a per-client limit (`conn::per_ip`: masked whatever it sent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MaskWhy {
     Hello(Reject),
     NotTls,
+    OverLimit,
 }
 
 impl MaskWhy {
@@ -53,6 +58,7 @@ impl MaskWhy {
             MaskWhy::Hello(Reject::WrongSni) => 3,
             MaskWhy::Hello(Reject::Stale) => 4,
             MaskWhy::Hello(Reject::Replay) => 5,
+            MaskWhy::OverLimit => 6,
         }
     }
 }
@@ -61,39 +67,6 @@ impl fmt::Display for MaskWhy {
     /// `not-tls`, or the gate's reason (`malformed`, `wrong-key`, ...).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(MASK_WHY_NAMES[self.index()])
-    }
-}
-
-/// Local addresses of our live mask connections → (slot, connection id) of their sessions:
-/// an accepted peer with one of these addresses is our own mask connection looping back.
-/// Capacity fixed at start (one entry per session at most).
-pub struct MaskLocals {
-    map: HashMap<SocketAddr, (u32, u32)>,
-    capacity: usize,
-}
-
-impl MaskLocals {
-    /// Room for `capacity` mask connections, allocated now.
-    pub fn new(capacity: usize) -> MaskLocals {
-        MaskLocals {
-            map: HashMap::with_capacity(capacity),
-            capacity,
-        }
-    }
-
-    /// The session whose mask connection has local address `addr`.
-    pub fn owner(&self, addr: SocketAddr) -> Option<(usize, u32)> {
-        self.map.get(&addr).map(|&(s, id)| (s as usize, id))
-    }
-
-    fn insert(&mut self, addr: SocketAddr, slot: usize, id: u32) {
-        if self.map.len() < self.capacity {
-            self.map.insert(addr, (slot as u32, id));
-        }
-    }
-
-    fn remove(&mut self, addr: SocketAddr) {
-        self.map.remove(&addr);
     }
 }
 
@@ -258,7 +231,8 @@ pub struct Masking {
     why: MaskWhy,
     /// `HOST:PORT (ADDR)` for the close line.
     target: String,
-    local: Option<SocketAddr>,
+    /// The mask connection's ends, while it is in [`MaskConns`].
+    ends: Option<Ends>,
     /// How it ended, for the close line.
     end: String,
     bytes_up: u64,
@@ -274,7 +248,8 @@ impl Masking {
 }
 
 impl Conn {
-    /// Hands this client to the mask host: `why` is logged and counted; `captured` is every byte
+    /// Hands this client to the mask host: `why` is logged and counted (as `over-limit` for a
+    /// client over a per-client limit, whatever it sent); `captured` is every byte
     /// read from the client so far (replayed first, byte for byte; the caller bounds it, e.g.
     /// by its largest hello record); `sni` the hello's SNI if it parsed. Target: see
     /// [`mask_target`]. With `--no-mask`: one rate-limited bad-client line and a close as
@@ -291,6 +266,11 @@ impl Conn {
         if ctx.cfg.no_mask {
             return self.refuse_unmasked(why, ctx);
         }
+        let why = if self.over_limit() {
+            MaskWhy::OverLimit
+        } else {
+            why
+        };
         ctx.stats.masked[why.index()] += 1;
         let Some((host, port)) = mask_target(ctx.cfg, sni) else {
             return self.mask_failed(
@@ -333,10 +313,11 @@ impl Conn {
             let what = format!("cannot register the mask socket: {e}");
             return self.mask_failed(why, &label, CloseReason::MaskUnreachable, &what, ctx);
         }
-        let local = up.local_addr().ok();
-        if let Some(l) = local {
-            ctx.mask_locals.insert(l, self.slot, self.id);
-        }
+        let ends = up
+            .local_addr()
+            .ok()
+            .map(|l| Ends::new(l, addr))
+            .filter(|&e| ctx.mask_conns.insert(e, self.slot, self.id));
         let target = if host == ip.to_string() {
             label
         } else {
@@ -354,7 +335,7 @@ impl Conn {
             up_shut: false,
             why,
             target,
-            local,
+            ends,
             end: String::new(),
             bytes_up: 0,
             bytes_down: 0,
@@ -498,11 +479,11 @@ impl Conn {
         Status::Closed
     }
 
-    /// The close path's part for a masked session: forgets its local address and writes its
-    /// close line (folded per close reason).
+    /// The close path's part for a masked session: forgets its mask connection's ends and
+    /// writes its close line (folded per close reason).
     pub(super) fn mask_closed(&mut self, m: Masking, reason: CloseReason, ctx: &mut Ctx<'_>) {
-        if let Some(l) = m.local {
-            ctx.mask_locals.remove(l);
+        if let Some(e) = m.ends {
+            ctx.mask_conns.remove(e);
         }
         let _ = m.up.shutdown(std::net::Shutdown::Both);
         let folded = match ctx.unserved_log[reason.index()].allow(ctx.now) {

@@ -142,8 +142,9 @@ pub struct Ctx<'a> {
     /// Per-client-address limits (`per_ip`): admitted after the PROXY header / at accept,
     /// released at close.
     pub per_ip: &'a mut per_ip::PerIp,
-    /// Local addresses of live mask connections, for the loop check at accept (`mask`).
-    pub mask_locals: &'a mut mask::MaskLocals,
+    /// Our live mask connections by both ends, for the loop checks at accept and after a
+    /// PROXY header (`mask::MaskConns`).
+    pub mask_conns: &'a mut mask::MaskConns,
     /// Unix seconds on the wall clock, read by the reactor once per loop iteration (like `now`)
     /// while an `ee` secret is configured; only fake-TLS timestamps use it.
     pub wall_s: u64,
@@ -217,8 +218,10 @@ pub struct Conn {
     /// check moves earlier).
     stall_timer: Option<(TimerId, u64)>,
     info: SessionInfo,
-    /// The per-client-address admission to release at close (`per_ip`), once.
-    per_ip: Option<per_ip::Key>,
+    /// What the per-client-address admission gave this session (`per_ip`): given back at
+    /// close, once. [`per_ip::Held::MaskSlot`]: over a limit, handled like a client that is
+    /// not ours (masked whatever it sends).
+    per_ip: per_ip::Held,
     /// Timer settings kept from the start, whatever a reload changes (`timers::Kept`).
     kept: timers::Kept,
 }
@@ -297,7 +300,7 @@ impl Conn {
             stall: StallWatch::new(stall_bounds(ctx.cfg), ctx.now),
             stall_timer: None,
             info: SessionInfo::default(),
-            per_ip: None,
+            per_ip: per_ip::Held::Nothing,
             kept: timers::Kept::of(ctx.cfg),
         })
     }
@@ -387,9 +390,7 @@ impl Conn {
             ctx.wheel.cancel(t);
         }
         self.session_verdicts(reason, ctx);
-        if let Some(key) = self.per_ip.take() {
-            ctx.per_ip.release(key, ctx.now);
-        }
+        ctx.per_ip.end(std::mem::take(&mut self.per_ip), ctx.now);
         if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
             let by_upstream = matches!(
                 reason,
@@ -524,6 +525,12 @@ enum Step {
 }
 
 impl Conn {
+    /// Over a per-client limit and handled like a client that is not ours (`per_ip`,
+    /// `--per-ip-mask`).
+    fn over_limit(&self) -> bool {
+        self.per_ip == per_ip::Held::MaskSlot
+    }
+
     /// The tier this session is relaying over now; `None` while it is still connecting.
     pub fn relaying_tier(&self) -> Option<Tier> {
         self.info.connected_ms.and(self.info.tier)

@@ -13,9 +13,18 @@
 //! is full, refilled entries are dropped, then the fullest idle bucket, so hostile input never
 //! grows it. Nothing here logs or counts closes; the caller does (`CloseReason::PerIpLimit`,
 //! `CloseReason::PerIpRate`).
+//!
+//! Over a limit, a connection is not always closed ([`PerIp::admit_or_mask`]): with an `ee`
+//! secret, closing before the first byte gives the proxy away (a site answers every
+//! connection), so it is handled like a client that is not ours — its hello read, then masked —
+//! while fewer than `--per-ip-mask` such connections are open (a separate budget, so the
+//! limits still bound what one address costs us); past it, closed as before. The session holds
+//! what it was given ([`Held`]) and gives it back exactly once ([`PerIp::end`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+
+use crate::config::Config;
 
 /// A bucket's contents are kept in thousandths of a connection, so refill needs no division:
 /// `rate` connections per second = `rate` milli-connections per millisecond.
@@ -51,12 +60,52 @@ pub enum Refusal {
 }
 
 /// Limits settings: `max_per_ip` sessions (0 = no cap), `rate` connections per second earned
-/// (0 = no rate limit), `burst` the bucket size in connections (≥ 1 when `rate` > 0).
+/// (0 = no rate limit), `burst` the bucket size in connections (≥ 1 when `rate` > 0),
+/// `mask_budget` connections over a limit that may be masked at once, over every address
+/// together (0 = every one is closed).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub max_per_ip: u32,
     pub rate: u32,
     pub burst: u32,
+    pub mask_budget: u32,
+}
+
+impl Limits {
+    /// The limits `cfg` sets (`--max-per-ip`, `--per-ip-rate`, `--per-ip-burst`,
+    /// `--per-ip-mask`).
+    pub fn of(cfg: &Config) -> Limits {
+        Limits {
+            max_per_ip: cfg.max_per_ip.min(u32::MAX as usize) as u32,
+            rate: cfg.per_ip_rate,
+            burst: cfg.per_ip_burst,
+            mask_budget: cfg.per_ip_mask,
+        }
+    }
+}
+
+/// What [`PerIp::admit_or_mask`] decided for a new connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Within the limits: a session, holding this until it ends.
+    Admitted(Held),
+    /// Over a limit (this one), within the mask budget: handled like a client that is not
+    /// ours; the session holds [`Held::MaskSlot`].
+    Masked(Refusal),
+    /// Over a limit, and the mask budget is spent or masking is off: close now.
+    Refused(Refusal),
+}
+
+/// What a session holds from the table until it ends; [`PerIp::end`] gives it back, once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Held {
+    /// Nothing (the limits are off, or nothing was admitted yet).
+    #[default]
+    Nothing,
+    /// One live session of this key.
+    Session(Key),
+    /// One slot of the mask budget: over a limit, masked.
+    MaskSlot,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -72,6 +121,9 @@ pub struct PerIp {
     limits: Limits,
     capacity: usize,
     table: HashMap<Key, Entry>,
+    /// Over-limit connections being masked now (≤ `limits.mask_budget`, unless a reload
+    /// lowered it).
+    masked: u32,
 }
 
 impl PerIp {
@@ -83,6 +135,7 @@ impl PerIp {
             limits,
             capacity,
             table: HashMap::with_capacity(if on { capacity } else { 0 }),
+            masked: 0,
         }
     }
 
@@ -134,6 +187,36 @@ impl PerIp {
         }
         e.live += 1;
         Ok(Some(key))
+    }
+
+    /// [`PerIp::admit`], and over a limit the choice between masking and closing: a
+    /// connection that `can_mask` (an `ee` secret is configured and masking is on) takes a slot
+    /// of the mask budget while one is free. A refused attempt still costs no token.
+    pub fn admit_or_mask(&mut self, ip: IpAddr, now_ms: u64, can_mask: bool) -> Admission {
+        match self.admit(ip, now_ms) {
+            Ok(Some(key)) => Admission::Admitted(Held::Session(key)),
+            Ok(None) => Admission::Admitted(Held::Nothing),
+            Err(r) if can_mask && self.masked < self.limits.mask_budget => {
+                self.masked += 1;
+                Admission::Masked(r)
+            }
+            Err(r) => Admission::Refused(r),
+        }
+    }
+
+    /// Gives back what a session held (its end at `now_ms`): a session of its key, or a slot
+    /// of the mask budget.
+    pub fn end(&mut self, held: Held, now_ms: u64) {
+        match held {
+            Held::Nothing => {}
+            Held::Session(key) => self.release(key, now_ms),
+            Held::MaskSlot => self.masked = self.masked.saturating_sub(1),
+        }
+    }
+
+    /// Over-limit connections being masked now.
+    pub fn masked(&self) -> u32 {
+        self.masked
     }
 
     /// Ends one session admitted under `key` at `now_ms`. An entry with no live session and a
@@ -226,7 +309,124 @@ mod tests {
             max_per_ip,
             rate,
             burst,
+            mask_budget: 0,
         }
+    }
+
+    #[test]
+    fn over_a_limit_an_ee_port_masks_within_the_budget_then_closes() {
+        // Cap 2 per address, burst 3 at 10/s, 2 over-limit connections masked at once.
+        let mut t = PerIp::new(
+            Limits {
+                mask_budget: 2,
+                ..limits(2, 10, 3)
+            },
+            16,
+        );
+        let a = ip("192.0.2.1");
+        let s1 = t.admit_or_mask(a, 0, true);
+        let s2 = t.admit_or_mask(a, 0, true);
+        assert!(
+            matches!(s1, Admission::Admitted(Held::Session(_))),
+            "{s1:?}"
+        );
+        assert!(
+            matches!(s2, Admission::Admitted(Held::Session(_))),
+            "{s2:?}"
+        );
+        // Over the cap: masked (a prober sees the site), twice; then the budget is spent.
+        assert_eq!(
+            t.admit_or_mask(a, 0, true),
+            Admission::Masked(Refusal::Limit)
+        );
+        assert_eq!(
+            t.admit_or_mask(a, 0, true),
+            Admission::Masked(Refusal::Limit)
+        );
+        assert_eq!(
+            t.admit_or_mask(a, 0, true),
+            Admission::Refused(Refusal::Limit)
+        );
+        assert_eq!(t.masked(), 2);
+        // The budget is shared by every address, and without ee (or with --no-mask) nothing
+        // is masked.
+        let b = ip("192.0.2.2");
+        assert!(matches!(
+            t.admit_or_mask(b, 0, false),
+            Admission::Admitted(_)
+        ));
+        assert!(matches!(
+            t.admit_or_mask(b, 0, false),
+            Admission::Admitted(_)
+        ));
+        assert_eq!(
+            t.admit_or_mask(b, 0, false),
+            Admission::Refused(Refusal::Limit)
+        );
+        // A masked connection's end frees its slot, not a session of its address.
+        t.end(Held::MaskSlot, 1);
+        assert_eq!((t.masked(), t.live(a)), (1, 2));
+        assert_eq!(
+            t.admit_or_mask(a, 1, true),
+            Admission::Masked(Refusal::Limit)
+        );
+        // A session's end frees its address; masked connections never took a token: the third
+        // token of the burst is still there.
+        t.end(held(s1), 2);
+        assert!(matches!(
+            t.admit_or_mask(a, 2, true),
+            Admission::Admitted(Held::Session(_))
+        ));
+        t.end(Held::MaskSlot, 3);
+        assert_eq!(
+            t.admit_or_mask(a, 3, true),
+            Admission::Masked(Refusal::Limit)
+        );
+        // Under the cap again, but the bucket is empty: over the rate, and no slot is free.
+        t.end(held(s2), 4);
+        assert_eq!(
+            t.admit_or_mask(a, 4, true),
+            Admission::Refused(Refusal::Rate)
+        );
+        t.end(Held::MaskSlot, 5);
+        assert_eq!(
+            t.admit_or_mask(a, 5, true),
+            Admission::Masked(Refusal::Rate)
+        );
+        // Ends never underflow.
+        for _ in 0..5 {
+            t.end(Held::MaskSlot, 6);
+            t.end(Held::Nothing, 6);
+        }
+        assert_eq!(t.masked(), 0);
+    }
+
+    fn held(a: Admission) -> Held {
+        match a {
+            Admission::Admitted(h) => h,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn with_no_mask_budget_over_a_limit_is_closed_as_before() {
+        let mut t = PerIp::new(limits(1, 0, 0), 4);
+        let a = ip("10.0.0.1");
+        assert!(matches!(
+            t.admit_or_mask(a, 0, true),
+            Admission::Admitted(_)
+        ));
+        assert_eq!(
+            t.admit_or_mask(a, 0, true),
+            Admission::Refused(Refusal::Limit)
+        );
+        assert_eq!(t.masked(), 0);
+        // Limits off: nothing held, nothing masked.
+        let mut off = PerIp::new(limits(0, 0, 0), 4);
+        assert_eq!(
+            off.admit_or_mask(a, 0, true),
+            Admission::Admitted(Held::Nothing)
+        );
     }
 
     #[test]

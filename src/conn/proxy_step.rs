@@ -7,12 +7,19 @@
 //! malformed or oversize header, an end of stream inside it, or no complete header within
 //! `--handshake-timeout` (the same deadline the init has) closes at once as `proxy-header`, with
 //! one rate-limited line saying what was wrong. Then (or at once, without the flag) the address
-//! is admitted by `conn::per_ip`; a refusal closes at once as `per-ip-limit` / `per-ip-rate`.
-//! The admission's key is released by `Conn::close`, exactly once. Hands over to
+//! is admitted by `conn::per_ip`; a refusal closes at once as `per-ip-limit` / `per-ip-rate`,
+//! unless an `ee` secret is configured and `--per-ip-mask` has a slot free: then the client
+//! goes on to the handshake as one that is not ours (`per_ip::Held::MaskSlot`: masked whatever
+//! it sends, `handshake` and `mask`).
+//! A header whose two ends are one of our own mask connections' (`mask::MaskConns`: the mask
+//! host is a balancer in front of this listener) closes at once as `mask-loop`.
+//! What the admission gave is given back by `Conn::close`, exactly once. Hands over to
 //! `Phase::Handshake(Handshake::new())`.
 
+use std::net::SocketAddr;
+
 use super::handshake::Handshake;
-use super::per_ip::Refusal;
+use super::per_ip::{Admission, Held, Refusal};
 use super::{Conn, Ctx, Phase, Step};
 use crate::error::CloseReason;
 use crate::net::io::{read_once, Io};
@@ -57,6 +64,28 @@ impl Conn {
         self.admit(ctx)
     }
 
+    /// A PROXY header whose two ends are one of our own mask connections' (`source` its local
+    /// address, `dest` the one it connected to): the mask host is a balancer that leads back
+    /// to this listener. Closed as `mask-loop` at once, before anything is masked again; the
+    /// mask session it came from ends when the balancer closes its side.
+    fn header_mask_loop(
+        &mut self,
+        source: SocketAddr,
+        dest: SocketAddr,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<Step> {
+        ctx.mask_conns.owner(source, dest)?;
+        let reason = CloseReason::MaskLoop;
+        ctx.warn_client(
+            self.peer,
+            format_args!(
+                "refused: {reason}: its PROXY header names our own mask connection {source} → \
+                 {dest} (the mask host leads back to this listener through the balancer)"
+            ),
+        );
+        Some(Step::Close(reason))
+    }
+
     /// Peeks at the socket and consumes what is known to be header: all of the peeked bytes
     /// while they are only a prefix (so the next peek sees an end of stream as such), exactly
     /// the rest once the header is complete. `Ok(true)`: done (the peer may have been
@@ -66,7 +95,7 @@ impl Conn {
             return Ok(false);
         };
         // Each round consumes at least one byte or returns; the header is at most MAX_HEADER.
-        let (source, consumed) = loop {
+        let (source, dest, consumed) = loop {
             let len = pre.got;
             let n = loop {
                 match self.client.tcp().peek(&mut pre.buf[len..]) {
@@ -104,14 +133,23 @@ impl Conn {
                 }
             }
             pre.got = len + take;
-            if let Ok(Parsed::Done { source, consumed }) = proxy_header::parse(&pre.buf[..pre.got])
+            if let Ok(Parsed::Done {
+                source,
+                dest,
+                consumed,
+            }) = proxy_header::parse(&pre.buf[..pre.got])
             {
-                break (source, consumed);
+                break (source, dest, consumed);
             }
         };
         debug_assert_eq!(consumed, pre.got);
         pre.header = false;
         pre.buf = Box::default();
+        if let (Some(src), Some(dst)) = (source, dest) {
+            if let Some(step) = self.header_mask_loop(src, dst, ctx) {
+                return Err(step);
+            }
+        }
         if let Some(src) = source {
             log::debug!("client {} is {src} by its PROXY header", self.peer);
             self.peer = src;
@@ -134,32 +172,54 @@ impl Conn {
         Step::Close(CloseReason::ProxyHeader)
     }
 
-    /// Admits the client's address (`conn::per_ip`) and starts the handshake, or refuses.
+    /// Admits the client's address (`conn::per_ip`) and starts the handshake; over a limit,
+    /// with an `ee` secret and a free slot of `--per-ip-mask`, starts it too, for a client that
+    /// is not ours (masked whatever it sends: to an observer an over-limit connection must look
+    /// like the site, ours included); else refuses at once.
     fn admit(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        match ctx.per_ip.admit(self.peer.ip(), ctx.now) {
-            Ok(key) => {
-                self.per_ip = key;
-                self.phase = Phase::Handshake(Handshake::new());
-                Step::Progress
-            }
-            Err(r) => {
-                let (reason, why) = match r {
-                    Refusal::Limit => (
-                        CloseReason::PerIpLimit,
-                        format!("{} sessions from this address (--max-per-ip)", ctx.cfg.max_per_ip),
-                    ),
-                    Refusal::Rate => (
-                        CloseReason::PerIpRate,
-                        format!(
-                            "more than {} new connections at once, {}/s after (--per-ip-burst, --per-ip-rate)",
-                            ctx.cfg.per_ip_burst, ctx.cfg.per_ip_rate
-                        ),
-                    ),
-                };
+        let can_mask = !ctx.ee_keys.is_empty() && !ctx.cfg.no_mask;
+        let (held, refusal) = match ctx.per_ip.admit_or_mask(self.peer.ip(), ctx.now, can_mask) {
+            Admission::Admitted(held) => (held, None),
+            Admission::Masked(r) => (Held::MaskSlot, Some(r)),
+            Admission::Refused(r) => {
+                let (reason, why) = over_limit(r, ctx);
                 let peer = self.peer;
                 ctx.warn_client(peer, format_args!("refused: {reason}: {why}"));
-                Step::Close(reason)
+                return Step::Close(reason);
             }
+        };
+        if let Some(r) = refusal {
+            let (reason, why) = over_limit(r, ctx);
+            let peer = self.peer;
+            ctx.warn_client(
+                peer,
+                format_args!(
+                    "over a limit ({reason}: {why}): masked like a client that is not ours"
+                ),
+            );
         }
+        self.per_ip = held;
+        self.phase = Phase::Handshake(Handshake::new());
+        Step::Progress
+    }
+}
+
+/// The close reason of refusal `r` and what it says about the limit.
+fn over_limit(r: Refusal, ctx: &Ctx<'_>) -> (CloseReason, String) {
+    match r {
+        Refusal::Limit => (
+            CloseReason::PerIpLimit,
+            format!(
+                "{} sessions from this address (--max-per-ip)",
+                ctx.cfg.max_per_ip
+            ),
+        ),
+        Refusal::Rate => (
+            CloseReason::PerIpRate,
+            format!(
+                "more than {} new connections at once, {}/s after (--per-ip-burst, --per-ip-rate)",
+                ctx.cfg.per_ip_burst, ctx.cfg.per_ip_rate
+            ),
+        ),
     }
 }

@@ -38,9 +38,11 @@ pub enum Parsed {
     NeedMore { at_least: usize },
     /// A complete, valid header of `consumed` bytes; the client's own bytes follow it.
     /// `source`: the client's address; `None` for v2 LOCAL (a health check by the balancer
-    /// itself), v1 `UNKNOWN`, or a v2 family we do not route (AF_UNSPEC, AF_UNIX).
+    /// itself), v1 `UNKNOWN`, or a v2 family we do not route (AF_UNSPEC, AF_UNIX). `dest`: the
+    /// address the client connected to (the balancer's), given exactly when `source` is.
     Done {
         source: Option<SocketAddr>,
+        dest: Option<SocketAddr>,
         consumed: usize,
     },
 }
@@ -152,6 +154,7 @@ fn v1_line(fields: &[u8], consumed: usize) -> Result<Parsed, ProxyError> {
         // The spec: a receiver ignores whatever follows UNKNOWN on the line.
         return Ok(Parsed::Done {
             source: None,
+            dest: None,
             consumed,
         });
     }
@@ -166,11 +169,12 @@ fn v1_line(fields: &[u8], consumed: usize) -> Result<Parsed, ProxyError> {
         return Err(ProxyError::V1BadFields);
     };
     let src = v1_addr(src, v6)?;
-    v1_addr(dst, v6)?;
+    let dst = v1_addr(dst, v6)?;
     let sport = v1_port(sport)?;
-    v1_port(dport)?;
+    let dport = v1_port(dport)?;
     Ok(Parsed::Done {
         source: Some(SocketAddr::new(src, sport)),
+        dest: Some(SocketAddr::new(dst, dport)),
         consumed,
     })
 }
@@ -233,25 +237,28 @@ fn parse_v2(buf: &[u8]) -> Result<Parsed, ProxyError> {
         return Ok(Parsed::NeedMore { at_least: total });
     }
     let a = &buf[16..total];
-    let source = match (local, family) {
-        (true, _) => None,
+    let port = |at: usize| u16::from_be_bytes([a[at], a[at + 1]]);
+    let (source, dest) = match (local, family) {
+        (true, _) => (None, None),
         (false, 1) => {
-            let ip = Ipv4Addr::new(a[0], a[1], a[2], a[3]);
-            Some(SocketAddr::new(
-                IpAddr::V4(ip),
-                u16::from_be_bytes([a[8], a[9]]),
-            ))
+            let ip = |at: usize| IpAddr::V4(Ipv4Addr::new(a[at], a[at + 1], a[at + 2], a[at + 3]));
+            let src = SocketAddr::new(ip(0), port(8));
+            (Some(src), Some(SocketAddr::new(ip(4), port(10))))
         }
         (false, 2) => {
-            let mut ip = [0u8; 16];
-            ip.copy_from_slice(&a[..16]);
-            let port = u16::from_be_bytes([a[32], a[33]]);
-            Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(ip)), port))
+            let ip = |at: usize| {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(&a[at..at + 16]);
+                IpAddr::V6(Ipv6Addr::from(o))
+            };
+            let src = SocketAddr::new(ip(0), port(32));
+            (Some(src), Some(SocketAddr::new(ip(16), port(34))))
         }
-        _ => None,
+        _ => (None, None),
     };
     Ok(Parsed::Done {
         source,
+        dest,
         consumed: total,
     })
 }

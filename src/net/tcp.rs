@@ -1,4 +1,5 @@
-//! Non-blocking TCP connects, with `TCP_NODELAY` set.
+//! Non-blocking TCP connects, with `TCP_NODELAY` set, and an accepted connection's destination
+//! before a NAT rewrite ([`original_dst`], for the mask loop check).
 //!
 //! A connect is started with [`start`]; completion is observed on the first writable edge with
 //! [`check_connected`]. Deadlines live in the caller's timer wheel, not here; TCP keepalive is
@@ -57,6 +58,72 @@ pub fn check_connected(s: &TcpStream) -> ConnectState {
         Err(e) if e.kind() == io::ErrorKind::NotConnected => ConnectState::Pending,
         Err(e) if e.raw_os_error() == Some(libc_einprogress()) => ConnectState::Pending,
         Err(e) => ConnectState::Failed(e),
+    }
+}
+
+/// The destination a connection accepted on `s` had before a NAT rule on this host rewrote it
+/// (conntrack's `SO_ORIGINAL_DST`: an nftables or iptables `redirect` / `dnat` toward our
+/// port). For a connection no rule rewrote it is the socket's own address; `None` when the
+/// kernel has no conntrack entry for it (no NAT in use) or on another OS.
+pub fn original_dst(s: &TcpStream) -> Option<SocketAddr> {
+    original_dst_of(s)
+}
+
+#[cfg(target_os = "linux")]
+fn original_dst_of(s: &TcpStream) -> Option<SocketAddr> {
+    use std::os::fd::AsRawFd;
+    // linux/netfilter_ipv4.h SO_ORIGINAL_DST and linux/netfilter_ipv6/ip6_tables.h
+    // IP6T_SO_ORIGINAL_DST: both 80.
+    const ORIGINAL_DST: libc::c_int = 80;
+    // A dual-stack socket carrying IPv4 (a mapped local address) has an IPv4 conntrack entry.
+    let v6 = match s.local_addr().ok()?.ip() {
+        std::net::IpAddr::V6(ip) => ip.to_ipv4_mapped().is_none(),
+        std::net::IpAddr::V4(_) => false,
+    };
+    // SAFETY: a zeroed sockaddr_storage is a valid value, the kernel writes at most `len` bytes
+    // into it, and the fd is owned by `s` for the duration of the call.
+    unsafe {
+        let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let level = if v6 { libc::SOL_IPV6 } else { libc::SOL_IP };
+        let rc = libc::getsockopt(
+            s.as_raw_fd(),
+            level,
+            ORIGINAL_DST,
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        );
+        if rc != 0 {
+            return None;
+        }
+        sockaddr_to_std(&ss)
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn original_dst_of(_: &TcpStream) -> Option<SocketAddr> {
+    None
+}
+
+/// A `sockaddr_in` / `sockaddr_in6` the kernel filled in, as a std address.
+#[cfg(target_os = "linux")]
+fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    match libc::c_int::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: ss_family says the storage holds a sockaddr_in, which it is large and
+            // aligned enough for.
+            let a = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Some(SocketAddr::from((ip, u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Some(SocketAddr::from((ip, u16::from_be(a.sin6_port))))
+        }
+        _ => None,
     }
 }
 

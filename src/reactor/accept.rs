@@ -1,7 +1,8 @@
 //! Accepting clients: the listener's accept batches (paused on descriptor exhaustion), the
-//! slab-full refusal and the mask loop check at accept (a peer that is one of our own mask
-//! connections). The listener itself (bind, swap, close) is `listen`'s; the sessions are
-//! `conn`'s.
+//! slab-full refusal and the mask loop check at accept (a connection whose two ends are one of
+//! our own mask connections' two ends, `conn::mask::MaskConns`; through a NAT rewrite on this
+//! host, its destination before the rewrite stands for our end). The listener itself (bind,
+//! swap, close) is `listen`'s; the sessions are `conn`'s.
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,6 +13,7 @@ use super::{finish, suppressed, Accept, Global, Reactor, ACCEPT_BATCH, ACCEPT_PA
 use crate::conn::Conn;
 use crate::error::CloseReason;
 use crate::logging::RateLimited;
+use crate::net::tcp;
 use crate::token::Role;
 
 impl Reactor {
@@ -51,7 +53,7 @@ impl Reactor {
                 }
             };
             self.s.stats.accepted += 1;
-            if let Some((slot, id)) = self.s.mask_locals.owner(peer) {
+            if let Some((slot, id)) = self.own_mask_conn(&stream, peer) {
                 self.mask_loop(stream, peer, slot, id);
                 continue;
             }
@@ -75,8 +77,30 @@ impl Reactor {
         }
     }
 
-    /// A client whose address is the local address of one of our own mask connections: the
-    /// mask target is this listener. Both are closed as `mask-loop`.
+    /// The session whose mask connection the accepted `stream` from `peer` is, if it is one:
+    /// opened from `peer` to this socket's own address, or, when a NAT rule on this host
+    /// rewrote its destination to our port (an nftables `redirect`), to the destination before
+    /// the rewrite. System calls only for a peer that has a live mask connection's address.
+    fn own_mask_conn(
+        &self,
+        stream: &mio::net::TcpStream,
+        peer: SocketAddr,
+    ) -> Option<(usize, u32)> {
+        let conns = &self.s.mask_conns;
+        if !conns.has_local(peer) {
+            return None;
+        }
+        let local = stream.local_addr().ok()?;
+        conns.owner(peer, local).or_else(|| {
+            let before = tcp::original_dst(stream)?;
+            (before != local)
+                .then(|| conns.owner(peer, before))
+                .flatten()
+        })
+    }
+
+    /// A client that is one of our own mask connections: the mask target leads back to this
+    /// listener. Both are closed as `mask-loop`.
     fn mask_loop(&mut self, stream: mio::net::TcpStream, peer: SocketAddr, slot: usize, id: u32) {
         self.s.stats.record_close(CloseReason::MaskLoop, false);
         let _ = stream.shutdown(std::net::Shutdown::Both);

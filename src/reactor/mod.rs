@@ -7,8 +7,8 @@
 //! has due through the prober shell. The slab is sized once at start from `--max-connections`;
 //! when it is full a new client is closed at once with a logged reason. Owns: the slab, the
 //! listener, the global timers ([`Global`]), the accept pause, the per-client-address table
-//! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a peer that is one of
-//! our own mask connections, `conn::mask::MaskLocals`). Holds no ladder policy: every
+//! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a connection that is
+//! one of our own mask connections by both ends, `conn::mask::MaskConns`). Holds no ladder policy: every
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
@@ -41,7 +41,7 @@ use slab::Slab;
 
 use crate::buf::BufPool;
 use crate::config::Config;
-use crate::conn::mask::{mask_target, MaskLocals};
+use crate::conn::mask::{mask_target, MaskConns};
 use crate::conn::per_ip::{Limits, PerIp};
 use crate::conn::{log_clock_events, Conn, Ctx, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
@@ -137,7 +137,7 @@ struct Shared {
     /// Per-client-address limits (`conn::per_ip`), sized to the slab.
     per_ip: PerIp,
     /// Local addresses of live mask connections (`conn::mask`).
-    mask_locals: MaskLocals,
+    mask_conns: MaskConns,
     /// Unix seconds, read once per loop iteration while an `ee` secret is configured (`Ctx::wall_s`).
     wall_s: u64,
     /// The fake-TLS gate (`Ctx::gate`).
@@ -179,7 +179,7 @@ impl Shared {
             scratch: &mut self.scratch,
             unserved_log: &mut self.unserved_log,
             per_ip: &mut self.per_ip,
-            mask_locals: &mut self.mask_locals,
+            mask_conns: &mut self.mask_conns,
             wall_s: self.wall_s,
             gate: &mut self.gate,
             ee_keys: &self.ee_keys,
@@ -324,15 +324,8 @@ impl Reactor {
                 attempt_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
                 client_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
                 unserved_log: std::array::from_fn(|_| RateLimited::new(BAD_LOG_INTERVAL_MS / 10)),
-                per_ip: PerIp::new(
-                    Limits {
-                        max_per_ip: cfg.max_per_ip.min(u32::MAX as usize) as u32,
-                        rate: cfg.per_ip_rate,
-                        burst: cfg.per_ip_burst,
-                    },
-                    capacity,
-                ),
-                mask_locals: MaskLocals::new(capacity),
+                per_ip: PerIp::new(Limits::of(&cfg), capacity),
+                mask_conns: MaskConns::new(capacity),
                 listen,
                 ladder,
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),

@@ -133,11 +133,7 @@ impl Reactor {
             // Sessions already dialled keep their own Arc of the old one.
             s.tls = t;
         }
-        s.per_ip.set_limits(Limits {
-            max_per_ip: cfg.max_per_ip.min(u32::MAX as usize) as u32,
-            rate: cfg.per_ip_rate,
-            burst: cfg.per_ip_burst,
-        });
+        s.per_ip.set_limits(Limits::of(&cfg));
         log::set_max_level(cfg.log_level);
         crate::logging::set_redactions(private_names(&cfg));
         for name in &dns_names(&cfg) {
@@ -250,6 +246,7 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         max_per_ip => "max-per-ip",
         per_ip_rate => "per-ip-rate",
         per_ip_burst => "per-ip-burst",
+        per_ip_mask => "per-ip-mask",
         tls_time_window => "tls-time-window",
         replay_cache => "replay-cache",
         drain_timeout => "drain-timeout",

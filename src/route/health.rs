@@ -11,7 +11,9 @@
 //! Rule 1 ("clients never pay for health checks", the field investigation in docs/design.md §1)
 //! is expressed by [`Use::Expired`]: a `Down` route whose cooldown ran out is not handed back to
 //! clients; the ladder's plan skips it and its probe schedule re-tests it. Only a probe success
-//! or a real session's first downstream byte ([`Health::on_proof`]) brings it back to `Up`.
+//! or a real session's first downstream byte ([`Health::on_proof`]) brings it back to `Up`; a
+//! route in a flap quarantine ([`Health::quarantine_end`]) only a probe begun after the
+//! quarantine ended (rule 3, the ladder's check).
 //!
 //! Failure classes (see [`classify`]) and transitions made by [`Health::on_failure`]:
 //!
@@ -199,6 +201,9 @@ pub struct Health {
     rtt_next: u8,
     /// The last failure that counted against the route and when it was seen (ms).
     last_failure: Option<(Failure, u64)>,
+    /// End (ms) of the flap quarantine the route sits in: set by a quarantined Down entry,
+    /// cleared only by a proof (docs/design.md §4 rule 3).
+    quarantine: Option<u64>,
 }
 
 impl Health {
@@ -216,6 +221,7 @@ impl Health {
             rtt_len: 0,
             rtt_next: 0,
             last_failure: None,
+            quarantine: None,
         }
     }
 
@@ -223,6 +229,14 @@ impl Health {
     /// also one seen while a cooldown was running) and when (ms); `None` if none yet.
     pub fn last_failure(&self) -> Option<(Failure, u64)> {
         self.last_failure
+    }
+
+    /// End (ms) of the flap quarantine this route is in, if it is in one: from a quarantined
+    /// Down entry until the next proof, whatever happens in between (a failed recovery probe
+    /// keeps it). Which proof may lift it is the ladder's rule (only a probe begun at or after
+    /// this time, docs/design.md §4 rule 3).
+    pub fn quarantine_end(&self) -> Option<u64> {
+        self.quarantine
     }
 
     /// Current state.
@@ -274,6 +288,7 @@ impl Health {
         }
         self.level = 0;
         self.redirect = false;
+        self.quarantine = None;
         if self.state == State::Up {
             return None;
         }
@@ -349,9 +364,11 @@ impl Health {
             cooldown = cooldown.max(rng.jitter(policy.quarantine_ms, policy.jitter_pct));
         }
 
-        let to = State::Down {
-            until: now.saturating_add(cooldown),
-        };
+        let until = now.saturating_add(cooldown);
+        if quarantined {
+            self.quarantine = Some(until);
+        }
+        let to = State::Down { until };
         self.state = to;
         self.level = self.level.saturating_add(1);
         self.redirect = redirect;
@@ -828,6 +845,13 @@ mod tests {
             [(10_000, false), (10_000, false), (1_800_000, true)]
         );
         assert_eq!(t.until(), 200_001 + 1_800_000);
+        // The quarantine is remembered until a proof, a failed recovery probe included.
+        assert_eq!(t.h.quarantine_end(), Some(200_001 + 1_800_000));
+        let c = t.change(t.until(), TIMEOUT, None);
+        assert!(!c.quarantined, "a failed recovery probe is not a flap");
+        assert_eq!(t.h.quarantine_end(), Some(200_001 + 1_800_000));
+        t.h.on_success(t.until(), 30);
+        assert_eq!(t.h.quarantine_end(), None);
     }
 
     #[test]

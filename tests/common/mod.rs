@@ -1,7 +1,8 @@
 //! Shared black-box test rig: spawn the built `tg-ws-proxy` binary ([`Proxy`]), fake peers
 //! ([`fakedc`], [`blackhole`], the mask site [`masksite`]), the rig's own fake-TLS client
 //! ([`faketls`], with [`mtsession`] for MTProto over any stream), a one-connection mask server
-//! and an MTProto session after leading bytes ([`plainrig`]), condition waits, and client
+//! and an MTProto session after leading bytes ([`plainrig`]), a local balancer ([`balancer`]),
+//! a test's own network namespace ([`netns`]), condition waits, and client
 //! helpers built on the probe applet's [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
 //!
 //! Test code: panics on local setup failure are the point (a broken rig must fail loudly).
@@ -9,6 +10,7 @@
 //! poll a condition against a deadline. Used as `mod common;` from each `tests/*.rs`.
 #![allow(dead_code)]
 
+pub mod balancer;
 pub mod blackhole;
 pub mod ctl;
 pub mod dnsreply;

@@ -1,111 +1,90 @@
-//! Network faults that need the kernel, for black-box tests: a test re-runs itself inside a new
-//! user and network namespace (`unshare -rn`) whose only interface is a loopback with an MTU of
-//! 1500 (realistic segments, so byte counters cut where a router's would) and nftables rules of
-//! the test's own. Nothing can leave such a namespace: it has no other interface and no route.
-//!
-//! ```ignore
-//! #[test]
-//! fn a_test() {
-//!     if !netns::enter("a_test") { return; } // the outer run checked the inner one
-//!     // … in the namespace from here on: start the peers, then netns::nft(&rules) …
-//! }
-//! ```
-//! Needs `unshare` (util-linux), `ip` (iproute2) and `nft` (nftables): CI installs them. Only
-//! where unprivileged namespaces are refused is the test skipped, with a loud line.
-#![allow(dead_code)]
+//! Running one test inside a user and network namespace of its own (`unshare -rn`), for what
+//! needs the namespace's root: its own `ip_local_port_range`, nftables rules (the kernel-level
+//! "16 KB freeze": [`FREEZE_SETUP`], [`freeze_rules`], [`nft`]). The test binary
+//! runs itself again (`--exact NAME`) inside the namespace with loopback up; nothing in there
+//! can reach any other network. Where user namespaces are refused, the test is skipped with a
+//! loud line (the only allowed skip).
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-/// The variable that tells the re-run it is the inner one (its value: the test's name).
+/// Set in the inner run.
 const INNER: &str = "TG_TEST_IN_NETNS";
 
-/// True inside the namespace (the caller goes on with the test; loopback is up, conntrack
-/// counts bytes); false in the outer run, after the inner run passed (it panics with the inner
-/// output otherwise) or was skipped loudly. `test` is the test function's name.
-pub fn enter(test: &str) -> bool {
-    if std::env::var(INNER).is_ok_and(|v| v == test) {
-        run("ip", &["link", "set", "lo", "mtu", "1500", "up"], None);
-        std::fs::write("/proc/sys/net/netfilter/nf_conntrack_acct", "1")
-            .expect("switch conntrack byte accounting on in the namespace");
+/// Runs test `name` of this test binary again inside a fresh user + network namespace, after
+/// bringing loopback up and running `setup` (shell, as the namespace's root). Returns true in
+/// that inner run (go on with the test body) and false in the outer one, after asserting that
+/// the inner run passed (its output is echoed). Where `unshare -rn` is refused: a loud
+/// `SKIPPED` line and false.
+pub fn enter(name: &str, setup: &str) -> bool {
+    if std::env::var_os(INNER).is_some() {
         return true;
     }
-    if let Some(why) = refused() {
-        eprintln!(
-            "\n*** NOTE: {test} SKIPPED: `unshare -rn` is refused on this machine ({why}); \
-             it checks nothing here. ***\n"
-        );
-        return false;
+    let probe = Command::new("unshare").args(["-rn", "true"]).output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "SKIPPED {name}: user and network namespaces are refused here (unshare -rn: {})",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return false;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED {name}: cannot run unshare: {e}");
+            return false;
+        }
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
+    let exe = std::env::current_exe().expect("test binary path");
+    let script = format!("ip link set lo up && {setup} && exec \"$0\" \"$@\"");
     let out = Command::new("unshare")
-        .arg("-rn")
-        .arg(exe)
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(INNER, test)
-        .stdin(Stdio::null())
+        .args(["-rn", "sh", "-c", &script])
+        .arg(&exe)
+        .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(INNER, "1")
         .output()
-        .expect("run unshare");
+        .expect("spawn unshare");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        out.status.success(),
-        "{test} failed inside its network namespace ({}):\n{text}",
+        out.status.success() && text.contains("1 passed"),
+        "{name} inside its namespace failed ({}):\n{text}",
         out.status
     );
-    assert!(
-        text.contains("1 passed"),
-        "{test} did not run inside its namespace:\n{text}"
-    );
-    eprintln!("{text}");
+    eprintln!("{name} (in its own network namespace):\n{text}");
     false
 }
 
-/// Why `unshare -rn` cannot be used here, if it cannot.
-fn refused() -> Option<String> {
-    match Command::new("unshare").args(["-rn", "true"]).output() {
-        Ok(o) if o.status.success() => None,
-        Ok(o) => Some(format!(
-            "{}: {}",
-            o.status,
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => Some(format!("cannot run unshare: {e}")),
-    }
-}
+/// `enter`'s setup for the "16 KB freeze" in the kernel: loopback's MTU at 1500 (segments of a
+/// real link, so a byte counter cuts where a router's would) and conntrack's byte accounting
+/// on (what `ct reply bytes` reads).
+pub const FREEZE_SETUP: &str =
+    "ip link set lo mtu 1500 && echo 1 > /proc/sys/net/netfilter/nf_conntrack_acct";
 
-/// Loads the `nft -f` ruleset `rules` (inside the namespace only).
+/// Loads the `nft -f` ruleset `rules`; only inside a namespace [`enter`] made.
 pub fn nft(rules: &str) {
+    use std::io::Write;
+    use std::process::Stdio;
     assert!(
-        std::env::var(INNER).is_ok(),
+        std::env::var_os(INNER).is_some(),
         "nft rules outside a test namespace"
     );
-    run("nft", &["-f", "-"], Some(rules));
-}
-
-fn run(cmd: &str, args: &[&str], stdin: Option<&str>) {
-    use std::io::Write;
-    let mut c = Command::new(cmd);
-    c.args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+    let mut child = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = c
+        .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{cmd}: {e} (CI installs iproute2 and nftables)"));
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(text.as_bytes()).expect("write to nft");
+        .unwrap_or_else(|e| panic!("nft: {e} (CI installs nftables)"));
+    if let Some(mut pipe) = child.stdin.take() {
+        pipe.write_all(rules.as_bytes()).expect("write to nft");
     }
-    let out = child.wait_with_output().expect("wait");
+    let out = child.wait_with_output().expect("wait for nft");
     assert!(
         out.status.success(),
-        "{cmd} {args:?}: {}\n{}",
+        "nft: {}\n{}\n{rules}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );

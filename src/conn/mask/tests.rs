@@ -95,17 +95,3 @@ fn splice_buffer_keeps_the_prefix_and_compacts() {
     let big = Splice::with(vec![7; 20], 8);
     assert_eq!(big.end, 20);
 }
-
-#[test]
-fn mask_locals_name_the_owner_and_stay_bounded() {
-    let a = |s: &str| s.parse::<SocketAddr>().unwrap();
-    let mut m = MaskLocals::new(2);
-    m.insert(a("127.0.0.1:40000"), 3, 77);
-    m.insert(a("127.0.0.1:40001"), 4, 78);
-    m.insert(a("127.0.0.1:40002"), 5, 79); // over capacity: not kept
-    assert_eq!(m.owner(a("127.0.0.1:40000")), Some((3, 77)));
-    assert_eq!(m.owner(a("127.0.0.1:40002")), None);
-    m.remove(a("127.0.0.1:40000"));
-    assert_eq!(m.owner(a("127.0.0.1:40000")), None);
-    assert_eq!(m.map.len(), 1);
-}

@@ -33,7 +33,9 @@ fn v2_inet6(src: Ipv6Addr, sport: u16) -> Vec<u8> {
 
 fn done(buf: &[u8]) -> (Option<SocketAddr>, usize) {
     match parse(buf) {
-        Ok(Parsed::Done { source, consumed }) => (source, consumed),
+        Ok(Parsed::Done {
+            source, consumed, ..
+        }) => (source, consumed),
         other => panic!("{:?}: {other:?}", String::from_utf8_lossy(buf)),
     }
 }
@@ -289,8 +291,10 @@ fn fuzz_random_and_mutated_inputs() {
         match parse(&buf) {
             Ok(Parsed::Done {
                 consumed,
-                source: _,
+                source,
+                dest,
             }) => {
+                assert_eq!(source.is_some(), dest.is_some());
                 assert!(consumed <= buf.len() && consumed <= MAX_HEADER);
                 let mut more = buf.clone();
                 more.extend_from_slice(b"xyz");
@@ -302,4 +306,33 @@ fn fuzz_random_and_mutated_inputs() {
             Err(_) => {}
         }
     }
+}
+
+/// The destination (the address the client connected to) comes with the source, in v1 and in
+/// v2 for both families: the mask loop check compares both ends with our mask connections'.
+#[test]
+fn the_destination_is_reported_with_the_source() {
+    let dest = |buf: &[u8]| match parse(buf) {
+        Ok(Parsed::Done { source, dest, .. }) => (source, dest),
+        other => panic!("{other:?}"),
+    };
+    let a = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+    assert_eq!(
+        dest(b"PROXY TCP4 127.0.0.1 127.0.0.1 40000 8443\r\n"),
+        (a("127.0.0.1:40000"), a("127.0.0.1:8443"))
+    );
+    assert_eq!(
+        dest(b"PROXY TCP6 2001:db8::1 2001:db8::2 7 443\r\n"),
+        (a("[2001:db8::1]:7"), a("[2001:db8::2]:443"))
+    );
+    assert_eq!(
+        dest(&v2_inet([10, 0, 0, 1], 40000)),
+        (a("10.0.0.1:40000"), a("127.0.0.1:443"))
+    );
+    let src = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 9);
+    assert_eq!(
+        dest(&v2_inet6(src, 40000)),
+        (a("[2001:db8::9]:40000"), a("[::1]:443"))
+    );
+    assert_eq!(dest(b"PROXY UNKNOWN\r\n"), (None, None));
 }

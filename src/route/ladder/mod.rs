@@ -8,7 +8,8 @@
 //! [`Pooled`]), and whether a route's sessions may be pinged ([`Ladder::pings_allowed`]). Must not touch:
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
 //! reports what sessions saw. The `front` tier's planning rule (domain fronting: only after the
-//! direct ws route failed at TLS or upgrade) is `front.rs`. The rules are docs/design.md §4;
+//! direct ws route failed at TLS or upgrade) is `front.rs`; which proof may end a flap quarantine
+//! (only a probe begun after it) is `quarantine.rs`. The rules are docs/design.md §4;
 //! each one is a unit test in
 //! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`,
 //! the field faults' rules 6 and 7, pings and a dead network in `tests/under_fire.rs`).
@@ -126,6 +127,9 @@ struct Slot<U> {
     stall_probe: bool,
     /// Its frozen sessions (`freeze.rs`).
     freezes: freeze::Freezes,
+    /// When the route's last probe was handed out (ms): a probe begun before a flap
+    /// quarantine ended proves nothing about it (rule 3).
+    probe_started: u64,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
@@ -133,6 +137,7 @@ pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 mod facts;
 mod freeze;
 mod front;
+mod quarantine;
 mod reconfigure;
 mod rules;
 mod spread;
@@ -426,7 +431,12 @@ impl<U: Pooled> Ladder<U> {
                 // A route down as stalled (or doubted for a frozen session) lets a session's
                 // first bytes through (the freeze comes after ~16 KB): only a pulling probe
                 // proves it recovered (rule 7). A session on it goes on, it just proves nothing.
-                if self.owes_pull(route) {
+                // Nor does one on a quarantined route (rule 3): a flapping route works now and
+                // then, and only the probe after the quarantine may bring it back.
+                let health = &self.table.routes[route].health;
+                let quarantined =
+                    matches!(health.state(), State::Down { .. }) && health.quarantine_end().is_some();
+                if self.owes_pull(route) || quarantined {
                     return None;
                 }
                 let change = self.succeed(route, rtt_ms, "session", now);
@@ -437,6 +447,13 @@ impl<U: Pooled> Ladder<U> {
                 change
             }
             Observation::SessionEnded { route, end } => self.session_ended(route, end, now),
+            Observation::ProbeDone {
+                route,
+                result: Ok(_),
+            } if self.probe_predates_quarantine_end(route) => {
+                self.early_probe(route, now);
+                None
+            }
             Observation::ProbeDone { route, result } => self.probe_done(route, result, now),
             Observation::FillFailed {
                 route,
@@ -579,6 +596,7 @@ impl<U: Pooled> Ladder<U> {
             if let Some(at) = self.slots[id].sched.at() {
                 if at <= now {
                     if let Some(w) = self.probe_due(id, now, resolve) {
+                        self.slots[id].probe_started = now;
                         return Some(w);
                     }
                 }

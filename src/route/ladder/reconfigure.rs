@@ -158,6 +158,7 @@ impl<U: Pooled> Ladder<U> {
                 pings_off_until: 0,
                 stall_probe: false,
                 freezes: Default::default(),
+                probe_started: 0,
             });
         }
     }

@@ -429,3 +429,48 @@ fn a_silent_pooled_upstream_doubts_its_route_and_flushes_its_siblings_as_old_or_
     probe_ok(&mut l, ws, 2_200);
     assert!(is_up(&l, ws));
 }
+
+/// docs/design.md §4 rule 3: a quarantined route stays out for the whole quarantine. Neither a
+/// session's first byte (a last-resort plan dialled it after it went down) nor a probe that was
+/// already running when the quarantine began brings it back; the recovery probe handed out
+/// after the quarantine ends does.
+#[test]
+fn flap_quarantine_is_lifted_only_by_a_probe_after_it_ends() {
+    let mut c = cfg();
+    c.health.jitter_pct = 0;
+    c.health.quarantine_ms = 60_000;
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    // Two flaps: down, proven again by a probe.
+    for t in [1_000, 30_000] {
+        assert!(!fail(&mut l, ws, Failure::Timeout, t).unwrap().quarantined);
+        probe_ok(&mut l, ws, t + 11_000);
+    }
+    // A liveness probe is in flight when the third failure quarantines the route.
+    l.probe_now(ws, 50_000).unwrap();
+    assert_eq!(probes_of(&drain(&mut l, 50_000)), vec![ws]);
+    let ch = fail(&mut l, ws, Failure::Timeout, 50_100).unwrap();
+    assert!(ch.quarantined, "{ch:?}");
+    let State::Down { until } = ch.to else {
+        panic!("not down: {ch:?}")
+    };
+    assert_eq!(until, 50_100 + 60_000);
+    // ~1 s later a session dialled after the change gets its first byte: no proof.
+    first_byte(&mut l, ws, 50_500, 51_100);
+    assert!(
+        !is_up(&l, ws),
+        "a session's first byte lifted the quarantine"
+    );
+    // The probe started before the quarantine succeeds: no proof either.
+    assert_eq!(probe_ok(&mut l, ws, 51_200), None);
+    assert!(!is_up(&l, ws), "an early probe lifted the quarantine");
+    assert!(!plan(&mut l, 51_300).contains(&ws));
+    // Nothing is probed during the quarantine; at its end the recovery probe runs.
+    assert!(probes_of(&drain(&mut l, until - 1)).is_empty());
+    first_byte(&mut l, ws, until - 500, until + 10);
+    assert!(!is_up(&l, ws), "a session after the end is still no probe");
+    assert_eq!(probes_of(&drain(&mut l, until + 20)), vec![ws]);
+    let ch = probe_ok(&mut l, ws, until + 50).unwrap();
+    assert_eq!(ch.to, State::Up);
+    assert!(plan(&mut l, until + 60).contains(&ws));
+}
