@@ -23,7 +23,7 @@ CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 # `make dist` targets (all five by default); e.g. make dist DIST_TARGETS="mips-unknown-linux-musl"
 DIST_TARGETS ?= $(CROSS_ALL_TARGETS)
 
-.PHONY: help test demo bench bench-burst bench-pit bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
+.PHONY: help test demo bench bench-burst bench-pit bench-freeze bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
 	cross-bench
 
 help:
@@ -33,6 +33,7 @@ help:
 	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
 	@echo "  make bench-burst    only the burst of new sessions, with its --handshake-pace 0 reference (\$$BENCH_ARGS appended)"
 	@echo "  make bench-pit      run bench/pit.sh: the pit / flapping / Worker-requests A/B (report in target/bench/)"
+	@echo "  make bench-freeze   run bench/freeze.sh: the 16 KB freeze, both forms x three client behaviours (OLD=BIN adds a baseline)"
 	@echo "  make bench-soak     run bench/soak.sh \$$BENCH_ARGS: 1,000 held + 20 new sessions/s for 30 min, fds/RSS slope"
 	@echo "  make fuzz           every fuzz target for FUZZ_SECS=$(FUZZ_SECS) s each (fuzz/run.sh; needs cargo-fuzz); fails on any crash"
 	@echo "  make fuzz-seeds     regenerate the committed seed corpus fuzz/corpus/ (fuzz/examples/seeds.rs)"
@@ -65,6 +66,9 @@ bench-burst:
 
 bench-pit:
 	bash bench/pit.sh
+
+bench-freeze:
+	sh bench/freeze.sh $(BENCH_ARGS)
 
 bench-soak:
 	sh bench/soak.sh $(BENCH_ARGS)

@@ -18,11 +18,11 @@
 
 mod common;
 
-use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
 use common::ctl::Ctl;
-use common::fakedc::{bulk_request, DcConfig, FakeDc, Fault, BULK_KEY};
+use common::fakedc::{bulk_request, DcConfig, FakeDc, Fault};
+use common::freezeclient::{self, Attempt, Client, PACKETS};
 use common::{client_opts, netns, os_rng, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::MtClient;
 use tg_ws_proxy::mtproto::obfs2::Tag;
@@ -31,112 +31,11 @@ use tg_ws_proxy::mtproto::obfs2::Tag;
 const WORKER: &str = "w.workers.dev";
 /// The freeze's size: bytes from the front before everything stops.
 const FREEZE: usize = 16 * 1024;
-/// A download: packets × size (256 KiB, far past the freeze).
-const PACKETS: u32 = 64;
-const SIZE: u32 = 4096;
 
-/// What a client does while its download does not come.
-#[derive(Clone, Copy, Debug)]
-enum Client {
-    /// Asks once and waits up to this long.
-    AskOnce(Duration),
-    /// Asks once and closes after this long without the whole reply.
-    GivesUp(Duration),
-    /// Asks, then re-asks (a small request) every `0` while waiting, up to `1` in all.
-    ReAsks(Duration, Duration),
-}
-
-/// What one client connection saw.
-#[derive(Debug)]
-struct Attempt {
-    /// The whole download arrived.
-    complete: bool,
-    /// Download packets received.
-    got: u32,
-    /// When the last byte came, and when the proxy ended the connection (if it did).
-    last_byte: Instant,
-    ended_by_proxy: Option<Instant>,
-}
-
-impl Attempt {
-    /// Time from the last byte to the proxy's close, if it closed.
-    fn close_after_last_byte(&self) -> Option<Duration> {
-        self.ended_by_proxy.map(|t| t - self.last_byte)
-    }
-}
-
-/// One client connection behaving as `how`.
-fn attempt(p: &Proxy, how: Client) -> Attempt {
-    let opts = client_opts(p.addr(), SECRET, Tag::Intermediate, 2);
-    let mut c = MtClient::connect_with(&opts, &mut os_rng())
-        .unwrap_or_else(|e| panic!("connect: {e}\n{}", p.dump()));
-    c.send_packet(&bulk_request(PACKETS, SIZE))
-        .expect("send the download request");
-    let start = Instant::now();
-    let (limit, every) = match how {
-        Client::AskOnce(d) | Client::GivesUp(d) => (d, None),
-        Client::ReAsks(every, d) => (d, Some(every)),
-    };
-    let mut a = Attempt {
-        complete: false,
-        got: 0,
-        last_byte: start,
-        ended_by_proxy: None,
-    };
-    let mut next_ask = every.map(|e| start + e);
-    let end = start + limit;
-    while Instant::now() < end {
-        let until = next_ask.map_or(end, |t| t.min(end));
-        match c.recv_packet_until(until) {
-            Ok(pk) => {
-                a.last_byte = Instant::now();
-                // Re-asks are echoed when they get through; only download packets count.
-                if pk.starts_with(&BULK_KEY) {
-                    a.got += 1;
-                }
-                if a.got == PACKETS {
-                    a.complete = true;
-                    return a;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::TimedOut => {
-                if let (Some(t), Some(e)) = (next_ask, every) {
-                    if Instant::now() >= t {
-                        let mut ping = b"PINGPING".to_vec();
-                        ping.extend_from_slice(&[0x42; 8]);
-                        if c.send_packet(&ping).is_err() {
-                            a.ended_by_proxy = Some(Instant::now());
-                            return a;
-                        }
-                        next_ask = Some(t + e);
-                    }
-                }
-            }
-            Err(_) => {
-                a.ended_by_proxy = Some(Instant::now());
-                return a;
-            }
-        }
-    }
-    a
-}
-
-/// `n` attempts `gap` apart (from one's end to the next's start), or until one completes when
-/// `until_complete`.
+/// The three client behaviours through the proxy `p` (see `common::freezeclient`).
 fn attempts(p: &Proxy, how: Client, n: usize, gap: Duration, until_complete: bool) -> Vec<Attempt> {
-    let mut out = Vec::new();
-    for i in 0..n {
-        if i > 0 {
-            common::wait_until(gap, || false);
-        }
-        let a = attempt(p, how);
-        let done = a.complete;
-        out.push(a);
-        if done && until_complete {
-            break;
-        }
-    }
-    out
+    freezeclient::attempts(p.addr(), SECRET, how, n, gap, until_complete)
+        .unwrap_or_else(|e| panic!("{e}\n{}", p.dump()))
 }
 
 /// The ladder: `ws` (the front that freezes) first, a healthy Worker behind it relaying to a

@@ -17,6 +17,7 @@ pub mod dnsreply;
 pub mod eebed;
 pub mod fakedc;
 pub mod faketls;
+pub mod freezeclient;
 pub mod masksite;
 pub mod mtsession;
 pub mod netns;

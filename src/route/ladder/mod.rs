@@ -434,8 +434,8 @@ impl<U: Pooled> Ladder<U> {
                 // Nor does one on a quarantined route (rule 3): a flapping route works now and
                 // then, and only the probe after the quarantine may bring it back.
                 let health = &self.table.routes[route].health;
-                let quarantined =
-                    matches!(health.state(), State::Down { .. }) && health.quarantine_end().is_some();
+                let quarantined = matches!(health.state(), State::Down { .. })
+                    && health.quarantine_end().is_some();
                 if self.owes_pull(route) || quarantined {
                     return None;
                 }
