@@ -12,7 +12,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::blackhole::BlackHole;
-use common::fakedc::{DcConfig, FakeDc};
+use common::fakedc::{DcConfig, FakeDc, Fault};
 use common::{data_path, hosts_file, name_args, run_bin, temp_dir, Run};
 
 /// Bound on one `check` run in these tests (the probe timeout is 1–3 s).
@@ -374,4 +374,40 @@ fn cfproxy_media_is_checked_under_both_names_in_media_order() {
     );
     assert_eq!(front.snis().len(), 3, "one probe per name");
     assert!(!r.stdout.contains("example.com"), "{}", r.stdout);
+}
+
+#[test]
+fn a_route_that_freezes_after_16_kib_shows_as_stalled_with_the_bytes_it_let_through() {
+    // Issue 19 §1: check pulls past the freeze size (--stall-probe-bytes), so a front that
+    // answers resPQ and then freezes every connection is no longer reported OK.
+    let ws = FakeDc::start_tls_ws(DcConfig::with_fault(Fault::FreezeAfterBytes(16 * 1024)));
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let r = check(&[
+        "--dc-ip",
+        &format!("2:{}", ws.addr()),
+        "--tcp-dc-ip",
+        &format!("2:{}", tcp.addr()),
+        "--tier-order",
+        "ws,tcp",
+        "--probe-timeout",
+        "1.5",
+    ]);
+    let out = format!("stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let ws_lines = tier_lines(&r.stdout, "ws");
+    assert_eq!(ws_lines.len(), 4, "{out}");
+    for l in &ws_lines {
+        assert_eq!(result(l), Some("stalled"), "{l}\n{out}");
+        let after: u64 = l
+            .split("stalled after ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no byte count in {l}\n{out}"));
+        assert!((1..16 * 1024).contains(&after), "{l}");
+    }
+    for l in tier_lines(&r.stdout, "tcp") {
+        assert_eq!(result(l), Some("OK"), "{l}\n{out}");
+    }
+    // The tcp route still carries both DCs.
+    assert_eq!(r.code, Some(0), "{out}");
 }
