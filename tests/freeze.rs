@@ -38,6 +38,13 @@ fn attempts(p: &Proxy, how: Client, n: usize, gap: Duration, until_complete: boo
         .unwrap_or_else(|e| panic!("{e}\n{}", p.dump()))
 }
 
+/// `pairs` as owned arguments, then `ctl`'s.
+fn args(pairs: &[&str], ctl: &Ctl) -> Vec<String> {
+    let mut v: Vec<String> = pairs.iter().map(|s| s.to_string()).collect();
+    v.extend(ctl.args());
+    v
+}
+
 /// The ladder: `ws` (the front that freezes) first, a healthy Worker behind it relaying to a
 /// raw TCP DC; compressed cooldowns and probes (`common::LADDER_FAST`); freeze bounds at their
 /// defaults unless `extra` says otherwise. Returns the DC and Worker (keep them alive) and the
@@ -45,20 +52,19 @@ fn attempts(p: &Proxy, how: Client, n: usize, gap: Duration, until_complete: boo
 fn ladder(front: &FakeDc, ctl: &Ctl, extra: &[&str]) -> (FakeDc, FakeDc, Proxy) {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let w = FakeDc::start_worker(DcConfig::default());
-    let mut args: Vec<String> = [
-        "--tier-order",
-        "ws,worker",
-        "--dc-ip",
-        &format!("2:{}", front.addr()),
-        "--tcp-dc-ip",
-        &format!("2:{}", dc.addr()),
-        "--cf-worker-domain",
-        &format!("{WORKER}:{}", w.port()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(ctl.args());
+    let mut args = args(
+        &[
+            "--tier-order",
+            "ws,worker",
+            "--dc-ip",
+            &format!("2:{}", front.addr()),
+            "--tcp-dc-ip",
+            &format!("2:{}", dc.addr()),
+            "--cf-worker-domain",
+            &format!("{WORKER}:{}", w.port()),
+        ],
+        ctl,
+    );
     args.extend(extra.iter().map(|s| s.to_string()));
     let p = common::ladder_proxy(&[WORKER], &args);
     (dc, w, p)
@@ -323,18 +329,17 @@ fn a_worker_that_streams_well_formed_frames_of_garbage_is_left_after_one_session
     let dc = FakeDc::start_tcp(DcConfig::default());
     let w = FakeDc::start_worker(DcConfig::with_fault(Fault::Garbage));
     let ctl = Ctl::new();
-    let mut args: Vec<String> = [
-        "--tier-order",
-        "worker,tcp",
-        "--tcp-dc-ip",
-        &format!("2:{}", dc.addr()),
-        "--cf-worker-domain",
-        &format!("{WORKER}:{}", w.port()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend(ctl.args());
+    let args = args(
+        &[
+            "--tier-order",
+            "worker,tcp",
+            "--tcp-dc-ip",
+            &format!("2:{}", dc.addr()),
+            "--cf-worker-domain",
+            &format!("{WORKER}:{}", w.port()),
+        ],
+        &ctl,
+    );
     let p = common::ladder_proxy(&[WORKER], &args);
     let mut served = 0;
     for i in 0..8u8 {

@@ -327,17 +327,7 @@ impl Health {
         let from = self.state;
         match from {
             State::Down { until } if now < until => return None,
-            State::Up if class == Class::Soft => {
-                self.state = State::Suspect;
-                self.last_change = now;
-                return Some(Change {
-                    from,
-                    to: State::Suspect,
-                    failure: Some(f),
-                    cooldown_ms: 0,
-                    quarantined: false,
-                });
-            }
+            State::Up if class == Class::Soft => return self.doubt(now, f),
             _ => {}
         }
         // A failed recovery probe (Down, expired) is not a new flap: its growth comes from the
