@@ -107,10 +107,22 @@ impl Conn {
             }
             return;
         }
+        let by_client = reason.side() == Side::Client;
+        self.judge_give_up(by_client, ctx);
+    }
+
+    /// The client ended its side while the relay still runs (the linger begins): the give-up
+    /// verdict is taken now.
+    pub(super) fn client_left(&mut self, ctx: &mut Ctx<'_>) {
+        self.judge_give_up(true, ctx);
+    }
+
+    /// `StallWatch::at_close` with the kernel's last view when the check is armed; once per
+    /// session (the watch judges only the first call).
+    fn judge_give_up(&mut self, by_client: bool, ctx: &mut Ctx<'_>) {
         if self.info.froze.is_some() {
             return;
         }
-        let by_client = reason.side() == Side::Client;
         let tcp = match &mut self.phase {
             Phase::Relay(r) if by_client && self.stall.armed() => r.tcp_view(),
             _ => None,

@@ -504,9 +504,15 @@ impl Conn {
             .stall
             .observe(ctx.now, (up, down), mid_reply, on_client);
         r.probe_effect(effect, ctx.cfg.tcp_keepalive);
+        let client_ended = r.client_ended();
         self.arm_stall(ctx);
         if wants_linger && self.timer.is_none() {
             self.arm(ctx.now + self.kept.linger_ms(), SessionTimer::Linger, ctx);
+            if client_ended {
+                // The client left: whether it gave up on a frozen upstream is judged now, not
+                // a linger later (its reconnect must already find the route doubted).
+                self.client_left(ctx);
+            }
         }
         self.report_first_byte(ctx);
         self.watch_first_byte(ctx);

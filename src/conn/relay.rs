@@ -101,6 +101,15 @@ impl Relaying {
         self.core.wants_linger() && self.core.waiting_since().is_none()
     }
 
+    /// True once the client ended its side (EOF): what it sent is flushed, the upstream's bytes
+    /// still delivered during the linger.
+    pub fn client_ended(&self) -> bool {
+        matches!(
+            self.core.end(),
+            crate::relay::end::End::ClientDone | crate::relay::end::End::ShutSent
+        )
+    }
+
     /// True while upstream bytes wait for the client ([`crate::relay::Relay::waits_on_client`]).
     pub fn waits_on_client(&self) -> bool {
         self.core.waits_on_client()

@@ -317,6 +317,8 @@ impl StallWatch {
     /// kernel's last view of the upstream socket if the shell could take one (`tcp`): a client
     /// that gave up after waiting `--stall-give-up` inside a reply, or while the armed kernel
     /// check saw nothing of ours answered for that long, is a [`Freeze::GaveUp`].
+    /// Judged once: the first call (the client's EOF, or the close when nothing came before)
+    /// decides, and later ones return `None`.
     pub fn at_close(&mut self, now: u64, by_client: bool, tcp: Option<TcpView>) -> Option<Freeze> {
         let give_up = self.b.give_up_ms;
         if self.done || !by_client || give_up == 0 {
@@ -329,11 +331,9 @@ impl StallWatch {
             && tcp
                 .or(self.sample)
                 .is_some_and(|v| v.unanswered >= 1 && v.last_ack_ms >= give_up);
-        if inside || unanswered {
-            self.done = true;
-            return Some(Freeze::GaveUp);
-        }
-        None
+        // Judged now: a linger after the client's EOF must not add to its wait.
+        self.done = true;
+        (inside || unanswered).then_some(Freeze::GaveUp)
     }
 
     /// True while the kernel check is armed (the shell samples the socket at close then).

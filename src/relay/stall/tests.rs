@@ -111,6 +111,13 @@ fn a_client_that_gives_up_inside_a_reply_is_a_freeze_and_one_leaving_a_live_down
     let mut w = frozen_mid_reply();
     assert_eq!(run(&mut w, 4_900, |_, _| dead(0, 0)), None);
     assert_eq!(w.at_close(5_000, true, None), Some(Freeze::GaveUp));
+    // Judged once: the close after the linger does not judge again.
+    assert_eq!(w.at_close(7_000, true, None), None);
+    // A client that left 1 s into the silence did not give up; the linger that follows its
+    // EOF does not make it one.
+    let mut w = frozen_mid_reply();
+    assert_eq!(w.at_close(1_050, true, None), None);
+    assert_eq!(w.at_close(3_050, true, None), None);
     // Bytes were still coming 10 ms before the user closed the app.
     let mut w = frozen_mid_reply();
     w.observe(4_990, (100, 300_000), true, false);
