@@ -262,6 +262,12 @@ pub struct Config {
     pub outbound_proxy: Option<crate::net::outbound::OutboundProxy>,
     /// Destinations reached directly despite `--outbound-proxy` (`--no-outbound-proxy-for`).
     pub no_outbound_proxy_for: Vec<String>,
+    /// While the outbound proxy is down, the first wait before a dial re-checks it
+    /// (`--outbound-proxy-backoff`, 500 ms); doubled per re-check (`route::outproxy`).
+    pub outbound_proxy_backoff: Duration,
+    /// Cap of that doubling (`--outbound-proxy-backoff-max`, 1.5 s; at least the base): a
+    /// proxy that comes back is found within it.
+    pub outbound_proxy_backoff_max: Duration,
     /// Names put in the TLS SNI of the `front` tier (`--fronting-domain`, repeatable).
     pub fronting_domains: Vec<String>,
     /// Where the shared Cloudflare domain list comes from (`--cf-domain-list URL|FILE`, checked
@@ -381,6 +387,8 @@ impl Config {
             mtproto_proxies: Vec::new(),
             outbound_proxy: None,
             no_outbound_proxy_for: Vec::new(),
+            outbound_proxy_backoff: Duration::from_millis(500),
+            outbound_proxy_backoff_max: Duration::from_millis(1500),
             fronting_domains: Vec::new(),
             cf_domain_list: Some(crate::route::cflist::DEFAULT_URL.to_string()),
             cf_domain_list_refresh: Duration::from_secs(3600),

@@ -254,6 +254,8 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         control_timeout => "control-timeout",
         outbound_proxy => "outbound-proxy",
         no_outbound_proxy_for => "no-outbound-proxy-for",
+        outbound_proxy_backoff => "outbound-proxy-backoff",
+        outbound_proxy_backoff_max => "outbound-proxy-backoff-max",
     );
     names
 }

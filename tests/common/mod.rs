@@ -1,8 +1,9 @@
 //! Shared black-box test rig: spawn the built `tg-ws-proxy` binary ([`Proxy`]), fake peers
 //! ([`fakedc`], [`blackhole`], the mask site [`masksite`]), the rig's own fake-TLS client
 //! ([`faketls`], with [`mtsession`] for MTProto over any stream), a one-connection mask server
-//! and an MTProto session after leading bytes ([`plainrig`]), condition waits, and client
-//! helpers built on the probe applet's [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
+//! and an MTProto session after leading bytes ([`plainrig`]), a test body run inside a network
+//! namespace of its own ([`netns`]), condition waits, and client helpers built on the probe
+//! applet's [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
 //!
 //! Test code: panics on local setup failure are the point (a broken rig must fail loudly).
 //! It never touches the real network (127.0.0.1 only) and never sleeps for correctness: waits
@@ -16,6 +17,7 @@ pub mod fakedc;
 pub mod faketls;
 pub mod masksite;
 pub mod mtsession;
+pub mod netns;
 pub mod outproxy;
 pub mod plainrig;
 pub mod reader;
@@ -193,6 +195,10 @@ impl Proxy {
     fn try_spawn(argv: &[&str], env: &[(&str, &str)]) -> Result<Proxy, String> {
         let mut cmd = command(argv);
         cmd.envs(env.iter().copied());
+        Proxy::spawn_cmd(cmd, argv)
+    }
+
+    fn spawn_cmd(mut cmd: Command, argv: &[&str]) -> Result<Proxy, String> {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

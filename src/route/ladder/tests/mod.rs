@@ -8,6 +8,7 @@
 
 mod background;
 mod cflist;
+mod deps;
 mod front;
 mod outbound;
 mod reconfigure;
