@@ -205,6 +205,12 @@ pub struct Config {
     /// Size cap of `log_file` in bytes before its one rotation to `PATH.1` (`--log-max-kb`,
     /// default 1024 KiB).
     pub log_max_bytes: u64,
+    /// A repeatable line (per-client warnings per call site, attempt failures per tier and
+    /// class, close lines of sessions that never reached an upstream per reason, descriptor
+    /// exhaustion on accept) is written at most once per this, with the count of the ones
+    /// folded since (`--log-fold-interval`, 6 s: at most 10 lines a minute per kind; 0 = every
+    /// line).
+    pub log_fold_interval: Duration,
     /// Host (IP address or DNS name) put in printed links (`--link-ip`); `None` = detect.
     pub link_ip: Option<String>,
     /// An upstream close this soon after a session started, after a reply of
@@ -365,6 +371,7 @@ impl Config {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             log_level: log::LevelFilter::Info,
             log_file: None,
+            log_fold_interval: Duration::from_secs(6),
             log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,
             link_ip: None,
             short_session: Duration::from_secs(3),

@@ -710,6 +710,13 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         }),
     },
     Opt {
+        long: "--log-fold-interval", short: None, aliases: &[],
+        env: &["TG_LOG_FOLD_INTERVAL"], meta: "D", default: "6s", group: Logging,
+        help: "a repeatable warning (per kind) is written at most once per D, with the count \
+               of the ones folded since; 0 = every line",
+        kind: Value(|d, s| duration(s).map(|v| d.config.log_fold_interval = v)),
+    },
+    Opt {
         long: "--stats-interval", short: None, aliases: &[], env: &["TG_STATS_INTERVAL"],
         meta: "D", default: "300s", group: Logging,
         help: "period of the stats line, 0 = never",

@@ -566,10 +566,19 @@ fn dial_or_next(
         Err(f) => {
             let route = c.plan.cands[idx].route;
             let label = ctx.ladder.route(route).label();
-            ctx.warn_client(
-                *peer,
-                format_args!("{}: {label} could not start: {f}{}", c.dc, f.hint()),
-            );
+            // One fold per kind: a local resource running out (descriptors, local ports)
+            // repeats for every client while it lasts.
+            if f.is_local() {
+                ctx.warn_client(
+                    *peer,
+                    format_args!("{}: {label} could not start: {f}{}", c.dc, f.hint()),
+                );
+            } else {
+                ctx.warn_client(
+                    *peer,
+                    format_args!("{}: {label} could not start: {f}", c.dc),
+                );
+            }
             if f.is_proxy() || f.is_network() {
                 // The outbound proxy's own failure (a proxy name with no address yet, or its
                 // connect refused at once), or no path to the address (network unreachable at
@@ -714,7 +723,10 @@ fn attempt_failed(
         ctx.ladder.proxy_worked(ctx.now);
     }
     let ms = ctx.now.saturating_sub(a.started);
-    if let Some(folded) = ctx.attempt_log.allow(ctx.now) {
+    // One fold per tier and class: a flood of one failure (local ports, say) never hides
+    // another.
+    let kind = crate::logging::fold_key(&format!("{}:{f}", tier.name()));
+    if let Some(folded) = ctx.attempt_log.allow(kind, ctx.now) {
         log::warn!(
             "client {peer} {}: {} {} failed after {ms}ms: {f}{} ({detail}){}",
             c.dc,

@@ -139,6 +139,13 @@ impl Reactor {
             burst: cfg.per_ip_burst,
         });
         log::set_max_level(cfg.log_level);
+        let fold_ms = cfg.log_fold_interval.as_millis() as u64;
+        s.attempt_log.set_interval(fold_ms);
+        s.client_log.set_interval(fold_ms);
+        for r in &mut s.unserved_log {
+            r.set_interval(fold_ms);
+        }
+        self.fd_log.set_interval(fold_ms);
         crate::logging::set_redactions(private_names(&cfg));
         for name in &dns_names(&cfg) {
             s.dns.watch(name);
@@ -256,6 +263,7 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         no_outbound_proxy_for => "no-outbound-proxy-for",
         outbound_proxy_backoff => "outbound-proxy-backoff",
         outbound_proxy_backoff_max => "outbound-proxy-backoff-max",
+        log_fold_interval => "log-fold-interval",
     );
     names
 }
