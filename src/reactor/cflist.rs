@@ -9,9 +9,9 @@
 //!
 //! Owns the [`token::CFLIST`] socket and the fetch deadline (`--cf-domain-list-timeout`, one
 //! bound over DNS, TLS, request, response and every redirect). Decisions (decoding, the accept
-//! rule, limits, the schedule) are `route::cflist`'s; whether a dial through the outbound proxy
-//! may start (a down proxy: the fetch waits for its re-check within its deadline) and what the
-//! dial said about the proxy are the ladder's.
+//! rule, limits and the count of names dropped past them, the schedule) are `route::cflist`'s;
+//! whether a dial through the outbound proxy may start (a down proxy: the fetch waits for its
+//! re-check within its deadline) and what the dial said about the proxy are the ladder's.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ use crate::net::dial::{Dial, DialKind, DialSpec, DialStep, Upstream};
 use crate::net::io::Io;
 use crate::rng::Rng;
 use crate::route::cflist::http::{self, Outcome, Response};
-use crate::route::cflist::{self, Schedule, Source, Url};
+use crate::route::cflist::{self, Accepted, Schedule, Source, Url};
 use crate::token;
 
 /// Largest list body taken (bytes).
@@ -50,6 +50,11 @@ pub struct ListStatus {
     pub failures: u64,
     /// The last result (`accepted N domains`, or why not) and when (reactor ms).
     pub last: Option<(u64, String)>,
+    /// The last accepted list: names taken, and valid names dropped past the cap of
+    /// `route::cflist::MAX_DOMAINS`.
+    pub kept: usize,
+    /// Of the last accepted list.
+    pub dropped: usize,
 }
 
 enum Step {
@@ -86,7 +91,7 @@ pub(super) struct CfList {
     proxy_news: Option<Result<(), Failure>>,
 }
 
-type Done = Result<Vec<String>, String>;
+type Done = Result<Accepted, String>;
 
 impl CfList {
     /// The list for `cfg`, first fetch due at `now`, and the cached domains if the cache file
@@ -110,7 +115,10 @@ impl CfList {
                 cfg.cf_domain_list_retry.as_millis() as u64,
             ),
             fetch: None,
-            status: ListStatus::default(),
+            status: ListStatus {
+                kept: cached.as_ref().map_or(0, Vec::len),
+                ..ListStatus::default()
+            },
             proxy_news: None,
         };
         (list, cached)
@@ -359,7 +367,7 @@ fn drive(
 
 /// A `--cf-domain-list FILE` source: read and decoded like a download (same format, same
 /// three-valid-names rule). Errors: the OS error reading it, or why the list was refused.
-fn read_list_file(path: &Path) -> Result<Vec<String>, String> {
+fn read_list_file(path: &Path) -> Result<Accepted, String> {
     std::fs::read(path)
         .map_err(|e| format!("cannot read: {e}"))
         .and_then(|b| cflist::accept(cflist::decode_list(&String::from_utf8_lossy(&b))))
@@ -376,7 +384,8 @@ pub(crate) fn cached_shared_domains(cfg: &Config) -> Vec<CfEndpoint> {
     let from_file = match &source {
         Some(Source::File(path)) => read_list_file(path)
             .inspect_err(|why| warn!("cf-domain-list: {}: {why}", path.display()))
-            .ok(),
+            .ok()
+            .map(|a| a.domains),
         _ => None,
     };
     let cached = || match (&source, &cfg.cf_domain_cache) {
@@ -390,7 +399,7 @@ pub(crate) fn cached_shared_domains(cfg: &Config) -> Vec<CfEndpoint> {
 fn read_cache(path: &Path) -> Option<Vec<String>> {
     match std::fs::read(path) {
         Ok(b) => match cflist::accept(cflist::parse_cache(&String::from_utf8_lossy(&b))) {
-            Ok(list) => {
+            Ok(Accepted { domains: list, .. }) => {
                 info!(
                     "cf-domain-list: using {} cached domains from {}",
                     list.len(),
@@ -437,6 +446,8 @@ impl Reactor {
         Some(crate::control::status::SharedList {
             source: l.source_label(),
             in_use: self.s.cfg.cf_shared_domains.len(),
+            kept: st.kept,
+            dropped: st.dropped,
             fetches: st.fetches,
             failures: st.failures,
             last: st
@@ -496,19 +507,21 @@ impl Reactor {
         let st = &mut self.cflist.status;
         st.fetches += 1;
         match done {
-            Ok(list) => {
+            Ok(accepted) => {
                 // The cache first: once "accepted" is logged, the file holds the list.
                 if let Some(path) = &self.cflist.cache {
-                    if let Err(e) = write_cache(path, &list) {
+                    if let Err(e) = write_cache(path, &accepted.domains) {
                         warn!(
                             "cf-domain-list: cache {}: cannot write: {e}",
                             path.display()
                         );
                     }
                 }
-                let line = format!("accepted {} domains", list.len());
+                let line = accepted.summary();
                 info!("cf-domain-list: {src}: {line}");
                 st.last = Some((now, line));
+                (st.kept, st.dropped) = (accepted.domains.len(), accepted.dropped);
+                let list = accepted.domains;
                 self.cflist.next_at =
                     Some(self.cflist.schedule.after_success(now, &mut self.s.rng));
                 self.cflist_apply(list);
