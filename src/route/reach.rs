@@ -133,6 +133,11 @@ impl Reach {
         self.down_since.is_some()
     }
 
+    /// True when some destination is unreachable now.
+    pub fn any_unreachable(&self) -> bool {
+        !self.entries.is_empty()
+    }
+
     /// True when `dest` is unreachable as its own, confirmed fact (it failed again while
     /// others worked; said): worth trying last. A destination that only failed during an
     /// outage is not, until it fails again.

@@ -100,22 +100,27 @@ impl<U: Pooled> Ladder<U> {
         }
     }
 
-    /// Distinct destinations of the routes in use.
+    /// Distinct destinations of the routes in use, counted up to 2 (all `route::reach` needs
+    /// to know: one destination, or more): one pass, no allocation past the first.
     fn known_dests(&self) -> usize {
-        let mut seen: Vec<Dest> = Vec::new();
-        for r in self.table.routes.iter().filter(|r| !r.retired) {
-            let d = dest_of(&r.target);
-            if !seen.contains(&d) {
-                seen.push(d);
-            }
+        let mut live = self.table.routes.iter().filter(|r| !r.retired);
+        let Some(first) = live.next().map(|r| dest_of(&r.target)) else {
+            return 0;
+        };
+        if live.any(|r| !same_dest(&r.target, &first)) {
+            2
+        } else {
+            1
         }
-        seen.len()
     }
 
     /// True when `route`'s address is unreachable as its own fact (others work): planned last.
+    /// Nothing to look up (or allocate) while every address works.
     pub(super) fn unreachable_alone(&self, route: RouteId) -> bool {
-        self.reach
-            .unreachable_alone(&dest_of(&self.table.routes[route].target))
+        self.reach.any_unreachable()
+            && self
+                .reach
+                .unreachable_alone(&dest_of(&self.table.routes[route].target))
     }
 
     /// A dial through the outbound proxy failed at the proxy itself (`f`,
@@ -199,6 +204,19 @@ pub(super) fn dest_of(target: &Target) -> Dest {
             Some(ip) => Dest::Addr(SocketAddr::new(ip, proxy.port)),
             None => Dest::Name(proxy.host.clone()),
         },
+    }
+}
+
+/// True when `target` dials `dest` (as [`dest_of`] would say, without building it).
+fn same_dest(target: &Target, dest: &Dest) -> bool {
+    match (target, dest) {
+        (
+            Target::Ws { addr, .. } | Target::Front { addr, .. } | Target::Tcp { addr },
+            Dest::Addr(a),
+        ) => addr == a,
+        (Target::Worker { ep, .. } | Target::CfProxy { ep, .. }, Dest::Name(n)) => ep.host == *n,
+        (Target::Mtproto { .. }, _) => dest_of(target) == *dest,
+        _ => false,
     }
 }
 
