@@ -9,8 +9,8 @@
 //! client is closed so it reconnects instead of waiting. Handshake starts wait for the ladder's
 //! pacing (a bounded delay); a candidate through a down outbound proxy is skipped unless this
 //! dial is the proxy's re-check (`Ladder::proxy_may_dial`), and every dial through the proxy
-//! that got past it reports that the proxy works. Client bytes that arrive meanwhile are decrypted into the session's
-//! upstream buffer. A session whose pooled upstream stayed silent comes back here once
+//! that got past it reports that the proxy works. Client bytes that arrive meanwhile are
+//! decrypted into the session's upstream buffer. A session whose pooled upstream stayed silent comes back here once
 //! ([`Connecting::retry`]): a fresh plan without the pool, its replayed request in the buffer.
 //! This module reports what happened ([`Observation`]); it decides nothing about health.
 
