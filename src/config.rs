@@ -205,6 +205,12 @@ pub struct Config {
     /// Size cap of `log_file` in bytes before its one rotation to `PATH.1` (`--log-max-kb`,
     /// default 1024 KiB).
     pub log_max_bytes: u64,
+    /// A repeatable line (per-client warnings per call site, attempt failures per tier and
+    /// class, close lines of sessions that never reached an upstream per reason, descriptor
+    /// exhaustion on accept) is written at most once per this, with the count of the ones
+    /// folded since (`--log-fold-interval`, 6 s: at most 10 lines a minute per kind; 0 = every
+    /// line).
+    pub log_fold_interval: Duration,
     /// Host (IP address or DNS name) put in printed links (`--link-ip`); `None` = detect.
     pub link_ip: Option<String>,
     /// An upstream close this soon after a session started, after a reply of
@@ -276,6 +282,12 @@ pub struct Config {
     pub outbound_proxy: Option<crate::net::outbound::OutboundProxy>,
     /// Destinations reached directly despite `--outbound-proxy` (`--no-outbound-proxy-for`).
     pub no_outbound_proxy_for: Vec<String>,
+    /// While the outbound proxy is down, the first wait before a dial re-checks it
+    /// (`--outbound-proxy-backoff`, 500 ms); doubled per re-check (`route::outproxy`).
+    pub outbound_proxy_backoff: Duration,
+    /// Cap of that doubling (`--outbound-proxy-backoff-max`, 1.5 s; at least the base): a
+    /// proxy that comes back is found within it.
+    pub outbound_proxy_backoff_max: Duration,
     /// Names put in the TLS SNI of the `front` tier (`--fronting-domain`, repeatable).
     pub fronting_domains: Vec<String>,
     /// Where the shared Cloudflare domain list comes from (`--cf-domain-list URL|FILE`, checked
@@ -373,6 +385,7 @@ impl Config {
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
             log_level: log::LevelFilter::Info,
             log_file: None,
+            log_fold_interval: Duration::from_secs(6),
             log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,
             link_ip: None,
             short_session: Duration::from_secs(3),
@@ -399,6 +412,8 @@ impl Config {
             mtproto_proxies: Vec::new(),
             outbound_proxy: None,
             no_outbound_proxy_for: Vec::new(),
+            outbound_proxy_backoff: Duration::from_millis(500),
+            outbound_proxy_backoff_max: Duration::from_millis(1500),
             fronting_domains: Vec::new(),
             cf_domain_list: Some(crate::route::cflist::DEFAULT_URL.to_string()),
             cf_domain_list_refresh: Duration::from_secs(3600),

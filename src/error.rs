@@ -278,11 +278,17 @@ pub enum Failure {
     /// default route). Says nothing about the route ([`Failure::is_network`]).
     NetUnreachable,
     /// `EHOSTUNREACH`: the destination host cannot be reached (ICMP host unreachable, no ARP
-    /// answer). Counts against the route like a refused connect.
+    /// answer), or a SOCKS5 proxy's reply 4 saying the same from where it stands. A fact of
+    /// the path to that address, not of the route ([`Failure::is_network`]).
     HostUnreachable,
-    /// `EADDRNOTAVAIL`: no local address can reach the destination (no IPv6 address, the
-    /// interface went away, ephemeral ports exhausted). Says nothing about the route.
+    /// `EADDRNOTAVAIL` toward an IPv6 address: no local address can reach it (no IPv6 address,
+    /// the interface went away). Says nothing about the route ([`Failure::is_network`]).
     AddrUnavailable,
+    /// `EADDRNOTAVAIL` toward an IPv4 address (or the outbound proxy): no free local port
+    /// for another connection to that address and port (the ephemeral port range is used up
+    /// by flows toward it). A local resource, like [`Failure::Local`]: says nothing about the
+    /// route or the network.
+    LocalPorts,
     /// TCP connected, but TLS or the WS upgrade did not complete before the attempt deadline
     /// (a [`Failure::Timeout`] in the handshake phase: a middlebox stalling the handshake, not
     /// a black-holed address). Hard like `Timeout`; it makes the `front` tier eligible
@@ -298,7 +304,9 @@ pub enum Failure {
     /// Not the route's fault.
     ProxyProtocol,
     /// The SOCKS5 proxy could not or would not reach the destination: its RFC 1928 reply code
-    /// (2 ruleset, 4 host unreachable, 5 refused…). Counts against the route.
+    /// (2 ruleset, 5 refused, 6 TTL expired…). Counts against the route. Replies 3 (network
+    /// unreachable) and 4 (host unreachable) are not this class: they are the path's facts,
+    /// [`Failure::NetUnreachable`] and [`Failure::HostUnreachable`], as from a local connect.
     ProxySocks(u8),
     /// The HTTP proxy answered CONNECT with this status (403 not allowed, 502 cannot connect…).
     /// Counts against the route.
@@ -316,11 +324,34 @@ impl Failure {
         )
     }
 
-    /// True for failures of this host's network rather than of the route (network unreachable,
-    /// no address available): health does not cool a route down for them, and the ladder says
-    /// "network unreachable" once instead of marking every route dead.
+    /// True for failures of the network path to an address rather than of the route (network
+    /// unreachable, host unreachable, no local address for it; from the OS or from a SOCKS5
+    /// proxy's reply): health does not cool a route down for them; the ladder keeps them as a
+    /// fact of that address (said once), and only when every address tried is unreachable as
+    /// the host's network being down (said once per outage).
     pub fn is_network(self) -> bool {
-        matches!(self, Failure::NetUnreachable | Failure::AddrUnavailable)
+        matches!(
+            self,
+            Failure::NetUnreachable | Failure::HostUnreachable | Failure::AddrUnavailable
+        )
+    }
+
+    /// True for failures of this host's own resources (descriptors, local ports): neither the
+    /// route's nor the network's.
+    pub fn is_local(self) -> bool {
+        matches!(self, Failure::Local | Failure::LocalPorts)
+    }
+
+    /// Why a class happened, for a log line, where its name alone would leave the reader
+    /// guessing (empty otherwise).
+    pub fn hint(self) -> &'static str {
+        match self {
+            Failure::LocalPorts => {
+                " (no free local port toward that address: too many connections to one address \
+                 and port; see net.ipv4.ip_local_port_range)"
+            }
+            _ => "",
+        }
     }
 }
 
@@ -341,6 +372,7 @@ impl fmt::Display for Failure {
             Failure::NetUnreachable => f.write_str("network-unreachable"),
             Failure::HostUnreachable => f.write_str("host-unreachable"),
             Failure::AddrUnavailable => f.write_str("no-address"),
+            Failure::LocalPorts => f.write_str("local-ports"),
             Failure::HandshakeTimeout => f.write_str("handshake-timeout"),
             Failure::ProxyUnreachable => f.write_str("proxy-unreachable"),
             Failure::ProxyAuth => f.write_str("proxy-auth-refused"),
@@ -376,7 +408,12 @@ mod tests {
         assert_eq!(Failure::HandshakeTimeout.to_string(), "handshake-timeout");
         assert_eq!(Failure::NetUnreachable.to_string(), "network-unreachable");
         assert!(Failure::NetUnreachable.is_network() && Failure::AddrUnavailable.is_network());
-        assert!(!Failure::HostUnreachable.is_network() && !Failure::Refused.is_network());
+        assert!(Failure::HostUnreachable.is_network() && !Failure::Refused.is_network());
+        assert_eq!(Failure::LocalPorts.to_string(), "local-ports");
+        assert!(Failure::LocalPorts.is_local() && !Failure::LocalPorts.is_network());
+        assert!(Failure::LocalPorts
+            .hint()
+            .contains("too many connections to one address"));
         assert_eq!(Failure::ProxyHttp(403).to_string(), "proxy-http-403");
         assert_eq!(Failure::ProxySocks(5).to_string(), "proxy-socks-5");
         assert!(Failure::ProxyUnreachable.is_proxy() && Failure::ProxyAuth.is_proxy());

@@ -1,4 +1,5 @@
-//! The process logger (`log` facade backend) and the [`RateLimited`] folding helper.
+//! The process logger (`log` facade backend); the folding helpers [`RateLimited`] (one kind of
+//! line) and [`Folds`] (one limiter per kind) are the submodule `fold`.
 //!
 //! Owns where log lines go (stderr, or `--log-file` with a size cap and ONE rotation to
 //! `PATH.1`), their one-line format, the last-line redaction of the configured private host
@@ -28,6 +29,10 @@ use std::sync::{Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{LevelFilter, Log, Metadata, Record};
+
+mod fold;
+
+pub use fold::{fold_key, Folds, RateLimited};
 
 /// Installs the global logger. `level` bounds our own crate's records; other crates (rustls)
 /// are capped at `Info` unless `level` is `Trace`. `file = None` writes to stderr as
@@ -169,51 +174,6 @@ fn cap_line(mut line: String) -> String {
     line.truncate(end);
     line.push_str("…\n");
     line
-}
-
-/// Folds repeated identical warnings: at most one line per `interval_ms`, and the line that is
-/// let through reports how many were swallowed since the previous one.
-///
-/// Pure: time is a parameter (milliseconds on the caller's monotonic clock).
-#[derive(Clone, Debug)]
-pub struct RateLimited {
-    interval_ms: u64,
-    /// When the last line was allowed; `None` before the first.
-    last_ms: Option<u64>,
-    suppressed: u64,
-}
-
-impl RateLimited {
-    /// A limiter allowing one line per `interval_ms` milliseconds (0 = allow every line).
-    pub fn new(interval_ms: u64) -> RateLimited {
-        RateLimited {
-            interval_ms,
-            last_ms: None,
-            suppressed: 0,
-        }
-    }
-
-    /// Asks whether a line may be logged at `now_ms`. `Some(n)`: log it, mentioning `n` lines
-    /// suppressed since the last one (the counter is reset); `None`: stay quiet (counted).
-    /// The first call is always allowed. A clock that steps backwards only delays the next line.
-    pub fn allow(&mut self, now_ms: u64) -> Option<u64> {
-        let due = match self.last_ms {
-            None => true,
-            Some(last) => now_ms.saturating_sub(last) >= self.interval_ms,
-        };
-        if due {
-            self.last_ms = Some(now_ms);
-            Some(std::mem::take(&mut self.suppressed))
-        } else {
-            self.suppressed = self.suppressed.saturating_add(1);
-            None
-        }
-    }
-
-    /// Lines swallowed since the last allowed one (for a periodic flush in the stats line).
-    pub fn suppressed(&self) -> u64 {
-        self.suppressed
-    }
 }
 
 /// Where formatted lines go.
@@ -410,36 +370,6 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn rate_limited_folds_and_reports_the_count() {
-        let mut r = RateLimited::new(1000);
-        assert_eq!(r.allow(5_000), Some(0));
-        assert_eq!(r.allow(5_001), None);
-        assert_eq!(r.allow(5_999), None);
-        assert_eq!(r.suppressed(), 2);
-        assert_eq!(r.allow(6_000), Some(2));
-        assert_eq!(r.suppressed(), 0);
-        assert_eq!(r.allow(6_500), None);
-        assert_eq!(r.allow(9_000), Some(1));
-        assert_eq!(r.allow(20_000), Some(0));
-    }
-
-    #[test]
-    fn rate_limited_backwards_clock_only_delays() {
-        let mut r = RateLimited::new(100);
-        assert_eq!(r.allow(1_000), Some(0));
-        assert_eq!(r.allow(10), None);
-        assert_eq!(r.allow(1_100), Some(1));
-    }
-
-    #[test]
-    fn rate_limited_zero_interval_allows_all() {
-        let mut r = RateLimited::new(0);
-        for t in [0, 0, 1, 1] {
-            assert_eq!(r.allow(t), Some(0));
-        }
-    }
 
     #[test]
     fn utc_timestamps_known_dates() {

@@ -419,6 +419,53 @@ fn a_file_source_is_read_like_a_download() {
     );
 }
 
+/// Issue 19 §4: a list longer than the 64 names taken was cut silently. Now the line that
+/// accepts it says how many were kept and how many dropped, and so does `ctl status` (text and
+/// `--json`).
+#[test]
+fn a_list_over_the_cap_says_how_many_were_kept_and_dropped() {
+    let front = pool_front();
+    let dir = temp_dir();
+    let file = dir.join("long-list.txt");
+    let names: Vec<String> = (0..100).map(|i| format!("pool-{i}-test.co.uk")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    std::fs::write(&file, encoded(&refs)).unwrap();
+    let cache = dir.join("cf-domains.txt");
+    let sock = dir.join("ctl.sock");
+    let p = proxy(
+        file.to_str().unwrap(),
+        &cache,
+        front.port(),
+        &["--control-socket", sock.to_str().unwrap()],
+    );
+    assert!(
+        p.wait_line(
+            &["cf-domain-list", "accepted 64 domains", "dropped 36 more"],
+            WAIT
+        )
+        .is_some(),
+        "{}",
+        p.dump()
+    );
+    let v = status(&p, &sock);
+    let list = &v["shared_list"];
+    assert_eq!(
+        (list["kept"].as_u64(), list["dropped"].as_u64()),
+        (Some(64), Some(36)),
+        "{v}"
+    );
+    let text = common::run_bin(
+        &["ctl", "status", "--control-socket", sock.to_str().unwrap()],
+        &[],
+        WAIT,
+    );
+    assert!(
+        text.stdout.contains("64 kept, 36 dropped"),
+        "{}",
+        text.stdout
+    );
+}
+
 /// `check` never fetches the list, but a FILE source is local: its domains are checked as
 /// cfproxy routes (named in full, as published), each with its verdict.
 #[test]

@@ -264,7 +264,8 @@ fn assert_proxy_failure_moves_on(p: &Proxy, ws: &FakeDc, tcp: &FakeDc, class: &s
 /// no route down.
 fn assert_counted_as_the_proxys_failure(p: &Proxy, class: &str) {
     assert!(
-        p.wait_log(&format!("outbound proxy failed ({class}"), WAIT),
+        p.wait_line(&["outbound proxy ", &format!(" down ({class}")], WAIT)
+            .is_some(),
         "said once as the proxy's failure:\n{}",
         p.dump()
     );
@@ -370,7 +371,7 @@ impl Drop for HeldDns {
 }
 
 /// The proxy's name answered by a nameserver only after start: the startup probes wait for the
-/// answer (nothing counted as failed, no "outbound proxy failed" warning) and then go through
+/// answer (nothing counted as failed, no "outbound proxy … down" warning) and then go through
 /// it, and the route comes up.
 #[test]
 fn startup_probes_wait_for_the_proxy_name_then_go_through_it() {
@@ -411,7 +412,8 @@ fn startup_probes_wait_for_the_proxy_name_then_go_through_it() {
     );
     assert!(out.wait_connects(ws.port(), 1, WAIT), "{}", out.dump());
     assert!(
-        p.lines_with(&["outbound proxy failed"]).is_empty(),
+        p.lines_with(&["outbound proxy ", " down (proxy-"])
+            .is_empty(),
         "waiting for the proxy's name is no failure:\n{}",
         p.dump()
     );
@@ -545,7 +547,8 @@ fn connect_refused_by_tinyproxy_is_http_403_against_that_route_and_the_allowed_r
         p.dump()
     );
     assert!(
-        p.lines_with(&["outbound proxy failed"]).is_empty(),
+        p.lines_with(&["outbound proxy ", " down (proxy-"])
+            .is_empty(),
         "{}",
         p.dump()
     );

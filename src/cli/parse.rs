@@ -386,7 +386,7 @@ impl Draft {
 
     /// The rules that join several flags: default WS fronts when `--dc-ip` gave none,
     /// `--cf-priority` unless `--tier-order` was given, `--cooldown-max` at least the base,
-    /// `-v` against `-q`.
+    /// `--outbound-proxy-backoff-max` at least its base, `-v` against `-q`.
     pub(super) fn settle(&mut self) -> Result<(), CliError> {
         let tier_order_given = self.source("--tier-order").is_some();
         let level = log_level(
@@ -405,6 +405,7 @@ impl Draft {
             c.tier_order = cf.into_iter().chain(rest).collect();
         }
         c.health.max_ms = c.health.max_ms.max(c.health.base_ms);
+        c.outbound_proxy_backoff_max = c.outbound_proxy_backoff_max.max(c.outbound_proxy_backoff);
         c.log_level = match level {
             Ok(l) => l,
             Err(source) => {

@@ -6,7 +6,8 @@
 //! part of `run --help` from it, and the tests below hold it to `Config`'s real defaults and
 //! to README's flag table.
 //! Rules that join several flags (`--cf-priority` yielding to `--tier-order`, `-v` against
-//! `-q`, `--cooldown-max` at least the base, the secret file read last) live in `parse`
+//! `-q`, `--cooldown-max` and `--outbound-proxy-backoff-max` at least their bases, the secret
+//! file read last) live in `parse`
 //! (`Draft::settle`, `Draft::finish`); value grammars live in `values` and `duration`;
 //! range checks live in the writers here. Adding a flag: one entry here, the `Config` field its
 //! writer sets, one README row.
@@ -357,6 +358,21 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
             crate::net::outbound::check_bypass_item(s)
                 .map(|()| d.config.no_outbound_proxy_for.push(s.to_string()))
         }),
+    },
+    Opt {
+        long: "--outbound-proxy-backoff", short: None, aliases: &[],
+        env: &["TG_OUTBOUND_PROXY_BACKOFF"], meta: "D", default: "500ms", group: Upstream,
+        help: "while the outbound proxy is down, background work waits and one dial re-checks \
+               it after D, doubling per re-check up to --outbound-proxy-backoff-max (each wait \
+               80-100% of its step)",
+        kind: Value(|d, s| positive(s).map(|v| d.config.outbound_proxy_backoff = v)),
+    },
+    Opt {
+        long: "--outbound-proxy-backoff-max", short: None, aliases: &[],
+        env: &["TG_OUTBOUND_PROXY_BACKOFF_MAX"], meta: "D", default: "1.5s", group: Upstream,
+        help: "cap of that doubling (at least --outbound-proxy-backoff): a proxy that comes \
+               back is found within it",
+        kind: Value(|d, s| positive(s).map(|v| d.config.outbound_proxy_backoff_max = v)),
     },
     // Ladder.
     Opt {
@@ -724,6 +740,13 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         kind: Value(|d, s| {
             parse_in_range(s, 1, 4 * 1024 * 1024).map(|n| d.config.log_max_bytes = n * 1024)
         }),
+    },
+    Opt {
+        long: "--log-fold-interval", short: None, aliases: &[],
+        env: &["TG_LOG_FOLD_INTERVAL"], meta: "D", default: "6s", group: Logging,
+        help: "a repeatable warning (per kind) is written at most once per D, with the count \
+               of the ones folded since; 0 = every line",
+        kind: Value(|d, s| duration(s).map(|v| d.config.log_fold_interval = v)),
     },
     Opt {
         long: "--stats-interval", short: None, aliases: &[], env: &["TG_STATS_INTERVAL"],

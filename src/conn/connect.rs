@@ -7,8 +7,10 @@
 //! starts the next candidate at once; when none is left, `front` routes that a TLS/upgrade
 //! failure of this connect made plannable are appended (domain fronting, `add_fronting`). `--connect-budget` bounds the whole phase: past it the
 //! client is closed so it reconnects instead of waiting. Handshake starts wait for the ladder's
-//! pacing (a bounded delay). Client bytes that arrive meanwhile are decrypted into the session's
-//! upstream buffer. A session whose pooled upstream stayed silent comes back here once
+//! pacing (a bounded delay); a candidate through a down outbound proxy is skipped unless this
+//! dial is the proxy's re-check (`Ladder::proxy_may_dial`), and every dial through the proxy
+//! that got past it reports that the proxy works. Client bytes that arrive meanwhile are
+//! decrypted into the session's upstream buffer. A session whose pooled upstream stayed silent comes back here once
 //! ([`Connecting::retry`]): a fresh plan without the pool, its replayed request in the buffer.
 //! This module reports what happened ([`Observation`]); it decides nothing about health.
 
@@ -289,6 +291,9 @@ impl Conn {
                     }
                 }
                 DialStep::Ready(up) => {
+                    if a.dial.via().is_some() {
+                        ctx.ladder.proxy_worked(ctx.now);
+                    }
                     let route = c.plan.cands[a.cand].route;
                     let mut target = ctx
                         .ladder
@@ -539,19 +544,46 @@ fn dial_or_next(
     peer: &SocketAddr,
     ctx: &mut Ctx<'_>,
 ) -> Option<Step> {
+    if let Err(at) = proxy_gate(c, idx, ctx) {
+        // The outbound proxy is down and its re-check is not due: this candidate is not
+        // dialled (a client's dial may be the re-check, never more than one per step).
+        let label = ctx.ladder.route(c.plan.cands[idx].route).label();
+        let wait = at.saturating_sub(ctx.now);
+        ctx.warn_client(
+            *peer,
+            format_args!(
+                "{}: {label} not dialled: the outbound proxy is down (re-checked in {wait}ms)",
+                c.dc
+            ),
+        );
+        if c.running() == 0 {
+            return start_next(c, slot, id, peer, ctx);
+        }
+        return None;
+    }
     match dial_candidate(c, idx, free, slot, id, ctx) {
         Ok(()) => None,
         Err(f) => {
             let route = c.plan.cands[idx].route;
             let label = ctx.ladder.route(route).label();
-            ctx.warn_client(
-                *peer,
-                format_args!("{}: {label} could not start: {f}", c.dc),
-            );
-            if f.is_proxy() {
+            // One fold per kind: a local resource running out (descriptors, local ports)
+            // repeats for every client while it lasts.
+            if f.is_local() {
+                ctx.warn_client(
+                    *peer,
+                    format_args!("{}: {label} could not start: {f}{}", c.dc, f.hint()),
+                );
+            } else {
+                ctx.warn_client(
+                    *peer,
+                    format_args!("{}: {label} could not start: {f}", c.dc),
+                );
+            }
+            if f.is_proxy() || f.is_network() {
                 // The outbound proxy's own failure (a proxy name with no address yet, or its
-                // connect refused at once): counted and said like one found later in the dial,
-                // and the ladder cools no route for it.
+                // connect refused at once), or no path to the address (network unreachable at
+                // once): counted and said like one found later in the dial, and the ladder
+                // cools no route for it.
                 let tier = ctx.ladder.route(route).tier;
                 ctx.stats.attempts[tier.index()] += 1;
                 ctx.stats.attempts_failed[tier.index()] += 1;
@@ -571,6 +603,16 @@ fn dial_or_next(
             None
         }
     }
+}
+
+/// Whether candidate `idx` may be dialled now: `Err(at)` when it goes through the outbound
+/// proxy, the proxy is down and its next re-check is at `at` (ms), not now.
+fn proxy_gate(c: &Connecting, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), u64> {
+    let spec = &c.plan.cands[idx].spec;
+    if !crate::net::outbound::goes_via_proxy(spec.addr, spec.kind.host()) {
+        return Ok(());
+    }
+    ctx.ladder.proxy_may_dial(ctx.now)
 }
 
 /// Domain fronting within one connect (docs/design.md §4): when a client's plan has run out,
@@ -676,15 +718,23 @@ fn attempt_failed(
     let route = c.plan.cands[a.cand].route;
     let tier = ctx.ladder.route(route).tier;
     ctx.stats.attempts_failed[tier.index()] += 1;
+    if a.dial.via().is_some() && !f.is_proxy() {
+        // It got past the outbound proxy: the proxy works, whatever the destination did.
+        ctx.ladder.proxy_worked(ctx.now);
+    }
     let ms = ctx.now.saturating_sub(a.started);
-    if let Some(folded) = ctx.attempt_log.allow(ctx.now) {
+    // One fold per tier and class: a flood of one failure (local ports, say) never hides
+    // another.
+    let kind = crate::logging::fold_key(&format!("{}:{f}", tier.name()));
+    if let Some(folded) = ctx.attempt_log.allow(kind, ctx.now) {
         log::warn!(
-            "client {peer} {}: {} {} failed after {ms}ms: {f} ({detail}){}",
+            "client {peer} {}: {} {} failed after {ms}ms: {f}{} ({detail}){}",
             c.dc,
             tier.name(),
             ctx.ladder
                 .route(route)
                 .spec_label(&c.plan.cands[a.cand].spec),
+            f.hint(),
             if folded > 0 {
                 format!(" ({folded} similar suppressed)")
             } else {

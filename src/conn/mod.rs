@@ -41,7 +41,7 @@ use mio::{Interest, Registry};
 use crate::config::{Config, Tier};
 use crate::dns::Resolver;
 use crate::error::{CloseReason, Failure, Freeze};
-use crate::logging::RateLimited;
+use crate::logging::{fold_key, Folds, RateLimited};
 use crate::mtproto::dc::DcId;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::{set_keepalive, Upstream};
@@ -129,10 +129,11 @@ pub struct Ctx<'a> {
     pub prober: &'a mut Prober,
     /// Non-blocking resolver (cache lookups only on a client's path).
     pub dns: &'a mut Resolver,
-    /// Folds repeated attempt-failure lines.
-    pub attempt_log: &'a mut RateLimited,
-    /// Folds every other per-client warning (could not start, budget, every route failed).
-    pub client_log: &'a mut RateLimited,
+    /// Folds repeated attempt-failure lines, per tier and failure class.
+    pub attempt_log: &'a mut Folds,
+    /// Folds every other per-client warning (could not start, budget, every route failed),
+    /// per call site ([`Ctx::warn_client`]).
+    pub client_log: &'a mut Folds,
     /// The reactor's large relay buffer, lent to one session step at a time.
     pub scratch: &'a mut Scratch,
     /// Folds the close lines of sessions that never reached an upstream (the storm cases:
@@ -155,10 +156,14 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Logs a per-client warning `client PEER MSG` at most once per fold interval; the ones
-    /// folded in between are counted in the next line.
+    /// Logs a per-client warning `client PEER MSG` at most once per `--log-fold-interval` per
+    /// kind; the ones folded in between are counted in the next line. The kind is the call
+    /// site (each site writes one kind of line), so a flood of one kind never hides another.
+    #[track_caller]
     pub fn warn_client(&mut self, peer: SocketAddr, msg: std::fmt::Arguments<'_>) {
-        if let Some(folded) = self.client_log.allow(self.now) {
+        let site = std::panic::Location::caller();
+        let key = fold_key(site.file()) ^ (u64::from(site.line()) << 20 | u64::from(site.column()));
+        if let Some(folded) = self.client_log.allow(key, self.now) {
             if folded > 0 {
                 log::warn!("client {peer} {msg} ({folded} similar suppressed)");
             } else {

@@ -150,8 +150,15 @@ pub fn table(s: &Status) -> String {
             });
         let _ = writeln!(
             out,
-            "shared cf domains: {} in use from {}; fetches {} ({} failed); last: {last}",
-            l.in_use, l.source, l.fetches, l.failures
+            "shared cf domains: {} in use from {} (list: {} kept, {} dropped over the cap of \
+             {}); fetches {} ({} failed); last: {last}",
+            l.in_use,
+            l.source,
+            l.kept,
+            l.dropped,
+            crate::route::cflist::MAX_DOMAINS,
+            l.fetches,
+            l.failures
         );
     }
     out
@@ -243,6 +250,8 @@ pub fn json(s: &Status) -> String {
         let mut so = Obj::new();
         so.str("source", &l.source);
         so.num("in_use", l.in_use as u64);
+        so.num("kept", l.kept as u64);
+        so.num("dropped", l.dropped as u64);
         so.num("fetches", l.fetches);
         so.num("failures", l.failures);
         match &l.last {

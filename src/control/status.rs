@@ -54,6 +54,11 @@ pub struct SharedList {
     pub source: String,
     /// Shared domains in use.
     pub in_use: usize,
+    /// Names the last accepted list gave (at most `route::cflist::MAX_DOMAINS`), and valid
+    /// names it had past that cap, dropped (0 before any list was accepted this run).
+    pub kept: usize,
+    /// Of the last accepted list.
+    pub dropped: usize,
     /// Fetches finished, and how many failed or were rejected.
     pub fetches: u64,
     /// Of `fetches`.

@@ -292,15 +292,7 @@ impl Dial {
             // route's (see `outbound::resolve_proxy`).
             return Err(Failure::ProxyUnreachable);
         }
-        let mut sock = tcp::start(to).map_err(|e| {
-            if matches!(e.raw_os_error(), Some(23) | Some(24)) {
-                Failure::Local
-            } else if via.is_some() {
-                Failure::ProxyUnreachable
-            } else {
-                classify_io(&e)
-            }
-        })?;
+        let mut sock = tcp::start(to).map_err(|e| classify_connect(&e, to, via.is_some()))?;
         set_keepalive(&sock, keepalive);
         registry
             .register(&mut sock, token, Interest::READABLE | Interest::WRITABLE)
@@ -609,6 +601,22 @@ fn failed_upgrade(e: UpgradeError) -> DialStep {
     }
 }
 
+/// The class of a `connect()` to `to` that failed at once (`via_proxy`: `to` is the outbound
+/// proxy). Descriptors exhausted is [`Failure::Local`]. `EADDRNOTAVAIL` toward an IPv4 address
+/// or the proxy is [`Failure::LocalPorts`]: a connect without a bound address gets it only
+/// when no ephemeral port is free for that destination (IPv4 source selection fails as
+/// unreachable instead); toward IPv6 it may also mean no usable local address, so it stays
+/// the path's [`Failure::AddrUnavailable`]. Anything else toward the proxy is the proxy's
+/// failure; toward a destination, [`classify_io`].
+pub fn classify_connect(e: &std::io::Error, to: SocketAddr, via_proxy: bool) -> Failure {
+    match e.raw_os_error() {
+        Some(libc::EMFILE) | Some(libc::ENFILE) => Failure::Local,
+        Some(libc::EADDRNOTAVAIL) if to.is_ipv4() || via_proxy => Failure::LocalPorts,
+        _ if via_proxy => Failure::ProxyUnreachable,
+        _ => classify_io(e),
+    }
+}
+
 /// Maps an I/O error during connect/TLS/upgrade to a failure class: an OS error is named as
 /// what it is (network unreachable, host unreachable, no address, refused, timeout, reset);
 /// only errors without such a class count as `ClosedEarly`.
@@ -647,6 +655,36 @@ mod tests {
         assert_eq!(class(libc::ENETDOWN), Failure::NetUnreachable);
         assert_eq!(class(libc::EHOSTUNREACH), Failure::HostUnreachable);
         assert_eq!(class(libc::EADDRNOTAVAIL), Failure::AddrUnavailable);
+        // At connect: ephemeral ports exhausted toward an IPv4 address (or the proxy) is a
+        // local resource, named as such; toward IPv6 it may be no usable address.
+        let at = |errno: i32, to: &str, via: bool| {
+            classify_connect(
+                &std::io::Error::from_raw_os_error(errno),
+                to.parse().unwrap(),
+                via,
+            )
+        };
+        assert_eq!(
+            at(libc::EADDRNOTAVAIL, "10.0.0.1:443", false),
+            Failure::LocalPorts
+        );
+        assert_eq!(
+            at(libc::EADDRNOTAVAIL, "10.0.0.1:1080", true),
+            Failure::LocalPorts
+        );
+        assert_eq!(
+            at(libc::EADDRNOTAVAIL, "[2001:db8::1]:443", false),
+            Failure::AddrUnavailable
+        );
+        assert_eq!(at(libc::EMFILE, "10.0.0.1:443", true), Failure::Local);
+        assert_eq!(
+            at(libc::ECONNREFUSED, "10.0.0.1:1080", true),
+            Failure::ProxyUnreachable
+        );
+        assert_eq!(
+            at(libc::ENETUNREACH, "10.0.0.1:443", false),
+            Failure::NetUnreachable
+        );
         assert_eq!(class(libc::ECONNREFUSED), Failure::Refused);
         assert_eq!(class(libc::ETIMEDOUT), Failure::Timeout);
         assert_eq!(class(libc::ECONNRESET), Failure::Reset);

@@ -363,6 +363,12 @@ pub fn waits_for_proxy(target: SocketAddr, host: Option<&str>) -> bool {
     })
 }
 
+/// True when a dial to `target` (SNI name `host`) goes through this thread's outbound proxy
+/// (one is set and the destination is not bypassed).
+pub fn goes_via_proxy(target: SocketAddr, host: Option<&str>) -> bool {
+    active().is_some_and(|o| o.via(target, host).is_some())
+}
+
 /// The host name of this thread's outbound proxy, when it was given by name (for the caller's
 /// resolver to watch).
 pub fn proxy_host() -> Option<String> {
@@ -405,10 +411,15 @@ pub enum ProxyError {
 
 impl ProxyError {
     /// The failure class: auth and protocol errors are the proxy's own; a refused destination
-    /// counts against the route.
+    /// counts against the route. SOCKS5 replies 3 (network unreachable) and 4 (host
+    /// unreachable) are the same facts as a local `ENETUNREACH` / `EHOSTUNREACH` (the path's
+    /// network, seen from the proxy), so they get the same classes: no route is cooled for
+    /// them.
     pub fn failure(&self) -> Failure {
         match self {
             ProxyError::Auth(_) => Failure::ProxyAuth,
+            ProxyError::Socks(3) => Failure::NetUnreachable,
+            ProxyError::Socks(4) => Failure::HostUnreachable,
             ProxyError::Socks(code) => Failure::ProxySocks(*code),
             ProxyError::Http(code) => Failure::ProxyHttp(*code),
             ProxyError::Protocol(_) => Failure::ProxyProtocol,

@@ -33,7 +33,7 @@ impl Reactor {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if matches!(e.raw_os_error(), Some(23) | Some(24)) => {
-                    if let Some(n) = self.full_log.allow(now) {
+                    if let Some(n) = self.fd_log.allow(now) {
                         error!(
                             "accept: {e}: out of file descriptors, pausing accepts for {ACCEPT_PAUSE_MS}ms{}",
                             suppressed(n)

@@ -9,7 +9,9 @@
 //!
 //! Owns the [`token::CFLIST`] socket and the fetch deadline (`--cf-domain-list-timeout`, one
 //! bound over DNS, TLS, request, response and every redirect). Decisions (decoding, the accept
-//! rule, limits, the schedule) are `route::cflist`'s.
+//! rule, limits and the count of names dropped past them, the schedule) are `route::cflist`'s;
+//! whether a dial through the outbound proxy may start (a down proxy: the fetch waits for its
+//! re-check within its deadline) and what the dial said about the proxy are the ladder's.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -22,11 +24,12 @@ use mio::Registry;
 use super::Reactor;
 use crate::config::{CfEndpoint, Config};
 use crate::dns::{Lookup, Resolver};
+use crate::error::Failure;
 use crate::net::dial::{Dial, DialKind, DialSpec, DialStep, Upstream};
 use crate::net::io::Io;
 use crate::rng::Rng;
 use crate::route::cflist::http::{self, Outcome, Response};
-use crate::route::cflist::{self, Schedule, Source, Url};
+use crate::route::cflist::{self, Accepted, Schedule, Source, Url};
 use crate::token;
 
 /// Largest list body taken (bytes).
@@ -47,6 +50,11 @@ pub struct ListStatus {
     pub failures: u64,
     /// The last result (`accepted N domains`, or why not) and when (reactor ms).
     pub last: Option<(u64, String)>,
+    /// The last accepted list: names taken, and valid names dropped past the cap of
+    /// `route::cflist::MAX_DOMAINS`.
+    pub kept: usize,
+    /// Of the last accepted list.
+    pub dropped: usize,
 }
 
 enum Step {
@@ -78,9 +86,12 @@ pub(super) struct CfList {
     next_at: Option<u64>,
     fetch: Option<Fetch>,
     pub(super) status: ListStatus,
+    /// What the last dial through the outbound proxy said about it, for the ladder: `Ok` it
+    /// got past the proxy, `Err` the proxy's own failure.
+    proxy_news: Option<Result<(), Failure>>,
 }
 
-type Done = Result<Vec<String>, String>;
+type Done = Result<Accepted, String>;
 
 impl CfList {
     /// The list for `cfg`, first fetch due at `now`, and the cached domains if the cache file
@@ -104,7 +115,11 @@ impl CfList {
                 cfg.cf_domain_list_retry.as_millis() as u64,
             ),
             fetch: None,
-            status: ListStatus::default(),
+            status: ListStatus {
+                kept: cached.as_ref().map_or(0, Vec::len),
+                ..ListStatus::default()
+            },
+            proxy_news: None,
         };
         (list, cached)
     }
@@ -128,13 +143,14 @@ impl CfList {
         }
     }
 
-    /// Starts a due fetch, ends one past its deadline, or re-checks a pending name.
+    /// Starts a due fetch, ends one past its deadline, or re-checks a pending name (or a down
+    /// outbound proxy, `gate`).
     fn tick(
         &mut self,
         now: u64,
-        registry: &Registry,
-        dns: &mut Resolver,
+        (registry, dns): (&Registry, &mut Resolver),
         rng: &mut Rng,
+        gate: &mut Gate<'_>,
     ) -> Option<Done> {
         if let Some(f) = &mut self.fetch {
             if now >= f.deadline {
@@ -143,7 +159,7 @@ impl CfList {
                 return Some(Err(format!("no complete answer within {ms} ms")));
             }
             if matches!(f.step, Step::Resolve { recheck_at } if recheck_at <= now) {
-                return self.resolve(now, registry, dns);
+                return self.resolve(now, (registry, dns), gate);
             }
             return None;
         }
@@ -166,12 +182,17 @@ impl CfList {
                     deadline: now + self.timeout_ms.max(1),
                     step: Step::Resolve { recheck_at: now },
                 });
-                self.resolve(now, registry, dns)
+                self.resolve(now, (registry, dns), gate)
             }
         }
     }
 
-    fn resolve(&mut self, now: u64, registry: &Registry, dns: &mut Resolver) -> Option<Done> {
+    fn resolve(
+        &mut self,
+        now: u64,
+        (registry, dns): (&Registry, &mut Resolver),
+        gate: &mut Gate<'_>,
+    ) -> Option<Done> {
         let f = self.fetch.as_mut()?;
         // A name a `socks5h://` outbound proxy resolves needs no local answer (the dial sends
         // it the name, as for Worker and CF names).
@@ -207,12 +228,24 @@ impl CfList {
             };
             return None;
         }
+        let proxied = crate::net::outbound::goes_via_proxy(spec.addr, Some(&f.url.host));
+        if proxied {
+            if let Err(at) = gate(now) {
+                // The outbound proxy is down and its re-check is not due: wait for it within
+                // the fetch's deadline instead of dialling.
+                f.step = Step::Resolve { recheck_at: at };
+                return None;
+            }
+        }
         match Dial::start(&spec, registry, token::CFLIST, Duration::ZERO) {
             Ok(d) => {
                 f.step = Step::Dial(Box::new(d));
                 None
             }
             Err(failure) => {
+                if failure.is_proxy() {
+                    self.proxy_news = Some(Err(failure));
+                }
                 self.fetch = None;
                 Some(Err(format!("cannot connect to {}: {failure}", spec.addr)))
             }
@@ -223,12 +256,12 @@ impl CfList {
     fn on_event(
         &mut self,
         now: u64,
-        registry: &Registry,
-        dns: &mut Resolver,
+        (registry, dns): (&Registry, &mut Resolver),
         tls: &Arc<rustls::ClientConfig>,
+        gate: &mut Gate<'_>,
     ) -> Option<Done> {
         let f = self.fetch.as_mut()?;
-        let outcome = match drive(f, tls) {
+        let outcome = match drive(f, tls, &mut self.proxy_news) {
             Ok(None) => return None,
             Ok(Some(o)) => o,
             Err(why) => {
@@ -252,14 +285,23 @@ impl CfList {
                     deadline: f.deadline,
                     step: Step::Resolve { recheck_at: now },
                 });
-                self.resolve(now, registry, dns)
+                self.resolve(now, (registry, dns), gate)
             }
         }
     }
 }
 
-/// Advances the dial and the exchange as far as the socket allows.
-fn drive(f: &mut Fetch, tls: &Arc<rustls::ClientConfig>) -> Result<Option<Outcome>, String> {
+/// Asks whether a dial through the outbound proxy may start at a time (ms): the ladder's
+/// [`Ladder::proxy_may_dial`](crate::route::ladder::Ladder::proxy_may_dial).
+type Gate<'a> = dyn FnMut(u64) -> Result<(), u64> + 'a;
+
+/// Advances the dial and the exchange as far as the socket allows. A dial through the
+/// outbound proxy that ended leaves what it says about the proxy in `proxy_news`.
+fn drive(
+    f: &mut Fetch,
+    tls: &Arc<rustls::ClientConfig>,
+    proxy_news: &mut Option<Result<(), Failure>>,
+) -> Result<Option<Outcome>, String> {
     loop {
         match &mut f.step {
             Step::Resolve { .. } => return Ok(None),
@@ -267,8 +309,20 @@ fn drive(f: &mut Fetch, tls: &Arc<rustls::ClientConfig>) -> Result<Option<Outcom
                 DialStep::Pending => return Ok(None),
                 DialStep::Failed {
                     detail, failure, ..
-                } => return Err(format!("{}: {failure}: {detail}", f.url.host)),
+                } => {
+                    if d.via().is_some() {
+                        *proxy_news = Some(if failure.is_proxy() {
+                            Err(failure)
+                        } else {
+                            Ok(())
+                        });
+                    }
+                    return Err(format!("{}: {failure}: {detail}", f.url.host));
+                }
                 DialStep::Ready(up) => {
+                    if d.via().is_some() {
+                        *proxy_news = Some(Ok(()));
+                    }
                     f.step = Step::Talk {
                         up: Box::new(up),
                         req: http::request(&f.url, ""),
@@ -313,7 +367,7 @@ fn drive(f: &mut Fetch, tls: &Arc<rustls::ClientConfig>) -> Result<Option<Outcom
 
 /// A `--cf-domain-list FILE` source: read and decoded like a download (same format, same
 /// three-valid-names rule). Errors: the OS error reading it, or why the list was refused.
-fn read_list_file(path: &Path) -> Result<Vec<String>, String> {
+fn read_list_file(path: &Path) -> Result<Accepted, String> {
     std::fs::read(path)
         .map_err(|e| format!("cannot read: {e}"))
         .and_then(|b| cflist::accept(cflist::decode_list(&String::from_utf8_lossy(&b))))
@@ -330,7 +384,8 @@ pub(crate) fn cached_shared_domains(cfg: &Config) -> Vec<CfEndpoint> {
     let from_file = match &source {
         Some(Source::File(path)) => read_list_file(path)
             .inspect_err(|why| warn!("cf-domain-list: {}: {why}", path.display()))
-            .ok(),
+            .ok()
+            .map(|a| a.domains),
         _ => None,
     };
     let cached = || match (&source, &cfg.cf_domain_cache) {
@@ -344,7 +399,7 @@ pub(crate) fn cached_shared_domains(cfg: &Config) -> Vec<CfEndpoint> {
 fn read_cache(path: &Path) -> Option<Vec<String>> {
     match std::fs::read(path) {
         Ok(b) => match cflist::accept(cflist::parse_cache(&String::from_utf8_lossy(&b))) {
-            Ok(list) => {
+            Ok(Accepted { domains: list, .. }) => {
                 info!(
                     "cf-domain-list: using {} cached domains from {}",
                     list.len(),
@@ -391,6 +446,8 @@ impl Reactor {
         Some(crate::control::status::SharedList {
             source: l.source_label(),
             in_use: self.s.cfg.cf_shared_domains.len(),
+            kept: st.kept,
+            dropped: st.dropped,
             fetches: st.fetches,
             failures: st.failures,
             last: st
@@ -403,10 +460,15 @@ impl Reactor {
     /// Runs due list work (`expire`).
     pub(super) fn cflist_tick(&mut self) {
         let s = &mut self.s;
-        if let Some(done) = self
-            .cflist
-            .tick(self.now, self.poll.registry(), &mut s.dns, &mut s.rng)
-        {
+        let ladder = &mut s.ladder;
+        let done = self.cflist.tick(
+            self.now,
+            (self.poll.registry(), &mut s.dns),
+            &mut s.rng,
+            &mut |now| ladder.proxy_may_dial(now),
+        );
+        self.cflist_proxy_news();
+        if let Some(done) = done {
             self.cflist_done(done);
         }
     }
@@ -415,8 +477,27 @@ impl Reactor {
     pub(super) fn cflist_event(&mut self) {
         let s = &mut self.s;
         let r = self.poll.registry();
-        if let Some(done) = self.cflist.on_event(self.now, r, &mut s.dns, &s.tls) {
+        let ladder = &mut s.ladder;
+        let done = self
+            .cflist
+            .on_event(self.now, (r, &mut s.dns), &s.tls, &mut |now| {
+                ladder.proxy_may_dial(now)
+            });
+        self.cflist_proxy_news();
+        if let Some(done) = done {
             self.cflist_done(done);
+        }
+    }
+
+    /// Tells the ladder what the fetch's dial through the outbound proxy said about it.
+    fn cflist_proxy_news(&mut self) {
+        match self.cflist.proxy_news.take() {
+            Some(Ok(())) => self.s.ladder.proxy_worked(self.now),
+            Some(Err(f)) => self
+                .s
+                .ladder
+                .proxy_failed(f, "the shared list's fetch", self.now),
+            None => {}
         }
     }
 
@@ -426,19 +507,21 @@ impl Reactor {
         let st = &mut self.cflist.status;
         st.fetches += 1;
         match done {
-            Ok(list) => {
+            Ok(accepted) => {
                 // The cache first: once "accepted" is logged, the file holds the list.
                 if let Some(path) = &self.cflist.cache {
-                    if let Err(e) = write_cache(path, &list) {
+                    if let Err(e) = write_cache(path, &accepted.domains) {
                         warn!(
                             "cf-domain-list: cache {}: cannot write: {e}",
                             path.display()
                         );
                     }
                 }
-                let line = format!("accepted {} domains", list.len());
+                let line = accepted.summary();
                 info!("cf-domain-list: {src}: {line}");
                 st.last = Some((now, line));
+                (st.kept, st.dropped) = (accepted.domains.len(), accepted.dropped);
+                let list = accepted.domains;
                 self.cflist.next_at =
                     Some(self.cflist.schedule.after_success(now, &mut self.s.rng));
                 self.cflist_apply(list);

@@ -46,7 +46,7 @@ use crate::conn::per_ip::{Limits, PerIp};
 use crate::conn::{log_clock_events, Conn, Ctx, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
 use crate::error::CloseReason;
-use crate::logging::RateLimited;
+use crate::logging::{Folds, RateLimited};
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::Upstream;
 use crate::net::tls;
@@ -88,8 +88,13 @@ const ACCEPT_BATCH: usize = 64;
 /// Pause after `EMFILE`/`ENFILE` on accept (ms).
 const ACCEPT_PAUSE_MS: u64 = 1_000;
 
-/// Minimum interval between repeated bad-client / refusal / per-client warning lines (ms).
+/// Minimum interval between repeated bad-client and refusal lines (ms); per-client warnings,
+/// attempt failures and unserved close lines fold per kind at `--log-fold-interval`.
 const BAD_LOG_INTERVAL_MS: u64 = 10_000;
+
+/// Kinds each per-kind fold table keeps apart (call sites, tier × failure class); more share
+/// one limiter.
+const FOLD_KINDS: usize = 64;
 
 /// DCs whose Cloudflare-proxied names are resolved in the background from the start.
 const CF_DCS: [u16; 6] = [1, 2, 3, 4, 5, 203];
@@ -123,8 +128,8 @@ struct Shared {
     tls: Arc<rustls::ClientConfig>,
     stats: Stats,
     bad_log: RateLimited,
-    attempt_log: RateLimited,
-    client_log: RateLimited,
+    attempt_log: Folds,
+    client_log: Folds,
     listen: SocketAddr,
     ladder: Ladder<Upstream>,
     prober: Prober,
@@ -208,6 +213,9 @@ struct Reactor {
     accept: Accept,
     next_id: u32,
     full_log: RateLimited,
+    /// Folds the descriptor-exhaustion line of accept (`--log-fold-interval`), apart from the
+    /// refusals `full_log` folds.
+    fd_log: RateLimited,
     /// SIGHUP, SIGTERM, SIGINT (`signals`).
     signals: SignalPipe,
     /// The signal pipe is readable.
@@ -309,6 +317,7 @@ impl Reactor {
             info!("listening on {listen} (max {capacity} sessions)");
         }
         let stats_ms = cfg.stats_interval.as_millis() as u64;
+        let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         Ok(Reactor {
             poll,
             listener,
@@ -321,9 +330,9 @@ impl Reactor {
                 tls,
                 stats: Stats::default(),
                 bad_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
-                attempt_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
-                client_log: RateLimited::new(BAD_LOG_INTERVAL_MS / 10),
-                unserved_log: std::array::from_fn(|_| RateLimited::new(BAD_LOG_INTERVAL_MS / 10)),
+                attempt_log: Folds::new(fold_ms, FOLD_KINDS),
+                client_log: Folds::new(fold_ms, FOLD_KINDS),
+                unserved_log: std::array::from_fn(|_| RateLimited::new(fold_ms)),
                 per_ip: PerIp::new(Limits::of(&cfg), capacity),
                 mask_conns: MaskConns::new(capacity),
                 listen,
@@ -348,6 +357,7 @@ impl Reactor {
             accept: Accept::Idle,
             next_id: 0,
             full_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
+            fd_log: RateLimited::new(fold_ms),
             signals,
             signalled: false,
             reloader: None,

@@ -135,6 +135,13 @@ impl Reactor {
         }
         s.per_ip.set_limits(Limits::of(&cfg));
         log::set_max_level(cfg.log_level);
+        let fold_ms = cfg.log_fold_interval.as_millis() as u64;
+        s.attempt_log.set_interval(fold_ms);
+        s.client_log.set_interval(fold_ms);
+        for r in &mut s.unserved_log {
+            r.set_interval(fold_ms);
+        }
+        self.fd_log.set_interval(fold_ms);
         crate::logging::set_redactions(private_names(&cfg));
         for name in &dns_names(&cfg) {
             s.dns.watch(name);
@@ -254,6 +261,9 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         control_timeout => "control-timeout",
         outbound_proxy => "outbound-proxy",
         no_outbound_proxy_for => "no-outbound-proxy-for",
+        outbound_proxy_backoff => "outbound-proxy-backoff",
+        outbound_proxy_backoff_max => "outbound-proxy-backoff-max",
+        log_fold_interval => "log-fold-interval",
     );
     names
 }

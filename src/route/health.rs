@@ -21,20 +21,22 @@
 //! |-------------------------------------------|----------|---------|---------|---------|---------------|----------------|
 //! | `Timeout`, `HandshakeTimeout`, `Refused`, `Tls`, `Http(!5xx)` | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //! | `Reset`, `Http(5xx)`, `ClosedEarly`       | soft     | Down    | Suspect | Down    | unchanged     | Down (longer)  |
-//! | `HostUnreachable`                         | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
-//! | `Local`                                   | not ours | —       | —       | —       | —             | —              |
+//! | `Local`, `LocalPorts`                     | not ours | —       | —       | —       | —             | —              |
 //! | `ClosedAfterReply`                        | hard     | Down ≥ floor | Down ≥ floor | Down ≥ floor | unchanged | Down (longer) |
 //! | `Stalled`, `BadReply`                     | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
-//! | `NetUnreachable`, `AddrUnavailable`       | not ours | —       | —       | —       | —             | —              |
+//! | `NetUnreachable`, `HostUnreachable`, `AddrUnavailable` | not ours | — | — | —   | —             | —              |
 //! | `ProxyUnreachable`, `ProxyAuth`, `ProxyProtocol` | not ours | — | —     | —       | —             | —              |
 //! | `ProxySocks(_)`, `ProxyHttp(_)`           | hard     | Down    | Down    | Down    | unchanged     | Down (longer)  |
 //!
 //! `Http(!5xx)` covers 3xx (redirect TTL), 403/404, 429 (honours `Retry-After`) and any other
 //! non-101 status. `ClosedEarly` is soft; a caller that knows the route answered 101 and then
 //! stayed silent (a Worker that cannot reach Telegram) reports `Timeout` to make it hard.
-//! `Local` (descriptors exhausted…) says nothing about the route and is ignored; so do the
-//! network-class failures ([`Failure::is_network`]): a dead WAN link is not a dead route, and
-//! cooling every route down for it would keep clients off them after the link returns.
+//! `Local` (descriptors exhausted…) and `LocalPorts` (no free local port toward one address)
+//! say nothing about the route and are ignored; so do the network-class failures
+//! ([`Failure::is_network`]: network or host unreachable, no local address, from the OS or a
+//! SOCKS5 proxy's reply): a dead WAN link, or one address without a path, is not a dead route,
+//! and cooling routes down for it would keep clients off them after the path returns (the
+//! ladder keeps such a failure as a fact of the address, `route::reach`).
 //! `ClosedAfterReply` is already the ladder's verdict over several sessions (a front that
 //! answers and then closes every session), so it is hard, and its cooldown is at least
 //! `Policy::closed_after_reply_ms` (jittered): a plain `resPQ` probe cannot see this fault, so
@@ -151,10 +153,12 @@ pub fn classify(f: Failure) -> Class {
         Failure::Reset | Failure::ClosedEarly => Class::Soft,
         // Old flows died (a NAT flush), the route may well be fine: doubt, and a probe.
         Failure::SilentPooled => Class::Soft,
-        Failure::Local => Class::NotRoute,
+        Failure::Local | Failure::LocalPorts => Class::NotRoute,
         Failure::ClosedAfterReply | Failure::Stalled | Failure::BadReply => Class::Hard,
-        Failure::HostUnreachable => Class::Hard,
-        Failure::NetUnreachable | Failure::AddrUnavailable => Class::NotRoute,
+        // The path to the address, not the route: the ladder keeps it per address.
+        Failure::NetUnreachable | Failure::HostUnreachable | Failure::AddrUnavailable => {
+            Class::NotRoute
+        }
         // The outbound proxy's own failures are not the route's; its refusing the destination
         // (a SOCKS reply code, a CONNECT status) is, like a refused connect.
         Failure::ProxyUnreachable | Failure::ProxyAuth | Failure::ProxyProtocol => Class::NotRoute,
@@ -631,8 +635,13 @@ mod tests {
     }
 
     #[test]
-    fn network_failures_do_not_cool_routes_but_host_unreachable_does() {
-        for f in [Failure::NetUnreachable, Failure::AddrUnavailable] {
+    fn path_and_local_failures_do_not_cool_routes() {
+        for f in [
+            Failure::NetUnreachable,
+            Failure::HostUnreachable,
+            Failure::AddrUnavailable,
+            Failure::LocalPorts,
+        ] {
             assert_eq!(classify(f), Class::NotRoute);
             for mut t in [Rig::exact(3), Rig::exact(3).up(0)] {
                 let before = t.h.state();
@@ -642,9 +651,6 @@ mod tests {
                 assert_eq!((t.h.state(), t.h.level()), (before, 0));
             }
         }
-        let mut t = Rig::exact(3).up(0);
-        t.fail(0, Failure::HostUnreachable);
-        assert!(matches!(t.h.state(), State::Down { .. }));
     }
 
     #[test]

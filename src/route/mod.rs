@@ -2,7 +2,9 @@
 //!
 //! Sans-IO policy: `table` (what the routes are), `health` (one route's state and cooldown
 //! math), `budget` (a Worker's daily request budget), `pace` (handshake pacing per address),
-//! `pool` (warm upstreams and the demand that sizes them) and `ladder` (every decision: plans,
+//! `pool` (warm upstreams and the demand that sizes them), `reach` (the path to each address a
+//! route dials, and whether the network as a whole is down), `outproxy` (the outbound proxy as
+//! a dependency: up, or down and re-checked with backoff) and `ladder` (every decision: plans,
 //! observations, the probe schedule, pool policy). Time is a `u64` ms parameter on the caller's
 //! monotonic clock. The I/O around it: `probe` (one probe's state machine over a socket) and
 //! `prober` (the thin shell that runs the ladder's background work); `conn` and the reactor
@@ -12,8 +14,10 @@ pub mod budget;
 pub mod cflist;
 pub mod health;
 pub mod ladder;
+pub mod outproxy;
 pub mod pace;
 pub mod pool;
 pub mod probe;
 pub mod prober;
+pub mod reach;
 pub mod table;

@@ -105,6 +105,8 @@ pub struct Probe {
     /// Toward an upstream MTProto proxy: its secret key (the init is hashed with it and names
     /// the DC as a client does) and the transport its secret asks for.
     proxy: Option<([u8; 16], Tag)>,
+    /// Its dial goes through the outbound proxy.
+    via_proxy: bool,
 }
 
 impl Probe {
@@ -158,7 +160,10 @@ impl Probe {
         goal: Goal,
         framing: Framing,
     ) -> Probe {
-        Probe::with_phase(route, id, dc, Phase::Dialing(dial), started, goal, framing)
+        let via_proxy = dial.via().is_some();
+        let mut p = Probe::with_phase(route, id, dc, Phase::Dialing(dial), started, goal, framing);
+        p.via_proxy = via_proxy;
+        p
     }
 
     /// A probe in `phase` with nothing sent or received yet (the one field list both a fresh
@@ -195,7 +200,14 @@ impl Probe {
             ws_enc: Encoder::new(Split::Packets(Tag::Intermediate)),
             ws_dec: WsDecoder::new(),
             proxy: None,
+            via_proxy: false,
         }
+    }
+
+    /// True when its dial goes through the outbound proxy (`--outbound-proxy`): its outcome
+    /// tells whether the proxy works.
+    pub fn via_proxy(&self) -> bool {
+        self.via_proxy
     }
 
     /// Gives a [`Goal::ResPq`] probe a byte goal: it succeeds only once `bytes` of `resPQ`

@@ -63,6 +63,8 @@ pub struct Finished {
     pub started: u64,
     /// The outcome (a deadline is reported as its timeout failure).
     pub outcome: ProbeOutcome,
+    /// Its dial went through the outbound proxy.
+    pub via_proxy: bool,
 }
 
 /// Running probes and fills.
@@ -222,6 +224,7 @@ impl Prober {
             origin: job.origin,
             started: job.probe.started,
             outcome,
+            via_proxy: job.probe.via_proxy(),
         }
     }
 }
@@ -354,6 +357,11 @@ impl Shell<'_> {
     /// Feeds a finished job back to the ladder at `now`.
     pub fn finish(&mut self, ladder: &mut Ladder<Upstream>, f: Finished, now: u64) {
         let route = f.route;
+        // Through the outbound proxy, anything but the proxy's own failure means it works.
+        let at_proxy = matches!(&f.outcome, ProbeOutcome::Failed(fl, ..) if fl.is_proxy());
+        if f.via_proxy && !at_proxy {
+            ladder.proxy_worked(now);
+        }
         match (f.goal, f.outcome) {
             (Goal::ResPq, ProbeOutcome::Ok(rtt)) => {
                 self.stats.probes[1] += 1;

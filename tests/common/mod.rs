@@ -2,8 +2,9 @@
 //! ([`fakedc`], [`blackhole`], the mask site [`masksite`]), the rig's own fake-TLS client
 //! ([`faketls`], with [`mtsession`] for MTProto over any stream), a one-connection mask server
 //! and an MTProto session after leading bytes ([`plainrig`]), a local balancer ([`balancer`]),
-//! a test's own network namespace ([`netns`]), condition waits, and client
-//! helpers built on the probe applet's [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
+//! a test (or a test body) run inside a network namespace of its own ([`netns`]), condition
+//! waits, and client helpers built on the probe applet's
+//! [`MtClient`](tg_ws_proxy::applet::probe::MtClient).
 //!
 //! Test code: panics on local setup failure are the point (a broken rig must fail loudly).
 //! It never touches the real network (127.0.0.1 only) and never sleeps for correctness: waits
@@ -195,9 +196,44 @@ impl Proxy {
         }
     }
 
+    /// [`Proxy::start`] under a soft and hard `RLIMIT_NOFILE` of `nofile` (set in the child
+    /// before exec, as `ulimit -n` would): for tests of descriptor exhaustion.
+    pub fn start_with_nofile(args: &[&str], nofile: u64) -> Proxy {
+        let ca = data_path("ca.pem");
+        let ca = ca.to_str().expect("utf-8 data path");
+        let mut argv = run_args();
+        argv.extend(["--ca-file", ca]);
+        argv.extend(args);
+        let mut cmd = command(&argv);
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; the closure touches no allocation or lock.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: nofile as libc::rlim_t,
+                        rlim_max: nofile as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        match Proxy::spawn_cmd(cmd, &argv) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
     fn try_spawn(argv: &[&str], env: &[(&str, &str)]) -> Result<Proxy, String> {
         let mut cmd = command(argv);
         cmd.envs(env.iter().copied());
+        Proxy::spawn_cmd(cmd, argv)
+    }
+
+    fn spawn_cmd(mut cmd: Command, argv: &[&str]) -> Result<Proxy, String> {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -103,3 +103,33 @@ pub fn freeze_rules(port: u16, bytes: u64) -> String {
          }}\n"
     )
 }
+
+/// Runs `body` inside a namespace of its own with loopback up (see [`enter`]; `name` is the
+/// test function's name): in the inner run the body runs; in the outer one the inner run is
+/// started and checked. False only where namespaces are refused (said loudly).
+pub fn run_inside(name: &str, body: impl FnOnce()) -> bool {
+    if std::env::var_os(INNER).is_some() {
+        assert!(enter(name, "true"));
+        body();
+        return true;
+    }
+    let refused = Command::new("unshare")
+        .args(["-rn", "true"])
+        .output()
+        .map_or(true, |o| !o.status.success());
+    enter(name, "true");
+    !refused
+}
+
+/// Sets this namespace's ephemeral port range (inside a namespace only).
+pub fn set_local_port_range(low: u16, high: u16) {
+    assert!(
+        std::env::var_os(INNER).is_some(),
+        "a port range outside a test namespace"
+    );
+    std::fs::write(
+        "/proc/sys/net/ipv4/ip_local_port_range",
+        format!("{low} {high}"),
+    )
+    .expect("write ip_local_port_range inside the namespace");
+}

@@ -1,7 +1,9 @@
 //! Real outbound proxies from Debian's packages for the `--outbound-proxy` tests: `microsocks`
 //! (SOCKS5, with or without RFC 1929 user/password) and `tinyproxy` (HTTP CONNECT, with its own
 //! temporary config: our port, `Listen 127.0.0.1`, `Allow 127.0.0.1`, `ConnectPort` lines, an
-//! optional `BasicAuth`), each a child process on a free loopback port, killed on drop.
+//! optional `BasicAuth`), each a child process on a free loopback port (or a given one, to
+//! start a stopped proxy again), killed on drop; and [`AcceptCounter`], a listener standing in
+//! for a stopped proxy's port that counts the connections made to it.
 //!
 //! Never the system's tinyproxy service: each instance has its own config and port. A missing
 //! binary fails the test with the apt package to install (CI installs both in `.ci/run`).
@@ -12,6 +14,7 @@ use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -71,7 +74,11 @@ fn free_port() -> u16 {
 impl OutProxy {
     /// microsocks on a free loopback port, with `-u user -P pass` when `auth` is given.
     pub fn microsocks(auth: Option<(&str, &str)>) -> OutProxy {
-        let port = free_port();
+        OutProxy::microsocks_on(free_port(), auth)
+    }
+
+    /// microsocks on 127.0.0.1:`port` (a proxy started again where a stopped one was).
+    pub fn microsocks_on(port: u16, auth: Option<(&str, &str)>) -> OutProxy {
         let mut cmd = Command::new(program("microsocks"));
         cmd.args(["-i", "127.0.0.1", "-p", &port.to_string()]);
         if let Some((u, p)) = auth {
@@ -208,6 +215,67 @@ impl OutProxy {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .join("\n")
+    }
+}
+
+/// A listener standing in for a stopped proxy's port: it counts every connection made to it
+/// and closes each at once (the dialler sees its proxy handshake cut: the proxy's failure, as
+/// with a refused connect), so a test can count the dials a dead proxy gets.
+pub struct AcceptCounter {
+    count: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl AcceptCounter {
+    /// Listens on `addr` (the port a proxy just left).
+    pub fn bind(addr: SocketAddr) -> AcceptCounter {
+        let l = TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+        l.set_nonblocking(true).expect("nonblocking listener");
+        let count = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, s) = (count.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((conn, _)) => {
+                        c.fetch_add(1, Ordering::Relaxed);
+                        drop(conn);
+                    }
+                    // Polling a nonblocking listener: a short pause between empty polls.
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        AcceptCounter {
+            count,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Stops listening (the port is free again); returns the final count.
+    pub fn close(mut self) -> usize {
+        self.shut();
+        self.count()
+    }
+
+    fn shut(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for AcceptCounter {
+    fn drop(&mut self) {
+        self.shut();
     }
 }
 

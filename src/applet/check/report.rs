@@ -178,8 +178,9 @@ pub fn dc_ids(dcs: &[u16]) -> impl Iterator<Item = DcId> + '_ {
     })
 }
 
-/// True if `row` was tried and every round failed for a network-class reason
-/// (`Failure::is_network`: network unreachable, no address).
+/// True if `row` was tried and every round failed because this host has no path at all:
+/// network unreachable or no local address (of the network-class failures,
+/// `Failure::is_network`, host unreachable names one host, not this host's network).
 fn network_only(row: &Row) -> bool {
     let network = [Failure::NetUnreachable, Failure::AddrUnavailable].map(|f| f.to_string());
     !row.attempts.is_empty()

@@ -221,6 +221,13 @@ fn socks5_failures_have_distinct_classes() {
     );
     assert_eq!(r, Err(ProxyError::Socks(5)));
     assert_eq!(ProxyError::Socks(5).failure(), Failure::ProxySocks(5));
+    // Network and host unreachable from the proxy are the path's facts, as from a local
+    // connect: the same classes, which cool no route.
+    assert_eq!(ProxyError::Socks(3).failure(), Failure::NetUnreachable);
+    assert_eq!(ProxyError::Socks(4).failure(), Failure::HostUnreachable);
+    assert!(ProxyError::Socks(3).failure().is_network());
+    assert!(ProxyError::Socks(4).failure().is_network());
+    assert!(!ProxyError::Socks(2).failure().is_network());
     assert!(ProxyError::Socks(5)
         .to_string()
         .contains("connection refused"));

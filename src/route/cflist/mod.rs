@@ -26,7 +26,8 @@ pub const DECODED_SUFFIX: &str = ".co.uk";
 /// A list is accepted only with at least this many valid, distinct host names.
 pub const MIN_VALID: usize = 3;
 
-/// Names taken from one list, at most (the rest are ignored).
+/// Names taken from one list, at most (the rest are dropped, and counted: the fetch's log line
+/// and `ctl status` say how many).
 pub const MAX_DOMAINS: usize = 64;
 
 /// First line of the cache file; a file without it is not ours and is ignored.
@@ -176,18 +177,22 @@ fn valid_name(name: &str) -> bool {
     labels.iter().all(label_ok) && last.len() >= 2 && last.bytes().any(|b| b.is_ascii_lowercase())
 }
 
-/// A list after decoding: the valid, distinct names in list order (at most [`MAX_DOMAINS`]) and
-/// how many entries it had (comment and blank lines not counted).
+/// A list after decoding: the valid, distinct names in list order (at most [`MAX_DOMAINS`]),
+/// how many more valid, distinct names there were past that cap (dropped), and how many
+/// entries it had (comment and blank lines not counted).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decoded {
     /// Valid, distinct, lower-case host names.
     pub domains: Vec<String>,
+    /// Valid, distinct names past [`MAX_DOMAINS`], left out.
+    pub dropped: usize,
     /// Entries seen.
     pub entries: usize,
 }
 
 fn collect(text: &str, decode: bool) -> Decoded {
     let mut d = Decoded::default();
+    let mut seen_past_cap: Vec<String> = Vec::new();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -200,8 +205,15 @@ fn collect(text: &str, decode: bool) -> Decoded {
             line.to_string()
         };
         let name = name.to_ascii_lowercase();
-        if valid_host(&name) && !d.domains.contains(&name) && d.domains.len() < MAX_DOMAINS {
+        if !valid_host(&name) || d.domains.contains(&name) {
+            continue;
+        }
+        if d.domains.len() < MAX_DOMAINS {
             d.domains.push(name);
+        } else if !seen_past_cap.contains(&name) {
+            // Bounded by the body's size limit; only counted.
+            seen_past_cap.push(name);
+            d.dropped += 1;
         }
     }
     d
@@ -234,10 +246,39 @@ pub fn cache_text(domains: &[String]) -> String {
     s
 }
 
-/// The accept rule: the decoded names if there are at least [`MIN_VALID`]; else why not.
-pub fn accept(d: Decoded) -> Result<Vec<String>, String> {
+/// An accepted list: the names taken and how many valid names past [`MAX_DOMAINS`] were
+/// dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// The names taken (at most [`MAX_DOMAINS`]).
+    pub domains: Vec<String>,
+    /// Valid, distinct names left out past the cap.
+    pub dropped: usize,
+}
+
+impl Accepted {
+    /// `accepted N domains`, and the names dropped past the cap when there were any.
+    pub fn summary(&self) -> String {
+        let kept = self.domains.len();
+        if self.dropped == 0 {
+            format!("accepted {kept} domains")
+        } else {
+            format!(
+                "accepted {kept} domains, dropped {} more (at most {MAX_DOMAINS} are taken)",
+                self.dropped
+            )
+        }
+    }
+}
+
+/// The accept rule: the decoded names (and the count dropped past the cap) if there are at
+/// least [`MIN_VALID`]; else why not.
+pub fn accept(d: Decoded) -> Result<Accepted, String> {
     if d.domains.len() >= MIN_VALID {
-        Ok(d.domains)
+        Ok(Accepted {
+            domains: d.domains,
+            dropped: d.dropped,
+        })
     } else {
         Err(format!(
             "{} valid host name(s) of {} entries, need at least {MIN_VALID}",

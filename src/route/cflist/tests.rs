@@ -70,12 +70,47 @@ fn a_list_is_decoded_validated_deduplicated_and_accepted_with_three_names() {
             "plain-charlie.example.org"
         ]
     );
-    assert_eq!(accept(d.clone()).unwrap(), d.domains);
+    assert_eq!(accept(d.clone()).unwrap().domains, d.domains);
     // Two valid names are not enough, however many entries there are.
     let short = decode_list(&format!("{a}\n{b}\nbad_1.com\nbad_2.com\n"));
     let why = accept(short).unwrap_err();
     assert!(why.contains("2 valid host name(s) of 4 entries"), "{why}");
     assert!(accept(decode_list("")).is_err());
+}
+
+/// Issue 19 §4: a list longer than [`MAX_DOMAINS`] was cut silently. The valid, distinct
+/// names past the cap are counted (duplicates and invalid entries are not), and the summary
+/// the log line and `ctl status` show says how many were kept and dropped.
+#[test]
+fn names_past_the_cap_are_counted_as_dropped() {
+    let mut text = String::new();
+    for i in 0..100 {
+        text.push_str(&encode_entry(&format!("pool-{i}-test.co.uk")).unwrap());
+        text.push('\n');
+    }
+    // Past the cap: a duplicate of a dropped name and an invalid one count for nothing.
+    text.push_str(&encode_entry("pool-99-test.co.uk").unwrap());
+    text.push_str("\nBAD_NAME.com\n");
+    let d = decode_list(&text);
+    assert_eq!(
+        (d.domains.len(), d.dropped, d.entries),
+        (MAX_DOMAINS, 36, 102)
+    );
+    let a = accept(d).unwrap();
+    assert_eq!(a.dropped, 36);
+    assert_eq!(
+        a.summary(),
+        "accepted 64 domains, dropped 36 more (at most 64 are taken)"
+    );
+    let small = accept(decode_list(&encoded_three())).unwrap();
+    assert_eq!(small.summary(), "accepted 3 domains");
+}
+
+fn encoded_three() -> String {
+    ["a-x.co.uk", "b-x.co.uk", "c-x.co.uk"]
+        .iter()
+        .map(|n| encode_entry(n).unwrap() + "\n")
+        .collect()
 }
 
 #[test]
@@ -87,7 +122,7 @@ fn cache_round_trip_and_foreign_files_are_ignored() {
     let text = cache_text(&names);
     assert_eq!(parse_cache(&text).domains, names);
     // A decoded name ending in .co.uk is not decoded again.
-    assert_eq!(accept(parse_cache(&text)).unwrap(), names);
+    assert_eq!(accept(parse_cache(&text)).unwrap().domains, names);
     assert!(parse_cache("a.co.uk\nb.co.uk\nc.co.uk\n")
         .domains
         .is_empty());

@@ -9,7 +9,10 @@
 //! sockets, clocks, the timer wheel — `route::prober` runs the work this hands out and `conn`
 //! reports what sessions saw. The `front` tier's planning rule (domain fronting: only after the
 //! direct ws route failed at TLS or upgrade) is `front.rs`; which proof may end a flap quarantine
-//! (only a probe begun after it) is `quarantine.rs`. The rules are docs/design.md §4;
+//! (only a probe begun after it) is `quarantine.rs`; what a frozen session does to its route is
+//! `freeze.rs`. Failures that are a dependency's, not a route's — the path to an address, the
+//! outbound proxy — are kept and said by `deps.rs` (over `route::reach` and `route::outproxy`).
+//! The rules are docs/design.md §4;
 //! each one is a unit test in
 //! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`,
 //! the field faults' rules 6 and 7, pings and a dead network in `tests/under_fire.rs`).
@@ -33,8 +36,10 @@ use crate::mtproto::dc::DcId;
 use crate::rng::Rng;
 use crate::route::budget::Budget;
 use crate::route::health::{Change, State, Use};
+use crate::route::outproxy::ProxyDep;
 use crate::route::pace::{PacePolicy, Pacer};
 use crate::route::pool::{Pool, Pooled, Swept};
+use crate::route::reach::Reach;
 use crate::route::table::{Route, Table};
 
 /// Index of a route in the table (stable for the process lifetime).
@@ -134,6 +139,7 @@ struct Slot<U> {
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 
+mod deps;
 mod facts;
 mod freeze;
 mod front;
@@ -158,12 +164,13 @@ pub struct Ladder<U> {
     sweep_at: Option<u64>,
     /// What the stats line shows.
     pub counters: Counters,
-    /// A network-class failure ([`Failure::is_network`]) was seen and no route has worked
-    /// since: "network unreachable" is logged once per such outage, not per route.
+    /// This host's network is down: every address tried is unreachable and none works
+    /// (`reach`'s flag, mirrored after each of its facts; `deps.rs`).
     network_down: bool,
-    /// A failure of the outbound proxy itself ([`Failure::is_proxy`]) was seen and no route has
-    /// worked since: said once, not per route.
-    proxy_down: bool,
+    /// The path to each address the routes dial, and the network as a whole (`deps.rs`).
+    reach: Reach,
+    /// The outbound proxy's own state (`deps.rs`).
+    outproxy: ProxyDep,
     /// Shutting down (drain): no background work is handed out any more.
     stopped: bool,
     /// The operator's pin (`ctl pin`): its routes are planned first ([`Ladder::pin`]).
@@ -197,7 +204,11 @@ impl<U: Pooled> Ladder<U> {
             sweep_at: (cfg.pool_size > 0).then(|| now + sweep_every(cfg)),
             counters: Counters::default(),
             network_down: false,
-            proxy_down: false,
+            reach: Reach::new(cfg.health.base_ms),
+            outproxy: ProxyDep::new(
+                ms(cfg.outbound_proxy_backoff),
+                ms(cfg.outbound_proxy_backoff_max),
+            ),
             stopped: false,
             pinned: None,
             spread: spread::Spread::new(cfg.worker_domains.len()),
@@ -228,8 +239,10 @@ impl<U: Pooled> Ladder<U> {
         (p.len(), p.filling())
     }
 
-    /// True while this host's network is unreachable: a network-class failure was seen and no
-    /// route has worked since.
+    /// True while this host's network is really down: at least two addresses (every known one,
+    /// if fewer) are unreachable and none works since they failed (`route::reach`). One
+    /// address without a path (IPv6 on a router without IPv6, an ISP's net-unreachable for one
+    /// range) is that address's fact and never sets this.
     pub fn network_down(&self) -> bool {
         self.network_down
     }
@@ -279,6 +292,9 @@ impl<U: Pooled> Ladder<U> {
                 Use::Degraded => 2,
                 Use::Cooling { .. } | Use::Expired => continue,
             };
+            if self.unreachable_alone(id) {
+                rank = 3; // its address has no path while others work: last (`deps.rs`)
+            }
             let mut pos = pos;
             if let Some(spot) = spots.iter().find(|s| s.route == id) {
                 pos = spot.pos;

@@ -20,6 +20,8 @@ impl<U: Pooled> Ladder<U> {
     ///   new routes are created as on first use;
     /// * Worker request budgets are carried over by Worker endpoint (host and port), with the
     ///   new `--worker-budget` rate; a new Worker starts with a full burst;
+    ///   * the outbound proxy's outage is forgotten when another proxy (or none) is configured,
+    ///     and addresses no route dials any more are forgotten;
     /// * pacing, health policy, timeouts, pool size and probe interval come from `cfg` from
     ///   now on (a running probe keeps its deadline).
     ///
@@ -57,8 +59,22 @@ impl<U: Pooled> Ladder<U> {
             burst: cfg.handshake_burst,
             max_wait_ms: ms(cfg.pace_max_wait),
         });
+        if cfg.outbound_proxy != self.cfg.outbound_proxy {
+            self.outproxy.reset(); // another proxy (or none): its outage is not this one's
+        }
+        self.outproxy.set_backoff(
+            ms(cfg.outbound_proxy_backoff),
+            ms(cfg.outbound_proxy_backoff_max),
+        );
+        self.reach.set_grace(cfg.health.base_ms);
         self.cfg = cfg.clone();
         let retired = self.table.reconfigure(cfg, cfg.listen);
+        let routes = &self.table.routes;
+        self.reach.retain(|d| {
+            routes
+                .iter()
+                .any(|r| !r.retired && super::deps::dest_of(&r.target) == *d)
+        });
         self.grow_slots();
         for &id in &retired {
             let slot = &mut self.slots[id];

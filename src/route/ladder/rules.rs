@@ -61,33 +61,12 @@ impl<U: Pooled> Ladder<U> {
             self.slots[route].stall_probe = true;
             self.slots[route].pool.flush();
         }
+        // The path to the route's address, or the outbound proxy: a dependency's failure, kept
+        // and said by that dependency (`deps.rs`); no route is cooled down for it.
+        if self.dependency_failed(route, f, now) {
+            return None;
+        }
         let r = &mut self.table.routes[route];
-        if f.is_network() {
-            // A dead WAN link is not a dead route: no route is cooled down for it, and it is
-            // said once per outage, not once per route.
-            if !self.network_down {
-                self.network_down = true;
-                warn!(
-                    "network unreachable ({f}, first seen on route {}): routes are not cooled \
-                     down for it; said again only after a route has worked",
-                    r.label()
-                );
-            }
-            return None;
-        }
-        if f.is_proxy() {
-            // A dead outbound proxy is not a dead Telegram route: counted, said once.
-            self.counters.proxy_failures += 1;
-            if !self.proxy_down {
-                self.proxy_down = true;
-                warn!(
-                    "outbound proxy failed ({f}, first seen on route {}): routes are not cooled \
-                     down for it; said again only after a route has worked",
-                    r.label()
-                );
-            }
-            return None;
-        }
         let change = r
             .health
             .on_failure(now, f, retry_after, &self.cfg.health, &mut self.rng)?;
@@ -126,18 +105,7 @@ impl<U: Pooled> Ladder<U> {
         via: &str,
         now: u64,
     ) -> Option<Change> {
-        if std::mem::take(&mut self.proxy_down) {
-            info!(
-                "route {} works: a new outbound proxy failure is said again",
-                self.table.routes[route].label()
-            );
-        }
-        if std::mem::take(&mut self.network_down) {
-            info!(
-                "network reachable again (route {} works)",
-                self.table.routes[route].label()
-            );
-        }
+        self.dependency_worked(route, now);
         let r = &mut self.table.routes[route];
         r.last_ok = now;
         let change = r.health.on_proof(now, rtt_ms)?;
@@ -445,6 +413,8 @@ impl<U: Pooled> Ladder<U> {
             return Err(now + RETRY_MS);
         };
         self.pacer.background(spec.addr, now)?;
+        // Through a down outbound proxy only its re-check dials (`deps.rs`).
+        self.proxy_gate(&spec, now)?;
         if let Some(w) = worker {
             if !self.budgets[w].try_spend(now) {
                 self.counters.deferred += 1;

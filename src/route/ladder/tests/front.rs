@@ -101,12 +101,7 @@ fn front_is_planned_after_the_direct_route_failed_at_tls_or_upgrade() {
 
 #[test]
 fn front_is_not_planned_after_tcp_level_failures() {
-    for f in [
-        Failure::Timeout,
-        Failure::Refused,
-        Failure::HostUnreachable,
-        Failure::Http(302),
-    ] {
+    for f in [Failure::Timeout, Failure::Refused, Failure::Http(302)] {
         let c = front_cfg();
         let mut l = ladder(&c);
         let (ws, front, tcp) = front_ids(&mut l);

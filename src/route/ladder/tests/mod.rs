@@ -4,10 +4,12 @@
 //! `under_fire.rs` the rules of the field faults (issue 10: closed after reply, pings, the 16 KB
 //! freeze, a dead network); `reconfigure.rs` a reload's and a shutdown's rules; `ops.rs` the
 //! operator actions (pin, unpin, probe now, snapshot); `workers.rs` how sessions spread over
-//! several Workers.
+//! several Workers; `deps.rs` the dependencies (one address without a path, a down outbound
+//! proxy).
 
 mod background;
 mod cflist;
+mod deps;
 mod front;
 mod outbound;
 mod reconfigure;

@@ -331,9 +331,11 @@ fn a_dead_network_cools_no_route_and_is_said_once_per_outage() {
     // A route that works ends the outage.
     first_byte(&mut l, tcp, 40, 50);
     assert!(!l.network_down());
-    // Host unreachable is the route's own failure.
-    assert!(fail(&mut l, worker, Failure::HostUnreachable, 60).is_some());
-    assert_eq!(plan(&mut l, 70), vec![ws, tcp]);
+    // Host unreachable is the path's fact too (issue 19 §3), not the route's: no cooldown.
+    // Failing again while others work confirms it as that address's own: planned last.
+    assert!(fail(&mut l, worker, Failure::HostUnreachable, 60).is_none());
+    assert!(!l.network_down());
+    assert_eq!(plan(&mut l, 70), vec![ws, tcp, worker]);
 }
 
 #[test]
@@ -370,9 +372,14 @@ fn a_stall_while_the_network_is_down_cools_no_route() {
     // needing a pulling probe to come back, after an outage that was not the route's.
     let c = cfg();
     let mut l = ladder(&c);
-    let (ws, worker, _) = ids(&mut l);
+    let (ws, worker, tcp) = ids(&mut l);
     first_byte(&mut l, ws, 0, 10);
     assert!(fail(&mut l, worker, Failure::NetUnreachable, 1_000).is_none());
+    assert!(
+        !l.network_down(),
+        "one address is not the network (issue 19 §4)"
+    );
+    assert!(fail(&mut l, tcp, Failure::NetUnreachable, 1_001).is_none());
     assert!(l.network_down());
     assert!(
         froze(&mut l, ws, 9_000).is_none(),
