@@ -17,7 +17,7 @@ use tg_ws_proxy::mtproto::obfs2::{Secret, Tag};
 use tg_ws_proxy::mtproto::packet;
 use tg_ws_proxy::rng::Rng;
 
-use super::fakedc::{bulk_request, SINK};
+use super::fakedc::{bulk_request, BULK_KEY, SINK};
 
 /// The bench secret (plain 32 hex); the proxy gets it through `TG_SECRET`.
 pub const SECRET: &str = "00112233445566778899aabbccddeeff";
@@ -402,14 +402,15 @@ pub fn transfer_all(
     err.map_or(Ok((total, secs)), Err)
 }
 
-/// Incremental intermediate-transport parser that keeps only a packet's first 4 bytes.
+/// Incremental intermediate-transport parser that keeps only a packet's first 12 bytes (an
+/// echo's `ECHO`, a bulk packet's `BULK_KEY` and index).
 #[derive(Default)]
 struct Parser {
     hdr: [u8; 4],
     hdr_have: usize,
     len: usize,
     left: usize,
-    head: [u8; 4],
+    head: [u8; 12],
     bulk: u64,
     echo: u64,
 }
@@ -435,16 +436,24 @@ impl Parser {
             }
             let done = self.len - self.left;
             let take = self.left.min(data.len());
-            if done < 4 {
-                let k = (4 - done).min(take);
+            if done < self.head.len() {
+                let k = (self.head.len() - done).min(take);
                 self.head[done..done + k].copy_from_slice(&data[..k]);
             }
             self.left -= take;
             data = &data[take..];
             if self.left == 0 {
-                if &self.head == b"ECHO" && self.len == echo_len {
+                let index = u32::from_le_bytes([
+                    self.head[8],
+                    self.head[9],
+                    self.head[10],
+                    self.head[11],
+                ]);
+                if &self.head[..4] == b"ECHO" && self.len == echo_len {
                     self.echo += 1;
-                } else if self.len == bulk_len && u32::from_le_bytes(self.head) as u64 == self.bulk
+                } else if self.len == bulk_len
+                    && self.head[..8] == BULK_KEY
+                    && u64::from(index) == self.bulk
                 {
                     self.bulk += 1;
                 } else {

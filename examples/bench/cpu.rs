@@ -113,7 +113,7 @@ pub fn per_stream_packets(gib: f64, streams: usize) -> u32 {
 pub fn planned(dir: Dir, packets: u32) -> (u64, u64) {
     let bulk = packets as u64 * (4 + PACKET as u64);
     match dir {
-        Dir::Down => (4 + 12, bulk),
+        Dir::Down => (4 + 16, bulk),
         Dir::Up => (bulk + 4 + 8, 4 + 8),
     }
 }
