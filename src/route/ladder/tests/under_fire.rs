@@ -390,3 +390,42 @@ fn a_stall_while_the_network_is_down_cools_no_route() {
     first_byte(&mut l, ws, 9_700, 9_750);
     assert!(froze(&mut l, ws, 20_000).is_some());
 }
+
+#[test]
+fn a_plain_probe_already_running_when_a_session_froze_proves_nothing() {
+    // Review finding: the probe result cleared the owed pull whatever probe it was. A liveness
+    // probe (a plain resPQ, which the freeze lets through) handed out before a session froze
+    // brought the doubted route back Up, logged as "probe pulled N bytes", and one running
+    // when the route went down as stalled revived it at once.
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, _) = ids(&mut l);
+    l.observe(Observation::SessionStarted { route: ws }, 0);
+    first_byte(&mut l, ws, 0, 10);
+    let t = 10 + 2 * ms(c.probe_interval);
+    assert_eq!(probe_pull(&mut l, ws, t), 0, "the liveness probe is plain");
+    froze(&mut l, ws, t + 100).expect("suspect");
+    probe_ok(&mut l, ws, t + 200);
+    assert_eq!(
+        l.route(ws).health.state(),
+        State::Suspect,
+        "a resPQ probe handed out before the freeze revived the route"
+    );
+    assert_eq!(plan(&mut l, t + 201)[0], worker);
+    // The pulling probe it owes runs now, and only its success proves the route.
+    assert_eq!(probe_pull(&mut l, ws, t + 300), c.stall_probe_bytes);
+    probe_ok(&mut l, ws, t + 400);
+    assert!(is_up(&l, ws));
+    // The same while the route goes down as stalled: a plain probe running then is no proof.
+    let t = t + 400 + 2 * ms(c.probe_interval);
+    assert_eq!(probe_pull(&mut l, ws, t), 0);
+    froze(&mut l, ws, t + 100).expect("suspect");
+    froze(&mut l, ws, t + 150).expect("down as stalled");
+    probe_ok(&mut l, ws, t + 200);
+    assert!(
+        matches!(l.route(ws).health.state(), State::Down { .. }),
+        "a resPQ probe handed out before the freeze revived a stalled route"
+    );
+    let until = down_until(&l, ws);
+    assert_eq!(probe_pull(&mut l, ws, until), c.stall_probe_bytes);
+}
