@@ -321,6 +321,49 @@ fn quiet_sessions_pings_acks_and_a_slow_reader_are_never_frozen() {
     assert_eq!(Ctl::route(&s, "tcp:DC2")["state"], "up", "{s}");
 }
 
+#[test]
+fn a_slow_upload_still_going_out_is_not_a_freeze() {
+    // Review finding: the silence bound after two client sends counted from the last bytes the
+    // proxy read from the client, not from when they left: an upload whose tail still sits in
+    // the proxy's buffers and its upstream socket (a slow uplink; here a DC slow to take it)
+    // was ended as `silent` while the server, still receiving the request, had not had a
+    // chance to answer. The path ACKs all along. Bound compressed to 1 s; the tail needs more.
+    let dc = FakeDc::start_tcp(DcConfig::with_fault(Fault::SlowRead(64 * 1024)));
+    let ctl = Ctl::new();
+    let mut args = args(
+        &[
+            "--tier-order",
+            "tcp",
+            "--tcp-dc-ip",
+            &format!("2:{}", dc.addr()),
+        ],
+        &ctl,
+    );
+    args.extend(["--stall-timeout".to_string(), "1".to_string()]);
+    let p = common::ladder_proxy(&[], &args);
+    let mut c = MtClient::connect_with(
+        &client_opts(p.addr(), SECRET, Tag::Intermediate, 2),
+        &mut os_rng(),
+    )
+    .unwrap_or_else(|e| panic!("connect: {e}\n{}", p.dump()));
+    // 256 KiB up in 16 KiB packets (half a file part), then a packet whose echo proves it
+    // all arrived: the client is done sending long before the DC has read it all (~5 s).
+    let mut sink = common::fakedc::SINK.to_vec();
+    sink.resize(16 * 1024, 0x5a);
+    for _ in 0..16 {
+        c.send_packet(&sink).expect("upload");
+    }
+    let pk = vec![0x33; 64];
+    c.send_packet(&pk).expect("send");
+    let back = c
+        .recv_packet_until(Instant::now() + Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("the answer after the upload: {e}\n{}", p.dump()));
+    assert_eq!(back, pk);
+    let s = ctl.status(&p);
+    let frozen = &s["counters"]["frozen"];
+    assert_eq!(frozen["silent"].as_u64(), Some(0), "{s}\n{}", p.dump());
+}
+
 // ---- not MTProto ----------------------------------------------------------------------------
 
 #[test]

@@ -21,6 +21,11 @@ pub struct TcpView {
     pub unanswered: u8,
     /// Milliseconds since the last ACK came (`tcpi_last_ack_recv`).
     pub last_ack_ms: u64,
+    /// Bytes of ours are still in the socket, sent and unacknowledged or not sent yet
+    /// (`tcpi_unacked` segments or `tcpi_notsent_bytes`, Linux 4.6+; false on older kernels).
+    pub queued: bool,
+    /// Bytes of ours the peer acknowledged so far (`tcpi_bytes_acked`, Linux 4.1+; 0 before).
+    pub acked: u64,
 }
 
 /// Result of looking at a socket whose connect was started.
@@ -138,8 +143,9 @@ fn libc_einprogress() -> i32 {
 
 /// The kernel's view of `s` for the freeze watch (`relay::stall`): unanswered transmissions
 /// (`tcpi_retransmits + tcpi_probes`: RTO retransmissions of the oldest unacknowledged segment
-/// and keepalive or zero-window probes, both reset by any ACK) and the time since the last ACK
-/// (`tcpi_last_ack_recv`, ms). Linux `getsockopt(TCP_INFO)` (tcp(7)); the fields read are in
+/// and keepalive or zero-window probes, both reset by any ACK), the time since the last ACK
+/// (`tcpi_last_ack_recv`, ms), and whether bytes of ours are still on their way and how many
+/// the peer took so far (an upload still going out). Linux `getsockopt(TCP_INFO)` (tcp(7)); the fields read are in
 /// the struct's first 104 bytes, there since Linux 2.6. `None` if the call fails.
 pub fn view(s: &TcpStream) -> Option<TcpView> {
     use std::os::fd::AsRawFd;
@@ -157,13 +163,25 @@ pub fn view(s: &TcpStream) -> Option<TcpView> {
             &mut len,
         )
     };
-    // The last ACK field ends at byte 60.
+    // The last ACK field ends at byte 60, tcpi_bytes_acked at 128, tcpi_notsent_bytes at 148;
+    // an older kernel fills fewer (the rest stays zero).
     if rc != 0 || (len as usize) < 60 {
         return None;
     }
+    let notsent = if (len as usize) >= 148 {
+        info.tcpi_notsent_bytes
+    } else {
+        0
+    };
     Some(TcpView {
         unanswered: info.tcpi_retransmits.saturating_add(info.tcpi_probes),
         last_ack_ms: u64::from(info.tcpi_last_ack_recv),
+        queued: (len as usize) >= 148 && (info.tcpi_unacked > 0 || notsent > 0),
+        acked: if (len as usize) >= 128 {
+            info.tcpi_bytes_acked
+        } else {
+            0
+        },
     })
 }
 
@@ -247,6 +265,15 @@ mod tests {
         let v = view(&c2).expect("TCP_INFO on a TCP socket");
         assert_eq!(v.unanswered, 0);
         assert!(v.last_ack_ms < 5_000, "{v:?}");
+        // The 5 bytes are acknowledged (the ACK may still be on its way on loopback); the
+        // count includes the SYN.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut v = v;
+        while (v.queued || v.acked < 5) && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+            v = view(&c2).expect("TCP_INFO");
+        }
+        assert!(!v.queued && (5..=6).contains(&v.acked), "{v:?}");
         arm_probe(&c2);
         relax_probe(&c2, std::time::Duration::ZERO);
         relax_probe(&c2, std::time::Duration::from_secs(30));
