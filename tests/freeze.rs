@@ -230,6 +230,37 @@ fn kernel_freeze_a_client_that_re_asks_every_2s() {
     assert!(s["counters"]["frozen"]["no-ack"].as_u64() >= Some(1), "{s}");
 }
 
+#[test]
+fn kernel_freeze_on_a_host_with_few_keepalive_probes_is_still_a_freeze() {
+    // Review finding: the short keepalive armed while a client waits left the probe count to
+    // the host (net.ipv4.tcp_keepalive_probes, 9 by default). With 3 (a tuned router), or with
+    // a --stall-ack-timeout of 10 s or more, the kernel gave the connection up (ETIMEDOUT)
+    // before the watch's no-ack verdict: the session ended as an upstream reset, no freeze
+    // was recorded and the frozen route stayed Up for every later session.
+    const TEST: &str = "kernel_freeze_on_a_host_with_few_keepalive_probes_is_still_a_freeze";
+    let setup = format!(
+        "{} && echo 3 > /proc/sys/net/ipv4/tcp_keepalive_probes",
+        netns::FREEZE_SETUP
+    );
+    if !netns::enter(TEST, &setup) {
+        return;
+    }
+    let front = FakeDc::start_tls_ws(DcConfig::default());
+    netns::nft(&netns::freeze_rules(front.port(), FREEZE as u64));
+    let ctl = Ctl::new();
+    let (_dc, _w, p) = ladder(&front, &ctl, &[]);
+    let runs = attempts(
+        &p,
+        Client::AskOnce(Duration::from_secs(30)),
+        4,
+        Duration::ZERO,
+        true,
+    );
+    assert_moved_on(&p, &ctl, &runs, false, KERNEL_BOUND);
+    let s = ctl.status(&p);
+    assert!(s["counters"]["frozen"]["no-ack"].as_u64() >= Some(1), "{s}");
+}
+
 // ---- never a freeze -------------------------------------------------------------------------
 
 #[test]

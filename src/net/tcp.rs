@@ -5,7 +5,8 @@
 //! [`check_connected`]. Deadlines live in the caller's timer wheel, not here; TCP keepalive is
 //! set by `net::dial::set_keepalive`. The freeze watch's two socket operations are here too:
 //! reading the kernel's view of a connection ([`view`], `TCP_INFO`) and arming the short
-//! keepalive that puts a probe in flight while a client waits ([`arm_probe`]).
+//! keepalive that puts a probe in flight while a client waits ([`arm_probe`], with a probe
+//! count that outlasts the watch's bound).
 
 use std::io;
 use std::net::SocketAddr;
@@ -187,21 +188,68 @@ pub fn view(s: &TcpStream) -> Option<TcpView> {
 
 /// Arms the freeze watch's keepalive on `s`: idle and interval one second (the kernel's
 /// granularity), so a probe goes out at once when the socket has been quiet that long and every
-/// second after; the kernel resets its count on any ACK. Best effort.
-pub fn arm_probe(s: &TcpStream) {
+/// second after; the kernel resets its count on any ACK. The socket's probe count
+/// (`TCP_KEEPCNT`, the host's `net.ipv4.tcp_keepalive_probes` unless set) is raised to at least
+/// `count`, so the kernel does not give the connection up (ETIMEDOUT) before the watch has
+/// decided. Returns the count it had when it raised it (to give back with [`relax_probe`]).
+/// Best effort.
+pub fn arm_probe(s: &TcpStream, count: u32) -> Option<u32> {
     let ka = socket2::TcpKeepalive::new()
         .with_time(std::time::Duration::from_secs(1))
         .with_interval(std::time::Duration::from_secs(1));
     let _ = socket2::SockRef::from(s).set_tcp_keepalive(&ka);
+    let had = keepalive_count(s)?;
+    (had < count).then(|| {
+        set_keepalive_count(s, count);
+        had
+    })
 }
 
 /// Undoes [`arm_probe`]: the configured keepalive (`idle`, as `net::dial::set_keepalive`), or
-/// none when `idle` is zero. Best effort.
-pub fn relax_probe(s: &TcpStream, idle: std::time::Duration) {
+/// none when `idle` is zero, and the probe count [`arm_probe`] raised (`count`: what the socket
+/// had). Best effort.
+pub fn relax_probe(s: &TcpStream, idle: std::time::Duration, count: Option<u32>) {
     if idle.is_zero() {
         let _ = socket2::SockRef::from(s).set_keepalive(false);
     } else {
         crate::net::dial::set_keepalive(s, idle);
+    }
+    if let Some(n) = count {
+        set_keepalive_count(s, n);
+    }
+}
+
+/// `TCP_KEEPCNT` of `s` (the host's default while the socket sets none).
+fn keepalive_count(s: &TcpStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `v`, which outlives the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then(|| u32::try_from(v).ok()).flatten()
+}
+
+/// Sets `TCP_KEEPCNT` of `s` to `n` (1..=127, the kernel's bounds). Best effort.
+fn set_keepalive_count(s: &TcpStream, n: u32) {
+    use std::os::fd::AsRawFd;
+    let v = n.clamp(1, 127) as libc::c_int;
+    // SAFETY: the pointer and length describe `v`, which outlives the call.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 
@@ -274,8 +322,15 @@ mod tests {
             v = view(&c2).expect("TCP_INFO");
         }
         assert!(!v.queued && (5..=6).contains(&v.acked), "{v:?}");
-        arm_probe(&c2);
-        relax_probe(&c2, std::time::Duration::ZERO);
-        relax_probe(&c2, std::time::Duration::from_secs(30));
+        // The probe count is raised while armed and given back after.
+        let had = keepalive_count(&c2).expect("TCP_KEEPCNT");
+        assert_eq!(arm_probe(&c2, had + 5), Some(had));
+        assert_eq!(keepalive_count(&c2), Some(had + 5));
+        relax_probe(&c2, std::time::Duration::ZERO, Some(had));
+        assert_eq!(keepalive_count(&c2), Some(had));
+        assert_eq!(arm_probe(&c2, 1), None, "never lowered");
+        assert_eq!(keepalive_count(&c2), Some(had));
+        relax_probe(&c2, std::time::Duration::from_secs(30), None);
+        assert_eq!(keepalive_count(&c2), Some(had));
     }
 }

@@ -22,7 +22,7 @@
 //!   ACK) and no ACK for `--stall-ack-timeout` is the verdict: that path carries nothing any
 //!   more, whatever the session was doing. Any ACK after the arming proves the path alive
 //!   until the next traffic ([`Effect::Relax`] restores the keepalive setting), so a quiet
-//!   spell costs one probe round trip and about four system calls.
+//!   spell costs one probe round trip and about eight system calls.
 //! * [`Freeze::Silent`], the application's proof (the middlebox form: our bytes are ACKed,
 //!   nothing is delivered): nothing down for `--stall-timeout` inside a reply; or for
 //!   `--stall-timeout` after the latest of at least two client sends; or for twice that since
@@ -71,6 +71,13 @@ impl StallBounds {
     pub fn step_ms(&self) -> u64 {
         (self.ack_ms / 5).clamp(200, 1_000)
     }
+
+    /// Keepalive probes (one a second) the kernel must send before it gives a connection up,
+    /// so that the no-ack verdict (`ack_ms` without an ACK, sampled every step) comes first:
+    /// the bound in seconds plus three (at most the kernel's 127).
+    pub fn probe_count(&self) -> u32 {
+        (self.ack_ms.div_ceil(1_000) + 3).min(127) as u32
+    }
 }
 
 /// What the shell does to the upstream socket.
@@ -78,8 +85,9 @@ impl StallBounds {
 pub enum Effect {
     /// Nothing.
     None,
-    /// Arm a short TCP keepalive (idle and interval one second): a probe goes out at once if
-    /// the socket has been quiet that long.
+    /// Arm a short TCP keepalive (idle and interval one second, at least
+    /// [`StallBounds::probe_count`] probes): a probe goes out at once if the socket has been
+    /// quiet that long.
     ArmProbe,
     /// Restore the configured keepalive: the path answered, or the wait is over.
     Relax,
@@ -413,6 +421,11 @@ impl StallWatch {
             return Some(Freeze::GaveUp);
         }
         None
+    }
+
+    /// The bounds this watch was made with.
+    pub fn bounds(&self) -> StallBounds {
+        self.b
     }
 
     /// True while the kernel check is armed (the shell samples the socket at close then).

@@ -358,3 +358,18 @@ fn a_drain_followed_without_a_kernel_view_is_dropped_not_spun_on() {
     assert_eq!(got.map(|(f, _)| f), Some(Freeze::Silent));
     assert!(checks < 40, "{checks} samples");
 }
+
+#[test]
+fn the_kernel_keeps_probing_until_past_the_no_ack_bound() {
+    // Probes one a second from one second of quiet: the kernel gives up at 1 + count s, after
+    // the verdict (ack bound plus a step).
+    for ack_ms in [0, 600, 5_000, 12_000, 500_000] {
+        let b = StallBounds { ack_ms, ..B };
+        let give_up_ms = 1_000 + 1_000 * u64::from(b.probe_count());
+        assert!(
+            give_up_ms > ack_ms + 2 * b.step_ms() || b.probe_count() == 127,
+            "{ack_ms}"
+        );
+    }
+    assert_eq!(B.probe_count(), 8);
+}
