@@ -230,6 +230,37 @@ fn kernel_freeze_a_client_that_re_asks_every_2s() {
     assert!(s["counters"]["frozen"]["no-ack"].as_u64() >= Some(1), "{s}");
 }
 
+#[test]
+fn kernel_freeze_on_a_host_with_few_keepalive_probes_is_still_a_freeze() {
+    // Review finding: the short keepalive armed while a client waits left the probe count to
+    // the host (net.ipv4.tcp_keepalive_probes, 9 by default). With 3 (a tuned router), or with
+    // a --stall-ack-timeout of 10 s or more, the kernel gave the connection up (ETIMEDOUT)
+    // before the watch's no-ack verdict: the session ended as an upstream reset, no freeze
+    // was recorded and the frozen route stayed Up for every later session.
+    const TEST: &str = "kernel_freeze_on_a_host_with_few_keepalive_probes_is_still_a_freeze";
+    let setup = format!(
+        "{} && echo 3 > /proc/sys/net/ipv4/tcp_keepalive_probes",
+        netns::FREEZE_SETUP
+    );
+    if !netns::enter(TEST, &setup) {
+        return;
+    }
+    let front = FakeDc::start_tls_ws(DcConfig::default());
+    netns::nft(&netns::freeze_rules(front.port(), FREEZE as u64));
+    let ctl = Ctl::new();
+    let (_dc, _w, p) = ladder(&front, &ctl, &[]);
+    let runs = attempts(
+        &p,
+        Client::AskOnce(Duration::from_secs(30)),
+        4,
+        Duration::ZERO,
+        true,
+    );
+    assert_moved_on(&p, &ctl, &runs, false, KERNEL_BOUND);
+    let s = ctl.status(&p);
+    assert!(s["counters"]["frozen"]["no-ack"].as_u64() >= Some(1), "{s}");
+}
+
 // ---- never a freeze -------------------------------------------------------------------------
 
 #[test]
@@ -319,6 +350,49 @@ fn quiet_sessions_pings_acks_and_a_slow_reader_are_never_frozen() {
         p.dump()
     );
     assert_eq!(Ctl::route(&s, "tcp:DC2")["state"], "up", "{s}");
+}
+
+#[test]
+fn a_slow_upload_still_going_out_is_not_a_freeze() {
+    // Review finding: the silence bound after two client sends counted from the last bytes the
+    // proxy read from the client, not from when they left: an upload whose tail still sits in
+    // the proxy's buffers and its upstream socket (a slow uplink; here a DC slow to take it)
+    // was ended as `silent` while the server, still receiving the request, had not had a
+    // chance to answer. The path ACKs all along. Bound compressed to 1 s; the tail needs more.
+    let dc = FakeDc::start_tcp(DcConfig::with_fault(Fault::SlowRead(64 * 1024)));
+    let ctl = Ctl::new();
+    let mut args = args(
+        &[
+            "--tier-order",
+            "tcp",
+            "--tcp-dc-ip",
+            &format!("2:{}", dc.addr()),
+        ],
+        &ctl,
+    );
+    args.extend(["--stall-timeout".to_string(), "1".to_string()]);
+    let p = common::ladder_proxy(&[], &args);
+    let mut c = MtClient::connect_with(
+        &client_opts(p.addr(), SECRET, Tag::Intermediate, 2),
+        &mut os_rng(),
+    )
+    .unwrap_or_else(|e| panic!("connect: {e}\n{}", p.dump()));
+    // 256 KiB up in 16 KiB packets (half a file part), then a packet whose echo proves it
+    // all arrived: the client is done sending long before the DC has read it all (~5 s).
+    let mut sink = common::fakedc::SINK.to_vec();
+    sink.resize(16 * 1024, 0x5a);
+    for _ in 0..16 {
+        c.send_packet(&sink).expect("upload");
+    }
+    let pk = vec![0x33; 64];
+    c.send_packet(&pk).expect("send");
+    let back = c
+        .recv_packet_until(Instant::now() + Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("the answer after the upload: {e}\n{}", p.dump()));
+    assert_eq!(back, pk);
+    let s = ctl.status(&p);
+    let frozen = &s["counters"]["frozen"];
+    assert_eq!(frozen["silent"].as_u64(), Some(0), "{s}\n{}", p.dump());
 }
 
 // ---- not MTProto ----------------------------------------------------------------------------

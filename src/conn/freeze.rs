@@ -44,7 +44,11 @@ impl Conn {
             None
         };
         let (effect, verdict) = self.stall.check(ctx.now, tcp);
-        r.probe_effect(effect, ctx.cfg.tcp_keepalive);
+        r.probe_effect(
+            effect,
+            ctx.cfg.tcp_keepalive,
+            self.stall.bounds().probe_count(),
+        );
         if let Some(f) = verdict {
             return self.froze(f, ctx);
         }

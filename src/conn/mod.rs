@@ -508,7 +508,11 @@ impl Conn {
         let effect = self
             .stall
             .observe(ctx.now, (up, down), mid_reply, on_client);
-        r.probe_effect(effect, ctx.cfg.tcp_keepalive);
+        r.probe_effect(
+            effect,
+            ctx.cfg.tcp_keepalive,
+            self.stall.bounds().probe_count(),
+        );
         let client_ended = r.client_ended();
         self.arm_stall(ctx);
         if wants_linger && self.timer.is_none() {

@@ -35,6 +35,9 @@ pub struct Relaying {
     core: Relay,
     upstream: Upstream,
     up_ready: Ready,
+    /// The upstream's keepalive probe count before the freeze watch raised it, while raised
+    /// (given back on relax).
+    keepcnt: Option<u32>,
 }
 
 impl Relaying {
@@ -72,6 +75,7 @@ impl Relaying {
                 read: true,
                 write: true,
             },
+            keepcnt: None,
         }
     }
 
@@ -137,13 +141,20 @@ impl Relaying {
         crate::net::tcp::view(self.upstream.sock())
     }
 
-    /// Performs the freeze watch's `effect` on the upstream socket: the short keepalive armed,
-    /// or the configured one (`keepalive`, `--tcp-keepalive`) restored.
-    pub fn probe_effect(&mut self, effect: Effect, keepalive: std::time::Duration) {
+    /// Performs the freeze watch's `effect` on the upstream socket: the short keepalive armed
+    /// with at least `count` probes ([`crate::relay::stall::StallBounds::probe_count`]), or
+    /// the configured one (`keepalive`, `--tcp-keepalive`) and the probe count restored.
+    pub fn probe_effect(&mut self, effect: Effect, keepalive: std::time::Duration, count: u32) {
         match effect {
             Effect::None => {}
-            Effect::ArmProbe => crate::net::tcp::arm_probe(self.upstream.sock()),
-            Effect::Relax => crate::net::tcp::relax_probe(self.upstream.sock(), keepalive),
+            Effect::ArmProbe => {
+                let had = crate::net::tcp::arm_probe(self.upstream.sock(), count);
+                self.keepcnt = self.keepcnt.or(had);
+            }
+            Effect::Relax => {
+                let had = self.keepcnt.take();
+                crate::net::tcp::relax_probe(self.upstream.sock(), keepalive, had);
+            }
         }
     }
 

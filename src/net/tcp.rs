@@ -5,7 +5,8 @@
 //! [`check_connected`]. Deadlines live in the caller's timer wheel, not here; TCP keepalive is
 //! set by `net::dial::set_keepalive`. The freeze watch's two socket operations are here too:
 //! reading the kernel's view of a connection ([`view`], `TCP_INFO`) and arming the short
-//! keepalive that puts a probe in flight while a client waits ([`arm_probe`]).
+//! keepalive that puts a probe in flight while a client waits ([`arm_probe`], with a probe
+//! count that outlasts the watch's bound).
 
 use std::io;
 use std::net::SocketAddr;
@@ -21,6 +22,11 @@ pub struct TcpView {
     pub unanswered: u8,
     /// Milliseconds since the last ACK came (`tcpi_last_ack_recv`).
     pub last_ack_ms: u64,
+    /// Bytes of ours are still in the socket, sent and unacknowledged or not sent yet
+    /// (`tcpi_unacked` segments or `tcpi_notsent_bytes`, Linux 4.6+; false on older kernels).
+    pub queued: bool,
+    /// Bytes of ours the peer acknowledged so far (`tcpi_bytes_acked`, Linux 4.1+; 0 before).
+    pub acked: u64,
 }
 
 /// Result of looking at a socket whose connect was started.
@@ -138,8 +144,9 @@ fn libc_einprogress() -> i32 {
 
 /// The kernel's view of `s` for the freeze watch (`relay::stall`): unanswered transmissions
 /// (`tcpi_retransmits + tcpi_probes`: RTO retransmissions of the oldest unacknowledged segment
-/// and keepalive or zero-window probes, both reset by any ACK) and the time since the last ACK
-/// (`tcpi_last_ack_recv`, ms). Linux `getsockopt(TCP_INFO)` (tcp(7)); the fields read are in
+/// and keepalive or zero-window probes, both reset by any ACK), the time since the last ACK
+/// (`tcpi_last_ack_recv`, ms), and whether bytes of ours are still on their way and how many
+/// the peer took so far (an upload still going out). Linux `getsockopt(TCP_INFO)` (tcp(7)); the fields read are in
 /// the struct's first 104 bytes, there since Linux 2.6. `None` if the call fails.
 pub fn view(s: &TcpStream) -> Option<TcpView> {
     use std::os::fd::AsRawFd;
@@ -157,33 +164,92 @@ pub fn view(s: &TcpStream) -> Option<TcpView> {
             &mut len,
         )
     };
-    // The last ACK field ends at byte 60.
+    // The last ACK field ends at byte 60, tcpi_bytes_acked at 128, tcpi_notsent_bytes at 148;
+    // an older kernel fills fewer (the rest stays zero).
     if rc != 0 || (len as usize) < 60 {
         return None;
     }
+    let notsent = if (len as usize) >= 148 {
+        info.tcpi_notsent_bytes
+    } else {
+        0
+    };
     Some(TcpView {
         unanswered: info.tcpi_retransmits.saturating_add(info.tcpi_probes),
         last_ack_ms: u64::from(info.tcpi_last_ack_recv),
+        queued: (len as usize) >= 148 && (info.tcpi_unacked > 0 || notsent > 0),
+        acked: if (len as usize) >= 128 {
+            info.tcpi_bytes_acked
+        } else {
+            0
+        },
     })
 }
 
 /// Arms the freeze watch's keepalive on `s`: idle and interval one second (the kernel's
 /// granularity), so a probe goes out at once when the socket has been quiet that long and every
-/// second after; the kernel resets its count on any ACK. Best effort.
-pub fn arm_probe(s: &TcpStream) {
+/// second after; the kernel resets its count on any ACK. The socket's probe count
+/// (`TCP_KEEPCNT`, the host's `net.ipv4.tcp_keepalive_probes` unless set) is raised to at least
+/// `count`, so the kernel does not give the connection up (ETIMEDOUT) before the watch has
+/// decided. Returns the count it had when it raised it (to give back with [`relax_probe`]).
+/// Best effort.
+pub fn arm_probe(s: &TcpStream, count: u32) -> Option<u32> {
     let ka = socket2::TcpKeepalive::new()
         .with_time(std::time::Duration::from_secs(1))
         .with_interval(std::time::Duration::from_secs(1));
     let _ = socket2::SockRef::from(s).set_tcp_keepalive(&ka);
+    let had = keepalive_count(s)?;
+    (had < count).then(|| {
+        set_keepalive_count(s, count);
+        had
+    })
 }
 
 /// Undoes [`arm_probe`]: the configured keepalive (`idle`, as `net::dial::set_keepalive`), or
-/// none when `idle` is zero. Best effort.
-pub fn relax_probe(s: &TcpStream, idle: std::time::Duration) {
+/// none when `idle` is zero, and the probe count [`arm_probe`] raised (`count`: what the socket
+/// had). Best effort.
+pub fn relax_probe(s: &TcpStream, idle: std::time::Duration, count: Option<u32>) {
     if idle.is_zero() {
         let _ = socket2::SockRef::from(s).set_keepalive(false);
     } else {
         crate::net::dial::set_keepalive(s, idle);
+    }
+    if let Some(n) = count {
+        set_keepalive_count(s, n);
+    }
+}
+
+/// `TCP_KEEPCNT` of `s` (the host's default while the socket sets none).
+fn keepalive_count(s: &TcpStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `v`, which outlives the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then(|| u32::try_from(v).ok()).flatten()
+}
+
+/// Sets `TCP_KEEPCNT` of `s` to `n` (1..=127, the kernel's bounds). Best effort.
+fn set_keepalive_count(s: &TcpStream, n: u32) {
+    use std::os::fd::AsRawFd;
+    let v = n.clamp(1, 127) as libc::c_int;
+    // SAFETY: the pointer and length describe `v`, which outlives the call.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPCNT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 
@@ -247,8 +313,24 @@ mod tests {
         let v = view(&c2).expect("TCP_INFO on a TCP socket");
         assert_eq!(v.unanswered, 0);
         assert!(v.last_ack_ms < 5_000, "{v:?}");
-        arm_probe(&c2);
-        relax_probe(&c2, std::time::Duration::ZERO);
-        relax_probe(&c2, std::time::Duration::from_secs(30));
+        // The 5 bytes are acknowledged (the ACK may still be on its way on loopback); the
+        // count includes the SYN.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut v = v;
+        while (v.queued || v.acked < 5) && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+            v = view(&c2).expect("TCP_INFO");
+        }
+        assert!(!v.queued && (5..=6).contains(&v.acked), "{v:?}");
+        // The probe count is raised while armed and given back after.
+        let had = keepalive_count(&c2).expect("TCP_KEEPCNT");
+        assert_eq!(arm_probe(&c2, had + 5), Some(had));
+        assert_eq!(keepalive_count(&c2), Some(had + 5));
+        relax_probe(&c2, std::time::Duration::ZERO, Some(had));
+        assert_eq!(keepalive_count(&c2), Some(had));
+        assert_eq!(arm_probe(&c2, 1), None, "never lowered");
+        assert_eq!(keepalive_count(&c2), Some(had));
+        relax_probe(&c2, std::time::Duration::from_secs(30), None);
+        assert_eq!(keepalive_count(&c2), Some(had));
     }
 }

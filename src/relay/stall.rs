@@ -22,12 +22,17 @@
 //!   ACK) and no ACK for `--stall-ack-timeout` is the verdict: that path carries nothing any
 //!   more, whatever the session was doing. Any ACK after the arming proves the path alive
 //!   until the next traffic ([`Effect::Relax`] restores the keepalive setting), so a quiet
-//!   spell costs one probe round trip and about four system calls.
+//!   spell costs one probe round trip and about eight system calls.
 //! * [`Freeze::Silent`], the application's proof (the middlebox form: our bytes are ACKed,
 //!   nothing is delivered): nothing down for `--stall-timeout` inside a reply; or for
 //!   `--stall-timeout` after the latest of at least two client sends; or for twice that since
 //!   the first of them when the client sent at most [`REASK_MAX`] bytes (re-asks and pings, not
-//!   an upload, which can take long before its answer).
+//!   an upload, which can take long before its answer). A send counts as made when it left:
+//!   while the kernel shows bytes of ours still queued on the upstream socket and the peer
+//!   taking them (an upload's tail draining over a slow uplink, which can take far longer than
+//!   the bound after the proxy read the last of it), the client is still sending, and the
+//!   bound after the latest send counts from the last such sample (taken every step once the
+//!   bound came due; queued bytes the peer stops taking are no excuse).
 //! * [`Freeze::GaveUp`] ([`StallWatch::at_close`]): the client closed while it had waited
 //!   `--stall-give-up` inside a reply, or while the kernel check had found nothing of ours
 //!   answered for that long. Real clients give up after a few seconds and reconnect, before
@@ -66,6 +71,13 @@ impl StallBounds {
     pub fn step_ms(&self) -> u64 {
         (self.ack_ms / 5).clamp(200, 1_000)
     }
+
+    /// Keepalive probes (one a second) the kernel must send before it gives a connection up,
+    /// so that the no-ack verdict (`ack_ms` without an ACK, sampled every step) comes first:
+    /// the bound in seconds plus three (at most the kernel's 127).
+    pub fn probe_count(&self) -> u32 {
+        (self.ack_ms.div_ceil(1_000) + 3).min(127) as u32
+    }
 }
 
 /// What the shell does to the upstream socket.
@@ -73,8 +85,9 @@ impl StallBounds {
 pub enum Effect {
     /// Nothing.
     None,
-    /// Arm a short TCP keepalive (idle and interval one second): a probe goes out at once if
-    /// the socket has been quiet that long.
+    /// Arm a short TCP keepalive (idle and interval one second, at least
+    /// [`StallBounds::probe_count`] probes): a probe goes out at once if the socket has been
+    /// quiet that long.
     ArmProbe,
     /// Restore the configured keepalive: the path answered, or the wait is over.
     Relax,
@@ -91,6 +104,18 @@ enum Kernel {
     Alive,
     /// No kernel view (not a TCP socket the shell can read).
     Blind,
+}
+
+/// An upload still going out on the upstream socket (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Drain {
+    /// The peer's acknowledged bytes at the last sample, which found ours still queued.
+    acked: u64,
+    /// When to sample again (ms).
+    next: u64,
+    /// Only one sample so far: the verdict waits for the next, which tells whether the peer
+    /// takes anything.
+    first: bool,
 }
 
 /// Watches one session for a frozen upstream. See the module docs.
@@ -115,6 +140,8 @@ pub struct StallWatch {
     unproven: bool,
     /// The latest kernel sample while armed (for [`StallWatch::at_close`]).
     sample: Option<TcpView>,
+    /// An upload still going out (see the module docs), while it is followed.
+    drain: Option<Drain>,
     /// A verdict was given.
     done: bool,
 }
@@ -136,6 +163,7 @@ impl StallWatch {
             kernel: Kernel::Idle,
             unproven: false,
             sample: None,
+            drain: None,
             done: false,
         }
     }
@@ -195,6 +223,7 @@ impl StallWatch {
     fn new_traffic(&mut self) -> Effect {
         self.unproven = true;
         self.sample = None;
+        self.drain = None;
         match self.kernel {
             Kernel::Armed { .. } => {
                 self.kernel = Kernel::Idle;
@@ -224,22 +253,65 @@ impl StallWatch {
 
     /// When the application-level verdict falls due, if it can.
     fn silent_due(&self) -> Option<u64> {
+        match (self.mid_reply_due(), self.sends_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When the silence inside a reply is a verdict, if the client waits inside one.
+    fn mid_reply_due(&self) -> Option<u64> {
         let silent = self.b.silent_ms;
-        if silent == 0 || self.waiting_since().is_none() {
+        (silent > 0 && self.mid_reply && self.waiting_since().is_some())
+            .then(|| self.last_down + silent)
+    }
+
+    /// When the silence after the client's sends is a verdict, if it sent twice or more.
+    fn sends_due(&self) -> Option<u64> {
+        let silent = self.b.silent_ms;
+        if silent == 0 || self.sends < 2 || self.waiting_since().is_none() {
             return None;
         }
-        let mut due: Option<u64> = None;
-        let mut consider = |t: u64| due = Some(due.map_or(t, |d| d.min(t)));
-        if self.mid_reply {
-            consider(self.last_down + silent);
+        let latest = self.last_send + silent;
+        let due = if self.up - self.up_at_down <= REASK_MAX {
+            latest.min(self.first_send + 2 * silent)
+        } else {
+            latest
+        };
+        match self.drain {
+            Some(d) if d.first => Some(due.max(d.next)),
+            _ => Some(due),
         }
-        if self.sends >= 2 {
-            consider(self.last_send + silent);
-            if self.up - self.up_at_down <= REASK_MAX {
-                consider(self.first_send + 2 * silent);
+    }
+
+    /// When an upload still going out is sampled next, if one is (see the module docs).
+    fn drain_due(&self) -> Option<u64> {
+        self.drain
+            .filter(|_| !self.done && self.sends_due().is_some())
+            .map(|d| d.next)
+    }
+
+    /// A kernel sample `v` at `now` while the sends' bound is due or an upload drains: bytes
+    /// of ours still queued and the peer taking them (its acknowledged count grew since the
+    /// last sample) make `now` the latest send. The first sample that finds bytes queued holds
+    /// the verdict for one step.
+    fn follow_drain(&mut self, now: u64, v: TcpView) {
+        if !v.queued {
+            if self.drain.take().is_some() {
+                // The queue emptied within the last step.
+                self.last_send = self.last_send.max(now);
             }
+            return;
         }
-        due
+        let taking = self.drain.is_some_and(|d| v.acked > d.acked);
+        if taking {
+            self.last_send = self.last_send.max(now);
+        }
+        self.drain = Some(Drain {
+            acked: v.acked,
+            next: now + self.b.step_ms(),
+            first: self.drain.is_none(),
+        });
     }
 
     /// When the kernel check next needs a look, if it does.
@@ -258,16 +330,18 @@ impl StallWatch {
 
     /// When to call [`StallWatch::check`] next (ms), if anything is pending.
     pub fn due(&self) -> Option<u64> {
-        match (self.silent_due(), self.kernel_due()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.silent_due(), self.kernel_due(), self.drain_due()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// True when a check at `now` would read the kernel's view: the caller samples `TCP_INFO`
     /// only then.
     pub fn wants_tcp(&self, now: u64) -> bool {
-        self.kernel_due().is_some_and(|t| t <= now)
+        let due = |t: Option<u64>| t.is_some_and(|t| t <= now);
+        due(self.kernel_due())
+            || (self.kernel != Kernel::Blind && (due(self.sends_due()) || due(self.drain_due())))
     }
 
     /// A check at `now` (the timer fired), with the kernel's view of the upstream socket when
@@ -277,12 +351,25 @@ impl StallWatch {
         if self.done {
             return (Effect::None, None);
         }
-        if self.silent_due().is_some_and(|t| t <= now) {
+        if self.mid_reply_due().is_some_and(|t| t <= now) {
             self.done = true;
             return (Effect::None, Some(Freeze::Silent));
         }
-        if !self.wants_tcp(now) {
-            return (Effect::None, None);
+        let sample_due = self.sends_due().is_some_and(|t| t <= now)
+            || self.drain_due().is_some_and(|t| t <= now);
+        match tcp {
+            Some(v) if sample_due => self.follow_drain(now, v),
+            // No view to be had: nothing to follow the upload with.
+            None if sample_due => self.drain = None,
+            _ => {}
+        }
+        if self.sends_due().is_some_and(|t| t <= now) {
+            self.done = true;
+            return (Effect::None, Some(Freeze::Silent));
+        }
+        match self.kernel_due() {
+            Some(t) if t <= now => {}
+            _ => return (Effect::None, None),
         }
         let Some(v) = tcp else {
             self.kernel = Kernel::Blind;
@@ -334,6 +421,11 @@ impl StallWatch {
         // Judged now: a linger after the client's EOF must not add to its wait.
         self.done = true;
         (inside || unanswered).then_some(Freeze::GaveUp)
+    }
+
+    /// The bounds this watch was made with.
+    pub fn bounds(&self) -> StallBounds {
+        self.b
     }
 
     /// True while the kernel check is armed (the shell samples the socket at close then).

@@ -422,6 +422,17 @@ impl Probe {
         loop {
             match self.decoder.next() {
                 Ok(Some(msg)) => {
+                    // A transport error code (-429 flood, -444 wrong DC, ...) is the DC's own
+                    // answer, not a sign that what came down is not MTProto (docs/protocol.md
+                    // §3.7, as `relay::reply` lets it pass): soft, as a close before resPQ.
+                    if msg.len() < crate::relay::reply::SHORTEST_MESSAGE as usize {
+                        let code = <[u8; 4]>::try_from(&msg[..msg.len().min(4)])
+                            .map_or(String::from("?"), |b| i32::from_le_bytes(b).to_string());
+                        return Err((
+                            Failure::ClosedEarly,
+                            format!("transport error {code} instead of resPQ"),
+                        ));
+                    }
                     // What came down is not the answer: not MTProto (`relay::reply`'s class).
                     if let Err(e) = packet::parse_res_pq(&msg, &self.nonce) {
                         return Err((Failure::BadReply, format!("bad resPQ: {e}")));
@@ -652,5 +663,29 @@ mod tests {
             p.timeout_failure(),
             ProbeOutcome::Failed(Failure::Timeout, ..)
         ));
+    }
+
+    #[test]
+    fn a_transport_error_code_is_mtproto_not_a_bad_reply() {
+        // Review finding: a DC that answers the probe with a transport error code (-429 when
+        // it throttles this address, -444 for a DC it does not serve) failed the route as
+        // `bad-reply` ("not MTProto", hard), where the relay's own check lets an error code
+        // pass (docs/protocol.md §3.7): it is the DC's answer, and it was a soft failure before.
+        for code in [-429i32, -444, -404] {
+            let mut p = probe(0);
+            let init: [u8; 64] = p.out[..64].try_into().unwrap();
+            let mut a = obfs2::accept_raw(&init).expect("the probe's init");
+            let rng = &mut Rng::from_seed([4; 48]);
+            let mut w = framing::encode(Tag::Intermediate, &code.to_le_bytes(), rng);
+            a.encrypt.apply(&mut w);
+            p.raw_in.extend_from_slice(&w);
+            match p.check_reply(rng) {
+                Err((f, detail)) => {
+                    assert_eq!(f, Failure::ClosedEarly, "{code}: {detail}");
+                    assert!(detail.contains(&code.to_string()), "{detail}");
+                }
+                other => panic!("{code}: {other:?}"),
+            }
+        }
     }
 }

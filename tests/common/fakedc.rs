@@ -94,6 +94,10 @@ pub enum Fault {
     /// WS front: after the first reply, a hand-made Close frame with this status code (e.g. a
     /// forbidden 999), then the end of the connection.
     CloseCodeAfterReply(u16),
+    /// TCP DC: slow to take what it is sent, like a slow uplink seen from the proxy (our
+    /// bytes wait in the proxy's own socket, unacknowledged): a 4 KiB receive buffer read at
+    /// this many bytes a second. Answers as usual.
+    SlowRead(usize),
     /// WS front: after the first reply, a Close (1000) and then, against RFC 6455 §5.5.1, a
     /// binary frame holding one more transport packet (`AFTER-CLOSE!`), then the end.
     DataAfterClose,
@@ -1135,8 +1139,20 @@ fn serve_tcp(shared: &Shared, mut sock: TcpStream, fault: Fault, rng: Rng) {
     };
     let mut buf = vec![0u8; READ_CHUNK];
     let mut wire_out = 0usize;
+    // SlowRead: a tenth of the rate every 100 ms.
+    let slow = match fault {
+        Fault::SlowRead(rate) => {
+            let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(4096);
+            Some((rate / 10).clamp(1, READ_CHUNK))
+        }
+        _ => None,
+    };
     loop {
-        let n = match sock.read(&mut buf) {
+        if slow.is_some() && !shared.pause(Duration::from_millis(100)) {
+            break;
+        }
+        let want = slow.unwrap_or(READ_CHUNK);
+        let n = match sock.read(&mut buf[..want]) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };

@@ -16,6 +16,18 @@ fn dead(n: u8, ago: u64) -> Option<TcpView> {
     Some(TcpView {
         unanswered: n,
         last_ack_ms: ago,
+        ..TcpView::default()
+    })
+}
+
+/// The kernel's view while an upload drains: bytes of ours queued, `acked` taken so far, the
+/// last ACK `ago` ms back.
+fn draining(acked: u64, ago: u64) -> Option<TcpView> {
+    Some(TcpView {
+        unanswered: 0,
+        last_ack_ms: ago,
+        queued: true,
+        acked,
     })
 }
 
@@ -291,4 +303,80 @@ fn one_verdict_per_session() {
     assert_eq!(w.check(9_000, None), (Effect::None, None));
     assert_eq!(w.due(), None);
     assert_eq!(w.at_close(20_000, true, None), None);
+}
+
+#[test]
+fn an_upload_still_going_out_is_not_a_freeze_until_the_peer_stops_taking_it() {
+    // Review finding: a 512 KiB part read from the client in 2 s sat in the upstream socket
+    // and drained over a slow uplink for 16 s; the bound after the latest send fired 8 s after
+    // the proxy read the last of it, while the DC was still receiving the request.
+    let mut w = StallWatch::new(B, 0);
+    w.observe(0, (0, 100), false, false);
+    w.observe(1_000, (300_000, 100), false, false);
+    w.observe(2_000, (524_288, 100), false, false);
+    // The peer takes ~32 KiB a second until 18 000, then answers at once.
+    let view = |now: u64, _armed: Option<u64>| {
+        let acked = (now.min(18_000) * 32).min(524_288 + 64);
+        if now < 18_000 {
+            draining(acked, 20)
+        } else {
+            dead(0, now - 18_000)
+        }
+    };
+    assert_eq!(run(&mut w, 17_999, view), None);
+    w.observe(18_050, (524_288, 200), false, false);
+    assert_eq!(run(&mut w, 80_000, alive), None);
+    // Answered at 18 050; had the answer not come, the bound counts from the drain's end.
+    let mut w = StallWatch::new(B, 0);
+    w.observe(0, (0, 100), false, false);
+    w.observe(1_000, (300_000, 100), false, false);
+    w.observe(2_000, (524_288, 100), false, false);
+    let (f, at) = run(&mut w, 80_000, view).expect("a verdict");
+    assert_eq!(f, Freeze::Silent);
+    assert!(
+        (18_000 + B.silent_ms..=18_000 + B.silent_ms + 1_000).contains(&at),
+        "{at}"
+    );
+    // Bytes queued that the peer stops taking (it ACKs, takes nothing): no excuse, the
+    // verdict comes one step after the bound.
+    let mut w = StallWatch::new(B, 0);
+    w.observe(0, (0, 100), false, false);
+    w.observe(1_000, (300_000, 100), false, false);
+    w.observe(2_000, (524_288, 100), false, false);
+    let (f, at) = run(&mut w, 80_000, |_, _| draining(200_000, 10)).expect("a verdict");
+    assert_eq!(f, Freeze::Silent);
+    assert_eq!(at, 2_000 + B.silent_ms + B.step_ms());
+}
+
+#[test]
+fn a_drain_followed_without_a_kernel_view_is_dropped_not_spun_on() {
+    let mut w = StallWatch::new(B, 0);
+    w.observe(0, (0, 100), false, false);
+    w.observe(1_000, (300_000, 100), false, false);
+    w.observe(2_000, (524_288, 100), false, false);
+    let mut acked = 0;
+    let mut checks = 0;
+    // The upload drains until 15 000; then the socket can no longer be read.
+    let got = run(&mut w, 80_000, |now, _| {
+        checks += 1;
+        acked += 32_000;
+        (now < 15_000).then(|| draining(acked, 20)).flatten()
+    });
+    assert_eq!(got.map(|(f, _)| f), Some(Freeze::Silent));
+    assert!(checks < 40, "{checks} samples");
+}
+
+#[test]
+fn the_kernel_keeps_probing_until_past_the_no_ack_bound() {
+    // Probes one a second from one second of quiet: the kernel gives up at 1 + count s, after
+    // the verdict (ack bound plus a step).
+    for ack_ms in [0, 600, 5_000, 12_000, 500_000] {
+        let b = StallBounds { ack_ms, ..B };
+        let give_up_ms = 1_000 + 1_000 * u64::from(b.probe_count());
+        assert!(
+            give_up_ms > ack_ms + 2 * b.step_ms() || b.probe_count() == 127,
+            "{ack_ms}"
+        );
+    }
+    assert_eq!(B.probe_count(), 8);
 }

@@ -10,7 +10,9 @@
 //! * The [`FROZEN_TO_FAIL`]th within the window puts it down as `stalled` at once (hard), the
 //!   pool dropped again.
 //! * Until a pulling probe succeeds, a session's first byte on the route proves nothing (the
-//!   freeze lets the first ~16 KB through): see `Ladder::observe`, `FirstByte`.
+//!   freeze lets the first ~16 KB through): see `Ladder::observe`, `FirstByte`. Nor does a
+//!   plain probe handed out before the pull was owed (a liveness probe running when a session
+//!   froze): its result is dropped and the pulling probe is due ([`Ladder::plain_probe`]).
 //!
 //! The window is `--stall-window` (120 s): real clients that give up reconnect within seconds
 //! and back off to tens of seconds, so two of their sessions fall well inside it, while two
@@ -21,7 +23,7 @@ use log::{debug, warn};
 
 use super::{Ladder, RouteId, Sched};
 use crate::error::{Failure, Freeze};
-use crate::route::health::{Change, State};
+use crate::route::health::{Change, State, Use};
 use crate::route::pool::Pooled;
 
 /// Frozen sessions on one route within `--stall-window` that put it down as `stalled`.
@@ -109,5 +111,25 @@ impl<U: Pooled> Ladder<U> {
                 self.table.routes[route].health.state(),
                 State::Down { .. } | State::Suspect
             )
+    }
+
+    /// True when `route` owes a pull and the probe that just succeeded was handed out without
+    /// that goal (before a session froze): its `resPQ` comes before any freeze.
+    pub(super) fn plain_probe_owing_pull(&self, route: RouteId) -> bool {
+        self.slots[route].stall_probe && !self.slots[route].probe_pulls
+    }
+
+    /// A plain probe of `route`, which owes a pull, succeeded at `now`: it proves nothing; the
+    /// pulling probe is due now (at the end of a cooldown for a route down as stalled).
+    pub(super) fn plain_probe(&mut self, route: RouteId, now: u64) {
+        self.job_ended();
+        self.slots[route].sched = match self.table.routes[route].health.usable(now) {
+            Use::Cooling { until } => Sched::Due(until),
+            _ => Sched::Doubt(now),
+        };
+        debug!(
+            "probe {}: a plain resPQ proves nothing while the route owes a pull",
+            self.table.routes[route].label()
+        );
     }
 }

@@ -135,6 +135,9 @@ struct Slot<U> {
     /// When the route's last probe was handed out (ms): a probe begun before a flap
     /// quarantine ended proves nothing about it (rule 3).
     probe_started: u64,
+    /// The probe handed out last had to pull `--stall-probe-bytes`: only such a probe's
+    /// success pays a pull the route owes (rule 7).
+    probe_pulls: bool,
 }
 
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
@@ -468,6 +471,13 @@ impl<U: Pooled> Ladder<U> {
                 result: Ok(_),
             } if self.probe_predates_quarantine_end(route) => {
                 self.early_probe(route, now);
+                None
+            }
+            Observation::ProbeDone {
+                route,
+                result: Ok(_),
+            } if self.plain_probe_owing_pull(route) => {
+                self.plain_probe(route, now);
                 None
             }
             Observation::ProbeDone { route, result } => self.probe_done(route, result, now),

@@ -175,6 +175,7 @@ impl<U: Pooled> Ladder<U> {
                 stall_probe: false,
                 freezes: Default::default(),
                 probe_started: 0,
+                probe_pulls: false,
             });
         }
     }

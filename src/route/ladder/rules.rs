@@ -323,6 +323,7 @@ impl<U: Pooled> Ladder<U> {
                 } else {
                     0
                 };
+                self.slots[route].probe_pulls = pull_bytes > 0;
                 Some(Work::Probe {
                     route,
                     spec,
