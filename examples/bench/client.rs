@@ -443,12 +443,8 @@ impl Parser {
             self.left -= take;
             data = &data[take..];
             if self.left == 0 {
-                let index = u32::from_le_bytes([
-                    self.head[8],
-                    self.head[9],
-                    self.head[10],
-                    self.head[11],
-                ]);
+                let index =
+                    u32::from_le_bytes([self.head[8], self.head[9], self.head[10], self.head[11]]);
                 if &self.head[..4] == b"ECHO" && self.len == echo_len {
                     self.echo += 1;
                 } else if self.len == bulk_len

@@ -503,7 +503,11 @@ impl Conn {
         if self.info.meter.bytes_up + self.info.meter.bytes_down != before {
             self.last_activity = ctx.now;
         }
-        let (up, down) = (self.info.meter.bytes_up, self.info.meter.bytes_down);
+        // Downstream progress for the freeze watch: payload relayed, plus ciphertext the TLS
+        // layer read (a reply crawling in on a slow path is not a silence, though no whole
+        // record has reached the relay yet).
+        let up = self.info.meter.bytes_up;
+        let down = self.info.meter.bytes_down + r.upstream_raw_in();
         let (mid_reply, on_client) = (r.mid_reply(), r.waits_on_client());
         let effect = self
             .stall

@@ -131,6 +131,11 @@ impl Relaying {
         self.core.mid_reply() || self.upstream.mid_record()
     }
 
+    /// Ciphertext bytes the upstream's TLS layer read so far ([`Upstream::raw_in`]).
+    pub fn upstream_raw_in(&self) -> u64 {
+        self.upstream.raw_in()
+    }
+
     /// Why the downstream was not MTProto, once the core found it ([`Relay::bad_reply`]).
     pub fn bad_reply(&self) -> Option<crate::relay::reply::BadReply> {
         self.core.bad_reply()

@@ -140,6 +140,15 @@ impl Upstream {
         }
     }
 
+    /// Ciphertext bytes read from the socket so far (WS upstreams, where TLS holds a record's
+    /// bytes until it is whole; 0 for the others, whose bytes the relay sees as they come).
+    pub fn raw_in(&self) -> u64 {
+        match self {
+            Upstream::Ws(t) => t.raw_in(),
+            Upstream::Tcp(_) | Upstream::FakeTls(_) => 0,
+        }
+    }
+
     /// The TCP socket.
     pub fn sock(&mut self) -> &mut TcpStream {
         match self {

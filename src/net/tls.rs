@@ -273,8 +273,10 @@ pub struct TlsStream {
     stash: Vec<u8>,
     /// Where the record framing of everything read from the socket stands.
     edge: RecordEdge,
-    /// While an HTTP response head is being read ([`TlsStream::stop_at_head`]): how much of
-    /// the blank line that ends it has been seen (0–3 bytes of `\r\n\r\n`).
+    /// Bytes read from the socket so far (ciphertext, handshake included).
+    raw_in: u64,
+    /// While an HTTP response head is being read ([`TlsStream::stop_at_head`]): where the
+    /// search for the blank line that ends it stands (see `next_progress`).
     head: Option<u8>,
     /// Plaintext that came after the head, handed out before anything else is read.
     held: Vec<u8>,
@@ -361,6 +363,7 @@ impl TlsStream {
             tls,
             stash: Vec::new(),
             edge: RecordEdge::default(),
+            raw_in: 0,
             head: None,
             held: Vec::new(),
         })
@@ -392,6 +395,12 @@ impl TlsStream {
     /// in chunks and keeps what it read past the head to itself, cannot swallow it.
     pub fn stop_at_head(&mut self) {
         self.head = Some(0);
+    }
+
+    /// Bytes read from the socket so far (ciphertext): a reply arriving on a slow path moves
+    /// this long before a whole record, and so its plaintext, reaches the relay.
+    pub fn raw_in(&self) -> u64 {
+        self.raw_in
     }
 
     /// True when the bytes read from the socket so far end inside a TLS record: part of a
@@ -513,19 +522,19 @@ impl Read for TlsStream {
     }
 }
 
-/// Where in `data` an HTTP head ends (the index after `\r\n\r\n`), `seen` bytes of that
-/// blank line having come before `data`.
+/// Where in `data` an HTTP head ends (the index after its blank line), the search having
+/// stood at `seen` before `data`.
 fn head_end(mut seen: u8, data: &[u8]) -> Option<usize> {
     for (i, &b) in data.iter().enumerate() {
         seen = next_progress(seen, b);
-        if seen == 4 {
+        if seen == HEAD_DONE {
             return Some(i + 1);
         }
     }
     None
 }
 
-/// Bytes of `\r\n\r\n` matched at the end of `data`, `seen` having been matched before it.
+/// Where the search stands after `data`, from `seen`.
 fn blank_line_progress(mut seen: u8, data: &[u8]) -> u8 {
     for &b in data {
         seen = next_progress(seen, b);
@@ -533,15 +542,18 @@ fn blank_line_progress(mut seen: u8, data: &[u8]) -> u8 {
     seen
 }
 
-/// One step of matching `\r\n\r\n` (a `\r` after a partial match starts over at 1).
+/// `next_progress`'s state once the blank line was seen.
+const HEAD_DONE: u8 = 3;
+
+/// One step of the search for the blank line ending a head, as HTTP parsers accept it
+/// (RFC 9112 §2.2: a bare LF ends a line too): 0 inside a line, 1 just after a line's LF, 2
+/// after that LF and a CR; an LF in state 1 or 2 is the blank line.
 fn next_progress(seen: u8, b: u8) -> u8 {
-    let want = if seen % 2 == 0 { b'\r' } else { b'\n' };
-    if b == want {
-        seen + 1
-    } else if b == b'\r' {
-        1
-    } else {
-        0
+    match (seen, b) {
+        (1 | 2, b'\n') => HEAD_DONE,
+        (_, b'\n') => 1,
+        (1, b'\r') => 2,
+        _ => 0,
     }
 }
 
@@ -573,6 +585,7 @@ impl TlsStream {
                     Err(e) => return Err(e),
                 };
                 self.edge.feed(&scratch[..got]);
+                self.raw_in += got as u64;
                 let (used, n) = self.feed(&scratch[..got], buf)?;
                 if used < got {
                     self.stash.extend_from_slice(&scratch[used..got]);
@@ -715,6 +728,13 @@ mod tests {
         assert_eq!(head_end(0, b"a\r\n\rx\r\n\r\n"), Some(9));
         assert_eq!(head_end(0, b"a\r\r\n\r\n"), Some(6));
         assert_eq!(head_end(0, b"no end\r\n"), None);
+        // Bare LF line ends, as parsers accept them.
+        assert_eq!(
+            head_end(0, b"HTTP/1.1 101 x\nUpgrade: websocket\n\nDATA"),
+            Some(35)
+        );
+        assert_eq!(head_end(0, b"a\n\r\nb"), Some(4));
+        assert_eq!(head_end(0, b"a\r\nb\r\nc"), None);
     }
 
     #[test]

@@ -438,9 +438,6 @@ fn a_plain_probe_already_running_when_a_session_froze_proves_nothing() {
 }
 
 #[test]
-#[ignore = "review finding, not fixed: issue 19 §1 asks that one unreachable address not hide \
-            freezes (design decision needed: docs/design.md §4 says a freeze while the network \
-            is down counts for nothing)"]
 fn one_unreachable_address_does_not_hide_the_freezes_of_a_working_route() {
     // Issue 19 §1: "one unreachable built-in DC address flips that flag every ~10 s ... one
     // address without a route is that address's fact, not the network's". The tcp route's
