@@ -3,8 +3,10 @@
 //! Each iteration: poll with a timeout taken from the earliest of the session timer wheel, the
 //! global timers, the resolver, the ladder and the prober (0 when sessions have work left over
 //! from the fairness cap or accepts are pending), read the clock once, dispatch socket events,
-//! accept, expire timers, resume sessions that yielded, then run the background work the ladder
-//! has due through the prober shell. The slab is sized once at start from `--max-connections`;
+//! accept, expire timers, resume sessions that yielded, tell the memory trim policy how many
+//! sessions are live (`mem::trim`: once a burst has ended it says when to give freed memory back
+//! to the OS, `mem::release`), then run the background work the ladder has due through the
+//! prober shell. The slab is sized once at start from `--max-connections`;
 //! when it is full a new client is closed at once with a logged reason. Owns: the slab, the
 //! listener, the global timers ([`Global`]), the accept pause, the per-client-address table
 //! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a connection that is
@@ -47,6 +49,7 @@ use crate::conn::{log_clock_events, Conn, Ctx, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
 use crate::error::CloseReason;
 use crate::logging::RateLimited;
+use crate::mem::trim::Trim;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::Upstream;
 use crate::net::tls;
@@ -222,6 +225,8 @@ struct Reactor {
     control: Option<control::Control>,
     /// The shared CF domain list (`--cf-domain-list`).
     cflist: cflist::CfList,
+    /// When to give freed memory back after a burst (`mem::trim`, `--mem-trim-delay`).
+    trim: Trim,
 }
 
 /// Runs the proxy until a stop signal's drain ends (`Ok`) or a fatal error. Logs `listening on
@@ -309,6 +314,7 @@ impl Reactor {
             info!("listening on {listen} (max {capacity} sessions)");
         }
         let stats_ms = cfg.stats_interval.as_millis() as u64;
+        let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
         Ok(Reactor {
             poll,
             listener,
@@ -355,6 +361,7 @@ impl Reactor {
             bind_retry,
             control,
             cflist,
+            trim,
         })
     }
 
@@ -390,6 +397,7 @@ impl Reactor {
             }
             self.expire();
             self.resume_again();
+            self.trim_memory();
             let (mut shell, ladder) = self.s.shell(self.poll.registry());
             shell.run_due(ladder, self.now);
             if self.life_check() == Next::Exit {
@@ -416,6 +424,7 @@ impl Reactor {
                 .as_ref()
                 .and_then(control::Control::next_deadline),
             self.cflist.next_deadline(),
+            self.trim.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -548,6 +557,26 @@ impl Reactor {
         self.s.stats.unpaced = self.s.ladder.unpaced();
         self.s.stats.set_gate(self.s.gate.counters());
         info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
+    }
+
+    /// Tells the trim policy how many sessions are live; when it says a burst has ended, gives
+    /// freed memory back to the OS (`mem::release`) and lets the loop's own lists shrink.
+    fn trim_memory(&mut self) {
+        if !self.trim.step(self.slab.len(), self.now) {
+            return;
+        }
+        let before = crate::stats::rss_kib();
+        self.again.shrink_to(ACCEPT_BATCH);
+        self.expired.shrink_to(ACCEPT_BATCH);
+        self.finished.shrink_to(ACCEPT_BATCH);
+        crate::mem::release();
+        self.s.stats.memory_trims += 1;
+        log::debug!(
+            "burst ended ({} sessions live): freed memory given back, rss {} -> {} KiB",
+            self.slab.len(),
+            before.unwrap_or(0),
+            crate::stats::rss_kib().unwrap_or(0)
+        );
     }
 
     /// Resumes the sessions that hit the fairness cap last time, once each.
