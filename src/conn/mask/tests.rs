@@ -94,7 +94,10 @@ fn splice_sends_the_prefix_first_and_holds_a_block_only_while_bytes_wait() {
     b.buf.fill(2);
     b.buf.advance(2);
     b.consume(2);
-    assert!(b.prefix.is_empty() && b.prefix.capacity() == 0, "a sent prefix is freed");
+    assert!(
+        b.prefix.is_empty() && b.prefix.capacity() == 0,
+        "a sent prefix is freed"
+    );
     assert_eq!(b.pending(), b"AB");
     assert!(!b.is_empty());
     b.consume(2);
