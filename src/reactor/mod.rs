@@ -15,6 +15,7 @@
 //! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
 //! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown),
+//! `memory` (the hook that gives freed memory back after a burst),
 //! `control` (the control socket, `--control-socket`, and its connections), `cflist` (the
 //! shared CF domain list's fetch and cache, `--cf-domain-list`).
 
@@ -22,6 +23,7 @@ mod accept;
 mod cflist;
 mod drain;
 mod listen;
+mod memory;
 mod reload;
 mod signals;
 
@@ -557,26 +559,6 @@ impl Reactor {
         self.s.stats.unpaced = self.s.ladder.unpaced();
         self.s.stats.set_gate(self.s.gate.counters());
         info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
-    }
-
-    /// Tells the trim policy how many sessions are live; when it says a burst has ended, gives
-    /// freed memory back to the OS (`mem::release`) and lets the loop's own lists shrink.
-    fn trim_memory(&mut self) {
-        if !self.trim.step(self.slab.len(), self.now) {
-            return;
-        }
-        let before = crate::stats::rss_kib();
-        self.again.shrink_to(ACCEPT_BATCH);
-        self.expired.shrink_to(ACCEPT_BATCH);
-        self.finished.shrink_to(ACCEPT_BATCH);
-        crate::mem::release();
-        self.s.stats.memory_trims += 1;
-        log::debug!(
-            "burst ended ({} sessions live): freed memory given back, rss {} -> {} KiB",
-            self.slab.len(),
-            before.unwrap_or(0),
-            crate::stats::rss_kib().unwrap_or(0)
-        );
     }
 
     /// Resumes the sessions that hit the fairness cap last time, once each.
