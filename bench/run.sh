@@ -2,14 +2,16 @@
 # bench/run.sh — what `make bench` runs: builds the release binary, the bench driver
 # (examples/bench.rs, at opt-level 3 in target/bench-o3) and the static x86_64 musl build (into
 # $BENCH_CROSS_DIR), raises the open-file limit for 500 relaying sessions and 1,000 arriving
-# ones, runs every docs/design.md §8 resource measurement and the issue 6 burst once against the
-# fake Telegram DC on loopback, and writes a Markdown report to target/bench/ (also printed) and
+# ones, runs every docs/design.md §8 resource measurement, the issue 6 burst and the issue 19
+# memory-returned bursts (600 masked probers, 600 relayed sessions) once against the fake
+# Telegram DC and a mask site on loopback, and writes a Markdown report to target/bench/ (also printed) and
 # the burst runs' proxy logs to target/bench/burst/<stamp>/. Touches nothing outside target/ and
 # $BENCH_CROSS_DIR (default /var/tmp/tg-ws-proxy-cross, where cross/build.sh builds too);
 # results that go into BENCHMARKS.md are copied there by hand, with their interpretation.
 #
 # Extra arguments go to the driver, e.g. `bench/run.sh --large 200 --gib 0.5` for a quick run,
-# `bench/run.sh --only burst --burst-ref` for the burst alone (what `make bench-burst` runs).
+# `bench/run.sh --only burst --burst-ref` for the burst alone (what `make bench-burst` runs),
+# `bench/run.sh --only returned` for the memory-returned bursts (`make bench-returned`).
 set -eu
 cd "$(dirname "$0")/.."
 

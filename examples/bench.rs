@@ -24,6 +24,10 @@
 //!   DC 2 over the ws tier, through a proxy at default flags, against a fake front that answers
 //!   each upgrade at once or `--burst-front-ms` later (default 0,50); served / closed and setup
 //!   median, p99, max (`bench/burst.rs`); `--burst-ref` adds a `--handshake-pace 0` run of each;
+//! * returned — issue 19 §5: a burst of `--returned` (600) slow masked probers, then one of as
+//!   many relayed sessions (ws tier), each against a fresh proxy; RSS before, at the peak, and
+//!   every `--returned-every` s for `--returned-secs` after the burst ended, for the release
+//!   binary and the static musl build (`bench/returned.rs`, `bench/slowsite.rs`);
 //! * soak — only when named (`--only soak`, `bench/soak.sh`): `--soak-held` held sessions and
 //!   `--soak-rate` new ones per second for `--soak-secs`, proxy fds and RSS every
 //!   `--soak-interval` seconds with their slope, churn setup p50/p99/max (`bench/soak.rs`).
@@ -57,6 +61,10 @@ mod memory;
 mod procfs;
 #[path = "bench/proxy.rs"]
 mod proxy;
+#[path = "bench/returned.rs"]
+mod returned;
+#[path = "bench/slowsite.rs"]
+mod slowsite;
 #[path = "bench/soak.rs"]
 mod soak;
 
@@ -118,7 +126,14 @@ struct Opts {
     soak_rate: u32,
     soak_secs: u64,
     soak_interval: u64,
-    /// Scenarios to run (`--only memory,frames,cpu,callgrind,size,burst,soak`); empty = all
+    /// Memory returned (issue 19 §5): sessions per burst, seconds sampled after it, the
+    /// sampling interval, and how long the masked probers trickle while all are alive
+    /// (`--returned 600 --returned-secs 60 --returned-every 5 --returned-hold 5`).
+    returned_n: usize,
+    returned_secs: u64,
+    returned_every: u64,
+    returned_hold: u64,
+    /// Scenarios to run (`--only memory,frames,cpu,callgrind,size,burst,returned,soak`); empty = all
     /// but the soak, which runs only when named.
     only: Vec<String>,
 }
@@ -207,6 +222,22 @@ fn parse_opts() -> Result<Opts, String> {
             .opt_value_from_str("--soak-interval")
             .map_err(e)?
             .unwrap_or(30),
+        returned_n: a
+            .opt_value_from_str("--returned")
+            .map_err(e)?
+            .unwrap_or(600),
+        returned_secs: a
+            .opt_value_from_str("--returned-secs")
+            .map_err(e)?
+            .unwrap_or(60),
+        returned_every: a
+            .opt_value_from_str("--returned-every")
+            .map_err(e)?
+            .unwrap_or(5),
+        returned_hold: a
+            .opt_value_from_str("--returned-hold")
+            .map_err(e)?
+            .unwrap_or(5),
         only: a
             .opt_value_from_str::<_, String>("--only")
             .map_err(e)?
@@ -229,9 +260,11 @@ fn parse_opts() -> Result<Opts, String> {
         || o.soak_rate == 0
         || o.soak_secs == 0
         || o.soak_interval == 0
+        || o.returned_n == 0
+        || o.returned_every == 0
     {
         return Err(
-            "need 0 < --small ≤ --large, --streams > 0, --reps > 0, --bulk-sessions > 0, --gib > 0, --cg-mib > 0, --strace-mib > 0, --soak-held/-rate/-secs/-interval > 0"
+            "need 0 < --small ≤ --large, --streams > 0, --reps > 0, --bulk-sessions > 0, --gib > 0, --cg-mib > 0, --strace-mib > 0, --soak-held/-rate/-secs/-interval > 0, --returned > 0, --returned-every > 0"
                 .into(),
         );
     }
@@ -443,6 +476,12 @@ fn run(o: &Opts) -> Result<String, String> {
     if o.only("burst") {
         let runs = burst::runs(o)?;
         burst::report(&mut r, &runs);
+    }
+    if o.only("returned") {
+        let musl = cross_dir().join("x86_64-unknown-linux-musl/release/tg-ws-proxy");
+        let mut notes = Vec::new();
+        let runs = returned::runs(o, musl.is_file().then_some(musl), &mut notes);
+        returned::report(&mut r, o, &runs, &notes);
     }
     if o.only("soak") {
         let s = soak::run(o)?;

@@ -128,6 +128,9 @@ pub struct Config {
     /// (up to two per session, only while data waits); the shared scratch is 4 × this. Also the
     /// bound of a pooled upstream's replayable request (one block of a separate replay pool).
     pub buf_size: usize,
+    /// After a burst of sessions ended, give freed memory back to the OS this much later
+    /// (`--mem-trim-delay`, 10 s; 0 = never; `mem::trim`).
+    pub mem_trim_delay: Duration,
     /// Extra trust anchors in PEM (`--ca-file`), added to the bundled web PKI roots.
     pub ca_file: Option<PathBuf>,
     /// Skip certificate verification (`--danger-accept-invalid-certs`); logged as a warning.
@@ -356,6 +359,7 @@ impl Config {
             bad_client_drain: Duration::from_secs(2),
             max_connections: default_max_connections(nofile_limit()),
             buf_size: 16 * 1024,
+            mem_trim_delay: Duration::from_secs(10),
             ca_file: None,
             accept_invalid_certs: false,
             tls_cipher: CipherPref::Auto,

@@ -7,7 +7,7 @@
 //! `reactor` for the loop, `conn` for the per-session state machine and `route` for the ladder.
 //! Why it is built this way: docs/design.md; the wire facts it relies on: docs/protocol.md.
 //!
-//! Layering (lower never imports higher): `timer, buf, rng, token, error, logging, stats,
+//! Layering (lower never imports higher): `mem, timer, buf, rng, token, error, logging, stats,
 //! mtproto, net, dns` → `route`, `relay` → `conn`, `control` → `reactor` → `applet, cli` → `main`. `config` stands
 //! beside the order: `stats`, `route` and everything above read it, and it holds
 //! `route::health::Policy`.
@@ -21,6 +21,7 @@ pub mod control;
 pub mod dns;
 pub mod error;
 pub mod logging;
+pub mod mem;
 pub mod mtproto;
 pub mod net;
 pub mod reactor;

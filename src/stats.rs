@@ -70,6 +70,9 @@ pub struct Stats {
     /// Sessions whose pooled upstream stayed silent past `--pool-first-byte-timeout` and were
     /// replayed on a fresh route (shown as `retried=N` when not 0).
     pub pool_retries: u64,
+    /// Times freed memory was given back to the OS after a burst ended (`mem::trim`; shown as
+    /// `trims=N` when not 0).
+    pub memory_trims: u64,
     /// Clients handed to the mask host, per reason in [`MASK_WHY_NAMES`] order (shown as
     /// `masked-REASON=N` when not 0; their ends are counted as close reasons too).
     pub masked: [u64; MASK_WHY_NAMES.len()],
@@ -195,6 +198,9 @@ impl Stats {
         }
         if self.pool_retries > 0 {
             s.push_str(&format!(" retried={}", self.pool_retries));
+        }
+        if self.memory_trims > 0 {
+            s.push_str(&format!(" trims={}", self.memory_trims));
         }
         for (name, n) in MASK_WHY_NAMES.iter().zip(self.masked) {
             if n > 0 {

@@ -158,7 +158,7 @@ pub fn summary(c: &Config) -> Vec<String> {
         ),
         format!(
             "upstream: ws {}; tcp {}; ca-file {}; timeouts ws {} tcp {} handshake {} idle {} \
-             bad-client-drain {}; shutdown drain {}; stats {}",
+             bad-client-drain {}; shutdown drain {}; stats {}; memory trim {}",
             map(&c.ws_addrs),
             map(&c.tcp_addrs),
             c.ca_file
@@ -174,6 +174,11 @@ pub fn summary(c: &Config) -> Vec<String> {
                 "off".to_string()
             } else {
                 fmt_duration(c.stats_interval)
+            },
+            if c.mem_trim_delay.is_zero() {
+                "off".to_string()
+            } else {
+                format!("{} after a burst", fmt_duration(c.mem_trim_delay))
             },
         ),
         format!(

@@ -628,6 +628,12 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
         }),
     },
     Opt {
+        long: "--mem-trim-delay", short: None, aliases: &[], env: &["TG_MEM_TRIM_DELAY"],
+        meta: "D", default: "10s", group: Clients,
+        help: "once a burst of sessions has ended (at most half as many left, at least 32 gone),                give the memory they freed back to the OS D later, 0 = never",
+        kind: Value(|d, s| duration(s).map(|v| d.config.mem_trim_delay = v)),
+    },
+    Opt {
         long: "--proxy-protocol", short: None, aliases: &[], env: &["TG_PROXY_PROTOCOL"],
         meta: "", default: "off", group: Clients,
         help: "require a PROXY protocol v1 or v2 header first (behind nginx ssl_preread or \

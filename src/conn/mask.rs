@@ -4,7 +4,8 @@
 //! implementations do; ours adds the loop checks and fixed bounds).
 //!
 //! Owns [`Conn::start_mask`] (the entry point the handshake calls), the `Phase::Mask` splice
-//! (two fixed [`MASK_BUF`] buffers allocated when masking starts, edge-triggered like the relay,
+//! (two relay buffers that hold a block of the session buffer pool only while bytes wait to be
+//! written, so an idle or trickling masked session holds none; edge-triggered like the relay,
 //! half-close: an end of stream from one side is a `shutdown(Write)` on the other; the session
 //! ends when both ended, on an error, or after `--mask-idle-timeout` without a byte), the target
 //! choice ([`mask_target`]) and the loop checks ([`is_loop`] before connecting; [`MaskConns`],
@@ -22,6 +23,7 @@ use mio::net::TcpStream;
 use mio::Interest;
 
 use super::{Conn, Ctx, Phase, Ready, SessionTimer, Status, Step};
+use crate::buf::RelayBuf;
 use crate::config::Config;
 use crate::error::CloseReason;
 use crate::mtproto::faketls::gate::Reject;
@@ -29,6 +31,7 @@ use crate::mtproto::obfs2::SecretKind;
 use crate::net::dial::set_keepalive;
 use crate::net::io::{read_once, write_once, Endpoint, Io};
 use crate::net::tcp::{self, check_connected, ConnectState};
+use crate::relay::Scratch;
 use crate::stats::{human_bytes, MASK_WHY_NAMES};
 use crate::token::{self, Role};
 
@@ -36,7 +39,8 @@ mod conns;
 
 pub use conns::{Ends, MaskConns};
 
-/// Each direction's splice buffer, bytes (one TLS record and some).
+/// Each direction's splice buffer without a pool, bytes (one TLS record and some); with the
+/// reactor's pool (always in `run`) a block of `--buf-kb`.
 pub const MASK_BUF: usize = 16 * 1024;
 
 /// Why a client is masked: a fake-TLS verdict, non-TLS bytes on a port whose secrets are all
@@ -115,45 +119,53 @@ fn host_has(ip: IpAddr) -> bool {
     std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
-/// One direction's fixed buffer: bytes `[start, end)` wait to be written.
+/// One direction of the splice: the bytes captured before masking began (client → mask host
+/// only; sent first, then freed), then a relay buffer that holds a pool block only while bytes
+/// wait to be written (`buf::RelayBuf`, from the session buffer pool: a masked session is a slot
+/// like any other, so its two blocks are within the pool's bound of two per slot).
 struct Splice {
-    buf: Box<[u8]>,
-    start: usize,
-    end: usize,
+    prefix: Vec<u8>,
+    /// Bytes of `prefix` written so far.
+    sent: usize,
+    buf: RelayBuf,
 }
 
 impl Splice {
-    /// A buffer of `size` bytes (more if `prefix` is longer) holding `prefix`.
-    fn with(mut prefix: Vec<u8>, size: usize) -> Splice {
-        let end = prefix.len();
-        prefix.resize(size.max(end), 0);
+    /// A splice that sends `prefix` first; its buffer takes no memory until a read needs room.
+    fn with(prefix: Vec<u8>, scratch: &Scratch) -> Splice {
         Splice {
-            buf: prefix.into_boxed_slice(),
-            start: 0,
-            end,
+            prefix,
+            sent: 0,
+            buf: scratch.own_buffer(MASK_BUF),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.start == self.end
+        self.sent == self.prefix.len() && self.buf.is_empty()
     }
 
-    /// Room at the back, compacting first if the front was consumed.
-    fn room(&mut self) -> &mut [u8] {
-        if self.start > 0 && self.end == self.buf.len() {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
+    /// What to write next: the rest of the prefix, else the buffer's bytes.
+    fn pending(&self) -> &[u8] {
+        if self.sent < self.prefix.len() {
+            &self.prefix[self.sent..]
+        } else {
+            self.buf.ready()
         }
-        &mut self.buf[self.end..]
     }
 
+    /// `n` bytes of [`Splice::pending`] were written. A prefix fully sent is freed; an empty
+    /// buffer gives its block back.
     fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
+        if self.sent < self.prefix.len() {
+            self.sent += n;
+            if self.sent == self.prefix.len() {
+                self.prefix = Vec::new();
+                self.sent = 0;
+            }
+        } else {
+            self.buf.consume(n);
         }
+        self.buf.detach_if_empty();
     }
 }
 
@@ -169,21 +181,24 @@ struct Side<'a> {
     shut: &'a mut bool,
 }
 
-/// Moves bytes `from` → `to` through `buf` once each way it can; `Ok(true)` on progress.
-/// Errors: which side failed, and the OS error.
+/// Moves bytes `from` → `to` through `buf` once each way it can; `Ok(true)` on progress. A
+/// read needs a pool block (`scratch`); with none free the side is not read (backpressure, as
+/// in the relay). Errors: which side failed, and the OS error.
 fn pump(
     from: &mut Side<'_>,
     to: &mut Side<'_>,
     buf: &mut Splice,
+    scratch: &Scratch,
     moved: &mut u64,
 ) -> Result<bool, (bool, std::io::Error)> {
     let mut progress = false;
-    if !*from.eof && from.ready.read {
-        let room = buf.room();
+    if !*from.eof && from.ready.read && scratch.attach(&mut buf.buf) {
+        let room = buf.buf.space();
         if !room.is_empty() {
             match read_once(from.sock, room) {
                 Io::Done(n) => {
-                    buf.end += n;
+                    buf.buf.fill(n);
+                    buf.buf.advance(n);
                     progress = true;
                 }
                 Io::Blocked => from.ready.read = false,
@@ -191,12 +206,16 @@ fn pump(
                     *from.eof = true;
                     progress = true;
                 }
-                Io::Failed(e) => return Err((true, e)),
+                Io::Failed(e) => {
+                    buf.buf.detach_if_empty();
+                    return Err((true, e));
+                }
             }
         }
+        buf.buf.detach_if_empty();
     }
     if !buf.is_empty() && to.ready.write {
-        match write_once(to.sock, &buf.buf[buf.start..buf.end]) {
+        match write_once(to.sock, buf.pending()) {
             Io::Done(n) => {
                 buf.consume(n);
                 *moved += n as u64;
@@ -327,8 +346,8 @@ impl Conn {
             up,
             up_ready: Ready::default(),
             connected: false,
-            c2u: Splice::with(captured, MASK_BUF),
-            u2c: Splice::with(Vec::new(), MASK_BUF),
+            c2u: Splice::with(captured, ctx.scratch),
+            u2c: Splice::with(Vec::new(), ctx.scratch),
             client_eof: false,
             up_eof: false,
             client_shut: false,
@@ -415,11 +434,12 @@ impl Conn {
             eof: &mut m.up_eof,
             shut: &mut m.up_shut,
         };
-        let a = pump(&mut client, &mut up, &mut m.c2u, &mut m.bytes_up);
+        let scratch = &*ctx.scratch;
+        let a = pump(&mut client, &mut up, &mut m.c2u, scratch, &mut m.bytes_up);
         let b = a
             .as_ref()
             .ok()
-            .map(|_| pump(&mut up, &mut client, &mut m.u2c, &mut m.bytes_down));
+            .map(|_| pump(&mut up, &mut client, &mut m.u2c, scratch, &mut m.bytes_down));
         let progress = match (a, b) {
             (Err((from_side, e)), _) => {
                 m.end = format!("{}: {e}", if from_side { "client" } else { "mask host" });

@@ -135,6 +135,11 @@ pub fn render(s: &Status) -> String {
             "Sessions replayed after a silent pooled upstream.",
             c.pool_retries,
         ),
+        (
+            "memory_trims_total",
+            "Times freed memory was given back to the OS after a burst.",
+            c.memory_trims,
+        ),
     ] {
         e.family(name, "counter", help);
         e.sample(name, &[], v);

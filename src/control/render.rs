@@ -298,6 +298,7 @@ pub fn json(s: &Status) -> String {
     co.num("pool_hits", c.pool_hits);
     co.num("pool_fills", c.pool_fills);
     co.num("pool_retries", c.pool_retries);
+    co.num("memory_trims", c.memory_trims);
     let mut at = Obj::new();
     for t in Tier::ALL {
         let a = c.attempts[t.index()];

@@ -96,6 +96,8 @@ pub struct Counters {
     pub pool_fills: u64,
     /// Sessions replayed after a silent pooled upstream.
     pub pool_retries: u64,
+    /// Times freed memory was given back to the OS after a burst (`mem::trim`).
+    pub memory_trims: u64,
     /// Upstream attempts per tier ([`Tier::index`] order): started, won, failed, cancelled.
     pub attempts: [[u64; 4]; Tier::COUNT],
     /// Clients handed to the mask host, per reason (`not-tls`, …), every reason listed.
@@ -136,6 +138,7 @@ impl Counters {
             pool_hits: s.pool_hits,
             pool_fills: s.pool_fills,
             pool_retries: s.pool_retries,
+            memory_trims: s.memory_trims,
             attempts,
             masked: MASK_WHY_NAMES.iter().copied().zip(s.masked).collect(),
             tls: [

@@ -3,8 +3,10 @@
 //! Each iteration: poll with a timeout taken from the earliest of the session timer wheel, the
 //! global timers, the resolver, the ladder and the prober (0 when sessions have work left over
 //! from the fairness cap or accepts are pending), read the clock once, dispatch socket events,
-//! accept, expire timers, resume sessions that yielded, then run the background work the ladder
-//! has due through the prober shell. The slab is sized once at start from `--max-connections`;
+//! accept, expire timers, resume sessions that yielded, tell the memory trim policy how many
+//! sessions are live (`mem::trim`: once a burst has ended it says when to give freed memory back
+//! to the OS, `mem::release`), then run the background work the ladder has due through the
+//! prober shell. The slab is sized once at start from `--max-connections`;
 //! when it is full a new client is closed at once with a logged reason. Owns: the slab, the
 //! listener, the global timers ([`Global`]), the accept pause, the per-client-address table
 //! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a connection that is
@@ -13,6 +15,7 @@
 //! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
 //! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown),
+//! `memory` (the hook that gives freed memory back after a burst),
 //! `control` (the control socket, `--control-socket`, and its connections), `cflist` (the
 //! shared CF domain list's fetch and cache, `--cf-domain-list`).
 
@@ -20,6 +23,7 @@ mod accept;
 mod cflist;
 mod drain;
 mod listen;
+mod memory;
 mod reload;
 mod signals;
 
@@ -47,6 +51,7 @@ use crate::conn::{log_clock_events, Conn, Ctx, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
 use crate::error::CloseReason;
 use crate::logging::{Folds, RateLimited};
+use crate::mem::trim::Trim;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::Upstream;
 use crate::net::tls;
@@ -230,6 +235,8 @@ struct Reactor {
     control: Option<control::Control>,
     /// The shared CF domain list (`--cf-domain-list`).
     cflist: cflist::CfList,
+    /// When to give freed memory back after a burst (`mem::trim`, `--mem-trim-delay`).
+    trim: Trim,
 }
 
 /// Runs the proxy until a stop signal's drain ends (`Ok`) or a fatal error. Logs `listening on
@@ -318,6 +325,7 @@ impl Reactor {
         }
         let stats_ms = cfg.stats_interval.as_millis() as u64;
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
+        let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
         Ok(Reactor {
             poll,
             listener,
@@ -365,6 +373,7 @@ impl Reactor {
             bind_retry,
             control,
             cflist,
+            trim,
         })
     }
 
@@ -400,6 +409,7 @@ impl Reactor {
             }
             self.expire();
             self.resume_again();
+            self.trim_memory();
             let (mut shell, ladder) = self.s.shell(self.poll.registry());
             shell.run_due(ladder, self.now);
             if self.life_check() == Next::Exit {
@@ -426,6 +436,7 @@ impl Reactor {
                 .as_ref()
                 .and_then(control::Control::next_deadline),
             self.cflist.next_deadline(),
+            self.trim.next_deadline(),
         ]
         .into_iter()
         .flatten()

@@ -152,6 +152,7 @@ impl Reactor {
             self.globals[super::Global::Stats as usize] = (every > 0).then_some(self.now + every);
         }
         self.bind_retry.set_every(cfg.bind_retry.as_millis() as u64);
+        self.trim.set_delay(cfg.mem_trim_delay.as_millis() as u64);
         crate::net::outbound::activate(&cfg);
         self.resolve_outbound_proxy();
         self.s.cfg = cfg;
@@ -219,6 +220,7 @@ pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
         accept_invalid_certs => "danger-accept-invalid-certs",
         tls_cipher => "tls-cipher",
         stats_interval => "stats-interval",
+        mem_trim_delay => "mem-trim-delay",
         hedge_delay => "hedge-delay",
         handshake_pace => "handshake-pace",
         handshake_burst => "handshake-burst",

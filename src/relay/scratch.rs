@@ -1,6 +1,7 @@
 //! The reactor's relay memory handed to [`super::Relay::step`]: the one large scratch buffer a
 //! session borrows for a step (fewer, larger reads and writes), the bounded pool its own
-//! buffers take memory from (`buf::BufPool`), and the small separate pool of replay buffers
+//! buffers take memory from (`buf::BufPool`; a masked session's two splice buffers take theirs
+//! from it too, `conn::mask`), and the small separate pool of replay buffers
 //! (`super::replay`). Decides only who holds the large buffer; what flows through it is the
 //! relay core's.
 

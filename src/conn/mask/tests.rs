@@ -79,19 +79,38 @@ fn reasons_are_named_like_the_stats_line() {
 }
 
 #[test]
-fn splice_buffer_keeps_the_prefix_and_compacts() {
-    let mut b = Splice::with(b"hello".to_vec(), 8);
-    assert_eq!(&b.buf[b.start..b.end], b"hello");
-    assert_eq!(b.room().len(), 3);
-    b.end += 3;
-    assert!(b.room().is_empty());
-    b.consume(6);
-    // Full at the back with a consumed front: compacted.
-    assert_eq!(b.room().len(), 6);
-    assert_eq!(&b.buf[b.start..b.end], &b.buf[0..2]);
+fn splice_sends_the_prefix_first_and_holds_a_block_only_while_bytes_wait() {
+    let pool = crate::buf::BufPool::new(2, 4096, 0);
+    let scratch = Scratch::new(4 * 4096, Some(pool.clone()));
+    let mut b = Splice::with(b"hello".to_vec(), &scratch);
+    assert!(b.buf.is_detached(), "no memory before a read");
+    assert_eq!(b.pending(), b"hello");
+    b.consume(3);
+    assert_eq!(b.pending(), b"lo");
+    // Bytes read while the prefix is still going out wait behind it.
+    assert!(scratch.attach(&mut b.buf));
+    assert_eq!(pool.available(), 1);
+    b.buf.space()[..2].copy_from_slice(b"AB");
+    b.buf.fill(2);
+    b.buf.advance(2);
+    b.consume(2);
+    assert!(
+        b.prefix.is_empty() && b.prefix.capacity() == 0,
+        "a sent prefix is freed"
+    );
+    assert_eq!(b.pending(), b"AB");
+    assert!(!b.is_empty());
     b.consume(2);
     assert!(b.is_empty());
-    // A prefix longer than the size is kept whole.
-    let big = Splice::with(vec![7; 20], 8);
-    assert_eq!(big.end, 20);
+    assert!(b.buf.is_detached(), "emptied: the block went back");
+    assert_eq!(pool.available(), 2);
+}
+
+#[test]
+fn splice_without_a_pool_uses_a_fixed_heap_buffer() {
+    let scratch = Scratch::new(4 * MASK_BUF, None);
+    let mut b = Splice::with(Vec::new(), &scratch);
+    assert!(b.is_empty() && b.pending().is_empty());
+    assert!(scratch.attach(&mut b.buf));
+    assert_eq!(b.buf.space().len(), MASK_BUF);
 }

@@ -1,0 +1,220 @@
+//! Unit tests of [`SpanAlloc`] on a private instance (the process allocator of the test binary
+//! is the system one on glibc, this one on musl).
+
+use super::*;
+
+fn layout(size: usize, align: usize) -> Layout {
+    Layout::from_size_align(size, align).unwrap()
+}
+
+/// Every block lands inside the allocator's own mappings or the system allocator's, aligned;
+/// a block's bytes survive the others' writes.
+#[test]
+fn blocks_are_aligned_and_keep_their_bytes() {
+    let a = SpanAlloc::new();
+    let mut held = Vec::new();
+    for (i, &(size, align)) in [
+        (1, 1),
+        (16, 16),
+        (17, 8),
+        (100, 32),
+        (200, 64),
+        (4096, 64),
+        (4097, 8),
+        (40_000, 4096),
+        (64, 8192),
+    ]
+    .iter()
+    .cycle()
+    .take(90)
+    .enumerate()
+    {
+        let l = layout(size, align);
+        let p = unsafe { a.alloc(l) };
+        assert!(!p.is_null());
+        assert_eq!(p as usize % align, 0, "{size}/{align}");
+        unsafe { p.write_bytes(i as u8, size) };
+        held.push((p, l, i as u8));
+    }
+    for &(p, l, tag) in &held {
+        let bytes = unsafe { std::slice::from_raw_parts(p, l.size()) };
+        assert!(bytes.iter().all(|&b| b == tag));
+    }
+    for (p, l, _) in held {
+        unsafe { a.dealloc(p, l) };
+    }
+    a.release();
+    assert_eq!(a.mapped(), 0, "everything went back");
+}
+
+/// A burst of small blocks maps many spans; once they are freed only [`KEEP_EMPTY`] stay
+/// mapped, and `release` unmaps those too.
+#[test]
+fn a_burst_of_small_blocks_goes_back_to_the_os() {
+    let a = SpanAlloc::new();
+    let l = layout(1000, 8);
+    let per_span = (SPAN - HEADER) / 1024;
+    let blocks: Vec<*mut u8> = (0..20 * per_span).map(|_| unsafe { a.alloc(l) }).collect();
+    assert_eq!(
+        a.mapped(),
+        20 * SPAN,
+        "the 1024 class packs {per_span} a span"
+    );
+    for p in blocks {
+        unsafe { a.dealloc(p, l) };
+    }
+    assert_eq!(
+        a.mapped(),
+        KEEP_EMPTY * SPAN,
+        "empty spans beyond the kept ones unmapped"
+    );
+    a.release();
+    assert_eq!(a.mapped(), 0);
+    // Usable again after a release.
+    let p = unsafe { a.alloc(l) };
+    assert!(!p.is_null());
+    unsafe { a.dealloc(p, l) };
+}
+
+/// A span with one live block stays mapped; it is reused first, so new blocks fill it
+/// before another span is mapped.
+#[test]
+fn a_live_block_pins_only_its_own_span_which_is_reused_first() {
+    let a = SpanAlloc::new();
+    let l = layout(2048, 16);
+    let per_span = (SPAN - HEADER) / 2048;
+    let mut blocks: Vec<*mut u8> = (0..3 * per_span).map(|_| unsafe { a.alloc(l) }).collect();
+    let pinned = blocks.remove(0);
+    for p in blocks {
+        unsafe { a.dealloc(p, l) };
+    }
+    a.release();
+    assert_eq!(a.mapped(), SPAN);
+    let again: Vec<*mut u8> = (0..per_span - 1).map(|_| unsafe { a.alloc(l) }).collect();
+    assert_eq!(a.mapped(), SPAN, "the pinned span took them all");
+    for p in again.into_iter().chain([pinned]) {
+        unsafe { a.dealloc(p, l) };
+    }
+    a.release();
+    assert_eq!(a.mapped(), 0);
+}
+
+/// Large blocks are mapped on their own: a few freed ones are cached for reuse (the same
+/// address comes back), the rest unmapped; `release` empties the cache.
+#[test]
+fn large_blocks_are_unmapped_beyond_a_small_cache() {
+    let a = SpanAlloc::new();
+    let l = layout(20_000, 8);
+    let len = round_pages(20_000);
+    let blocks: Vec<*mut u8> = (0..100).map(|_| unsafe { a.alloc(l) }).collect();
+    assert_eq!(a.mapped(), 100 * len);
+    let reused = blocks[0];
+    for p in blocks {
+        unsafe { a.dealloc(p, l) };
+    }
+    assert!(a.mapped() <= LARGE_CACHE, "{} cached", a.mapped());
+    assert!(a.mapped() > 0);
+    let p = unsafe { a.alloc(l) };
+    assert_eq!(p, reused, "the first cached mapping is reused");
+    unsafe { a.dealloc(p, l) };
+    a.release();
+    assert_eq!(a.mapped(), 0);
+}
+
+#[test]
+fn zeroed_blocks_read_zero_even_when_reused() {
+    let a = SpanAlloc::new();
+    for size in [64, 3000, 30_000] {
+        let l = layout(size, 8);
+        let p = unsafe { a.alloc(l) };
+        unsafe { p.write_bytes(0xee, size) };
+        unsafe { a.dealloc(p, l) };
+        let q = unsafe { a.alloc_zeroed(l) };
+        let bytes = unsafe { std::slice::from_raw_parts(q, size) };
+        assert!(bytes.iter().all(|&b| b == 0), "{size}");
+        unsafe { a.dealloc(q, l) };
+    }
+    a.release();
+    assert_eq!(a.mapped(), 0);
+}
+
+/// Growing and shrinking across every kind keeps the bytes both had.
+#[test]
+fn realloc_keeps_the_bytes_across_classes_and_kinds() {
+    let a = SpanAlloc::new();
+    let mut l = layout(10, 8);
+    let mut p = unsafe { a.alloc(l) };
+    for i in 0..10 {
+        unsafe { p.add(i).write(i as u8) };
+    }
+    for new in [12, 100, 4096, 5000, 70_000, 200_000, 9000, 300, 10] {
+        p = unsafe { a.realloc(p, l, new) };
+        assert!(!p.is_null());
+        l = layout(new, 8);
+        let bytes = unsafe { std::slice::from_raw_parts(p, 10) };
+        assert_eq!(bytes, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9], "at {new}");
+    }
+    let q = unsafe { a.realloc(p, l, 16) };
+    assert_eq!(q, p, "the same class: the same block");
+    unsafe { a.dealloc(q, layout(16, 8)) };
+    a.release();
+    assert_eq!(a.mapped(), 0);
+}
+
+/// Random sizes, alignments, frees and reallocs: no block is handed out twice and none loses
+/// its bytes; everything goes back in the end.
+#[test]
+fn random_traffic_keeps_every_block_intact() {
+    let a = SpanAlloc::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut held: Vec<(*mut u8, Layout, u8)> = Vec::new();
+    let check = |p: *mut u8, l: Layout, tag: u8| {
+        let bytes = unsafe { std::slice::from_raw_parts(p, l.size()) };
+        assert!(bytes.iter().all(|&b| b == tag), "{l:?}");
+    };
+    for step in 0..20_000u32 {
+        let r = next();
+        if held.len() < 400 && r % 3 != 0 {
+            let size = match r % 10 {
+                0 => 4097 + (next() % 40_000) as usize,
+                1 => 1 + (next() % 4096) as usize,
+                _ => 1 + (next() % 300) as usize,
+            };
+            let align = 1 << (next() % 7);
+            let l = layout(size, align);
+            let p = unsafe { a.alloc(l) };
+            assert!(!p.is_null() && p as usize % align == 0);
+            let tag = step as u8;
+            unsafe { p.write_bytes(tag, size) };
+            held.push((p, l, tag));
+        } else if !held.is_empty() {
+            let i = (next() % held.len() as u64) as usize;
+            let (p, l, tag) = held.swap_remove(i);
+            check(p, l, tag);
+            if r % 5 == 0 {
+                let new = 1 + (next() % 9000) as usize;
+                let q = unsafe { a.realloc(p, l, new) };
+                assert!(!q.is_null());
+                let kept = l.size().min(new);
+                let bytes = unsafe { std::slice::from_raw_parts(q, kept) };
+                assert!(bytes.iter().all(|&b| b == tag));
+                unsafe { q.write_bytes(tag, new) };
+                held.push((q, layout(new, l.align()), tag));
+            } else {
+                unsafe { a.dealloc(p, l) };
+            }
+        }
+    }
+    for (p, l, tag) in held {
+        check(p, l, tag);
+        unsafe { a.dealloc(p, l) };
+    }
+    a.release();
+    assert_eq!(a.mapped(), 0);
+}
