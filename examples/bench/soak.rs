@@ -276,8 +276,8 @@ pub fn run(o: &Opts) -> Result<Soak, String> {
     })
 }
 
-/// From `ctl metrics` at the end of the soak: sessions that froze (every form) and routes left
-/// suspect or down. Both must be 0: held sessions that ping every `--soak-interval` and churn
+/// From `ctl metrics` at the end of the soak: sessions that froze (every form) and DC 2's routes
+/// left suspect or down. Both must be 0: held sessions that ping every `--soak-interval` and churn
 /// sessions are exactly the quiet and short sessions the freeze watch must never take for
 /// frozen (docs/design.md §4 rule 7). `None` when the metrics could not be read.
 fn freeze_facts(bin: &std::path::Path, sock: &std::path::Path) -> (Option<u64>, Option<u64>) {
@@ -296,8 +296,10 @@ fn freeze_facts(bin: &std::path::Path, sock: &std::path::Path) -> (Option<u64>, 
         if l.starts_with("tgwsproxy_frozen_sessions_total{") {
             frozen += value(l).unwrap_or(0.0) as u64;
         }
+        // The soak's own DC only: the other DCs are mapped to a closed port on purpose.
         let bad = l.contains("state=\"suspect\"") || l.contains("state=\"down\"");
-        if l.starts_with("tgwsproxy_route_state{") && bad && value(l) == Some(1.0) {
+        let ours = l.contains("dc=\"DC2\"");
+        if l.starts_with("tgwsproxy_route_state{") && ours && bad && value(l) == Some(1.0) {
             out_routes += 1;
         }
     }
@@ -424,7 +426,7 @@ pub fn report(r: &mut String, s: &Soak) {
     let opt = |v: Option<u64>| v.map_or("unknown (ctl metrics failed)".into(), |n| n.to_string());
     let _ = writeln!(
         r,
-        "- sessions taken for frozen: **{}**; routes left suspect or down: **{}** (both must be 0: \
+        "- sessions taken for frozen: **{}**; DC 2 routes left suspect or down: **{}** (both must be 0: \
          the held sessions are idle sessions with pings, docs/design.md §4 rule 7)",
         opt(s.frozen),
         opt(s.routes_out)
