@@ -99,8 +99,8 @@ fn a_live_block_pins_only_its_own_span_which_is_reused_first() {
     assert_eq!(a.mapped(), 0);
 }
 
-/// Large blocks are mapped on their own: a few freed ones are cached for reuse (the same
-/// address comes back), the rest unmapped; `release` empties the cache.
+/// Large blocks are mapped on their own: a few freed ones are cached for reuse (the latest
+/// freed address comes back), the rest unmapped; `release` empties the cache.
 #[test]
 fn large_blocks_are_unmapped_beyond_a_small_cache() {
     let a = SpanAlloc::new();
@@ -108,14 +108,14 @@ fn large_blocks_are_unmapped_beyond_a_small_cache() {
     let len = round_pages(20_000);
     let blocks: Vec<*mut u8> = (0..100).map(|_| unsafe { a.alloc(l) }).collect();
     assert_eq!(a.mapped(), 100 * len);
-    let reused = blocks[0];
+    let reused = blocks[99];
     for p in blocks {
         unsafe { a.dealloc(p, l) };
     }
     assert!(a.mapped() <= LARGE_CACHE, "{} cached", a.mapped());
     assert!(a.mapped() > 0);
     let p = unsafe { a.alloc(l) };
-    assert_eq!(p, reused, "the first cached mapping is reused");
+    assert_eq!(p, reused, "the most recently freed mapping is reused");
     unsafe { a.dealloc(p, l) };
     a.release();
     assert_eq!(a.mapped(), 0);
@@ -215,6 +215,44 @@ fn random_traffic_keeps_every_block_intact() {
         check(p, l, tag);
         unsafe { a.dealloc(p, l) };
     }
+    a.release();
+    assert_eq!(a.mapped(), 0);
+}
+
+/// Review finding (issue 19 §5): the large-block cache took a freed mapping only while it had
+/// room and never let one go, so once it held other sizes (a burst's, startup's) a size in
+/// steady use — a TLS record's buffer, allocated and freed per record — was mapped and
+/// unmapped every time, until a trim emptied the cache. Now the oldest cached mappings make
+/// room for the one just freed: the steady size is mapped once.
+#[test]
+fn a_large_size_in_steady_use_is_cached_whatever_the_cache_held_before() {
+    let a = SpanAlloc::new();
+    let page = page_size();
+    // Sixteen stale sizes fill the cache (2 to 17 pages), as a burst or startup leaves it.
+    let stale: Vec<(*mut u8, Layout)> = (2..18)
+        .map(|n| {
+            let l = layout(n * page, 8);
+            (unsafe { a.alloc(l) }, l)
+        })
+        .collect();
+    for (p, l) in stale {
+        unsafe { a.dealloc(p, l) };
+    }
+    let before = a.maps();
+    // A size none of them has, in steady use.
+    let hot = layout(20 * page + 100, 8);
+    for _ in 0..100 {
+        let p = unsafe { a.alloc(hot) };
+        assert!(!p.is_null());
+        unsafe { p.write_bytes(1, hot.size()) };
+        unsafe { a.dealloc(p, hot) };
+    }
+    assert!(
+        a.maps() - before <= 1,
+        "{} mappings for 100 uses of one size",
+        a.maps() - before
+    );
+    assert!(a.mapped() <= LARGE_CACHE, "{} cached", a.mapped());
     a.release();
     assert_eq!(a.mapped(), 0);
 }
