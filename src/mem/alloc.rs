@@ -208,7 +208,13 @@ impl SpanAlloc {
     unsafe fn small_free(&self, p: *mut u8, c: usize) {
         let s = (p as usize & !(SPAN - 1)) as *mut Span;
         let mut g = self.lock();
-        debug_assert_eq!((*s).class as usize, c);
+        // A free that breaks the contract (another class: not where the block came from; a
+        // span without live blocks, or the block freed last again: a double free) would
+        // corrupt the free list and hand one block to two owners. Abort at once: a panic
+        // here would allocate while this lock is held.
+        if (*s).class as usize != c || (*s).used == 0 || (*s).free == p {
+            std::process::abort();
+        }
         p.cast::<*mut u8>().write((*s).free);
         (*s).free = p;
         (*s).used -= 1;
