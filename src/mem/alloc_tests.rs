@@ -279,7 +279,7 @@ fn threads_sharing_it_never_get_one_block_twice() {
                     } else {
                         1 + (x % 2048) as usize
                     };
-                    let l = layout(size, 1 << (x >> 40) % 7);
+                    let l = layout(size, 1 << ((x >> 40) % 7));
                     let p = unsafe { a.alloc(l) };
                     assert!(!p.is_null() && p as usize % l.align() == 0);
                     let tag = t.wrapping_mul(61).wrapping_add(i as u8);
