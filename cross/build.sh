@@ -376,17 +376,21 @@ cmd_e2e() {
 # the call blocks for good (seen in CI: the test ran until the job was killed; the target
 # binary's `link` with no --server hung the same way until it learned to read interfaces only
 # when it must guess). A real MIPS kernel answers the dump (not verified here: no hardware).
+# And qemu 7.2 passes every SOL_TCP getsockopt as an int: TCP_INFO comes back 4 bytes long, so
+# net::tcp::view has no view (the stall watch then works without the kernel's view; seen when
+# the freeze work of issue 19 landed: the test panicked "TCP_INFO on a TCP socket").
 # Override with CROSS_TEST_SKIP="name1 name2" (empty to skip nothing).
 QEMU_SO_ERROR_TESTS="applet::check::tests::a_dead_route_fails_within_the_probe_timeout"
 QEMU_NETLINK_TESTS="applet::link::address::tests::interface_addresses_include_loopback"
-CROSS_TEST_SKIP="${CROSS_TEST_SKIP-$QEMU_SO_ERROR_TESTS $QEMU_NETLINK_TESTS}"
+QEMU_TCP_INFO_TESTS="net::tcp::tests::a_live_connection_has_nothing_unanswered"
+CROSS_TEST_SKIP="${CROSS_TEST_SKIP-$QEMU_SO_ERROR_TESTS $QEMU_NETLINK_TESTS $QEMU_TCP_INFO_TESTS}"
 
 cmd_test_mips() {
     setup_env
     local t=mips-unknown-linux-musl t0=$SECONDS n skip=()
     for n in $CROSS_TEST_SKIP; do
         skip+=(--skip "$n")
-        log "SKIPPED under qemu (qemu-user mistranslates SO_ERROR / netlink, see above): $n"
+        log "SKIPPED under qemu (qemu-user mistranslates SO_ERROR / netlink / TCP_INFO, see above): $n"
     done
     [ ${#skip[@]} -eq 0 ] || skip=(-- --exact "${skip[@]}")
     command -v qemu-mips-static >/dev/null 2>&1 || die "qemu-mips-static not found; run: cross/build.sh install"

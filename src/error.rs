@@ -295,7 +295,9 @@ pub enum Failure {
     /// (docs/design.md §4, domain fronting).
     HandshakeTimeout,
     /// The outbound proxy (`--outbound-proxy`) could not be reached: the TCP connect to it
-    /// failed or timed out. The proxy's failure, not the route's ([`Failure::is_proxy`]).
+    /// failed or timed out, or a SOCKS5 proxy never gave its own answer (method choice,
+    /// credentials status) before the deadline. The proxy's failure, not the route's
+    /// ([`Failure::is_proxy`]).
     ProxyUnreachable,
     /// The outbound proxy refused our credentials (SOCKS5 method/RFC 1929 status, HTTP 407).
     /// Not the route's fault.

@@ -3,6 +3,8 @@
 //!   for it; a client's dial is let through only as one of its re-checks), is said once when
 //!   it goes and once when it is back, and carries sessions again within 2 s of its return
 //!   (real microsocks; a counting listener stands in for its port while it is stopped);
+//! * a wedged SOCKS5 proxy (microsocks under `SIGSTOP`: TCP accepted, the greeting never
+//!   answered) is the proxy's failure, not the route's;
 //! * a SOCKS5 reply "network unreachable" (3) is the same fact as a local `ENETUNREACH`: the
 //!   route is not cooled down (a tiny fake SOCKS5 server that answers 3);
 //! * ephemeral ports used up toward one address (`EADDRNOTAVAIL` at connect) is named
@@ -297,4 +299,74 @@ fn local_ports_used_up_are_named_as_local_and_cool_no_route() {
             assert!(wait_until(WAIT, || served(&p)), "{}", p.dump());
         },
     );
+}
+
+/// The route labelled `ws:DC2 …` in `status`.
+fn ws_dc2(v: &serde_json::Value) -> serde_json::Value {
+    v["routes"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .find(|r| {
+            r["label"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("ws:DC2 "))
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no ws:DC2 route in {v}"))
+}
+
+/// Review finding (issue 19 §3): a SOCKS5 proxy that is stopped (`SIGSTOP`: a wedged proxy
+/// process) still completes TCP handshakes into its listen queue but never answers the
+/// greeting. Each dial through it timed out as `timeout`, the route's failure: the ws route
+/// was cooled down, and since that is not the proxy's failure every such dial told the ladder
+/// the proxy works, so it was never said to be down. Now the silence before the proxy's own
+/// answer is the proxy's: it is said down once, no route is cooled, and it carries a session
+/// again once it runs.
+#[test]
+fn a_wedged_socks5_proxy_is_the_proxys_failure_not_the_routes() {
+    let out = OutProxy::microsocks(None);
+    let front = FakeDc::start_tls_ws(DcConfig::default());
+    let sock = temp_dir().join("ctl.sock");
+    let p = common::ladder_proxy(
+        &[],
+        &[
+            s("--tier-order"),
+            s("ws"),
+            s("--dc-ip"),
+            format!("2:{}", front.addr()),
+            s("--outbound-proxy"),
+            out.url(),
+            s("--control-socket"),
+            sock.display().to_string(),
+        ],
+    );
+    assert!(served(&p), "{}", p.dump());
+    out.pause();
+    // Clients keep trying; each dial meets the silent proxy.
+    let down = ["outbound proxy socks5://", " down (proxy-unreachable"];
+    let said = wait_until(WAIT, || {
+        assert!(!served(&p), "served through a stopped proxy\n{}", p.dump());
+        !p.lines_with(&down).is_empty()
+    });
+    let route = ws_dc2(&status(&p, &sock));
+    out.resume();
+    assert!(
+        said,
+        "the stopped proxy was never said to be down\n{}",
+        p.dump()
+    );
+    assert_ne!(route["state"], "down", "cooled down for the proxy: {route}");
+    assert!(
+        route["last_failure"].is_null(),
+        "counted against it: {route}"
+    );
+    assert!(wait_until(WAIT, || served(&p)), "{}", p.dump());
+    assert!(
+        p.wait_line(&["outbound proxy ", " back after "], WAIT)
+            .is_some(),
+        "{}",
+        p.dump()
+    );
+    assert_eq!(p.lines_with(&down).len(), 1, "{}", p.dump());
 }

@@ -31,12 +31,11 @@ struct PoolInner {
     block_len: usize,
     /// Distance between blocks: `block_len` rounded up to whole pages.
     stride: usize,
-    /// Free block indexes; the last one is reused first.
-    free: Vec<u32>,
-    /// Per block: its pages may be resident (touched since the last `madvise`).
-    resident: Vec<bool>,
-    /// Free blocks whose pages may be resident.
-    warm_free: usize,
+    /// Free blocks whose pages may be resident (at most `warm`); handed out first, the last
+    /// one returned first.
+    warm_free: Vec<u32>,
+    /// Free blocks whose pages were given back (`madvise`); handed out once no warm one is.
+    cold_free: Vec<u32>,
     /// Free blocks kept resident at most.
     warm: usize,
 }
@@ -59,9 +58,8 @@ impl BufPool {
                 made: 0,
                 block_len,
                 stride,
-                free: Vec::new(),
-                resident: Vec::new(),
-                warm_free: 0,
+                warm_free: Vec::new(),
+                cold_free: Vec::new(),
                 warm,
             })),
         }
@@ -75,21 +73,17 @@ impl BufPool {
     /// Blocks not handed out.
     pub fn available(&self) -> usize {
         let p = self.inner.borrow();
-        p.free.len() + (p.blocks - p.made)
+        p.warm_free.len() + p.cold_free.len() + (p.blocks - p.made)
     }
 
     /// A free block, or `None` when every block is in use (or the OS refused more address
     /// space, which is treated the same way: no room).
     pub(super) fn take(&self) -> Option<Block> {
         let mut p = self.inner.borrow_mut();
-        let index = match p.free.pop() {
+        let index = match p.warm_free.pop().or_else(|| p.cold_free.pop()) {
             Some(i) => i,
             None => p.make()?,
         };
-        if p.resident[index as usize] {
-            p.warm_free -= 1;
-        }
-        p.resident[index as usize] = true;
         let ptr = p.ptr(index);
         Some(Block {
             pool: self.inner.clone(),
@@ -112,7 +106,6 @@ impl PoolInner {
         }
         let index = self.made as u32;
         self.made += 1;
-        self.resident.push(false);
         Some(index)
     }
 
@@ -121,16 +114,17 @@ impl PoolInner {
         self.chunks[i / CHUNK_BLOCKS].at((i % CHUNK_BLOCKS) * self.stride)
     }
 
+    /// A returned block (its pages touched): kept warm while fewer than `warm` are, else its
+    /// pages go back to the OS.
     fn put(&mut self, index: u32) {
-        if self.warm_free < self.warm {
-            self.warm_free += 1;
+        if self.warm_free.len() < self.warm {
+            self.warm_free.push(index);
         } else {
             let i = index as usize;
             let off = (i % CHUNK_BLOCKS) * self.stride;
             self.chunks[i / CHUNK_BLOCKS].discard(off, self.stride);
-            self.resident[i] = false;
+            self.cold_free.push(index);
         }
-        self.free.push(index);
     }
 }
 

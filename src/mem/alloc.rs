@@ -9,8 +9,9 @@
 //! start, so a block finds its span by masking its address. A span that becomes empty is kept
 //! for reuse while fewer than [`KEEP_EMPTY`] are, otherwise unmapped at once; larger blocks are
 //! mapped on their own (whole pages, `mremap` to resize) and unmapped when freed, apart from a
-//! small cache of recent ones ([`LARGE_CACHE`]). [`SpanAlloc::release`] unmaps the kept spans
-//! and the cache: the reactor calls it (`mem::release`) when a burst has ended (`mem::trim`).
+//! small cache of the most recently freed ones ([`LARGE_CACHE`]; the oldest make room).
+//! [`SpanAlloc::release`] unmaps the kept spans and the cache: the reactor calls it
+//! (`mem::release`) when a burst has ended (`mem::trim`).
 //! A span with one live block stays mapped whole; the allocator reuses the oldest spans first
 //! so long-lived blocks gather in few spans. Alignment above a page goes to the system
 //! allocator. One lock: `run` has one thread, the `probe` applet a few.
@@ -69,12 +70,14 @@ struct Inner {
     /// Empty spans kept for reuse (linked by `next`).
     empty: *mut Span,
     empty_len: usize,
-    /// Freed large mappings kept for reuse: (address, length).
+    /// Freed large mappings kept for reuse: (address, length), oldest first.
     cache: [(*mut u8, usize); LARGE_CACHE_SLOTS],
     cache_len: usize,
     cache_bytes: usize,
     /// Bytes mapped now: spans (kept ones included) and large blocks (cached ones included).
     mapped: usize,
+    /// Mappings made so far (spans and large blocks; `mremap` not counted).
+    maps: u64,
 }
 
 // SAFETY: the raw pointers are to memory owned by the allocator; `Inner` is only reached
@@ -129,6 +132,7 @@ impl SpanAlloc {
                 cache_len: 0,
                 cache_bytes: 0,
                 mapped: 0,
+                maps: 0,
             }),
         }
     }
@@ -162,6 +166,11 @@ impl SpanAlloc {
     /// Bytes this allocator has mapped now (live, kept and cached).
     pub fn mapped(&self) -> usize {
         self.lock().mapped
+    }
+
+    /// Mappings this allocator has made since it started (each an `mmap` system call).
+    pub fn maps(&self) -> u64 {
+        self.lock().maps
     }
 
     fn small_alloc(&self, c: usize) -> *mut u8 {
@@ -199,7 +208,13 @@ impl SpanAlloc {
     unsafe fn small_free(&self, p: *mut u8, c: usize) {
         let s = (p as usize & !(SPAN - 1)) as *mut Span;
         let mut g = self.lock();
-        debug_assert_eq!((*s).class as usize, c);
+        // A free that breaks the contract (another class: not where the block came from; a
+        // span without live blocks, or the block freed last again: a double free) would
+        // corrupt the free list and hand one block to two owners. Abort at once: a panic
+        // here would allocate while this lock is held.
+        if (*s).class as usize != c || (*s).used == 0 || (*s).free == p {
+            std::process::abort();
+        }
         p.cast::<*mut u8>().write((*s).free);
         (*s).free = p;
         (*s).used -= 1;
@@ -217,37 +232,55 @@ impl SpanAlloc {
         let len = round_pages(size);
         if !zeroed {
             let mut g = self.lock();
-            if let Some(i) = (0..g.cache_len).find(|&i| g.cache[i].1 == len) {
+            // The most recently freed mapping of this length (its pages are the warmest).
+            if let Some(i) = (0..g.cache_len).rev().find(|&i| g.cache[i].1 == len) {
                 let p = g.cache[i].0;
-                g.cache_len -= 1;
-                g.cache[i] = g.cache[g.cache_len];
-                g.cache_bytes -= len;
+                g.uncache(i);
                 return p;
             }
         }
         let p = map(len);
         if !p.is_null() {
-            self.lock().mapped += len;
+            let mut g = self.lock();
+            g.mapped += len;
+            g.maps += 1;
         }
         p
     }
 
+    /// Caches a freed large mapping, unmapping the oldest cached ones to make room (a size
+    /// in steady use stays cached whatever was freed before it); one larger than the whole
+    /// cache is unmapped at once.
     fn large_free(&self, p: *mut u8, size: usize) {
         let len = round_pages(size);
         let mut g = self.lock();
-        if g.cache_len < LARGE_CACHE_SLOTS && g.cache_bytes + len <= LARGE_CACHE {
-            let n = g.cache_len;
-            g.cache[n] = (p, len);
-            g.cache_len += 1;
-            g.cache_bytes += len;
+        if len > LARGE_CACHE {
+            unmap(p, len);
+            g.mapped -= len;
             return;
         }
-        unmap(p, len);
-        g.mapped -= len;
+        while g.cache_len == LARGE_CACHE_SLOTS || g.cache_bytes + len > LARGE_CACHE {
+            let (old, old_len) = g.cache[0];
+            g.uncache(0);
+            unmap(old, old_len);
+            g.mapped -= old_len;
+        }
+        let n = g.cache_len;
+        g.cache[n] = (p, len);
+        g.cache_len += 1;
+        g.cache_bytes += len;
     }
 }
 
 impl Inner {
+    /// Takes cache entry `i` out, keeping the others oldest first.
+    fn uncache(&mut self, i: usize) {
+        let len = self.cache[i].1;
+        self.cache.copy_within(i + 1..self.cache_len, i);
+        self.cache_len -= 1;
+        self.cache_bytes -= len;
+    }
+
     /// A span for class `c` (a kept empty one, else a new mapping), listed; null when the OS
     /// refuses memory.
     fn new_span(&mut self, c: usize) -> *mut Span {
@@ -257,6 +290,7 @@ impl Inner {
                 return s;
             }
             self.mapped += SPAN;
+            self.maps += 1;
             s
         } else {
             let s = self.empty;

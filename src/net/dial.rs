@@ -334,13 +334,16 @@ impl Dial {
     }
 
     /// The failure class of this dial running out of time: `ProxyUnreachable` while the TCP
-    /// connect to an outbound proxy is still pending (the proxy is not answering);
-    /// `HandshakeTimeout` once TCP to the destination is up (TLS, the upgrade or an `ee` hello
-    /// stalled: what makes the `front` tier eligible); else `Timeout` (the TCP connect, or the
-    /// proxy still reaching the destination).
+    /// connect to an outbound proxy is still pending or the proxy has not given its own answer
+    /// (SOCKS5's method choice or credentials status: a stopped or wedged proxy process whose
+    /// listen queue still completes TCP handshakes); `HandshakeTimeout` once TCP to the
+    /// destination is up (TLS, the upgrade or an `ee` hello stalled: what makes the `front`
+    /// tier eligible); else `Timeout` (the TCP connect, or the proxy still reaching the
+    /// destination).
     pub fn timeout_failure(&self) -> Failure {
         match (&self.state, &self.via) {
             (State::Connecting(_), Some(_)) => Failure::ProxyUnreachable,
+            (State::Proxying(_, hs), Some(_)) if hs.awaits_proxy() => Failure::ProxyUnreachable,
             _ if self.tcp_done() => Failure::HandshakeTimeout,
             _ => Failure::Timeout,
         }
@@ -703,5 +706,63 @@ mod tests {
             classify_io(&std::io::Error::other("upgrade cut short")),
             Failure::ClosedEarly
         );
+    }
+
+    /// Drives `dial` (a raw TCP dial through a SOCKS5 proxy at a listener of this test) until
+    /// the proxy has taken `greeting` bytes of it, then returns what a deadline now would say.
+    fn timed_out_through(answer: &[u8], greeting: usize) -> Failure {
+        use std::io::{Read, Write};
+        let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("socks5://{}", proxy.local_addr().unwrap());
+        outbound::set_active(Some(outbound::Outbound {
+            proxy: outbound::OutboundProxy::parse(&url).unwrap(),
+            bypass: outbound::Bypass::default(),
+        }));
+        let poll = mio::Poll::new().unwrap();
+        let spec = DialSpec {
+            addr: "127.0.0.1:9".parse().unwrap(),
+            kind: DialKind::Tcp,
+        };
+        let mut dial = Dial::start(&spec, poll.registry(), Token(1), Duration::ZERO).unwrap();
+        let (mut side, _) = proxy.accept().unwrap();
+        side.set_nonblocking(true).unwrap();
+        let tls = crate::net::tls::client_config(None, false).unwrap();
+        let mut got = vec![0u8; greeting];
+        let (mut read, mut rounds) = (0, 0);
+        while read < greeting {
+            rounds += 1;
+            assert!(rounds < 5_000, "the greeting never came");
+            assert!(matches!(dial.drive(&tls), DialStep::Pending));
+            match side.read(&mut got[read..]) {
+                Ok(n) => read += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        side.write_all(answer).unwrap();
+        // The answer (if any) is taken, and the dial waits for what comes next.
+        for _ in 0..50 {
+            assert!(matches!(dial.drive(&tls), DialStep::Pending));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        outbound::set_active(None);
+        dial.timeout_failure()
+    }
+
+    /// Review finding (issue 19 §3): a SOCKS5 proxy that takes the TCP connection but never
+    /// answers its greeting (a stopped or wedged proxy process: the kernel still completes
+    /// the handshake into its listen queue) timed out as `timeout`, the route's failure: each
+    /// route was cooled in turn, and since it is not the proxy's failure every such dial told
+    /// the ladder the proxy works, so it was never taken down. Silence before the proxy's own
+    /// answer is the proxy's; silence after it took the CONNECT is the destination's.
+    #[test]
+    fn a_socks5_proxy_silent_before_its_own_answer_is_the_proxys_timeout() {
+        // Greeting `05 01 00` taken, never answered.
+        assert_eq!(timed_out_through(&[], 3), Failure::ProxyUnreachable);
+        // Method chosen (`05 00`), then the CONNECT request (10 bytes) waits for the
+        // destination: the route's timeout, as before.
+        assert_eq!(timed_out_through(&[5, 0], 3), Failure::Timeout);
     }
 }

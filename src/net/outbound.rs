@@ -502,6 +502,17 @@ impl Handshake {
         }
     }
 
+    /// True while the answer awaited is the proxy's own, before it has been asked to reach
+    /// the destination (SOCKS5's method choice and credentials status): silence then is the
+    /// proxy's failure. HTTP CONNECT has no such answer (the proxy replies once the
+    /// destination answered), so it is never.
+    pub fn awaits_proxy(&self) -> bool {
+        match self {
+            Handshake::Socks5(s) => s.awaits_proxy(),
+            Handshake::Http(_) => false,
+        }
+    }
+
     /// Feeds bytes read from the proxy (at most [`Handshake::want`]).
     ///
     /// Errors: the class of the refusal or protocol error.

@@ -169,6 +169,23 @@ impl OutProxy {
         self.addr
     }
 
+    /// Stops the proxy process (`SIGSTOP`): a wedged proxy. The kernel still completes TCP
+    /// handshakes into its listen queue, but nothing answers. [`OutProxy::resume`] undoes it.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Lets a [`OutProxy::pause`]d proxy run again (`SIGCONT`).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid; no memory is shared.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({sig}): {}", std::io::Error::last_os_error());
+    }
+
     /// The `--outbound-proxy` URL for it with its own credentials.
     pub fn url(&self) -> String {
         match &self.auth {

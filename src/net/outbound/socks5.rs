@@ -78,6 +78,12 @@ impl Socks5 {
         }
     }
 
+    /// True while the answer awaited is the proxy's own (its method choice or the status of
+    /// the credentials), not the CONNECT reply that waits for the destination.
+    pub fn awaits_proxy(&self) -> bool {
+        matches!(self.phase, Phase::Method | Phase::Auth)
+    }
+
     /// Takes bytes read from the proxy (at most [`Socks5::want`]; more is a protocol error).
     ///
     /// Errors: auth refused, a reply code ≠ 0, or a malformed answer.
