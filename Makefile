@@ -1,5 +1,5 @@
 # Makefile — developer entry points for tg-ws-proxy. Owns: the commands CI and people run
-# (test, demo, bench, size, cross builds, dist). Must not touch: source or test files; cross
+# (test, lint, demo, bench, size, cross builds, dist). Must not touch: source or test files; cross
 # toolchain details live in cross/build.sh so they can be run without make.
 #
 # GNU make. Recipes are indented with tabs.
@@ -23,12 +23,13 @@ CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 # `make dist` targets (all five by default); e.g. make dist DIST_TARGETS="mips-unknown-linux-musl"
 DIST_TARGETS ?= $(CROSS_ALL_TARGETS)
 
-.PHONY: help test demo bench bench-burst bench-returned bench-pit bench-freeze bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
+.PHONY: help test lint demo bench bench-burst bench-returned bench-pit bench-freeze bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
 	cross-bench
 
 help:
 	@echo "tg-ws-proxy make targets:"
 	@echo "  make test           cargo test --all-targets $(LOCKED)  (what CI runs on the host)"
+	@echo "  make lint           cargo fmt --check; cargo clippy --all-targets -- -D warnings  (CI, before the tests)"
 	@echo "  make demo           release build, then examples/demo.rs: fake DC + real proxy + probes"
 	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
 	@echo "  make bench-burst    only the burst of new sessions, with its --handshake-pace 0 reference (\$$BENCH_ARGS appended)"
@@ -49,6 +50,11 @@ help:
 
 test:
 	$(CARGO) test --all-targets $(LOCKED)
+
+# What CI checks before the tests: rustfmt's layout and clippy with every warning an error.
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets $(LOCKED) -- -D warnings
 
 demo:
 	$(CARGO) build --release $(LOCKED)

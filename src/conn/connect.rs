@@ -49,7 +49,8 @@ enum Slot {
     /// Candidate `cand` waits for its pacing slot (`timer` fires then).
     Paced { cand: usize, timer: TimerId },
     /// A dial in flight.
-    Dialing(Attempt),
+    /// A dial in flight (boxed: a dial is ~300 bytes, the other states a few words).
+    Dialing(Box<Attempt>),
 }
 
 impl Slot {
@@ -197,7 +198,7 @@ impl Connecting {
                 Slot::Paced { timer, .. } => {
                     ctx.wheel.cancel(timer);
                 }
-                Slot::Dialing(a) => abandon(self.plan.cands[a.cand].route, a, ctx),
+                Slot::Dialing(a) => abandon(self.plan.cands[a.cand].route, *a, ctx),
             }
         }
         for t in [self.hedge_timer.take(), self.budget_timer.take()]
@@ -396,7 +397,7 @@ impl Conn {
                             let f = a.dial.timeout_failure();
                             attempt_failed(c, &a, f, None, why, &peer, ctx);
                         } else {
-                            abandon(route, a, ctx);
+                            abandon(route, *a, ctx);
                         }
                     }
                 }
@@ -683,13 +684,13 @@ fn dial_candidate(
         },
     );
     ctx.stats.attempts[tier.index()] += 1;
-    c.slots[free] = Slot::Dialing(Attempt {
+    c.slots[free] = Slot::Dialing(Box::new(Attempt {
         cand: idx,
         dial,
         ready: Ready::default(),
         timer,
         started: ctx.now,
-    });
+    }));
     if c.hedge_timer.is_none() && c.pick().is_some() {
         let delay = ctx.ladder.hedge_delay(route);
         c.hedge_timer = Some(ctx.wheel.insert(

@@ -237,7 +237,8 @@ enum State {
     Connecting(TcpStream),
     /// TCP to the outbound proxy is up; its handshake runs.
     Proxying(TcpStream, Box<Handshake>),
-    Upgrading(Upgrade),
+    /// Boxed: the WS upgrade's TLS state is ~1.3 KiB, and every dial in flight would carry it.
+    Upgrading(Box<Upgrade>),
     /// The fake-TLS handshake toward an `ee` upstream proxy.
     Hello(TcpStream, Box<TlsHello>),
     Moved,
@@ -519,7 +520,7 @@ impl Dial {
                 };
                 match Upgrade::start(tls, host, path, *subprotocol, *origin) {
                     Ok(u) => {
-                        self.state = State::Upgrading(u);
+                        self.state = State::Upgrading(Box::new(u));
                         None
                     }
                     Err(e) => Some(failed_upgrade(e)),

@@ -50,7 +50,8 @@ pub enum ProbeOutcome {
 }
 
 enum Phase {
-    Dialing(Dial),
+    /// Boxed: a dial is ~300 bytes, the other phases a few words.
+    Dialing(Box<Dial>),
     Exchanging(Upstream),
     Done,
 }
@@ -161,7 +162,15 @@ impl Probe {
         framing: Framing,
     ) -> Probe {
         let via_proxy = dial.via().is_some();
-        let mut p = Probe::with_phase(route, id, dc, Phase::Dialing(dial), started, goal, framing);
+        let mut p = Probe::with_phase(
+            route,
+            id,
+            dc,
+            Phase::Dialing(Box::new(dial)),
+            started,
+            goal,
+            framing,
+        );
         p.via_proxy = via_proxy;
         p
     }
