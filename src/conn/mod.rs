@@ -28,6 +28,7 @@ mod handshake;
 pub mod mask;
 pub mod per_ip;
 mod proxy_step;
+mod race;
 mod relay;
 mod timers;
 
@@ -553,5 +554,23 @@ impl Conn {
     /// The tier this session is relaying over now; `None` while it is still connecting.
     pub fn relaying_tier(&self) -> Option<Tier> {
         self.info.connected_ms.and(self.info.tier)
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// The slab holds one `Conn` per session: prints its size (and its phases') for the
+    /// memory-per-session budget (`cargo test --lib conn_sizes -- --nocapture`).
+    #[test]
+    fn conn_sizes() {
+        use std::mem::size_of;
+        println!(
+            "size_of Conn={} Phase={} Connecting={} Relaying={}",
+            size_of::<super::Conn>(),
+            size_of::<super::Phase>(),
+            size_of::<super::Connecting>(),
+            size_of::<super::Relaying>()
+        );
+        assert!(size_of::<super::Conn>() > 0);
     }
 }

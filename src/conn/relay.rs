@@ -12,11 +12,10 @@
 //! request replayable (`relay::replay`) and arms `--pool-first-byte-timeout` once the client's
 //! first bytes went out; if the upstream is still silent then, the ladder is told
 //! ([`Observation::PooledSilent`]) and the session goes back to connecting on a fresh route with
-//! the request replayed ([`Connecting::retry`]), or, when the request outgrew its bound, is
+//! the request replayed ([`Overdue::Replay`]; `timers` starts the connect phase again), or, when the request outgrew its bound, is
 //! closed so the client reconnects. At most once: a retried session never takes the pool.
 
 use super::client_io::ClientIo;
-use super::connect::Connecting;
 use super::{Conn, Ctx, Phase, Ready, SessionInfo, SessionTimer, Step};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
@@ -228,34 +227,49 @@ impl Conn {
     }
 
     /// The first-byte deadline fired: if the pooled upstream is still silent, blame it and
-    /// replay the request on a fresh route (or close when it cannot be replayed).
-    pub(super) fn first_byte_overdue(&mut self, ctx: &mut Ctx<'_>) -> Step {
+    /// hand the request back for a replay on a fresh route (or close when it cannot be
+    /// replayed).
+    pub(super) fn first_byte_overdue(&mut self, ctx: &mut Ctx<'_>) -> Overdue {
         let timeout = ctx.cfg.pool_first_byte_timeout.as_millis() as u64;
         let (Phase::Relay(r), Some(route), Some(dc)) = (&self.phase, self.info.route, self.info.dc)
         else {
-            return Step::Progress;
+            return Overdue::Step(Step::Progress);
         };
         if !r.core.silent_past(timeout, ctx.now) {
-            return Step::Progress;
+            return Overdue::Step(Step::Progress);
         }
         let obs = Observation::PooledSilent {
             route,
             taken_at: self.info.connected_ms.unwrap_or(ctx.now),
         };
         ctx.ladder.observe(obs, ctx.now);
-        let peer = self.peer;
         if !r.core.replayable() {
             let sent = self.info.meter.bytes_up;
             ctx.warn_client(
-                peer,
+                self.peer,
                 format_args!(
                     "{dc}: pooled upstream {} sent nothing within {timeout}ms and the request \
                      ({sent} bytes) is too large to replay, closing so the client retries",
                     self.info.target.trim_end_matches(" (pooled)")
                 ),
             );
-            return Step::Close(CloseReason::UpstreamSilent);
+            return Overdue::Step(Step::Close(CloseReason::UpstreamSilent));
         }
+        match self.rewind_relay(timeout, dc, ctx) {
+            Some(resume) => Overdue::Replay(Box::new(resume), dc),
+            None => Overdue::Step(Step::Close(CloseReason::UpstreamSilent)),
+        }
+    }
+
+    /// Drops the silent pooled upstream and the old relay's timers and watches; returns the
+    /// client's request to replay (`None`: nothing can be replayed after all).
+    fn rewind_relay(
+        &mut self,
+        timeout: u64,
+        dc: crate::mtproto::dc::DcId,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<crate::relay::Resume> {
+        let peer = self.peer;
         let Phase::Relay(r) = std::mem::replace(&mut self.phase, Phase::Closed) else {
             unreachable!("the phase was Relay just above");
         };
@@ -265,10 +279,8 @@ impl Conn {
         let resume = core.rewind(ctx.scratch);
         upstream.shutdown();
         drop(upstream);
-        let Some(resume) = resume else {
-            // `replayable` said yes a moment ago; nothing can be replayed after all.
-            return Step::Close(CloseReason::UpstreamSilent);
-        };
+        // `replayable` said yes a moment ago; `None`: nothing can be replayed after all.
+        let resume = resume?;
         // The old relay's timers (ping, a linger begun by a half-close, the stall check) and
         // watches are not the new one's: the silence so far was the dead upstream's, and the
         // replay is not the client asking again.
@@ -299,8 +311,15 @@ impl Conn {
         self.info.route = None;
         self.info.connected_ms = None;
         self.info.connect_rtt = None;
-        let connecting = Connecting::retry(resume, dc, self.slot, self.id, ctx);
-        self.phase = Phase::Connecting(Box::new(connecting));
-        Step::Progress
+        Some(resume)
     }
+}
+
+/// What a pooled upstream's overdue first byte leads to.
+pub(super) enum Overdue {
+    /// Go on (not silent after all) or close.
+    Step(Step),
+    /// The request of the session on DC `.1`, to replay on a fresh route: the session goes
+    /// back to connecting (`Connecting::retry`). Boxed: the client's keys are ~2 KiB.
+    Replay(Box<crate::relay::Resume>, crate::mtproto::dc::DcId),
 }

@@ -93,7 +93,15 @@ impl Conn {
             }
             SessionTimer::FirstByte => {
                 self.first_byte_timer = None;
-                self.first_byte_overdue(ctx)
+                match self.first_byte_overdue(ctx) {
+                    relay::Overdue::Step(step) => step,
+                    relay::Overdue::Replay(resume, dc) => {
+                        let (slot, id, peer) = (self.slot, self.id, self.peer);
+                        let c = Connecting::retry(*resume, dc, slot, id, peer, ctx);
+                        self.phase = Phase::Connecting(Box::new(c));
+                        Step::Progress
+                    }
+                }
             }
             SessionTimer::Stall => self.stall_due(ctx),
             SessionTimer::Idle => {
