@@ -291,31 +291,10 @@ impl Conn {
             why
         };
         ctx.stats.masked[why.index()] += 1;
-        let Some((host, port)) = mask_target(ctx.cfg, sni) else {
-            return self.mask_failed(
-                why,
-                "-",
-                CloseReason::MaskUnreachable,
-                "no --mask-host and no ee secret",
-                ctx,
-            );
+        let (label, addr, target) = match self.mask_addr(why, sni, ctx) {
+            Ok(found) => found,
+            Err(step) => return step,
         };
-        let label = format!("{host}:{port}");
-        let ip = match ctx.dns.lookup(&host, ctx.now) {
-            crate::dns::Lookup::Ready(ip) => ip,
-            crate::dns::Lookup::Pending => {
-                let what = "name not resolved yet (a query was started)";
-                return self.mask_failed(why, &label, CloseReason::MaskUnreachable, what, ctx);
-            }
-            crate::dns::Lookup::Failed(e) => {
-                return self.mask_failed(why, &label, CloseReason::MaskUnreachable, &e, ctx);
-            }
-        };
-        let addr = SocketAddr::new(ip, port);
-        if is_loop(addr, ctx.listen, &mut host_has) {
-            let what = format!("{addr} is our own listener");
-            return self.mask_failed(why, &label, CloseReason::MaskLoop, &what, ctx);
-        }
         let mut up = match tcp::start(addr) {
             Ok(s) => s,
             Err(e) => {
@@ -337,11 +316,6 @@ impl Conn {
             .ok()
             .map(|l| Ends::new(l, addr))
             .filter(|&e| ctx.mask_conns.insert(e, self.slot, self.id));
-        let target = if host == ip.to_string() {
-            label
-        } else {
-            format!("{label} ({ip})")
-        };
         self.phase = Phase::Mask(Box::new(Masking {
             up,
             up_ready: Ready::default(),
@@ -362,6 +336,48 @@ impl Conn {
         let at = ctx.now + ctx.cfg.mask_connect_timeout.as_millis() as u64;
         self.arm(at, SessionTimer::Mask, ctx);
         Step::Progress
+    }
+
+    /// The mask target's address for this client (`sni`: its hello's), with its label
+    /// (`host:port`) and the target the close line names (`host:port (ip)` for a name); `Err`:
+    /// the session closes (no target, a name not resolved, our own listener).
+    fn mask_addr(
+        &mut self,
+        why: MaskWhy,
+        sni: Option<&[u8]>,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(String, SocketAddr, String), Step> {
+        let Some((host, port)) = mask_target(ctx.cfg, sni) else {
+            return Err(self.mask_failed(
+                why,
+                "-",
+                CloseReason::MaskUnreachable,
+                "no --mask-host and no ee secret",
+                ctx,
+            ));
+        };
+        let label = format!("{host}:{port}");
+        let ip = match ctx.dns.lookup(&host, ctx.now) {
+            crate::dns::Lookup::Ready(ip) => ip,
+            crate::dns::Lookup::Pending => {
+                let what = "name not resolved yet (a query was started)";
+                return Err(self.mask_failed(why, &label, CloseReason::MaskUnreachable, what, ctx));
+            }
+            crate::dns::Lookup::Failed(e) => {
+                return Err(self.mask_failed(why, &label, CloseReason::MaskUnreachable, &e, ctx));
+            }
+        };
+        let addr = SocketAddr::new(ip, port);
+        if is_loop(addr, ctx.listen, &mut host_has) {
+            let what = format!("{addr} is our own listener");
+            return Err(self.mask_failed(why, &label, CloseReason::MaskLoop, &what, ctx));
+        }
+        let target = if host == ip.to_string() {
+            label.clone()
+        } else {
+            format!("{label} ({ip})")
+        };
+        Ok((label, addr, target))
     }
 
     /// `--no-mask`: the client is refused like a bad init.

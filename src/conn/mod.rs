@@ -197,6 +197,24 @@ enum Phase {
     Mask(Box<mask::Masking>),
 }
 
+impl Phase {
+    /// Ends a closing session's phase, each its own way: a connect race is cancelled (losers
+    /// finish as pool fills), a relay gives its large buffer back and says goodbye upstream, a
+    /// masked session is handed back for its own close (`mask_closed`).
+    fn end(self, ctx: &mut Ctx<'_>) -> Option<Box<mask::Masking>> {
+        match self {
+            Phase::Mask(m) => return Some(m),
+            Phase::Connecting(mut c) => c.cancel_all(ctx),
+            Phase::Relay(mut r) => {
+                r.release(ctx.scratch);
+                r.shutdown();
+            }
+            Phase::Handshake(_) | Phase::Draining(_) | Phase::Closed | Phase::Pre(_) => {}
+        }
+        None
+    }
+}
+
 pub use crate::relay::Ready;
 
 /// One client session.
@@ -374,60 +392,28 @@ impl Conn {
         ctx.ladder.observe(obs, ctx.now);
     }
 
-    /// Ends the session: cancels timers, logs the close line, updates counters. Sockets are
-    /// closed when the `Conn` is dropped by the reactor.
+    /// Ends the session: cancels timers, reports the end to the ladder, ends the phase (each
+    /// phase its own way: [`Phase::end`]), updates counters and logs the close line. Sockets
+    /// are closed when the `Conn` is dropped by the reactor.
     fn close(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) {
         if matches!(self.phase, Phase::Closed) {
             return;
         }
-        if let Some(t) = self.timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        if let Some(t) = self.idle_timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        if let Some(t) = self.ping_timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        if let Some(t) = self.first_byte_timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        if let Some((t, _)) = self.stall_timer.take() {
+        let stall_timer = self.stall_timer.take().map(|(t, _)| t);
+        let timers = [
+            self.timer.take(),
+            self.idle_timer.take(),
+            self.ping_timer.take(),
+            self.first_byte_timer.take(),
+            stall_timer,
+        ];
+        for t in timers.into_iter().flatten() {
             ctx.wheel.cancel(t);
         }
         self.session_verdicts(reason, ctx);
         ctx.per_ip.end(std::mem::take(&mut self.per_ip), ctx.now);
-        if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
-            let by_upstream = matches!(
-                reason,
-                CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
-            );
-            let short_ms = ctx.cfg.short_session.as_millis() as u64;
-            let after_ping = by_upstream
-                && self.ping_sent.is_some_and(|(at, down)| {
-                    down == self.info.meter.bytes_down && ctx.now.saturating_sub(at) <= short_ms
-                });
-            let end = SessionEnd {
-                connected_at,
-                bytes_up: self.info.meter.bytes_up,
-                bytes_down: self.info.meter.bytes_down,
-                by_upstream,
-                after_ping,
-            };
-            ctx.ladder
-                .observe(Observation::SessionEnded { route, end }, ctx.now);
-        }
-        let old = std::mem::replace(&mut self.phase, Phase::Closed);
-        let mut masked = None;
-        match old {
-            Phase::Mask(m) => masked = Some(m),
-            Phase::Connecting(mut c) => c.cancel_all(ctx),
-            Phase::Relay(mut r) => {
-                r.release(ctx.scratch);
-                r.shutdown();
-            }
-            _ => {}
-        }
+        self.report_end(reason, ctx);
+        let masked = std::mem::replace(&mut self.phase, Phase::Closed).end(ctx);
         let _ = self.client.tcp().shutdown(std::net::Shutdown::Both);
         let zero = self.info.meter.bytes_down == 0 && reason.side() == crate::error::Side::Client;
         ctx.stats
@@ -442,6 +428,38 @@ impl Conn {
             log::debug!("client {} closed before a session: {reason}", self.peer);
             return;
         }
+        self.close_line(reason, ctx);
+    }
+
+    /// Tells the ladder how a connected session ended ([`Observation::SessionEnded`]): by the
+    /// upstream or not, and right after our WS ping or not.
+    fn report_end(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) {
+        let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) else {
+            return;
+        };
+        let by_upstream = matches!(
+            reason,
+            CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
+        );
+        let short_ms = ctx.cfg.short_session.as_millis() as u64;
+        let after_ping = by_upstream
+            && self.ping_sent.is_some_and(|(at, down)| {
+                down == self.info.meter.bytes_down && ctx.now.saturating_sub(at) <= short_ms
+            });
+        let end = SessionEnd {
+            connected_at,
+            bytes_up: self.info.meter.bytes_up,
+            bytes_down: self.info.meter.bytes_down,
+            by_upstream,
+            after_ping,
+        };
+        ctx.ladder
+            .observe(Observation::SessionEnded { route, end }, ctx.now);
+    }
+
+    /// The close line of a session that got past the handshake: always for one that relayed,
+    /// folded for one that never reached an upstream.
+    fn close_line(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) {
         let dur = ctx.now.saturating_sub(self.started);
         let ttfb = match self.info.meter.first_down_ms {
             Some(t) => format!("{}ms", t.saturating_sub(self.started)),
