@@ -186,7 +186,9 @@ pub enum Status {
 }
 
 enum Phase {
-    Handshake(handshake::Handshake),
+    /// Reading and checking the init (boxed: its buffers are ~128 bytes; a held relaying
+    /// session's slab entry does not carry them).
+    Handshake(Box<handshake::Handshake>),
     Draining(CloseReason),
     Connecting(Box<Connecting>),
     Relay(Box<Relaying>),
@@ -588,6 +590,16 @@ mod size_tests {
             size_of::<super::Phase>(),
             size_of::<super::Connecting>(),
             size_of::<super::Relaying>()
+        );
+        println!(
+            "size_of Handshake={} Pre={} ClientIo={} SessionInfo={} StallWatch={} Kept={} Held={}",
+            size_of::<super::handshake::Handshake>(),
+            size_of::<super::proxy_step::PreHandshake>(),
+            size_of::<super::ClientIo>(),
+            size_of::<super::SessionInfo>(),
+            size_of::<super::StallWatch>(),
+            size_of::<super::timers::Kept>(),
+            size_of::<super::per_ip::Held>(),
         );
         assert!(size_of::<super::Conn>() > 0);
     }
