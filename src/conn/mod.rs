@@ -201,13 +201,15 @@ enum Phase {
 
 impl Phase {
     /// Ends a closing session's phase, each its own way: a connect race is cancelled (losers
-    /// finish as pool fills), a relay gives its large buffer back and says goodbye upstream, a
+    /// finish as pool fills), a relay cancels its own timers, gives its large buffer back and
+    /// says goodbye upstream, a
     /// masked session is handed back for its own close (`mask_closed`).
     fn end(self, ctx: &mut Ctx<'_>) -> Option<Box<mask::Masking>> {
         match self {
             Phase::Mask(m) => return Some(m),
             Phase::Connecting(mut c) => c.cancel_all(ctx),
             Phase::Relay(mut r) => {
+                r.cancel_timers(ctx);
                 r.release(ctx.scratch);
                 r.shutdown();
             }
@@ -231,13 +233,7 @@ pub struct Conn {
     phase: Phase,
     timer: Option<TimerId>,
     idle_timer: Option<TimerId>,
-    ping_timer: Option<TimerId>,
-    /// Deadline for a pooled upstream's first byte (see `relay::Relaying`).
-    first_byte_timer: Option<TimerId>,
     last_activity: u64,
-    /// Our last WS ping: when (ms) and the bytes down then (a close right after it, before any
-    /// further downstream byte, is reported to the ladder).
-    ping_sent: Option<(u64, u64)>,
     /// Watches for the upstream freezing while the client waits (docs/design.md §4 rule 7).
     stall: StallWatch,
     /// The stall check's timer and the time it is armed for (re-armed when the watch's next
@@ -319,10 +315,7 @@ impl Conn {
             phase: Phase::Pre(proxy_step::PreHandshake::new(ctx.cfg.proxy_protocol)),
             timer: Some(timer),
             idle_timer: None,
-            ping_timer: None,
-            first_byte_timer: None,
             last_activity: ctx.now,
-            ping_sent: None,
             stall: StallWatch::new(stall_bounds(ctx.cfg), ctx.now),
             stall_timer: None,
             info: SessionInfo::default(),
@@ -402,13 +395,7 @@ impl Conn {
             return;
         }
         let stall_timer = self.stall_timer.take().map(|(t, _)| t);
-        let timers = [
-            self.timer.take(),
-            self.idle_timer.take(),
-            self.ping_timer.take(),
-            self.first_byte_timer.take(),
-            stall_timer,
-        ];
+        let timers = [self.timer.take(), self.idle_timer.take(), stall_timer];
         for t in timers.into_iter().flatten() {
             ctx.wheel.cancel(t);
         }
@@ -445,7 +432,7 @@ impl Conn {
         );
         let short_ms = ctx.cfg.short_session.as_millis() as u64;
         let after_ping = by_upstream
-            && self.ping_sent.is_some_and(|(at, down)| {
+            && self.ping_sent().is_some_and(|(at, down)| {
                 down == self.info.meter.bytes_down && ctx.now.saturating_sub(at) <= short_ms
             });
         let end = SessionEnd {

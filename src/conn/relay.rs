@@ -27,6 +27,7 @@ use crate::relay::stall::{Effect, TcpView};
 use crate::relay::{LinkKind, Outcome, Relay, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::Observation;
+use crate::timer::TimerId;
 use log::debug;
 
 /// The relay phase: core, upstream socket, upstream readiness.
@@ -37,6 +38,13 @@ pub struct Relaying {
     /// The upstream's keepalive probe count before the freeze watch raised it, while raised
     /// (given back on relax).
     keepcnt: Option<u32>,
+    /// The WS keepalive ping's timer (`timers`).
+    pub(super) ping_timer: Option<TimerId>,
+    /// Deadline for a pooled upstream's first byte (`--pool-first-byte-timeout`).
+    first_byte_timer: Option<TimerId>,
+    /// Our last WS ping: when (ms) and the bytes down then (a close right after it, before any
+    /// further downstream byte, is reported to the ladder).
+    pub(super) ping_sent: Option<(u64, u64)>,
 }
 
 impl Relaying {
@@ -75,7 +83,26 @@ impl Relaying {
                 write: true,
             },
             keepcnt: None,
+            ping_timer: None,
+            first_byte_timer: None,
+            ping_sent: None,
         }
+    }
+
+    /// Cancels the relay phase's own timers (the WS ping, the first-byte deadline): the session
+    /// closes or the relay is rewound.
+    pub(super) fn cancel_timers(&mut self, ctx: &mut Ctx<'_>) {
+        for t in [self.ping_timer.take(), self.first_byte_timer.take()]
+            .into_iter()
+            .flatten()
+        {
+            ctx.wheel.cancel(t);
+        }
+    }
+
+    /// The first-byte deadline fired (it is no longer armed).
+    pub(super) fn first_byte_fired(&mut self) {
+        self.first_byte_timer = None;
     }
 
     /// Makes the queued init the one toward an upstream MTProto proxy with secret key `key`
@@ -209,18 +236,18 @@ impl Conn {
     /// After a relay step: arms the first-byte deadline once a pooled upstream got the client's
     /// first bytes, and cancels it once the upstream spoke.
     pub(super) fn watch_first_byte(&mut self, ctx: &mut Ctx<'_>) {
-        let Phase::Relay(r) = &self.phase else {
+        let ev = self.timer_ev(SessionTimer::FirstByte);
+        let Phase::Relay(r) = &mut self.phase else {
             return;
         };
-        match (r.core.waiting_since(), self.first_byte_timer) {
+        match (r.core.waiting_since(), r.first_byte_timer) {
             (Some(since), None) => {
                 let at = since + ctx.cfg.pool_first_byte_timeout.as_millis() as u64;
-                let ev = self.timer_ev(SessionTimer::FirstByte);
-                self.first_byte_timer = Some(ctx.wheel.insert(at, ev));
+                r.first_byte_timer = Some(ctx.wheel.insert(at, ev));
             }
             (None, Some(t)) => {
                 ctx.wheel.cancel(t);
-                self.first_byte_timer = None;
+                r.first_byte_timer = None;
             }
             _ => {}
         }
@@ -273,9 +300,12 @@ impl Conn {
         let Phase::Relay(r) = std::mem::replace(&mut self.phase, Phase::Closed) else {
             unreachable!("the phase was Relay just above");
         };
+        let mut r = *r;
+        // Its ping timer (its first-byte deadline just fired) and last ping go with it.
+        r.cancel_timers(ctx);
         let Relaying {
             core, mut upstream, ..
-        } = *r;
+        } = r;
         let resume = core.rewind(ctx.scratch);
         upstream.shutdown();
         drop(upstream);
@@ -285,15 +315,11 @@ impl Conn {
         // watches are not the new one's: the silence so far was the dead upstream's, and the
         // replay is not the client asking again.
         let stall_timer = self.stall_timer.take().map(|(t, _)| t);
-        for t in [self.ping_timer.take(), self.timer.take(), stall_timer]
-            .into_iter()
-            .flatten()
-        {
+        for t in [self.timer.take(), stall_timer].into_iter().flatten() {
             ctx.wheel.cancel(t);
         }
         self.stall = StallWatch::new(super::stall_bounds(ctx.cfg), ctx.now)
             .after(self.info.meter.bytes_up, self.info.meter.bytes_down);
-        self.ping_sent = None;
         ctx.stats.pool_retries += 1;
         ctx.warn_client(
             peer,
