@@ -10,10 +10,13 @@
 //! `proxy_step` reads the PROXY header (`--proxy-protocol`) and admits the client's address
 //! (`per_ip`, released once at close); `mask` relays a client that is not ours (a fake-TLS
 //! hello not ours, not TLS on an ee-only port) to the mask host. `handshake` reads and checks
-//! the 64-byte init (after the fake-TLS handshake for `ee` secrets), `connect` runs upstream
-//! attempts down the ladder's plan, `relay` is the shell around the sans-IO relay core
-//! (`crate::relay`); a session whose pooled upstream stays silent goes back from Relay to
-//! Connecting, once (`relay`). `client_io` is the client stream every phase reads and writes:
+//! the 64-byte init (after the fake-TLS handshake for `ee` secrets); `race` is the sans-IO core
+//! of the connect phase (which candidate of the ladder's plan is dialled when, the hedge, the
+//! budget, the losers' fate) and `connect` its shell; `relay` is the shell around the sans-IO
+//! relay core (`crate::relay`); a session whose pooled upstream stays silent goes back from
+//! Relay to Connecting, once (`relay`, `timers`). Each phase owns only its own state (boxed,
+//! but for `Pre`, `Draining` and `Closed`: the slab entry stays small) and ends its own way
+//! (`Phase::end`). `client_io` is the client stream every phase reads and writes:
 //! the socket, plain or with the fake-TLS record layer once the handshake switched it. This
 //! module owns the session struct, its timer kinds ([`SessionTimer`]), event dispatch and the
 //! close path; `timers` what each timer does when it fires and how it is armed. The reactor
