@@ -478,7 +478,7 @@ impl Conn {
                 ""
             }
         );
-        let connecting = Connecting::new(accepted, dc, self.slot, self.id, ctx);
+        let connecting = Connecting::new(accepted, dc, self.slot, self.id, self.peer, ctx);
         self.phase = Phase::Connecting(Box::new(connecting));
         let idle_at = ctx.now + self.kept.idle_ms();
         self.arm_idle(idle_at, ctx);

@@ -6,7 +6,8 @@
 //! Owns [`Conn::start_mask`] (the entry point the handshake calls), the `Phase::Mask` splice
 //! (two relay buffers that hold a block of the session buffer pool only while bytes wait to be
 //! written, so an idle or trickling masked session holds none; edge-triggered like the relay,
-//! half-close: an end of stream from one side is a `shutdown(Write)` on the other; the session
+//! half-close: each direction is a `Flow`, open → ended (its source sent EOF) → shut (the other
+//! side got its `shutdown(Write)` once the bytes went out); the session
 //! ends when both ended, on an error, or after `--mask-idle-timeout` without a byte), the target
 //! choice ([`mask_target`]) and the loop checks ([`is_loop`] before connecting; [`MaskConns`],
 //! `mask/conns.rs`, for a connection that is one of our own mask connections by both ends, at
@@ -128,6 +129,28 @@ struct Splice {
     /// Bytes of `prefix` written so far.
     sent: usize,
     buf: RelayBuf,
+    /// Where this direction is: open, its source ended, or its sink's write half shut.
+    flow: Flow,
+}
+
+/// One direction of the splice, from its source's read half to its sink's write half.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    /// Bytes flow.
+    Open,
+    /// The source's read half ended; what is buffered still goes out.
+    Ended,
+    /// Everything went out and the sink's write half is shut (sticky).
+    Shut,
+}
+
+/// Whether the mask connection's connect finished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// The non-blocking connect runs (`--mask-connect-timeout` bounds it).
+    Connecting,
+    /// Connected: bytes are spliced (`--mask-idle-timeout` bounds a silence).
+    Up,
 }
 
 impl Splice {
@@ -137,6 +160,7 @@ impl Splice {
             prefix,
             sent: 0,
             buf: scratch.own_buffer(MASK_BUF),
+            flow: Flow::Open,
         }
     }
 
@@ -175,10 +199,6 @@ struct Side<'a> {
     /// wraps it).
     sock: &'a mut dyn Endpoint,
     ready: &'a mut Ready,
-    /// The side's read half ended.
-    eof: &'a mut bool,
-    /// We shut its write half.
-    shut: &'a mut bool,
 }
 
 /// Moves bytes `from` → `to` through `buf` once each way it can; `Ok(true)` on progress. A
@@ -192,7 +212,7 @@ fn pump(
     moved: &mut u64,
 ) -> Result<bool, (bool, std::io::Error)> {
     let mut progress = false;
-    if !*from.eof && from.ready.read && scratch.attach(&mut buf.buf) {
+    if buf.flow == Flow::Open && from.ready.read && scratch.attach(&mut buf.buf) {
         let room = buf.buf.space();
         if !room.is_empty() {
             match read_once(from.sock, room) {
@@ -203,7 +223,7 @@ fn pump(
                 }
                 Io::Blocked => from.ready.read = false,
                 Io::Eof => {
-                    *from.eof = true;
+                    buf.flow = Flow::Ended;
                     progress = true;
                 }
                 Io::Failed(e) => {
@@ -226,9 +246,9 @@ fn pump(
             Io::Failed(e) => return Err((false, e)),
         }
     }
-    if *from.eof && buf.is_empty() && !*to.shut {
+    if buf.flow == Flow::Ended && buf.is_empty() {
         let _ = to.sock.shutdown_write();
-        *to.shut = true;
+        buf.flow = Flow::Shut;
         progress = true;
     }
     Ok(progress)
@@ -238,15 +258,11 @@ fn pump(
 pub struct Masking {
     up: TcpStream,
     up_ready: Ready,
-    connected: bool,
+    link: Link,
     /// Client → mask host, starting with the captured bytes.
     c2u: Splice,
     /// Mask host → client.
     u2c: Splice,
-    client_eof: bool,
-    up_eof: bool,
-    client_shut: bool,
-    up_shut: bool,
     why: MaskWhy,
     /// `HOST:PORT (ADDR)` for the close line.
     target: String,
@@ -291,31 +307,10 @@ impl Conn {
             why
         };
         ctx.stats.masked[why.index()] += 1;
-        let Some((host, port)) = mask_target(ctx.cfg, sni) else {
-            return self.mask_failed(
-                why,
-                "-",
-                CloseReason::MaskUnreachable,
-                "no --mask-host and no ee secret",
-                ctx,
-            );
+        let (label, addr, target) = match self.mask_addr(why, sni, ctx) {
+            Ok(found) => found,
+            Err(step) => return step,
         };
-        let label = format!("{host}:{port}");
-        let ip = match ctx.dns.lookup(&host, ctx.now) {
-            crate::dns::Lookup::Ready(ip) => ip,
-            crate::dns::Lookup::Pending => {
-                let what = "name not resolved yet (a query was started)";
-                return self.mask_failed(why, &label, CloseReason::MaskUnreachable, what, ctx);
-            }
-            crate::dns::Lookup::Failed(e) => {
-                return self.mask_failed(why, &label, CloseReason::MaskUnreachable, &e, ctx);
-            }
-        };
-        let addr = SocketAddr::new(ip, port);
-        if is_loop(addr, ctx.listen, &mut host_has) {
-            let what = format!("{addr} is our own listener");
-            return self.mask_failed(why, &label, CloseReason::MaskLoop, &what, ctx);
-        }
         let mut up = match tcp::start(addr) {
             Ok(s) => s,
             Err(e) => {
@@ -337,21 +332,12 @@ impl Conn {
             .ok()
             .map(|l| Ends::new(l, addr))
             .filter(|&e| ctx.mask_conns.insert(e, self.slot, self.id));
-        let target = if host == ip.to_string() {
-            label
-        } else {
-            format!("{label} ({ip})")
-        };
         self.phase = Phase::Mask(Box::new(Masking {
             up,
             up_ready: Ready::default(),
-            connected: false,
+            link: Link::Connecting,
             c2u: Splice::with(captured, ctx.scratch),
             u2c: Splice::with(Vec::new(), ctx.scratch),
-            client_eof: false,
-            up_eof: false,
-            client_shut: false,
-            up_shut: false,
             why,
             target,
             ends,
@@ -362,6 +348,48 @@ impl Conn {
         let at = ctx.now + ctx.cfg.mask_connect_timeout.as_millis() as u64;
         self.arm(at, SessionTimer::Mask, ctx);
         Step::Progress
+    }
+
+    /// The mask target's address for this client (`sni`: its hello's), with its label
+    /// (`host:port`) and the target the close line names (`host:port (ip)` for a name); `Err`:
+    /// the session closes (no target, a name not resolved, our own listener).
+    fn mask_addr(
+        &mut self,
+        why: MaskWhy,
+        sni: Option<&[u8]>,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(String, SocketAddr, String), Step> {
+        let Some((host, port)) = mask_target(ctx.cfg, sni) else {
+            return Err(self.mask_failed(
+                why,
+                "-",
+                CloseReason::MaskUnreachable,
+                "no --mask-host and no ee secret",
+                ctx,
+            ));
+        };
+        let label = format!("{host}:{port}");
+        let ip = match ctx.dns.lookup(&host, ctx.now) {
+            crate::dns::Lookup::Ready(ip) => ip,
+            crate::dns::Lookup::Pending => {
+                let what = "name not resolved yet (a query was started)";
+                return Err(self.mask_failed(why, &label, CloseReason::MaskUnreachable, what, ctx));
+            }
+            crate::dns::Lookup::Failed(e) => {
+                return Err(self.mask_failed(why, &label, CloseReason::MaskUnreachable, &e, ctx));
+            }
+        };
+        let addr = SocketAddr::new(ip, port);
+        if is_loop(addr, ctx.listen, &mut host_has) {
+            let what = format!("{addr} is our own listener");
+            return Err(self.mask_failed(why, &label, CloseReason::MaskLoop, &what, ctx));
+        }
+        let target = if host == ip.to_string() {
+            label.clone()
+        } else {
+            format!("{label} ({ip})")
+        };
+        Ok((label, addr, target))
     }
 
     /// `--no-mask`: the client is refused like a bad init.
@@ -403,13 +431,13 @@ impl Conn {
             return Step::Wait;
         };
         let mut just_connected = false;
-        if !m.connected {
+        if m.link == Link::Connecting {
             if !m.up_ready.write {
                 return Step::Wait;
             }
             match check_connected(&m.up) {
                 ConnectState::Connected => {
-                    m.connected = true;
+                    m.link = Link::Up;
                     just_connected = true;
                 }
                 ConnectState::Pending => {
@@ -425,14 +453,10 @@ impl Conn {
         let mut client = Side {
             sock: &mut self.client,
             ready: &mut self.client_ready,
-            eof: &mut m.client_eof,
-            shut: &mut m.client_shut,
         };
         let mut up = Side {
             sock: &mut m.up,
             ready: &mut m.up_ready,
-            eof: &mut m.up_eof,
-            shut: &mut m.up_shut,
         };
         let scratch = &*ctx.scratch;
         let a = pump(&mut client, &mut up, &mut m.c2u, scratch, &mut m.bytes_up);
@@ -452,7 +476,8 @@ impl Conn {
             (Ok(p), Some(Ok(q))) => p || q,
             (Ok(p), None) => p,
         };
-        if m.client_eof && m.up_eof && m.c2u.is_empty() && m.u2c.is_empty() {
+        let ended = |s: &Splice| s.flow != Flow::Open && s.is_empty();
+        if ended(&m.c2u) && ended(&m.u2c) {
             m.end = "both ended".into();
             return Step::Close(CloseReason::Masked);
         }
@@ -477,7 +502,7 @@ impl Conn {
         let Phase::Mask(m) = &mut self.phase else {
             return Step::Progress;
         };
-        if !m.connected {
+        if m.link == Link::Connecting {
             let secs = ctx.cfg.mask_connect_timeout.as_secs_f64();
             m.end = format!("no connect within {secs:.1}s");
             return Step::Close(CloseReason::MaskUnreachable);

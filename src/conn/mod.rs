@@ -10,10 +10,13 @@
 //! `proxy_step` reads the PROXY header (`--proxy-protocol`) and admits the client's address
 //! (`per_ip`, released once at close); `mask` relays a client that is not ours (a fake-TLS
 //! hello not ours, not TLS on an ee-only port) to the mask host. `handshake` reads and checks
-//! the 64-byte init (after the fake-TLS handshake for `ee` secrets), `connect` runs upstream
-//! attempts down the ladder's plan, `relay` is the shell around the sans-IO relay core
-//! (`crate::relay`); a session whose pooled upstream stays silent goes back from Relay to
-//! Connecting, once (`relay`). `client_io` is the client stream every phase reads and writes:
+//! the 64-byte init (after the fake-TLS handshake for `ee` secrets); `race` is the sans-IO core
+//! of the connect phase (which candidate of the ladder's plan is dialled when, the hedge, the
+//! budget, the losers' fate) and `connect` its shell; `relay` is the shell around the sans-IO
+//! relay core (`crate::relay`); a session whose pooled upstream stays silent goes back from
+//! Relay to Connecting, once (`relay`, `timers`). Each phase owns only its own state (boxed,
+//! but for `Pre`, `Draining` and `Closed`: the slab entry stays small) and ends its own way
+//! (`Phase::end`). `client_io` is the client stream every phase reads and writes:
 //! the socket, plain or with the fake-TLS record layer once the handshake switched it. This
 //! module owns the session struct, its timer kinds ([`SessionTimer`]), event dispatch and the
 //! close path; `timers` what each timer does when it fires and how it is armed. The reactor
@@ -28,6 +31,7 @@ mod handshake;
 pub mod mask;
 pub mod per_ip;
 mod proxy_step;
+mod race;
 mod relay;
 mod timers;
 
@@ -185,7 +189,9 @@ pub enum Status {
 }
 
 enum Phase {
-    Handshake(handshake::Handshake),
+    /// Reading and checking the init (boxed: its buffers are ~128 bytes; a held relaying
+    /// session's slab entry does not carry them).
+    Handshake(Box<handshake::Handshake>),
     Draining(CloseReason),
     Connecting(Box<Connecting>),
     Relay(Box<Relaying>),
@@ -194,6 +200,26 @@ enum Phase {
     Pre(proxy_step::PreHandshake),
     /// Relayed to the mask host (`mask`).
     Mask(Box<mask::Masking>),
+}
+
+impl Phase {
+    /// Ends a closing session's phase, each its own way: a connect race is cancelled (losers
+    /// finish as pool fills), a relay cancels its own timers, gives its large buffer back and
+    /// says goodbye upstream, a
+    /// masked session is handed back for its own close (`mask_closed`).
+    fn end(self, ctx: &mut Ctx<'_>) -> Option<Box<mask::Masking>> {
+        match self {
+            Phase::Mask(m) => return Some(m),
+            Phase::Connecting(mut c) => c.cancel_all(ctx),
+            Phase::Relay(mut r) => {
+                r.cancel_timers(ctx);
+                r.release(ctx.scratch);
+                r.shutdown();
+            }
+            Phase::Handshake(_) | Phase::Draining(_) | Phase::Closed | Phase::Pre(_) => {}
+        }
+        None
+    }
 }
 
 pub use crate::relay::Ready;
@@ -210,13 +236,7 @@ pub struct Conn {
     phase: Phase,
     timer: Option<TimerId>,
     idle_timer: Option<TimerId>,
-    ping_timer: Option<TimerId>,
-    /// Deadline for a pooled upstream's first byte (see `relay::Relaying`).
-    first_byte_timer: Option<TimerId>,
     last_activity: u64,
-    /// Our last WS ping: when (ms) and the bytes down then (a close right after it, before any
-    /// further downstream byte, is reported to the ladder).
-    ping_sent: Option<(u64, u64)>,
     /// Watches for the upstream freezing while the client waits (docs/design.md §4 rule 7).
     stall: StallWatch,
     /// The stall check's timer and the time it is armed for (re-armed when the watch's next
@@ -298,10 +318,7 @@ impl Conn {
             phase: Phase::Pre(proxy_step::PreHandshake::new(ctx.cfg.proxy_protocol)),
             timer: Some(timer),
             idle_timer: None,
-            ping_timer: None,
-            first_byte_timer: None,
             last_activity: ctx.now,
-            ping_sent: None,
             stall: StallWatch::new(stall_bounds(ctx.cfg), ctx.now),
             stall_timer: None,
             info: SessionInfo::default(),
@@ -373,60 +390,22 @@ impl Conn {
         ctx.ladder.observe(obs, ctx.now);
     }
 
-    /// Ends the session: cancels timers, logs the close line, updates counters. Sockets are
-    /// closed when the `Conn` is dropped by the reactor.
+    /// Ends the session: cancels timers, reports the end to the ladder, ends the phase (each
+    /// phase its own way: [`Phase::end`]), updates counters and logs the close line. Sockets
+    /// are closed when the `Conn` is dropped by the reactor.
     fn close(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) {
         if matches!(self.phase, Phase::Closed) {
             return;
         }
-        if let Some(t) = self.timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        if let Some(t) = self.idle_timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        if let Some(t) = self.ping_timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        if let Some(t) = self.first_byte_timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        if let Some((t, _)) = self.stall_timer.take() {
+        let stall_timer = self.stall_timer.take().map(|(t, _)| t);
+        let timers = [self.timer.take(), self.idle_timer.take(), stall_timer];
+        for t in timers.into_iter().flatten() {
             ctx.wheel.cancel(t);
         }
         self.session_verdicts(reason, ctx);
         ctx.per_ip.end(std::mem::take(&mut self.per_ip), ctx.now);
-        if let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) {
-            let by_upstream = matches!(
-                reason,
-                CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
-            );
-            let short_ms = ctx.cfg.short_session.as_millis() as u64;
-            let after_ping = by_upstream
-                && self.ping_sent.is_some_and(|(at, down)| {
-                    down == self.info.meter.bytes_down && ctx.now.saturating_sub(at) <= short_ms
-                });
-            let end = SessionEnd {
-                connected_at,
-                bytes_up: self.info.meter.bytes_up,
-                bytes_down: self.info.meter.bytes_down,
-                by_upstream,
-                after_ping,
-            };
-            ctx.ladder
-                .observe(Observation::SessionEnded { route, end }, ctx.now);
-        }
-        let old = std::mem::replace(&mut self.phase, Phase::Closed);
-        let mut masked = None;
-        match old {
-            Phase::Mask(m) => masked = Some(m),
-            Phase::Connecting(mut c) => c.cancel_all(ctx),
-            Phase::Relay(mut r) => {
-                r.release(ctx.scratch);
-                r.shutdown();
-            }
-            _ => {}
-        }
+        self.report_end(reason, ctx);
+        let masked = std::mem::replace(&mut self.phase, Phase::Closed).end(ctx);
         let _ = self.client.tcp().shutdown(std::net::Shutdown::Both);
         let zero = self.info.meter.bytes_down == 0 && reason.side() == crate::error::Side::Client;
         ctx.stats
@@ -441,6 +420,38 @@ impl Conn {
             log::debug!("client {} closed before a session: {reason}", self.peer);
             return;
         }
+        self.close_line(reason, ctx);
+    }
+
+    /// Tells the ladder how a connected session ended ([`Observation::SessionEnded`]): by the
+    /// upstream or not, and right after our WS ping or not.
+    fn report_end(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) {
+        let (Some(route), Some(connected_at)) = (self.info.route, self.info.connected_ms) else {
+            return;
+        };
+        let by_upstream = matches!(
+            reason,
+            CloseReason::UpstreamEof | CloseReason::UpstreamReset | CloseReason::WsClose(_)
+        );
+        let short_ms = ctx.cfg.short_session.as_millis() as u64;
+        let after_ping = by_upstream
+            && self.ping_sent().is_some_and(|(at, down)| {
+                down == self.info.meter.bytes_down && ctx.now.saturating_sub(at) <= short_ms
+            });
+        let end = SessionEnd {
+            connected_at,
+            bytes_up: self.info.meter.bytes_up,
+            bytes_down: self.info.meter.bytes_down,
+            by_upstream,
+            after_ping,
+        };
+        ctx.ladder
+            .observe(Observation::SessionEnded { route, end }, ctx.now);
+    }
+
+    /// The close line of a session that got past the handshake: always for one that relayed,
+    /// folded for one that never reached an upstream.
+    fn close_line(&mut self, reason: CloseReason, ctx: &mut Ctx<'_>) {
         let dur = ctx.now.saturating_sub(self.started);
         let ttfb = match self.info.meter.first_down_ms {
             Some(t) => format!("{}ms", t.saturating_sub(self.started)),
@@ -553,5 +564,33 @@ impl Conn {
     /// The tier this session is relaying over now; `None` while it is still connecting.
     pub fn relaying_tier(&self) -> Option<Tier> {
         self.info.connected_ms.and(self.info.tier)
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// The slab holds one `Conn` per session: prints its size (and its phases') for the
+    /// memory-per-session budget (`cargo test --lib conn_sizes -- --nocapture`).
+    #[test]
+    fn conn_sizes() {
+        use std::mem::size_of;
+        println!(
+            "size_of Conn={} Phase={} Connecting={} Relaying={}",
+            size_of::<super::Conn>(),
+            size_of::<super::Phase>(),
+            size_of::<super::Connecting>(),
+            size_of::<super::Relaying>()
+        );
+        println!(
+            "size_of Handshake={} Pre={} ClientIo={} SessionInfo={} StallWatch={} Kept={} Held={}",
+            size_of::<super::handshake::Handshake>(),
+            size_of::<super::proxy_step::PreHandshake>(),
+            size_of::<super::ClientIo>(),
+            size_of::<super::SessionInfo>(),
+            size_of::<super::StallWatch>(),
+            size_of::<super::timers::Kept>(),
+            size_of::<super::per_ip::Held>(),
+        );
+        assert!(size_of::<super::Conn>() > 0);
     }
 }

@@ -315,6 +315,8 @@ mod tests {
 
     #[test]
     fn over_a_limit_an_ee_port_masks_within_the_budget_then_closes() {
+        use Admission::{Masked, Refused};
+        use Refusal::{Limit, Rate};
         // Cap 2 per address, burst 3 at 10/s, 2 over-limit connections masked at once.
         let mut t = PerIp::new(
             Limits {
@@ -335,18 +337,9 @@ mod tests {
             "{s2:?}"
         );
         // Over the cap: masked (a prober sees the site), twice; then the budget is spent.
-        assert_eq!(
-            t.admit_or_mask(a, 0, true),
-            Admission::Masked(Refusal::Limit)
-        );
-        assert_eq!(
-            t.admit_or_mask(a, 0, true),
-            Admission::Masked(Refusal::Limit)
-        );
-        assert_eq!(
-            t.admit_or_mask(a, 0, true),
-            Admission::Refused(Refusal::Limit)
-        );
+        assert_eq!(t.admit_or_mask(a, 0, true), Masked(Limit));
+        assert_eq!(t.admit_or_mask(a, 0, true), Masked(Limit));
+        assert_eq!(t.admit_or_mask(a, 0, true), Refused(Limit));
         assert_eq!(t.masked(), 2);
         // The budget is shared by every address, and without ee (or with --no-mask) nothing
         // is masked.
@@ -359,17 +352,11 @@ mod tests {
             t.admit_or_mask(b, 0, false),
             Admission::Admitted(_)
         ));
-        assert_eq!(
-            t.admit_or_mask(b, 0, false),
-            Admission::Refused(Refusal::Limit)
-        );
+        assert_eq!(t.admit_or_mask(b, 0, false), Refused(Limit));
         // A masked connection's end frees its slot, not a session of its address.
         t.end(Held::MaskSlot, 1);
         assert_eq!((t.masked(), t.live(a)), (1, 2));
-        assert_eq!(
-            t.admit_or_mask(a, 1, true),
-            Admission::Masked(Refusal::Limit)
-        );
+        assert_eq!(t.admit_or_mask(a, 1, true), Masked(Limit));
         // A session's end frees its address; masked connections never took a token: the third
         // token of the burst is still there.
         t.end(held(s1), 2);
@@ -378,21 +365,12 @@ mod tests {
             Admission::Admitted(Held::Session(_))
         ));
         t.end(Held::MaskSlot, 3);
-        assert_eq!(
-            t.admit_or_mask(a, 3, true),
-            Admission::Masked(Refusal::Limit)
-        );
+        assert_eq!(t.admit_or_mask(a, 3, true), Masked(Limit));
         // Under the cap again, but the bucket is empty: over the rate, and no slot is free.
         t.end(held(s2), 4);
-        assert_eq!(
-            t.admit_or_mask(a, 4, true),
-            Admission::Refused(Refusal::Rate)
-        );
+        assert_eq!(t.admit_or_mask(a, 4, true), Refused(Rate));
         t.end(Held::MaskSlot, 5);
-        assert_eq!(
-            t.admit_or_mask(a, 5, true),
-            Admission::Masked(Refusal::Rate)
-        );
+        assert_eq!(t.admit_or_mask(a, 5, true), Masked(Rate));
         // Ends never underflow.
         for _ in 0..5 {
             t.end(Held::MaskSlot, 6);

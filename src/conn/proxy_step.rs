@@ -14,7 +14,7 @@
 //! A header whose two ends are one of our own mask connections' (`mask::MaskConns`: the mask
 //! host is a balancer in front of this listener) closes at once as `mask-loop`.
 //! What the admission gave is given back by `Conn::close`, exactly once. Hands over to
-//! `Phase::Handshake(Handshake::new())`.
+//! `Phase::Handshake(Box::new(Handshake::new()))`.
 
 use std::net::SocketAddr;
 
@@ -199,7 +199,7 @@ impl Conn {
             );
         }
         self.per_ip = held;
-        self.phase = Phase::Handshake(Handshake::new());
+        self.phase = Phase::Handshake(Box::new(Handshake::new()));
         Step::Progress
     }
 }

@@ -12,11 +12,10 @@
 //! request replayable (`relay::replay`) and arms `--pool-first-byte-timeout` once the client's
 //! first bytes went out; if the upstream is still silent then, the ladder is told
 //! ([`Observation::PooledSilent`]) and the session goes back to connecting on a fresh route with
-//! the request replayed ([`Connecting::retry`]), or, when the request outgrew its bound, is
+//! the request replayed ([`Overdue::Replay`]; `timers` starts the connect phase again), or, when the request outgrew its bound, is
 //! closed so the client reconnects. At most once: a retried session never takes the pool.
 
 use super::client_io::ClientIo;
-use super::connect::Connecting;
 use super::{Conn, Ctx, Phase, Ready, SessionInfo, SessionTimer, Step};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
@@ -28,6 +27,7 @@ use crate::relay::stall::{Effect, TcpView};
 use crate::relay::{LinkKind, Outcome, Relay, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::Observation;
+use crate::timer::TimerId;
 use log::debug;
 
 /// The relay phase: core, upstream socket, upstream readiness.
@@ -38,6 +38,13 @@ pub struct Relaying {
     /// The upstream's keepalive probe count before the freeze watch raised it, while raised
     /// (given back on relax).
     keepcnt: Option<u32>,
+    /// The WS keepalive ping's timer (`timers`).
+    pub(super) ping_timer: Option<TimerId>,
+    /// Deadline for a pooled upstream's first byte (`--pool-first-byte-timeout`).
+    first_byte_timer: Option<TimerId>,
+    /// Our last WS ping: when (ms) and the bytes down then (a close right after it, before any
+    /// further downstream byte, is reported to the ladder).
+    pub(super) ping_sent: Option<(u64, u64)>,
 }
 
 impl Relaying {
@@ -76,7 +83,26 @@ impl Relaying {
                 write: true,
             },
             keepcnt: None,
+            ping_timer: None,
+            first_byte_timer: None,
+            ping_sent: None,
         }
+    }
+
+    /// Cancels the relay phase's own timers (the WS ping, the first-byte deadline): the session
+    /// closes or the relay is rewound.
+    pub(super) fn cancel_timers(&mut self, ctx: &mut Ctx<'_>) {
+        for t in [self.ping_timer.take(), self.first_byte_timer.take()]
+            .into_iter()
+            .flatten()
+        {
+            ctx.wheel.cancel(t);
+        }
+    }
+
+    /// The first-byte deadline fired (it is no longer armed).
+    pub(super) fn first_byte_fired(&mut self) {
+        self.first_byte_timer = None;
     }
 
     /// Makes the queued init the one toward an upstream MTProto proxy with secret key `key`
@@ -210,78 +236,90 @@ impl Conn {
     /// After a relay step: arms the first-byte deadline once a pooled upstream got the client's
     /// first bytes, and cancels it once the upstream spoke.
     pub(super) fn watch_first_byte(&mut self, ctx: &mut Ctx<'_>) {
-        let Phase::Relay(r) = &self.phase else {
+        let ev = self.timer_ev(SessionTimer::FirstByte);
+        let Phase::Relay(r) = &mut self.phase else {
             return;
         };
-        match (r.core.waiting_since(), self.first_byte_timer) {
+        match (r.core.waiting_since(), r.first_byte_timer) {
             (Some(since), None) => {
                 let at = since + ctx.cfg.pool_first_byte_timeout.as_millis() as u64;
-                let ev = self.timer_ev(SessionTimer::FirstByte);
-                self.first_byte_timer = Some(ctx.wheel.insert(at, ev));
+                r.first_byte_timer = Some(ctx.wheel.insert(at, ev));
             }
             (None, Some(t)) => {
                 ctx.wheel.cancel(t);
-                self.first_byte_timer = None;
+                r.first_byte_timer = None;
             }
             _ => {}
         }
     }
 
     /// The first-byte deadline fired: if the pooled upstream is still silent, blame it and
-    /// replay the request on a fresh route (or close when it cannot be replayed).
-    pub(super) fn first_byte_overdue(&mut self, ctx: &mut Ctx<'_>) -> Step {
+    /// hand the request back for a replay on a fresh route (or close when it cannot be
+    /// replayed).
+    pub(super) fn first_byte_overdue(&mut self, ctx: &mut Ctx<'_>) -> Overdue {
         let timeout = ctx.cfg.pool_first_byte_timeout.as_millis() as u64;
         let (Phase::Relay(r), Some(route), Some(dc)) = (&self.phase, self.info.route, self.info.dc)
         else {
-            return Step::Progress;
+            return Overdue::Step(Step::Progress);
         };
         if !r.core.silent_past(timeout, ctx.now) {
-            return Step::Progress;
+            return Overdue::Step(Step::Progress);
         }
         let obs = Observation::PooledSilent {
             route,
             taken_at: self.info.connected_ms.unwrap_or(ctx.now),
         };
         ctx.ladder.observe(obs, ctx.now);
-        let peer = self.peer;
         if !r.core.replayable() {
             let sent = self.info.meter.bytes_up;
             ctx.warn_client(
-                peer,
+                self.peer,
                 format_args!(
                     "{dc}: pooled upstream {} sent nothing within {timeout}ms and the request \
                      ({sent} bytes) is too large to replay, closing so the client retries",
                     self.info.target.trim_end_matches(" (pooled)")
                 ),
             );
-            return Step::Close(CloseReason::UpstreamSilent);
+            return Overdue::Step(Step::Close(CloseReason::UpstreamSilent));
         }
+        match self.rewind_relay(timeout, dc, ctx) {
+            Some(resume) => Overdue::Replay(Box::new(resume), dc),
+            None => Overdue::Step(Step::Close(CloseReason::UpstreamSilent)),
+        }
+    }
+
+    /// Drops the silent pooled upstream and the old relay's timers and watches; returns the
+    /// client's request to replay (`None`: nothing can be replayed after all).
+    fn rewind_relay(
+        &mut self,
+        timeout: u64,
+        dc: crate::mtproto::dc::DcId,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<crate::relay::Resume> {
+        let peer = self.peer;
         let Phase::Relay(r) = std::mem::replace(&mut self.phase, Phase::Closed) else {
             unreachable!("the phase was Relay just above");
         };
+        let mut r = *r;
+        // Its ping timer (its first-byte deadline just fired) and last ping go with it.
+        r.cancel_timers(ctx);
         let Relaying {
             core, mut upstream, ..
-        } = *r;
+        } = r;
         let resume = core.rewind(ctx.scratch);
         upstream.shutdown();
         drop(upstream);
-        let Some(resume) = resume else {
-            // `replayable` said yes a moment ago; nothing can be replayed after all.
-            return Step::Close(CloseReason::UpstreamSilent);
-        };
+        // `replayable` said yes a moment ago; `None`: nothing can be replayed after all.
+        let resume = resume?;
         // The old relay's timers (ping, a linger begun by a half-close, the stall check) and
         // watches are not the new one's: the silence so far was the dead upstream's, and the
         // replay is not the client asking again.
         let stall_timer = self.stall_timer.take().map(|(t, _)| t);
-        for t in [self.ping_timer.take(), self.timer.take(), stall_timer]
-            .into_iter()
-            .flatten()
-        {
+        for t in [self.timer.take(), stall_timer].into_iter().flatten() {
             ctx.wheel.cancel(t);
         }
         self.stall = StallWatch::new(super::stall_bounds(ctx.cfg), ctx.now)
             .after(self.info.meter.bytes_up, self.info.meter.bytes_down);
-        self.ping_sent = None;
         ctx.stats.pool_retries += 1;
         ctx.warn_client(
             peer,
@@ -299,8 +337,15 @@ impl Conn {
         self.info.route = None;
         self.info.connected_ms = None;
         self.info.connect_rtt = None;
-        let connecting = Connecting::retry(resume, dc, self.slot, self.id, ctx);
-        self.phase = Phase::Connecting(Box::new(connecting));
-        Step::Progress
+        Some(resume)
     }
+}
+
+/// What a pooled upstream's overdue first byte leads to.
+pub(super) enum Overdue {
+    /// Go on (not silent after all) or close.
+    Step(Step),
+    /// The request of the session on DC `.1`, to replay on a fresh route: the session goes
+    /// back to connecting (`Connecting::retry`). Boxed: the client's keys are ~2 KiB.
+    Replay(Box<crate::relay::Resume>, crate::mtproto::dc::DcId),
 }

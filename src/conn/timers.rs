@@ -1,9 +1,11 @@
 //! A session's timers: what each [`SessionTimer`] does when it fires (handshake — PROXY header
 //! included — and linger deadlines, the mask phase's connect/idle deadline, idleness, the WS
 //! ping, a pooled upstream's first-byte deadline; the stall watch's is `freeze`'s) and how they
-//! are armed, and the timer settings a session keeps from its start ([`Kept`]). The timer ids live in
-//! [`Conn`] (`mod.rs`), the decisions they lead to in the relay core (`crate::relay`) and the
-//! ladder.
+//! are armed, and the timer settings a session keeps from its start ([`Kept`]). The timer ids
+//! live in [`Conn`] (`mod.rs`), the relay phase's own (ping, first byte) in `relay::Relaying`,
+//! the connect phase's in `connect::Connecting`; the decisions they lead to in the relay core
+//! (`crate::relay`) and the ladder. A silent pooled upstream's replay starts the connect phase
+//! again here (`relay::Overdue`).
 
 use super::*;
 
@@ -71,7 +73,9 @@ impl Conn {
             | SessionTimer::Budget
             | SessionTimer::Pace(_) => self.connect_timer(kind, ctx),
             SessionTimer::Ping => {
-                self.ping_timer = None;
+                if let Phase::Relay(r) = &mut self.phase {
+                    r.ping_timer = None;
+                }
                 if let Some(t) = self.info.tier {
                     // Only after real idleness: traffic either way since the last ping (or the
                     // start) pushes the ping back (lazy re-arm). And only while the route may
@@ -83,7 +87,7 @@ impl Conn {
                         .is_none_or(|r| ctx.ladder.pings_allowed(r, ctx.now));
                     if let (Phase::Relay(r), true) = (&mut self.phase, idle && allowed) {
                         r.queue_ping(ctx.now);
-                        self.ping_sent = Some((ctx.now, self.info.meter.bytes_down));
+                        r.ping_sent = Some((ctx.now, self.info.meter.bytes_down));
                     }
                     if matches!(self.phase, Phase::Relay(_)) {
                         self.arm_ping(t, ctx);
@@ -92,8 +96,18 @@ impl Conn {
                 Step::Progress
             }
             SessionTimer::FirstByte => {
-                self.first_byte_timer = None;
-                self.first_byte_overdue(ctx)
+                if let Phase::Relay(r) = &mut self.phase {
+                    r.first_byte_fired();
+                }
+                match self.first_byte_overdue(ctx) {
+                    relay::Overdue::Step(step) => step,
+                    relay::Overdue::Replay(resume, dc) => {
+                        let (slot, id, peer) = (self.slot, self.id, self.peer);
+                        let c = Connecting::retry(*resume, dc, slot, id, peer, ctx);
+                        self.phase = Phase::Connecting(Box::new(c));
+                        Step::Progress
+                    }
+                }
             }
             SessionTimer::Stall => self.stall_due(ctx),
             SessionTimer::Idle => {
@@ -147,7 +161,7 @@ impl Conn {
     pub(super) fn ping_due(&self, tier: Tier) -> u64 {
         let since = self
             .last_activity
-            .max(self.ping_sent.map_or(0, |(at, _)| at))
+            .max(self.ping_sent().map_or(0, |(at, _)| at))
             .max(self.info.connected_ms.unwrap_or(0));
         since + Self::ping_every(tier, &self.kept)
     }
@@ -156,7 +170,10 @@ impl Conn {
     /// fires). Nothing when the tier pings never or the ladder learned that the route's front
     /// closes sessions after a ping.
     pub(super) fn arm_ping(&mut self, tier: Tier, ctx: &mut Ctx<'_>) {
-        if let Some(t) = self.ping_timer.take() {
+        let Phase::Relay(r) = &mut self.phase else {
+            return;
+        };
+        if let Some(t) = r.ping_timer.take() {
             ctx.wheel.cancel(t);
         }
         let pings_off = self
@@ -168,7 +185,17 @@ impl Conn {
         }
         let at = self.ping_due(tier).max(ctx.now + 1);
         let ev = self.timer_ev(SessionTimer::Ping);
-        self.ping_timer = Some(ctx.wheel.insert(at, ev));
+        if let Phase::Relay(r) = &mut self.phase {
+            r.ping_timer = Some(ctx.wheel.insert(at, ev));
+        }
+    }
+
+    /// Our last WS ping in the relay phase: when (ms) and the bytes down then.
+    pub(super) fn ping_sent(&self) -> Option<(u64, u64)> {
+        match &self.phase {
+            Phase::Relay(r) => r.ping_sent,
+            _ => None,
+        }
     }
 
     pub(super) fn timer_ev(&self, kind: SessionTimer) -> TimerEv {
