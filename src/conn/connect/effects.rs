@@ -118,8 +118,7 @@ impl Connecting {
                     cand,
                     started,
                 } => {
-                    cancel(&mut self.timers[slot], ctx);
-                    if let Some(a) = self.dials[slot].take() {
+                    if let Some(a) = self.end_slot(slot, ctx) {
                         abandon(self.race.cands()[cand].route, a.dial, started, ctx);
                     }
                 }
@@ -128,8 +127,7 @@ impl Connecting {
                     cand,
                     started,
                 } => {
-                    cancel(&mut self.timers[slot], ctx);
-                    if let Some(a) = self.dials[slot].take() {
+                    if let Some(a) = self.end_slot(slot, ctx) {
                         let f = a.dial.timeout_failure();
                         let why = "connect budget spent";
                         self.report_failure(cand, &a.dial, started, (f, None, why), ctx);
@@ -143,6 +141,13 @@ impl Connecting {
 
     /// Dials candidate `cand` in attempt slot `slot` ([`Effect::Dial`]) and tells the race
     /// whether it started.
+    /// Ends attempt slot `slot`: cancels its timer and hands its dial (if any) to the caller,
+    /// which abandons or blames it.
+    fn end_slot(&mut self, slot: usize, ctx: &mut Ctx<'_>) -> Option<Box<Attempt>> {
+        cancel(&mut self.timers[slot], ctx);
+        self.dials[slot].take()
+    }
+
     fn dial(&mut self, slot: usize, cand: usize, fx: &mut Vec<Effect>, ctx: &mut Ctx<'_>) {
         let token = token::encode(self.who.slot as usize, self.who.id, Role::Up(slot as u8));
         let spec = &self.race.cands()[cand].spec;
