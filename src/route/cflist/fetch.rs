@@ -12,6 +12,11 @@
 //! rule, limits and the count of names dropped past them, the schedule) are `route::cflist`'s;
 //! whether a dial through the outbound proxy may start (a down proxy: the fetch waits for its
 //! re-check within its deadline) and what the dial said about the proxy are the ladder's.
+//!
+//! The file lives beside the list core, in `src/route/cflist/`, but is compiled as the
+//! reactor's child module `reactor::cflist` (`#[path]` in `src/reactor/mod.rs`): it is an
+//! `impl Reactor` driving the resolver, a dial and the ladder, and `route` must not import the
+//! reactor. The core never imports this file.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};

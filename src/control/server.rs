@@ -15,6 +15,11 @@
 //! closed. Verbs act through the ladder (`pin`, `unpin`,
 //! `probe`), [`Reactor::reload`] (`reload`), or read a [`Status`] snapshot gathered here
 //! (`status`, `metrics`): slab, ladder, stats, `/proc/self/fd`, `getrlimit`, RSS.
+//!
+//! The file lives beside its core, in `src/control/`, but is compiled as the reactor's child
+//! module `reactor::control` (`#[path]` in `src/reactor/mod.rs`): it is an `impl Reactor` that
+//! reads the slab, the ladder and the stats, and as a child of `control` it would make the
+//! core import the reactor (an import circle). The core never imports this file.
 
 use std::fs;
 use std::io::{self, Read, Write};
