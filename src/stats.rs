@@ -187,21 +187,14 @@ impl Stats {
                 ));
             }
         }
-        if self.probes_deferred > 0 {
-            s.push_str(&format!(" deferred={}", self.probes_deferred));
-        }
-        if self.unpaced > 0 {
-            s.push_str(&format!(" unpaced={}", self.unpaced));
-        }
-        if self.proxy_failures > 0 {
-            s.push_str(&format!(" proxy-fail={}", self.proxy_failures));
-        }
-        if self.pool_retries > 0 {
-            s.push_str(&format!(" retried={}", self.pool_retries));
-        }
-        if self.memory_trims > 0 {
-            s.push_str(&format!(" trims={}", self.memory_trims));
-        }
+        let background = [
+            ("deferred", self.probes_deferred),
+            ("unpaced", self.unpaced),
+            ("proxy-fail", self.proxy_failures),
+            ("retried", self.pool_retries),
+            ("trims", self.memory_trims),
+        ];
+        push_nonzero(&mut s, &background);
         for (name, n) in MASK_WHY_NAMES.iter().zip(self.masked) {
             if n > 0 {
                 s.push_str(&format!(" masked-{name}={n}"));
@@ -225,20 +218,13 @@ impl Stats {
                 s.push_str(&format!(" {}={n}", r.name()));
             }
         }
-        if self.reloads > 0 {
-            s.push_str(&format!(" reloads={}", self.reloads));
-        }
-        if self.reloads_rejected > 0 {
-            s.push_str(&format!(" reloads-rejected={}", self.reloads_rejected));
-        }
-        let frozen: u64 = self.frozen.iter().sum();
-        if frozen > 0 {
-            s.push_str(&format!(" frozen={frozen}"));
-        }
-        let lost = crate::logging::lost_lines();
-        if lost > 0 {
-            s.push_str(&format!(" log-lost={lost}"));
-        }
+        let process = [
+            ("reloads", self.reloads),
+            ("reloads-rejected", self.reloads_rejected),
+            ("frozen", self.frozen.iter().sum()),
+            ("log-lost", crate::logging::lost_lines() as u64),
+        ];
+        push_nonzero(&mut s, &process);
         if let Some(kib) = rss_kib() {
             s.push_str(&format!(" rss={kib}KiB"));
         }
@@ -274,6 +260,15 @@ pub fn human_bytes(n: u64) -> String {
         i += 1;
     }
     format!("{v:.1}{}", UNITS[i])
+}
+
+/// Appends ` name=n` to `s` for each pair whose count is above 0, in order.
+fn push_nonzero(s: &mut String, pairs: &[(&str, u64)]) {
+    for (name, n) in pairs {
+        if *n > 0 {
+            s.push_str(&format!(" {name}={n}"));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -122,6 +122,14 @@ pub fn main(mut args: Arguments) -> i32 {
 
 /// The startup lines describing `c`; secrets appear only masked.
 pub fn summary(c: &Config) -> Vec<String> {
+    let mut lines = vec![head_line(c), upstream_line(c), ladder_line(c)];
+    route_lines(c, &mut lines);
+    lines.push(clients_line(c));
+    lines
+}
+
+/// The first startup line: version, listener, secrets (masked), tiers, limits.
+fn head_line(c: &Config) -> String {
     let secrets: Vec<String> = c.secrets.iter().map(|s| s.masked()).collect();
     // Skip tiers with nothing configured so the line says what will really be tried.
     let tiers: Vec<&str> = c
@@ -130,12 +138,20 @@ pub fn summary(c: &Config) -> Vec<String> {
         .filter(|&&t| c.tier_configured(t))
         .map(|t| t.name())
         .collect();
-    let cf = |eps: &[crate::config::CfEndpoint]| {
-        eps.iter()
-            .map(|e| crate::route::table::redact(&e.host))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    format!(
+        "tg-ws-proxy {} on {}: {} secret(s) [{}], tiers {}, max {} sessions, buffers {} KiB",
+        env!("CARGO_PKG_VERSION"),
+        c.listen,
+        c.secrets.len(),
+        secrets.join(", "),
+        tiers.join(","),
+        c.max_connections,
+        c.buf_size / 1024,
+    )
+}
+
+/// The upstream line: DC address overrides, CA file, timeouts, stats and memory trim.
+fn upstream_line(c: &Config) -> String {
     let map = |m: &std::collections::BTreeMap<u16, std::net::SocketAddr>| {
         if m.is_empty() {
             return "built-in".to_string();
@@ -145,59 +161,62 @@ pub fn summary(c: &Config) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let mut lines = vec![
-        format!(
-            "tg-ws-proxy {} on {}: {} secret(s) [{}], tiers {}, max {} sessions, buffers {} KiB",
-            env!("CARGO_PKG_VERSION"),
-            c.listen,
-            c.secrets.len(),
-            secrets.join(", "),
-            tiers.join(","),
-            c.max_connections,
-            c.buf_size / 1024,
-        ),
-        format!(
-            "upstream: ws {}; tcp {}; ca-file {}; timeouts ws {} tcp {} handshake {} idle {} \
-             bad-client-drain {}; shutdown drain {}; stats {}; memory trim {}",
-            map(&c.ws_addrs),
-            map(&c.tcp_addrs),
-            c.ca_file
-                .as_ref()
-                .map_or("none".to_string(), |p| p.display().to_string()),
-            fmt_duration(c.ws_connect_timeout),
-            fmt_duration(c.tcp_connect_timeout),
-            fmt_duration(c.handshake_timeout),
-            fmt_duration(c.idle_timeout),
-            fmt_duration(c.bad_client_drain),
-            fmt_duration(c.drain_timeout),
-            if c.stats_interval.is_zero() {
-                "off".to_string()
-            } else {
-                fmt_duration(c.stats_interval)
-            },
-            if c.mem_trim_delay.is_zero() {
-                "off".to_string()
-            } else {
-                format!("{} after a burst", fmt_duration(c.mem_trim_delay))
-            },
-        ),
-        format!(
-            "ladder: hedge {} budget {} cooldown {}..{} probe every {} (timeout {}) worker budget {}/day; pace {} burst {} max wait {}; pool up to {} for {}; startup probes {}",
-            fmt_duration(c.hedge_delay),
-            fmt_duration(c.connect_budget),
-            fmt_duration(Duration::from_millis(c.health.base_ms)),
-            fmt_duration(Duration::from_millis(c.health.max_ms)),
-            fmt_duration(c.probe_interval),
-            fmt_duration(c.probe_timeout),
-            c.worker_budget,
-            fmt_duration(c.handshake_pace),
-            c.handshake_burst,
-            fmt_duration(c.pace_max_wait),
-            c.pool_size,
-            fmt_duration(c.pool_max_age),
-            if c.startup_probes { "on" } else { "off" },
-        ),
-    ];
+    format!(
+        "upstream: ws {}; tcp {}; ca-file {}; timeouts ws {} tcp {} handshake {} idle {} \
+         bad-client-drain {}; shutdown drain {}; stats {}; memory trim {}",
+        map(&c.ws_addrs),
+        map(&c.tcp_addrs),
+        c.ca_file
+            .as_ref()
+            .map_or("none".to_string(), |p| p.display().to_string()),
+        fmt_duration(c.ws_connect_timeout),
+        fmt_duration(c.tcp_connect_timeout),
+        fmt_duration(c.handshake_timeout),
+        fmt_duration(c.idle_timeout),
+        fmt_duration(c.bad_client_drain),
+        fmt_duration(c.drain_timeout),
+        if c.stats_interval.is_zero() {
+            "off".to_string()
+        } else {
+            fmt_duration(c.stats_interval)
+        },
+        if c.mem_trim_delay.is_zero() {
+            "off".to_string()
+        } else {
+            format!("{} after a burst", fmt_duration(c.mem_trim_delay))
+        },
+    )
+}
+
+/// The ladder line: hedge, budget, cooldowns, probes, Worker budget, pacing, pools.
+fn ladder_line(c: &Config) -> String {
+    format!(
+        "ladder: hedge {} budget {} cooldown {}..{} probe every {} (timeout {}) worker budget {}/day; pace {} burst {} max wait {}; pool up to {} for {}; startup probes {}",
+        fmt_duration(c.hedge_delay),
+        fmt_duration(c.connect_budget),
+        fmt_duration(Duration::from_millis(c.health.base_ms)),
+        fmt_duration(Duration::from_millis(c.health.max_ms)),
+        fmt_duration(c.probe_interval),
+        fmt_duration(c.probe_timeout),
+        c.worker_budget,
+        fmt_duration(c.handshake_pace),
+        c.handshake_burst,
+        fmt_duration(c.pace_max_wait),
+        c.pool_size,
+        fmt_duration(c.pool_max_age),
+        if c.startup_probes { "on" } else { "off" },
+    )
+}
+
+/// The lines of the optional routes, each only when configured (Cloudflare, upstream MTProto
+/// proxies, fronting); the shared CF domain list always (on by default, a third party's URL).
+fn route_lines(c: &Config, lines: &mut Vec<String>) {
+    let cf = |eps: &[crate::config::CfEndpoint]| {
+        eps.iter()
+            .map(|e| crate::route::table::redact(&e.host))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     if !c.worker_domains.is_empty() || !c.cf_domains.is_empty() {
         lines.push(format!(
             "cloudflare: workers [{}] domains [{}]",
@@ -235,6 +254,10 @@ pub fn summary(c: &Config) -> Vec<String> {
             c.fronting_domains.join(", ")
         ));
     }
+}
+
+/// The clients line: PROXY header, per-address limits, masking.
+fn clients_line(c: &Config) -> String {
     let cap = |n: u64, what: &str| {
         if n == 0 {
             "off".to_string()
@@ -259,7 +282,7 @@ pub fn summary(c: &Config) -> Vec<String> {
     } else {
         String::new()
     };
-    lines.push(format!(
+    format!(
         "clients: proxy-protocol {}; per address: max {} sessions, rate {} burst {}{over}; mask {} \
          (connect {} idle {})",
         if c.proxy_protocol { "required" } else { "off" },
@@ -269,8 +292,7 @@ pub fn summary(c: &Config) -> Vec<String> {
         mask,
         fmt_duration(c.mask_connect_timeout),
         fmt_duration(c.mask_idle_timeout),
-    ));
-    lines
+    )
 }
 
 /// Short human form: `10s`, `250ms`, `1.5s`, `0s`.

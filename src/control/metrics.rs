@@ -9,11 +9,21 @@ use std::fmt::Write;
 
 use crate::config::Tier;
 
-use super::status::Status;
+use super::status::{Counters, Status};
 
 /// The exposition text of `s`.
 pub fn render(s: &Status) -> String {
     let mut e = Exposition::default();
+    session_families(&mut e, s);
+    traffic_families(&mut e, &s.counters);
+    attempt_families(&mut e, &s.counters);
+    route_families(&mut e, s);
+    process_families(&mut e, s);
+    e.out
+}
+
+/// The build, uptime, session gauges and the session counters (accepted, closed, frozen).
+fn session_families(e: &mut Exposition, s: &Status) {
     let c = &s.counters;
     e.family(
         "build_info",
@@ -27,18 +37,21 @@ pub fn render(s: &Status) -> String {
         "Seconds since the proxy started.",
     );
     e.sample_f("uptime_seconds", &[], s.uptime_ms as f64 / 1000.0);
-    e.family(
-        "sessions_active",
-        "gauge",
-        "Sessions open now (connecting or relaying).",
-    );
-    e.sample("sessions_active", &[], s.sessions_active as u64);
-    e.family(
-        "sessions_capacity",
-        "gauge",
-        "Sessions that may be open at once (--max-connections).",
-    );
-    e.sample("sessions_capacity", &[], s.sessions_capacity as u64);
+    let sessions = [
+        (
+            "sessions_active",
+            "Sessions open now (connecting or relaying).",
+            s.sessions_active,
+        ),
+        (
+            "sessions_capacity",
+            "Sessions that may be open at once (--max-connections).",
+            s.sessions_capacity,
+        ),
+    ];
+    for (name, help, v) in sessions {
+        e.single(name, "gauge", help, v as u64);
+    }
     e.family(
         "sessions_relaying",
         "gauge",
@@ -51,8 +64,12 @@ pub fn render(s: &Status) -> String {
             s.sessions_per_tier[t.index()] as u64,
         );
     }
-    e.family("accepted_total", "counter", "Client connections accepted.");
-    e.sample("accepted_total", &[], c.accepted);
+    e.single(
+        "accepted_total",
+        "counter",
+        "Client connections accepted.",
+        c.accepted,
+    );
     e.family(
         "closed_total",
         "counter",
@@ -61,12 +78,12 @@ pub fn render(s: &Status) -> String {
     for (r, n) in &c.closed {
         e.sample("closed_total", &[("reason", r)], *n);
     }
-    e.family(
+    e.single(
         "zero_byte_closes_total",
         "counter",
         "Sessions the client closed after receiving zero bytes.",
+        c.zero_byte_closes,
     );
-    e.sample("zero_byte_closes_total", &[], c.zero_byte_closes);
     e.family(
         "frozen_sessions_total",
         "counter",
@@ -79,34 +96,49 @@ pub fn render(s: &Status) -> String {
             c.frozen[f.index()],
         );
     }
-    e.family(
-        "bytes_up_total",
-        "counter",
-        "Payload bytes client to Telegram.",
-    );
-    e.sample("bytes_up_total", &[], c.bytes_up);
-    e.family(
-        "bytes_down_total",
-        "counter",
-        "Payload bytes Telegram to client.",
-    );
-    e.sample("bytes_down_total", &[], c.bytes_down);
-    e.family(
-        "hedges_total",
-        "counter",
-        "Hedges started (a second route raced a slow first).",
-    );
-    e.sample("hedges_total", &[], c.hedges);
-    for (i, (name, help)) in [
-        ("probes_started_total", "Background probes started."),
-        ("probes_ok_total", "Background probes that succeeded."),
-        ("probes_failed_total", "Background probes that failed."),
+}
+
+/// Payload bytes, hedges, probes, budget deferrals, pacing, the outbound proxy, pools and
+/// memory trims: one unlabelled counter each.
+fn traffic_families(e: &mut Exposition, c: &Counters) {
+    let probes = [
+        (
+            "probes_started_total",
+            "Background probes started.",
+            c.probes[0],
+        ),
+        (
+            "probes_ok_total",
+            "Background probes that succeeded.",
+            c.probes[1],
+        ),
+        (
+            "probes_failed_total",
+            "Background probes that failed.",
+            c.probes[2],
+        ),
+    ];
+    for (name, help, v) in [
+        (
+            "bytes_up_total",
+            "Payload bytes client to Telegram.",
+            c.bytes_up,
+        ),
+        (
+            "bytes_down_total",
+            "Payload bytes Telegram to client.",
+            c.bytes_down,
+        ),
+        (
+            "hedges_total",
+            "Hedges started (a second route raced a slow first).",
+            c.hedges,
+        ),
     ]
-    .iter()
-    .enumerate()
+    .into_iter()
+    .chain(probes)
     {
-        e.family(name, "counter", help);
-        e.sample(name, &[], c.probes[i]);
+        e.single(name, "counter", help, v);
     }
     for (name, help, v) in [
         (
@@ -141,9 +173,12 @@ pub fn render(s: &Status) -> String {
             c.memory_trims,
         ),
     ] {
-        e.family(name, "counter", help);
-        e.sample(name, &[], v);
+        e.single(name, "counter", help, v);
     }
+}
+
+/// Upstream attempts per tier, clients masked per reason, and the fake-TLS gate's counters.
+fn attempt_families(e: &mut Exposition, c: &Counters) {
     for (i, (name, help)) in [
         ("attempts_total", "Upstream attempts started, per tier."),
         ("attempts_ok_total", "Upstream attempts that won, per tier."),
@@ -172,8 +207,12 @@ pub fn render(s: &Status) -> String {
     for (r, n) in &c.masked {
         e.sample("masked_total", &[("reason", r)], *n);
     }
-    e.family("tls_accepted_total", "counter", "Fake-TLS hellos accepted.");
-    e.sample("tls_accepted_total", &[], c.tls[0]);
+    e.single(
+        "tls_accepted_total",
+        "counter",
+        "Fake-TLS hellos accepted.",
+        c.tls[0],
+    );
     e.family(
         "tls_refused_total",
         "counter",
@@ -181,21 +220,23 @@ pub fn render(s: &Status) -> String {
     );
     e.sample("tls_refused_total", &[("reason", "replay")], c.tls[1]);
     e.sample("tls_refused_total", &[("reason", "stale")], c.tls[2]);
-    e.family(
+    e.single(
         "tls_unchecked_total",
         "counter",
         "Fake-TLS hellos accepted with the clock untrusted.",
+        c.tls[3],
     );
-    e.sample("tls_unchecked_total", &[], c.tls[3]);
-    e.family(
+    e.single(
         "tls_replay_evicted_total",
         "counter",
         "Replay cache entries pushed out by a full cache.",
+        c.tls[4],
     );
-    e.sample("tls_replay_evicted_total", &[], c.tls[4]);
+}
 
-    route_families(&mut e, s);
-
+/// Worker budgets, and what the process knows of itself when it could read it: descriptors,
+/// RSS, reloads.
+fn process_families(e: &mut Exposition, s: &Status) {
     e.family(
         "worker_budget_left",
         "gauge",
@@ -209,32 +250,33 @@ pub fn render(s: &Status) -> String {
         );
     }
     if let Some(fds) = s.fds_used {
-        e.family("fds_used", "gauge", "Open file descriptors.");
-        e.sample("fds_used", &[], fds);
+        e.single("fds_used", "gauge", "Open file descriptors.", fds);
     }
     if let Some(limit) = s.fds_limit {
-        e.family(
+        e.single(
             "fds_limit",
             "gauge",
             "The soft limit on open file descriptors (RLIMIT_NOFILE).",
+            limit,
         );
-        e.sample("fds_limit", &[], limit);
     }
     if let Some(kib) = s.rss_kib {
-        e.family("resident_memory_bytes", "gauge", "Resident set size.");
-        e.sample("resident_memory_bytes", &[], kib.saturating_mul(1024));
+        e.single(
+            "resident_memory_bytes",
+            "gauge",
+            "Resident set size.",
+            kib.saturating_mul(1024),
+        );
     }
     if let Some((applied, rejected)) = s.reloads {
-        e.family("reloads_total", "counter", "Reloads applied.");
-        e.sample("reloads_total", &[], applied);
-        e.family(
+        e.single("reloads_total", "counter", "Reloads applied.", applied);
+        e.single(
             "reloads_rejected_total",
             "counter",
             "Reloads rejected (the old configuration kept).",
+            rejected,
         );
-        e.sample("reloads_rejected_total", &[], rejected);
     }
-    e.out
 }
 
 /// Per-route families: state (one series per route, the state as a label), cooldown left,
@@ -327,6 +369,12 @@ impl Exposition {
         let help = help.replace('\\', "\\\\").replace('\n', "\\n");
         let _ = writeln!(self.out, "# HELP tgwsproxy_{name} {help}");
         let _ = writeln!(self.out, "# TYPE tgwsproxy_{name} {kind}");
+    }
+
+    /// A family of one unlabelled sample: its `# HELP`, `# TYPE` and the sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, v: u64) {
+        self.family(name, kind, help);
+        self.sample(name, &[], v);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: u64) {

@@ -4,7 +4,7 @@
 //! Wire format (one request per connection; the server closes after the reply): the request is
 //! `VERB [ARG] [--json]\n`, at most [`request::MAX_REQUEST`] bytes ([`request::parse`]); the
 //! reply is `ok\n` followed by a body, or `error MESSAGE\n` ([`ok`], [`error`]). The reactor's
-//! shell (`reactor/control.rs`) owns the socket, gathers a [`status::Status`] snapshot and calls
+//! shell (`server.rs`, compiled as `reactor::control`) owns the socket, gathers a [`status::Status`] snapshot and calls
 //! in here; [`render`] draws it as a table or JSON, [`metrics`] as Prometheus text.
 
 pub mod metrics;

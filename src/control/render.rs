@@ -9,12 +9,25 @@
 use std::fmt::Write;
 
 use crate::config::Tier;
+use crate::route::ladder::RouteStatus;
 
-use super::status::Status;
+use super::status::{Counters, SharedList, Status};
 
 /// The human form: a header, the route table with aligned columns, budgets and counters.
 pub fn table(s: &Status) -> String {
     let mut out = String::new();
+    table_head(&mut out, s);
+    table_routes(&mut out, s);
+    for (worker, left) in &s.budgets {
+        let _ = writeln!(out, "budget: worker {worker}: {left} requests left today");
+    }
+    table_counters(&mut out, s);
+    table_tail(&mut out, s);
+    out
+}
+
+/// The table's first lines: version, uptime, listener, pin; sessions per tier.
+fn table_head(out: &mut String, s: &Status) {
     let _ = writeln!(
         out,
         "tg-ws-proxy {}, up {}, listening on {}, pin: {}",
@@ -35,6 +48,10 @@ pub fn table(s: &Status) -> String {
         tiers.join(", "),
         s.sessions_connecting()
     );
+}
+
+/// The route table with aligned columns and its legend (or a line saying there are none).
+fn table_routes(out: &mut String, s: &Status) {
     let mut rows = vec![[
         "ID",
         "ROUTE",
@@ -83,9 +100,10 @@ pub fn table(s: &Status) -> String {
             out.push_str("(POOL = warm/filling)\n");
         }
     }
-    for (worker, left) in &s.budgets {
-        let _ = writeln!(out, "budget: worker {worker}: {left} requests left today");
-    }
+}
+
+/// The outbound proxy's failures, the counters, closes per reason, descriptors, RSS, reloads.
+fn table_counters(out: &mut String, s: &Status) {
     let c = &s.counters;
     if c.proxy_failures > 0 {
         let _ = writeln!(
@@ -130,6 +148,10 @@ pub fn table(s: &Status) -> String {
         let _ = write!(out, "  reloads: {applied} applied, {rejected} rejected");
     }
     out.push('\n');
+}
+
+/// Recent frozen sessions and the shared CF domain list.
+fn table_tail(out: &mut String, s: &Status) {
     for (f, ago) in &s.frozen {
         let _ = writeln!(
             out,
@@ -161,7 +183,6 @@ pub fn table(s: &Status) -> String {
             l.failures
         );
     }
-    out
 }
 
 /// The `--json` form: one object, one line.
@@ -171,55 +192,8 @@ pub fn json(s: &Status) -> String {
     o.num("uptime_ms", s.uptime_ms);
     o.str("listen", &s.listen.to_string());
     o.raw("pin", &s.pin.as_deref().map_or("null".into(), quote));
-    let mut per_tier = Obj::new();
-    for t in Tier::ALL {
-        per_tier.num(t.name(), s.sessions_per_tier[t.index()] as u64);
-    }
-    let mut sessions = Obj::new();
-    sessions.num("active", s.sessions_active as u64);
-    sessions.num("capacity", s.sessions_capacity as u64);
-    sessions.raw("per_tier", &per_tier.end());
-    sessions.num("connecting", s.sessions_connecting() as u64);
-    o.raw("sessions", &sessions.end());
-    let routes: Vec<String> = s
-        .routes
-        .iter()
-        .map(|r| {
-            let mut ro = Obj::new();
-            ro.num("id", r.id as u64);
-            ro.str("label", &r.label);
-            ro.str("tier", r.tier.name());
-            ro.str("dc", &r.dc.label());
-            ro.str("state", r.state);
-            ro.num("cooldown_left_ms", r.cooldown_left_ms);
-            ro.opt("rtt_p95_ms", r.rtt_p95_ms);
-            let lf = r.last_failure.map_or("null".into(), |(f, ago)| {
-                let mut fo = Obj::new();
-                fo.str("class", &f.to_string());
-                fo.num("ago_ms", ago);
-                fo.end()
-            });
-            ro.raw("last_failure", &lf);
-            ro.str("probe", r.probe);
-            let mut pool = Obj::new();
-            pool.num("warm", r.pool.0 as u64);
-            pool.num("filling", r.pool.1 as u64);
-            ro.raw("pool", &pool.end());
-            ro.num("sessions", r.sessions);
-            ro.raw("pinned", if r.pinned { "true" } else { "false" });
-            ro.raw("retired", if r.retired { "true" } else { "false" });
-            ro.num("frozen", r.frozen);
-            let lf = r.last_freeze.map_or("null".into(), |(f, bytes, ago)| {
-                let mut fo = Obj::new();
-                fo.str("form", f.name());
-                fo.num("after_bytes", bytes);
-                fo.num("ago_ms", ago);
-                fo.end()
-            });
-            ro.raw("last_freeze", &lf);
-            ro.end()
-        })
-        .collect();
+    o.raw("sessions", &sessions_json(s));
+    let routes: Vec<String> = s.routes.iter().map(route_json).collect();
     o.raw("routes", &format!("[{}]", routes.join(",")));
     let budgets: Vec<String> = s
         .budgets
@@ -246,23 +220,10 @@ pub fn json(s: &Status) -> String {
         ro.end()
     });
     o.raw("reloads", &reloads);
-    let shared = s.shared_list.as_ref().map_or("null".into(), |l| {
-        let mut so = Obj::new();
-        so.str("source", &l.source);
-        so.num("in_use", l.in_use as u64);
-        so.num("kept", l.kept as u64);
-        so.num("dropped", l.dropped as u64);
-        so.num("fetches", l.fetches);
-        so.num("failures", l.failures);
-        match &l.last {
-            Some((what, age)) => {
-                so.str("last", what);
-                so.num("last_age_ms", *age);
-            }
-            None => so.raw("last", "null"),
-        }
-        so.end()
-    });
+    let shared = s
+        .shared_list
+        .as_ref()
+        .map_or("null".into(), shared_list_json);
     o.raw("shared_list", &shared);
     let frozen: Vec<String> = s
         .frozen
@@ -278,6 +239,84 @@ pub fn json(s: &Status) -> String {
         })
         .collect();
     o.raw("frozen_sessions", &format!("[{}]", frozen.join(",")));
+    o.raw("counters", &counters_json(c));
+    let mut text = o.end();
+    text.push('\n');
+    text
+}
+
+/// The `sessions` object of the `--json` form.
+fn sessions_json(s: &Status) -> String {
+    let mut per_tier = Obj::new();
+    for t in Tier::ALL {
+        per_tier.num(t.name(), s.sessions_per_tier[t.index()] as u64);
+    }
+    let mut sessions = Obj::new();
+    sessions.num("active", s.sessions_active as u64);
+    sessions.num("capacity", s.sessions_capacity as u64);
+    sessions.raw("per_tier", &per_tier.end());
+    sessions.num("connecting", s.sessions_connecting() as u64);
+    sessions.end()
+}
+
+/// One route of the `--json` form.
+fn route_json(r: &RouteStatus) -> String {
+    let mut ro = Obj::new();
+    ro.num("id", r.id as u64);
+    ro.str("label", &r.label);
+    ro.str("tier", r.tier.name());
+    ro.str("dc", &r.dc.label());
+    ro.str("state", r.state);
+    ro.num("cooldown_left_ms", r.cooldown_left_ms);
+    ro.opt("rtt_p95_ms", r.rtt_p95_ms);
+    let lf = r.last_failure.map_or("null".into(), |(f, ago)| {
+        let mut fo = Obj::new();
+        fo.str("class", &f.to_string());
+        fo.num("ago_ms", ago);
+        fo.end()
+    });
+    ro.raw("last_failure", &lf);
+    ro.str("probe", r.probe);
+    let mut pool = Obj::new();
+    pool.num("warm", r.pool.0 as u64);
+    pool.num("filling", r.pool.1 as u64);
+    ro.raw("pool", &pool.end());
+    ro.num("sessions", r.sessions);
+    ro.raw("pinned", if r.pinned { "true" } else { "false" });
+    ro.raw("retired", if r.retired { "true" } else { "false" });
+    ro.num("frozen", r.frozen);
+    let lf = r.last_freeze.map_or("null".into(), |(f, bytes, ago)| {
+        let mut fo = Obj::new();
+        fo.str("form", f.name());
+        fo.num("after_bytes", bytes);
+        fo.num("ago_ms", ago);
+        fo.end()
+    });
+    ro.raw("last_freeze", &lf);
+    ro.end()
+}
+
+/// The `shared_list` object of the `--json` form.
+fn shared_list_json(l: &SharedList) -> String {
+    let mut so = Obj::new();
+    so.str("source", &l.source);
+    so.num("in_use", l.in_use as u64);
+    so.num("kept", l.kept as u64);
+    so.num("dropped", l.dropped as u64);
+    so.num("fetches", l.fetches);
+    so.num("failures", l.failures);
+    match &l.last {
+        Some((what, age)) => {
+            so.str("last", what);
+            so.num("last_age_ms", *age);
+        }
+        None => so.raw("last", "null"),
+    }
+    so.end()
+}
+
+/// The `counters` object of the `--json` form.
+fn counters_json(c: &Counters) -> String {
     let mut co = Obj::new();
     co.num("accepted", c.accepted);
     co.num("closed", c.closed_total());
@@ -334,10 +373,7 @@ pub fn json(s: &Status) -> String {
         fz.num(f.name(), c.frozen[f.index()]);
     }
     co.raw("frozen", &fz.end());
-    o.raw("counters", &co.end());
-    let mut text = o.end();
-    text.push('\n');
-    text
+    co.end()
 }
 
 /// A JSON string literal for `s` (RFC 8259: `"` and `\` escaped, control characters as

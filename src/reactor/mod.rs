@@ -16,10 +16,12 @@
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
 //! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown),
 //! `memory` (the hook that gives freed memory back after a burst),
-//! `control` (the control socket, `--control-socket`, and its connections), `cflist` (the
-//! shared CF domain list's fetch and cache, `--cf-domain-list`).
+//! `control` (the control socket, `--control-socket`, and its connections; the file is
+//! `src/control/server.rs`, beside its core), `cflist` (the shared CF domain list's fetch and
+//! cache, `--cf-domain-list`; the file is `src/route/cflist/fetch.rs`, beside the list core).
 
 mod accept;
+#[path = "../route/cflist/fetch.rs"]
 mod cflist;
 mod drain;
 mod listen;
@@ -30,6 +32,7 @@ mod signals;
 pub(crate) use cflist::cached_shared_domains;
 pub use reload::RESTART_ONLY;
 
+#[path = "../control/server.rs"]
 mod control;
 
 use std::collections::VecDeque;

@@ -16,11 +16,14 @@
 //! replayable prefix of a session on a pooled upstream (kept until the upstream's first byte, and
 //! handed back by [`Relay::rewind`]) is `replay`'s; whether what comes down is MTProto (and
 //! whether a reply is half-delivered) is `reply`'s; whether the upstream stalled is `stall`'s;
-//! timers, logging and route health are the shell's.
+//! timers, logging and route health are the shell's. This file has the types, the order of a
+//! step and its ends; the data movement of a step (the reads, the two pumps, the half-close) is
+//! `pump`'s.
 
 pub mod end;
 #[cfg(test)]
 pub(crate) mod pipe;
+mod pump;
 pub mod replay;
 pub mod reply;
 mod scratch;
@@ -31,8 +34,8 @@ mod tests;
 use crate::buf::RelayBuf;
 use crate::error::CloseReason;
 use crate::mtproto::obfs2::{self, Accepted, Cipher, Tag, INIT_LEN};
-use crate::net::io::{read_once, write_once, Endpoint, Io};
-use crate::net::wslink::{self, Decoder, Encoder, Event, LinkError, Next, Split, MAX_SMALL};
+use crate::net::io::Endpoint;
+use crate::net::wslink::{Decoder, Encoder, Split, MAX_SMALL};
 use crate::rng::Rng;
 
 use end::{End, EndAction, EndEvent};
@@ -420,50 +423,9 @@ impl Relay {
         now: u64,
         rng: &mut Rng,
     ) -> Result<bool, CloseReason> {
-        let mut progress = false;
         // Client → up buffer (the scratch if ours is empty and the upstream can take bytes).
-        if client_ready.read && self.end.reads_client() {
-            // An exhausted pool leaves no room: the client is not read (backpressure).
-            let lent = up_ready.write && scratch.lend(&mut self.up);
-            if !lent {
-                scratch.attach(&mut self.up);
-            }
-        }
-        for _ in 0..PUMP_ROUNDS {
-            if !client_ready.read || !self.end.reads_client() {
-                break;
-            }
-            let held = self.up.len();
-            let space = self.up.space();
-            // Nearly full is full: a read into a sliver (a 64 KiB read of fake-TLS records
-            // leaves 20 bytes, its four headers) is a system call for nothing. What is held goes
-            // upstream first, as from a full buffer (pump_up can process all of it but a partial
-            // packet header, < MIN_READ), and the client is read again after (`read` stays set).
-            if space.is_empty() || (space.len() < MIN_READ && held >= MIN_READ) {
-                break;
-            }
-            match read_once(client, space) {
-                Io::Done(n) => {
-                    self.client_dec.apply(&mut space[..n]);
-                    if let Some(replies) = &mut self.replies {
-                        replies.client_sent(&space[..n]);
-                    }
-                    if self.replay.armed() {
-                        self.replay = Replay::keep(scratch.replay_buffer(), &[]);
-                    }
-                    self.replay.client_read(&space[..n]);
-                    self.up.fill(n);
-                    meter.bytes_up += n as u64;
-                    progress = true;
-                }
-                Io::Blocked => client_ready.read = false,
-                Io::Eof => {
-                    self.end = self.end.on(EndEvent::ClientEof).0;
-                    progress = true;
-                }
-                Io::Failed(e) => return Err(end::client_read_failure(&e)),
-            }
-        }
+        let mut progress =
+            self.read_client(client, client_ready, up_ready.write, meter, scratch)?;
         let written = self.up_written;
         let pumped = self.pump_up(upstream, up_ready, rng);
         scratch.take_back(&mut self.up);
@@ -472,43 +434,25 @@ impl Relay {
             self.replay.client_sent(now);
         }
         // Upstream → down buffer (the scratch if ours is empty and the client can take bytes).
-        if up_ready.read && self.end.reads_upstream() {
-            let lent = client_ready.write && scratch.lend(&mut self.down);
-            if !lent {
-                scratch.attach(&mut self.down);
-            }
-        }
-        for _ in 0..PUMP_ROUNDS {
-            if !up_ready.read || !self.end.reads_upstream() {
-                break;
-            }
-            let space = self.down.space();
-            if space.is_empty() {
-                break;
-            }
-            match read_once(upstream, space) {
-                Io::Done(n) => {
-                    self.down.fill(n);
-                    self.replay.upstream_spoke();
-                    progress = true;
-                }
-                Io::Blocked => up_ready.read = false,
-                Io::Eof => {
-                    self.end = self
-                        .end
-                        .on(EndEvent::UpstreamEnded(CloseReason::UpstreamEof))
-                        .0;
-                    self.replay.upstream_spoke();
-                    progress = true;
-                }
-                Io::Failed(_) => return Err(CloseReason::UpstreamReset),
-            }
-        }
+        progress |= self.read_upstream(upstream, up_ready, client_ready.write, scratch)?;
         let pumped = self.pump_down(client, client_ready, meter, now);
         scratch.take_back(&mut self.down);
         let (down, p) = pumped?;
         progress |= p;
-        // Ends.
+        progress |= self.settle_end(upstream, up_ready, down, rng)?;
+        Ok(progress)
+    }
+
+    /// The ends, after both pumps: a finished upstream closes once what it sent is delivered;
+    /// a finished client half-closes the upstream once its bytes are flushed. `Ok(true)` when
+    /// the end state moved.
+    fn settle_end<U: Endpoint>(
+        &mut self,
+        upstream: &mut U,
+        up_ready: &mut Ready,
+        down: Down,
+        rng: &mut Rng,
+    ) -> Result<bool, CloseReason> {
         match self.end {
             End::Open | End::ShutSent => {}
             End::UpstreamDone(reason) => {
@@ -527,236 +471,13 @@ impl Relay {
                     if action == EndAction::ShutUpstream {
                         self.shut_upstream(upstream, up_ready, rng)?;
                     }
-                    progress = true;
+                    return Ok(true);
                 } else if self.client_ended_mid_packet(upstream) {
                     // The frame can never be completed.
                     return Err(CloseReason::ClientEof);
                 }
             }
         }
-        Ok(progress)
+        Ok(false)
     }
-
-    /// True when the client's bytes stopped inside a WS frame, or inside the length header of
-    /// the next packet, and everything before that was handed over: nothing is left to complete
-    /// it (so nothing would ever flush).
-    fn client_ended_mid_packet<U: Endpoint>(&self, upstream: &U) -> bool {
-        match &self.link {
-            Link::Raw => false,
-            Link::Ws(enc, _) => {
-                let sent = self.up.ready().is_empty() && self.small_len == 0;
-                let stuck = (self.up.is_empty() && enc.in_frame())
-                    || enc.header_incomplete(self.up.unprocessed());
-                sent && stuck && !upstream.has_backlog()
-            }
-        }
-    }
-
-    /// Half-close toward the upstream: a FIN on raw TCP; our Close (1000) on a WS link.
-    fn shut_upstream<U: Endpoint>(
-        &mut self,
-        upstream: &mut U,
-        up_ready: &mut Ready,
-        rng: &mut Rng,
-    ) -> Result<(), CloseReason> {
-        match &mut self.link {
-            Link::Raw => {
-                let _ = upstream.shutdown_write();
-            }
-            Link::Ws(enc, _) => {
-                enc.queue_close(Some(wslink::CLOSE_NORMAL));
-                self.pump_up(upstream, up_ready, rng)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Client → upstream: write what is ready, then process more. `Ok(true)` on progress.
-    fn pump_up<U: Endpoint>(
-        &mut self,
-        upstream: &mut U,
-        up_ready: &mut Ready,
-        rng: &mut Rng,
-    ) -> Result<bool, CloseReason> {
-        let mut progress = false;
-        for _ in 0..PUMP_ROUNDS * 4 {
-            if !up_ready.write {
-                break;
-            }
-            if upstream.has_backlog() {
-                match upstream.flush_backlog() {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        up_ready.write = false;
-                        break;
-                    }
-                    Err(_) => return Err(CloseReason::UpstreamReset),
-                }
-            }
-            let pending = if self.small_sent < self.small_len {
-                &self.small[self.small_sent..self.small_len]
-            } else {
-                self.up.ready()
-            };
-            if !pending.is_empty() {
-                match write_once(upstream, pending) {
-                    Io::Done(n) => {
-                        if self.small_len > 0 {
-                            self.small_sent += n;
-                            if self.small_sent == self.small_len {
-                                self.small_sent = 0;
-                                self.small_len = 0;
-                            }
-                        } else {
-                            self.up.consume(n);
-                            self.up_written += n as u64;
-                        }
-                        progress = true;
-                        if upstream.has_backlog() {
-                            // TLS kept records the socket refused: it is full.
-                            up_ready.write = false;
-                            break;
-                        }
-                        continue;
-                    }
-                    Io::Blocked => {
-                        up_ready.write = false;
-                        break;
-                    }
-                    Io::Eof | Io::Failed(_) => return Err(CloseReason::UpstreamReset),
-                }
-            }
-            // Nothing waiting: process more plaintext.
-            match &mut self.link {
-                Link::Raw => {
-                    let n = self.up.unprocessed().len();
-                    if n == 0 {
-                        break;
-                    }
-                    self.relay_enc.apply(self.up.unprocessed_mut(n));
-                    self.up.advance(n);
-                }
-                Link::Ws(enc, _) => {
-                    let mut next = enc.next(self.up.unprocessed(), rng);
-                    let mut framed = false;
-                    if let Ok(Next::Frame(s)) = &next {
-                        // Nothing is ready here, so the frame goes first either way; put in the
-                        // buffer's headroom, a data header leaves in one write with its payload.
-                        framed = true;
-                        let b = s.as_bytes();
-                        if self.up.prepend(b) {
-                            next = if enc.in_frame() {
-                                enc.next(self.up.unprocessed(), rng)
-                            } else {
-                                Ok(Next::Idle)
-                            };
-                        } else {
-                            self.small[..b.len()].copy_from_slice(b);
-                            self.small_len = b.len();
-                            self.small_sent = 0;
-                            next = Ok(Next::Idle);
-                        }
-                    }
-                    match next {
-                        Ok(Next::Payload(n)) => {
-                            let region = self.up.unprocessed_mut(n);
-                            self.relay_enc.apply(region);
-                            enc.mask(region);
-                            self.up.advance(n);
-                        }
-                        Ok(Next::Idle) if framed => {}
-                        Ok(Next::Idle) => break,
-                        // A data header is always followed by payload (wslink invariant).
-                        Ok(Next::Frame(_)) | Err(_) => return Err(CloseReason::ProtocolError),
-                    }
-                }
-            }
-            progress = true;
-        }
-        Ok(progress)
-    }
-
-    /// Upstream → client: write what is ready, then process more (strip frame headers, answer
-    /// control frames, re-encrypt payload).
-    fn pump_down<C: Endpoint>(
-        &mut self,
-        client: &mut C,
-        client_ready: &mut Ready,
-        meter: &mut Meter,
-        now: u64,
-    ) -> Result<(Down, bool), CloseReason> {
-        let mut progress = false;
-        for _ in 0..PUMP_ROUNDS * 4 {
-            if !self.down.ready().is_empty() {
-                if !client_ready.write {
-                    return Ok((Down::Blocked, progress));
-                }
-                match write_once(client, self.down.ready()) {
-                    Io::Done(n) => {
-                        self.down.consume(n);
-                        meter.first_down_ms.get_or_insert(now);
-                        progress = true;
-                        continue;
-                    }
-                    Io::Blocked => {
-                        client_ready.write = false;
-                        return Ok((Down::Blocked, progress));
-                    }
-                    Io::Eof => return Err(CloseReason::ClientEof),
-                    Io::Failed(_) => return Err(CloseReason::ClientReset),
-                }
-            }
-            // Nothing waiting (so a header can be skipped in place): process more.
-            let avail = self.down.unprocessed().len();
-            if avail == 0 {
-                return Ok((Down::Starved, progress));
-            }
-            let n = match &mut self.link {
-                Link::Raw => avail,
-                Link::Ws(enc, dec) => match dec.next(self.down.unprocessed(), enc) {
-                    Ok(Event::Payload(n)) => n,
-                    Ok(Event::Header(n) | Event::Control(n) | Event::AfterClose(n)) => {
-                        self.down.skip(n);
-                        progress = true;
-                        continue;
-                    }
-                    Ok(Event::Closed(code, n)) => {
-                        self.down.skip(n);
-                        let ev = EndEvent::UpstreamEnded(CloseReason::WsClose(code));
-                        self.end = self.end.on(ev).0;
-                        // Nothing the front sends after its Close is relayed (RFC 6455 §5.5.1).
-                        return Ok((Down::Starved, true));
-                    }
-                    Ok(Event::NeedMore) => return Ok((Down::Starved, progress)),
-                    Err(LinkError::BadClose(_)) => {
-                        // The front's Close broke RFC 6455 §7.4: our Close 1002 (queued by the
-                        // decoder) leaves under the linger like an echo would, what came
-                        // before is delivered, and the session ends as a protocol error.
-                        let ev = EndEvent::UpstreamEnded(CloseReason::ProtocolError);
-                        self.end = self.end.on(ev).0;
-                        return Ok((Down::Starved, true));
-                    }
-                    Err(e) => return Err(link_error(e)),
-                },
-            };
-            let region = self.down.unprocessed_mut(n);
-            self.relay_dec.apply(region);
-            if let Some(replies) = &mut self.replies {
-                if let Err(bad) = replies.server_sent(region) {
-                    self.bad_reply = Some(bad);
-                    return Err(CloseReason::BadReply);
-                }
-            }
-            self.client_enc.apply(region);
-            self.down.advance(n);
-            meter.bytes_down += n as u64;
-            progress = true;
-        }
-        Ok((Down::Capped, progress))
-    }
-}
-
-/// Every link error ends the session as a protocol error.
-fn link_error(_: LinkError) -> CloseReason {
-    CloseReason::ProtocolError
 }

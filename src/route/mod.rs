@@ -8,7 +8,8 @@
 //! observations, the probe schedule, pool policy). Time is a `u64` ms parameter on the caller's
 //! monotonic clock. The I/O around it: `probe` (one probe's state machine over a socket) and
 //! `prober` (the thin shell that runs the ladder's background work); `conn` and the reactor
-//! drive them.
+//! drive them. `cflist` is the shared CF domain list's core; its fetch shell sits beside it
+//! (`cflist/fetch.rs`) but is compiled as the reactor's `reactor::cflist`.
 
 pub mod budget;
 pub mod cflist;

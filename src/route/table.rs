@@ -5,7 +5,8 @@
 //! only `kws` host names map 203 → 2). Owns: route creation on first use of a DC (a client's,
 //! or the ladder's startup probes of DCs 1–5), targets, dial specs, labels and redaction, the
 //! self-loop check, and what a reload does to the routes ([`Table::reconfigure`]: unchanged
-//! ones kept, removed ones retired, new ones created). Must not touch: health decisions, schedules, pools, sockets — those are
+//! ones kept, removed ones retired, new ones created); the dial specs of a route are
+//! `table/spec.rs`. Must not touch: health decisions, schedules, pools, sockets — those are
 //! `route::ladder`'s (policy) and `route::prober`'s (I/O). The tier facts it encodes are in docs/protocol.md §3–§4.
 
 use std::collections::BTreeMap;
@@ -16,6 +17,8 @@ use crate::mtproto::dc::DcId;
 use crate::mtproto::upstream::MtprotoProxy;
 use crate::net::dial::{DialKind, DialSpec};
 use crate::route::health::Health;
+
+mod spec;
 
 /// `Origin` sent on upgrades to Telegram's web front (what Telegram Web sends).
 pub const WEB_ORIGIN: &str = "https://web.telegram.org";
@@ -154,115 +157,6 @@ impl Route {
             } => vec![m.as_str(), ep.host.as_str()],
             _ => self.host().into_iter().collect(),
         }
-    }
-
-    /// Dial specs for this route, in the order to try (two `kws` names for `ws`; for a media
-    /// cfproxy route `kwsN-1.<domain>` then `kwsN.<domain>`). `resolve` maps a host name to an
-    /// address from the DNS cache; `None` = not known yet or no such record (that name is
-    /// skipped for now, never waited on: a media route whose `-1` name does not resolve dials
-    /// the base name only).
-    pub fn dial_specs(&self, resolve: &mut dyn FnMut(&str) -> Option<IpAddr>) -> Vec<DialSpec> {
-        match &self.target {
-            Target::Ws { addr, hosts, path } => hosts
-                .iter()
-                .map(|h| DialSpec {
-                    addr: *addr,
-                    kind: DialKind::Ws {
-                        host: h.clone(),
-                        sni: None,
-                        path: (*path).to_string(),
-                        subprotocol: true,
-                        origin: Some(WEB_ORIGIN),
-                    },
-                })
-                .collect(),
-            Target::Worker { ep, path } => match resolve(&ep.host) {
-                Some(ip) => vec![DialSpec {
-                    addr: SocketAddr::new(ip, ep.port),
-                    kind: DialKind::Ws {
-                        host: ep.host.clone(),
-                        sni: None,
-                        path: path.clone(),
-                        subprotocol: false,
-                        origin: None,
-                    },
-                }],
-                None => Vec::new(),
-            },
-            Target::CfProxy {
-                ep,
-                media_host,
-                path,
-                ..
-            } => media_host
-                .iter()
-                .chain(std::iter::once(&ep.host))
-                .filter_map(|h| {
-                    let ip = resolve(h)?;
-                    Some(DialSpec {
-                        addr: SocketAddr::new(ip, ep.port),
-                        kind: DialKind::Ws {
-                            host: h.clone(),
-                            sni: None,
-                            path: (*path).to_string(),
-                            subprotocol: true,
-                            origin: Some(WEB_ORIGIN),
-                        },
-                    })
-                })
-                .collect(),
-            Target::Mtproto { proxy } => match proxy.ip().or_else(|| resolve(&proxy.host)) {
-                Some(ip) => vec![DialSpec {
-                    addr: SocketAddr::new(ip, proxy.port),
-                    kind: DialKind::Mtproto {
-                        host: proxy.host.clone(),
-                        secret: proxy.secret.clone(),
-                    },
-                }],
-                None => Vec::new(),
-            },
-            Target::Front {
-                addr,
-                sni,
-                hosts,
-                path,
-            } => hosts
-                .iter()
-                .map(|h| DialSpec {
-                    addr: *addr,
-                    kind: DialKind::Ws {
-                        host: h.clone(),
-                        sni: Some(sni.clone()),
-                        path: (*path).to_string(),
-                        subprotocol: true,
-                        origin: Some(WEB_ORIGIN),
-                    },
-                })
-                .collect(),
-            Target::Tcp { addr } => vec![DialSpec {
-                addr: *addr,
-                kind: DialKind::Tcp,
-            }],
-        }
-    }
-}
-
-impl Route {
-    /// [`Route::dial_specs`] without any spec that would dial our own listener (a Worker or CF
-    /// name can resolve to it).
-    pub fn specs_for(
-        &self,
-        resolve: &mut dyn FnMut(&str) -> Option<IpAddr>,
-        listen: SocketAddr,
-    ) -> Vec<DialSpec> {
-        let mut specs = self.dial_specs(resolve);
-        // A name left for a `socks5h://` outbound proxy carries the placeholder address
-        // (`outbound::UNRESOLVED`, 0.0.0.0): not our listener even when we listen on 0.0.0.0
-        // and the same port.
-        specs.retain(|s| {
-            s.addr.ip() == crate::net::outbound::UNRESOLVED || !is_self(s.addr, listen)
-        });
-        specs
     }
 }
 

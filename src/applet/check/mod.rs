@@ -28,7 +28,7 @@ use crate::net::tls;
 use crate::rng::Rng;
 use crate::route::probe::{Goal, ProbeOutcome};
 use crate::route::prober::{Finished, Prober};
-use crate::route::table::Table;
+use crate::route::table::{Route, Table};
 use crate::token::{self, Role, DNS};
 
 mod report;
@@ -241,65 +241,71 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
             ),
         }
     }
-    let mut rows = Vec::new();
-    for id in routes {
-        let r = &table.routes[id];
-        let mut failed = None;
-        let specs = r.dial_specs(&mut |h| {
-            if let Some(unresolved) = crate::net::outbound::remote_name(h) {
-                return Some(unresolved);
-            }
-            match names.get(h) {
-                Some(Ok(ip)) => Some(*ip),
-                Some(Err(e)) => {
-                    failed = Some(e.clone());
-                    None
-                }
-                None => None,
-            }
-        });
-        if specs.is_empty() {
-            rows.push(Row {
-                dc: r.dc,
-                tier: r.tier,
-                label: r.label(),
-                spec: None,
-                unresolved: Some(failed.unwrap_or_else(|| "host name did not resolve".into())),
-                attempts: Vec::new(),
-            });
-            continue;
+    Ok(routes
+        .into_iter()
+        .flat_map(|id| route_rows(&table.routes[id], &names))
+        .collect())
+}
+
+/// The rows of one route: one per dial spec (labelled as `check` prints it), or one saying why
+/// none could be made (a host name that did not resolve), `names` being what `resolve_all`
+/// found.
+fn route_rows(r: &Route, names: &BTreeMap<String, Result<IpAddr, String>>) -> Vec<Row> {
+    let mut failed = None;
+    let specs = r.dial_specs(&mut |h| {
+        if let Some(unresolved) = crate::net::outbound::remote_name(h) {
+            return Some(unresolved);
         }
-        for spec in specs {
-            let label = match (&spec.kind, r.tier) {
-                (DialKind::Ws { host, .. }, Tier::Ws) => {
-                    format!("ws:{} {host}@{}", r.dc, spec.addr)
-                }
-                // A media cfproxy route dials two names: one row each.
-                (DialKind::Ws { .. }, Tier::CfProxy) => {
-                    format!("cfproxy:{} {}", r.dc, r.spec_label(&spec))
-                }
-                // Fronting: one row per kws name, `SNI/Host@addr`.
-                (
-                    DialKind::Ws {
-                        host,
-                        sni: Some(sni),
-                        ..
-                    },
-                    Tier::Front,
-                ) => format!("front:{} {sni}/{host}@{}", r.dc, spec.addr),
-                _ => r.label(),
-            };
-            rows.push(Row {
-                dc: r.dc,
-                tier: r.tier,
-                label,
-                spec: Some(spec),
-                unresolved: None,
-                attempts: Vec::new(),
-            });
+        match names.get(h) {
+            Some(Ok(ip)) => Some(*ip),
+            Some(Err(e)) => {
+                failed = Some(e.clone());
+                None
+            }
+            None => None,
         }
+    });
+    if specs.is_empty() {
+        return vec![Row {
+            dc: r.dc,
+            tier: r.tier,
+            label: r.label(),
+            spec: None,
+            unresolved: Some(failed.unwrap_or_else(|| "host name did not resolve".into())),
+            attempts: Vec::new(),
+        }];
     }
-    Ok(rows)
+    let mut rows = Vec::new();
+    for spec in specs {
+        let label = match (&spec.kind, r.tier) {
+            (DialKind::Ws { host, .. }, Tier::Ws) => {
+                format!("ws:{} {host}@{}", r.dc, spec.addr)
+            }
+            // A media cfproxy route dials two names: one row each.
+            (DialKind::Ws { .. }, Tier::CfProxy) => {
+                format!("cfproxy:{} {}", r.dc, r.spec_label(&spec))
+            }
+            // Fronting: one row per kws name, `SNI/Host@addr`.
+            (
+                DialKind::Ws {
+                    host,
+                    sni: Some(sni),
+                    ..
+                },
+                Tier::Front,
+            ) => format!("front:{} {sni}/{host}@{}", r.dc, spec.addr),
+            _ => r.label(),
+        };
+        rows.push(Row {
+            dc: r.dc,
+            tier: r.tier,
+            label,
+            spec: Some(spec),
+            unresolved: None,
+            attempts: Vec::new(),
+        });
+    }
+    rows
 }
 
 /// Resolves `hosts` with the proxy's own resolver (hosts file, resolv.conf), waiting up to
@@ -390,6 +396,22 @@ pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()
     Ok(())
 }
 
+/// The rows a round dials, in order; a row without a dial spec gets its `dns` failure now.
+fn queue_rows(rows: &mut [Row]) -> VecDeque<usize> {
+    let mut queue = VecDeque::new();
+    for (i, row) in rows.iter_mut().enumerate() {
+        match (&row.spec, &row.unresolved) {
+            (Some(_), _) => queue.push_back(i),
+            (None, why) => row.attempts.push(Attempt::Failed {
+                class: "dns".into(),
+                ms: 0,
+                detail: why.clone().unwrap_or_default(),
+            }),
+        }
+    }
+    queue
+}
+
 /// One round: every row's probe (to `resPQ`, then `pull` bytes of them), started [`PACE_MS`] apart, all running together in the same
 /// [`Prober`] the proxy's background uses (row index = route id).
 fn run_round(
@@ -402,17 +424,7 @@ fn run_round(
 ) -> io::Result<()> {
     let now_ms = || clock.elapsed().as_millis() as u64;
     let mut prober = Prober::new(rows.len());
-    let mut queue: VecDeque<usize> = VecDeque::new();
-    for (i, row) in rows.iter_mut().enumerate() {
-        match (&row.spec, &row.unresolved) {
-            (Some(_), _) => queue.push_back(i),
-            (None, why) => row.attempts.push(Attempt::Failed {
-                class: "dns".into(),
-                ms: 0,
-                detail: why.clone().unwrap_or_default(),
-            }),
-        }
-    }
+    let mut queue = queue_rows(rows);
     let mut events = Events::with_capacity(64);
     let mut done: Vec<Finished> = Vec::new();
     let mut next_start = now_ms();

@@ -114,14 +114,7 @@ fn parse_args(
         _ => Err(format!("expected a DC number, got '{s}'")),
     })?
     .unwrap_or(2);
-    let tag = flag(&mut args, "--tag", |s| match s {
-        "abridged" => Ok(Tag::Abridged),
-        "intermediate" => Ok(Tag::Intermediate),
-        "padded" | "padded-intermediate" => Ok(Tag::PaddedIntermediate),
-        _ => Err(format!(
-            "expected abridged, intermediate or padded, got '{s}'"
-        )),
-    })?;
+    let tag = flag(&mut args, "--tag", parse_tag)?;
     let count = flag(&mut args, "--count", positive)?.unwrap_or(1);
     let interval = flag(&mut args, "--interval", parse_duration)?.unwrap_or(Duration::from_secs(1));
     let timeout = flag(&mut args, "--timeout", |s| {
@@ -148,6 +141,47 @@ fn parse_args(
     };
     let addr = resolve(&server, port).map_err(|e| format!("--server: {e}"))?;
 
+    let secret = probe_secret(raw, secret_flag, secret_file, env_secret)?;
+    let default_tag = match secret.as_ref().map(|s| &s.kind) {
+        Some(SecretKind::Dd | SecretKind::Ee(_)) => Tag::PaddedIntermediate,
+        _ => Tag::Intermediate,
+    };
+    let dc = if media { -dc.saturating_abs() } else { dc };
+    Ok(Some(ProbeArgs {
+        client: ClientOptions {
+            addr,
+            secret,
+            tag: tag.unwrap_or(default_tag),
+            dc,
+            timeout,
+        },
+        count,
+        interval,
+        parallel,
+        quiet,
+    }))
+}
+
+/// `--tag`: the transport a probe speaks.
+fn parse_tag(s: &str) -> Result<Tag, String> {
+    match s {
+        "abridged" => Ok(Tag::Abridged),
+        "intermediate" => Ok(Tag::Intermediate),
+        "padded" | "padded-intermediate" => Ok(Tag::PaddedIntermediate),
+        _ => Err(format!(
+            "expected abridged, intermediate or padded, got '{s}'"
+        )),
+    }
+}
+
+/// The probe's secret: from `--secret`, else `--secret-file` (its first secret), else
+/// `TG_SECRET`; none with `--raw` (which conflicts with any of them). Errors name the source.
+fn probe_secret(
+    raw: bool,
+    secret_flag: Option<String>,
+    secret_file: Option<String>,
+    env_secret: Option<String>,
+) -> Result<Option<Secret>, String> {
     let (secret_src, secret_text) = match (secret_flag, secret_file, env_secret) {
         (Some(s), _, _) => ("--secret", Some(s)),
         (None, Some(s), _) => ("--secret-file", Some(s)),
@@ -173,24 +207,7 @@ fn parse_args(
             Some(s)
         }
     };
-    let default_tag = match secret.as_ref().map(|s| &s.kind) {
-        Some(SecretKind::Dd | SecretKind::Ee(_)) => Tag::PaddedIntermediate,
-        _ => Tag::Intermediate,
-    };
-    let dc = if media { -dc.saturating_abs() } else { dc };
-    Ok(Some(ProbeArgs {
-        client: ClientOptions {
-            addr,
-            secret,
-            tag: tag.unwrap_or(default_tag),
-            dc,
-            timeout,
-        },
-        count,
-        interval,
-        parallel,
-        quiet,
-    }))
+    Ok(secret)
 }
 
 fn resolve(server: &str, port: Option<u16>) -> Result<SocketAddr, String> {

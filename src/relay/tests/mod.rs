@@ -16,6 +16,7 @@ use super::*;
 use crate::buf::BufPool;
 use crate::mtproto::obfs2::{accept, accept_raw, initiate, Tag};
 use crate::net::wsframe::{apply_mask, format_header, parse_header, Header, Opcode, MAX_HEADER};
+use crate::net::wslink;
 
 const SECRET: [u8; 16] = [0x11; 16];
 /// Steps of the rig before a test calls it stuck.

@@ -2,7 +2,7 @@
 //! incremental response parser with hard limits ([`Response`]): head size, body size
 //! (`Content-Length`, `chunked`, or read to the close), redirects reported with their target.
 //! RFC 9112 framing, only as much of it as a plain-text download needs. No socket, no clock:
-//! `reactor::cflist` feeds the bytes and owns the deadline.
+//! The shell (`fetch.rs`, compiled as `reactor::cflist`) feeds the bytes and owns the deadline.
 
 use super::{parse_url, Url};
 

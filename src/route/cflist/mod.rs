@@ -5,7 +5,7 @@
 //! distinct names), the on-disk cache format ([`cache_text`], [`parse_cache`]) and when the next
 //! fetch is due ([`Schedule`]: jittered refresh, exponential backoff after failures).
 //!
-//! Owns no socket, file, clock or log: `reactor::cflist` does the fetch (DNS, TLS, the HTTP/1.1
+//! Owns no socket, file, clock or log: the shell in `fetch.rs` (compiled as `reactor::cflist`) does the fetch (DNS, TLS, the HTTP/1.1
 //! GET parsed by [`http`]), reads a FILE source, writes the cache and hands accepted lists to
 //! the ladder as `Config::cf_shared_domains`. Time is `u64` ms on the caller's clock; randomness
 //! is the caller's [`Rng`].

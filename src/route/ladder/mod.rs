@@ -10,7 +10,8 @@
 //! reports what sessions saw. The `front` tier's planning rule (domain fronting: only after the
 //! direct ws route failed at TLS or upgrade) is `front.rs`; which proof may end a flap quarantine
 //! (only a probe begun after it) is `quarantine.rs`; what a frozen session does to its route is
-//! `freeze.rs`. Failures that are a dependency's, not a route's — the path to an address, the
+//! `freeze.rs`. How each observation reaches its rule ([`Ladder::observe`]) is `observe.rs`.
+//! Failures that are a dependency's, not a route's — the path to an address, the
 //! outbound proxy — are kept and said by `deps.rs` (over `route::reach` and `route::outproxy`).
 //! The rules are docs/design.md §4;
 //! each one is a unit test in
@@ -31,11 +32,10 @@ use std::net::{IpAddr, SocketAddr};
 use log::{debug, info};
 
 use crate::config::Config;
-use crate::error::Failure;
 use crate::mtproto::dc::DcId;
 use crate::rng::Rng;
 use crate::route::budget::Budget;
-use crate::route::health::{Change, State, Use};
+use crate::route::health::{State, Use};
 use crate::route::outproxy::ProxyDep;
 use crate::route::pace::{PacePolicy, Pacer};
 use crate::route::pool::{Pool, Pooled, Swept};
@@ -146,6 +146,7 @@ mod deps;
 mod facts;
 mod freeze;
 mod front;
+mod observe;
 mod quarantine;
 mod reconfigure;
 mod rules;
@@ -394,133 +395,6 @@ impl<U: Pooled> Ladder<U> {
             .health
             .hedge_delay(ms(self.cfg.hedge_delay), HEDGE_FLOOR_MS);
         now.saturating_sub(started) >= own
-    }
-
-    /// Learns from `obs` at `now`. Returns the route's state change, if any (already logged).
-    pub fn observe(&mut self, obs: Observation, now: u64) -> Option<Change> {
-        if let Some(route) = self.retired_route(&obs) {
-            self.observe_retired(route, obs);
-            return None;
-        }
-        match obs {
-            Observation::AttemptFailed {
-                route,
-                failure,
-                retry_after,
-            } => {
-                self.note_dialled(route, now);
-                self.fail(route, failure, retry_after, now)
-            }
-            Observation::AttemptCancelled { route } => {
-                self.note_dialled(route, now);
-                self.counters.cancelled += 1;
-                None
-            }
-            Observation::SessionStarted { route } => {
-                self.table.routes[route].sessions += 1;
-                self.note_dialled(route, now);
-                let window = ms(self.cfg.pool_max_age);
-                let slot = &mut self.slots[route];
-                slot.pool.note_start(now, window);
-                if let Refill::OnSessionStart(n) = &mut slot.refill {
-                    *n = n.saturating_add(1).min(self.cfg.pool_size as u32);
-                }
-                None
-            }
-            Observation::FirstByte {
-                route,
-                dial_started,
-                rtt_ms,
-            } => {
-                // A session whose dial began before the route's last state change (or in the
-                // same ms) says nothing about the new state: it must not undo a fresh Down or a
-                // quarantine. If that change brought the route Up, though, it agrees with the
-                // state and undoes nothing: its RTT sample still counts (a burst of sessions
-                // dialled together would otherwise give one sample, the first).
-                let health = &mut self.table.routes[route].health;
-                let changed = health.last_change();
-                if changed > 0 && dial_started <= changed {
-                    if health.state() == State::Up {
-                        if let Some(rtt) = rtt_ms {
-                            health.note_rtt(rtt);
-                        }
-                    }
-                    return None;
-                }
-                // A route down as stalled (or doubted for a frozen session) lets a session's
-                // first bytes through (the freeze comes after ~16 KB): only a pulling probe
-                // proves it recovered (rule 7). A session on it goes on, it just proves nothing.
-                // Nor does one on a quarantined route (rule 3): a flapping route works now and
-                // then, and only the probe after the quarantine may bring it back.
-                let health = &self.table.routes[route].health;
-                let quarantined = matches!(health.state(), State::Down { .. })
-                    && health.quarantine_end().is_some();
-                if self.owes_pull(route) || quarantined {
-                    return None;
-                }
-                let change = self.succeed(route, rtt_ms, "session", now);
-                // Keep an eye on it once real traffic stops: a sparse liveness probe.
-                if self.slots[route].sched == Sched::Idle {
-                    self.due(route, now + ms(self.cfg.probe_interval));
-                }
-                change
-            }
-            Observation::SessionEnded { route, end } => self.session_ended(route, end, now),
-            Observation::ProbeDone {
-                route,
-                result: Ok(_),
-            } if self.probe_predates_quarantine_end(route) => {
-                self.early_probe(route, now);
-                None
-            }
-            Observation::ProbeDone {
-                route,
-                result: Ok(_),
-            } if self.plain_probe_owing_pull(route) => {
-                self.plain_probe(route, now);
-                None
-            }
-            Observation::ProbeDone { route, result } => self.probe_done(route, result, now),
-            Observation::FillFailed {
-                route,
-                failure,
-                retry_after,
-                client_dial,
-            } => {
-                self.job_ended();
-                self.slots[route].pool.fill_ended();
-                if !client_dial {
-                    self.throttle(route, failure, retry_after, now);
-                }
-                self.fail(route, failure, retry_after, now)
-            }
-            Observation::NotStarted {
-                route,
-                probe: true,
-                failure: Some(f),
-            } if f != Failure::Local => self.probe_done(route, Err((f, None)), now),
-            Observation::NotStarted { route, probe, .. } => {
-                self.job_ended();
-                if probe {
-                    // It was already judged needed when handed out: retry it as such, so the
-                    // recent-traffic shortcut cannot swallow a doubt.
-                    self.slots[route].sched = Sched::Doubt(now + RETRY_MS);
-                } else {
-                    self.slots[route].pool.fill_ended();
-                    self.slots[route].fill_retry_at = now + RETRY_MS;
-                }
-                None
-            }
-            Observation::PooledSilent { route, taken_at } => {
-                self.pooled_silent(route, taken_at, now)
-            }
-            Observation::SessionFrozen {
-                route,
-                freeze,
-                after_bytes,
-            } => self.session_frozen(route, freeze, after_bytes, now),
-            Observation::SessionFailed { route, failure } => self.fail(route, failure, None, now),
-        }
     }
 
     /// A fill (or an adopted hedge loser) of `route` reached the upgrade at `now`; its dial

@@ -107,43 +107,26 @@ pub(super) struct Spot {
     pub rank: Option<u8>,
 }
 
+/// One Worker route of a plan, as the spread sees it.
+struct W {
+    /// Its position in the plan.
+    pos: usize,
+    route: RouteId,
+    /// The Worker's index (`--cf-worker-domain` order).
+    w: usize,
+    /// Health rank if it may take new sessions (healthy and not held).
+    eligible: Option<u8>,
+    held: bool,
+    /// Requests left in the Worker's budget now.
+    left: u64,
+}
+
 impl<U: Pooled> Ladder<U> {
     /// The spread of `ids`' Worker routes for one plan at `now` (see the module docs); empty
     /// when the DC has fewer than two Worker routes or none of them may take a session now
     /// (health's order then stands). Advances the round robin.
     pub(super) fn spread_workers(&mut self, ids: &[RouteId], now: u64) -> Vec<Spot> {
-        struct W {
-            pos: usize,
-            route: RouteId,
-            w: usize,
-            /// Health rank if it may take new sessions (healthy and not held).
-            eligible: Option<u8>,
-            held: bool,
-            left: u64,
-        }
-        let mut ws: Vec<W> = Vec::new();
-        for (pos, &route) in ids.iter().enumerate() {
-            let Some(w) = self.table.worker_index(route, &self.cfg) else {
-                continue;
-            };
-            let held = self.spread.held(w, now);
-            let rank = match self.table.routes[route].health.usable(now) {
-                Use::Preferred => Some(0),
-                Use::Untested => Some(1),
-                Use::Degraded | Use::Cooling { .. } | Use::Expired => None,
-            };
-            ws.push(W {
-                pos,
-                route,
-                w,
-                eligible: rank.filter(|_| !held),
-                held,
-                left: self
-                    .budgets
-                    .get(w)
-                    .map_or(0, |b| u64::from(b.available(now))),
-            });
-        }
+        let ws = self.worker_routes(ids, now);
         if ws.len() < 2 {
             return Vec::new();
         }
@@ -194,6 +177,34 @@ impl<U: Pooled> Ladder<U> {
                 }
             })
             .collect()
+    }
+
+    /// The Worker routes among `ids` with their rank, hold and budget at `now`.
+    fn worker_routes(&self, ids: &[RouteId], now: u64) -> Vec<W> {
+        let mut ws: Vec<W> = Vec::new();
+        for (pos, &route) in ids.iter().enumerate() {
+            let Some(w) = self.table.worker_index(route, &self.cfg) else {
+                continue;
+            };
+            let held = self.spread.held(w, now);
+            let rank = match self.table.routes[route].health.usable(now) {
+                Use::Preferred => Some(0),
+                Use::Untested => Some(1),
+                Use::Degraded | Use::Cooling { .. } | Use::Expired => None,
+            };
+            ws.push(W {
+                pos,
+                route,
+                w,
+                eligible: rank.filter(|_| !held),
+                held,
+                left: self
+                    .budgets
+                    .get(w)
+                    .map_or(0, |b| u64::from(b.available(now))),
+            });
+        }
+        ws
     }
 
     /// A 429 put `route` Down until `until`: if it is a Worker's, every route of that Worker

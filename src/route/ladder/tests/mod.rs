@@ -20,7 +20,8 @@ mod ops;
 
 use super::*;
 use crate::config::{CfEndpoint, Tier};
-use crate::route::health::State;
+use crate::error::Failure;
+use crate::route::health::{Change, State};
 use crate::route::pool::tests::Fake;
 
 const DC2: DcId = DcId::plain(2);

@@ -15,6 +15,11 @@
 //! closed. Verbs act through the ladder (`pin`, `unpin`,
 //! `probe`), [`Reactor::reload`] (`reload`), or read a [`Status`] snapshot gathered here
 //! (`status`, `metrics`): slab, ladder, stats, `/proc/self/fd`, `getrlimit`, RSS.
+//!
+//! The file lives beside its core, in `src/control/`, but is compiled as the reactor's child
+//! module `reactor::control` (`#[path]` in `src/reactor/mod.rs`): it is an `impl Reactor` that
+//! reads the slab, the ladder and the stats, and as a child of `control` it would make the
+//! core import the reactor (an import circle). The core never imports this file.
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -305,7 +310,6 @@ impl Reactor {
                 return core::error(&e);
             }
         };
-        let now = self.now;
         match req {
             Request::Status { json } => {
                 let s = self.status();
@@ -316,71 +320,80 @@ impl Reactor {
                 })
             }
             Request::Metrics => core::ok(&metrics::render(&self.status())),
-            Request::Pin(target) => {
-                let pin = match target {
-                    PinTarget::Tier(t) => match self.tier_unused(t) {
-                        Some(why) => return core::error(&format!("pin {}: {why}", t.name())),
-                        None => Pin::Tier(t),
-                    },
-                    PinTarget::Route(sel) => match self.select(sel).as_deref() {
-                        Ok([id]) => Pin::Route(*id),
-                        Ok(ids) => {
-                            return core::error(&format!(
-                                "{} routes match; pin one of them by id ({})",
-                                ids.len(),
-                                ids.iter()
-                                    .map(|i| format!("#{i}"))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ))
-                        }
-                        Err(e) => return core::error(e),
-                    },
-                };
-                match self.s.ladder.pin(pin) {
-                    Ok(()) => core::ok(&format!(
-                        "pinned {}; new sessions prefer it while it is usable",
-                        self.pin_label(pin)
-                    )),
-                    Err(e) => core::error(&e),
-                }
-            }
+            Request::Pin(target) => self.pin_reply(target),
             Request::Unpin => match self.s.ladder.unpin() {
                 Some(p) => core::ok(&format!("unpinned {p}; new sessions follow the tier order")),
                 None => core::ok("nothing was pinned"),
             },
-            Request::Probe(sel) => {
-                let ids = match self.select(sel) {
-                    Ok(ids) => ids,
-                    Err(e) => return core::error(&e),
-                };
-                let mut lines = Vec::new();
-                let mut any = false;
-                for id in ids {
-                    let label = self.s.ladder.route(id).label();
-                    match self.s.ladder.probe_now(id, now) {
-                        Ok(ProbeNow::Scheduled) => {
-                            any = true;
-                            lines.push(format!("probe #{id} {label}: started"));
-                        }
-                        Ok(ProbeNow::AlreadyRunning) => {
-                            any = true;
-                            lines.push(format!("probe #{id} {label}: already running"));
-                        }
-                        Err(e) => lines.push(format!("probe #{id} {label}: not run: {e}")),
-                    }
-                }
-                if any {
-                    core::ok(&lines.join("\n"))
-                } else {
-                    core::error(&lines.join("; "))
-                }
-            }
+            Request::Probe(sel) => self.probe_reply(sel),
             // `reload` logs its own line and counts it; the reply carries the same line.
             Request::Reload => match self.reload() {
                 Ok(line) => core::ok(&line),
                 Err(why) => core::error(&format!("reload: rejected: {why}")),
             },
+        }
+    }
+
+    /// `pin TIER|ROUTE`: the pin set in the ladder, or why not (an unused tier, a selector
+    /// matching no route or several).
+    fn pin_reply(&mut self, target: PinTarget) -> Vec<u8> {
+        let pin = match target {
+            PinTarget::Tier(t) => match self.tier_unused(t) {
+                Some(why) => return core::error(&format!("pin {}: {why}", t.name())),
+                None => Pin::Tier(t),
+            },
+            PinTarget::Route(sel) => match self.select(sel).as_deref() {
+                Ok([id]) => Pin::Route(*id),
+                Ok(ids) => {
+                    return core::error(&format!(
+                        "{} routes match; pin one of them by id ({})",
+                        ids.len(),
+                        ids.iter()
+                            .map(|i| format!("#{i}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                }
+                Err(e) => return core::error(e),
+            },
+        };
+        match self.s.ladder.pin(pin) {
+            Ok(()) => core::ok(&format!(
+                "pinned {}; new sessions prefer it while it is usable",
+                self.pin_label(pin)
+            )),
+            Err(e) => core::error(&e),
+        }
+    }
+
+    /// `probe ROUTE`: a probe of every matching route now; `ok` when at least one started or
+    /// was already running, one line per route either way.
+    fn probe_reply(&mut self, sel: RouteSel) -> Vec<u8> {
+        let now = self.now;
+        let ids = match self.select(sel) {
+            Ok(ids) => ids,
+            Err(e) => return core::error(&e),
+        };
+        let mut lines = Vec::new();
+        let mut any = false;
+        for id in ids {
+            let label = self.s.ladder.route(id).label();
+            match self.s.ladder.probe_now(id, now) {
+                Ok(ProbeNow::Scheduled) => {
+                    any = true;
+                    lines.push(format!("probe #{id} {label}: started"));
+                }
+                Ok(ProbeNow::AlreadyRunning) => {
+                    any = true;
+                    lines.push(format!("probe #{id} {label}: already running"));
+                }
+                Err(e) => lines.push(format!("probe #{id} {label}: not run: {e}")),
+            }
+        }
+        if any {
+            core::ok(&lines.join("\n"))
+        } else {
+            core::error(&lines.join("; "))
         }
     }
 
