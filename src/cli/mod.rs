@@ -31,7 +31,7 @@ use pico_args::Arguments;
 
 pub use config_file::MAX_CONFIG_BYTES;
 pub use duration::{parse_duration, DURATION_HELP, MAX_DURATION};
-pub use help::run_options_help;
+pub use help::{run_options_help, RESTART_MARK};
 pub use parse::{parse_run, parse_run_reload, Note, RunArgs};
 pub use secret_file::parse_secret_text;
 pub use table::MAX_CONNECTIONS_LIMIT;
@@ -151,6 +151,12 @@ pub struct ConfigKey {
     pub default: &'static str,
     /// The flag's help text.
     pub help: &'static str,
+    /// A reload applies a changed value to new sessions; `false`: it needs a restart (the
+    /// reload keeps the old value and names it).
+    pub live: bool,
+    /// The setting's name in `reload: applied (…)` and `needs a restart: …` (shared by flags
+    /// that set one setting: `host` and `port` are `listen`).
+    pub setting: &'static str,
 }
 
 /// Every `run` option a configuration file may set (all but `config` itself), in table order.
@@ -165,6 +171,8 @@ pub fn config_keys() -> Vec<ConfigKey> {
             count: matches!(o.kind, table::Kind::Count(_)),
             default: o.default,
             help: o.help,
+            live: o.reload == table::Reload::Live,
+            setting: o.setting(),
         })
         .collect()
 }

@@ -14,7 +14,8 @@
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
-//! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown),
+//! SIGINT into the loop), `reload` (the one path from a `Config` to the live settings, at start
+//! and on reload, for new sessions), `drain` (shutdown),
 //! `memory` (the hook that gives freed memory back after a burst),
 //! `control` (the control socket, `--control-socket`, and its connections), `cflist` (the
 //! shared CF domain list's fetch and cache, `--cf-domain-list`).
@@ -251,8 +252,10 @@ pub fn run(cfg: Config, reload: Option<Reload>) -> io::Result<()> {
 }
 
 impl Reactor {
+    /// Builds what is sized or opened once (poll, listener, slab, pools, resolver, control
+    /// socket, gate), then applies `cfg`'s live settings through [`Reactor::apply`], the path a
+    /// reload takes too.
     fn new(mut cfg: Config) -> io::Result<Reactor> {
-        crate::net::outbound::activate(&cfg);
         let tls = tls::client_config_with(
             cfg.ca_file.as_deref(),
             cfg.accept_invalid_certs,
@@ -312,11 +315,6 @@ impl Reactor {
             .register(dns.socket(), DNS, Interest::READABLE)?;
         let (cflist, cached) = cflist::CfList::new(&cfg, now);
         cfg.cf_shared_domains = cflist::shared_endpoints(&cfg, cached.unwrap_or_default());
-        for name in &dns_names(&cfg) {
-            dns.watch(name);
-            let _ = crate::dns::cached(&mut dns, name, now);
-        }
-        crate::net::outbound::resolve_proxy(|h| dns.cached(h));
         let mut ladder_cfg = cfg.clone();
         ladder_cfg.listen = listen;
         let ladder = Ladder::new(&ladder_cfg, ladder_rng, now);
@@ -326,7 +324,7 @@ impl Reactor {
         let stats_ms = cfg.stats_interval.as_millis() as u64;
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
-        Ok(Reactor {
+        let mut r = Reactor {
             poll,
             listener,
             slab: Slab::with_capacity(capacity),
@@ -374,7 +372,9 @@ impl Reactor {
             control,
             cflist,
             trim,
-        })
+        };
+        r.apply(r.s.cfg.clone(), None);
+        Ok(r)
     }
 
     /// The loop. Returns at the drain's end (`Ok`) or on a poll failure.
