@@ -5,7 +5,8 @@
 //! Every `run` flag is declared once in `table` (names, variables, default, help, writer);
 //! `parse` drives the arguments and the environment from it ([`parse_run`]) and `help` renders
 //! the option list of `run --help` ([`run_options_help`]). Value grammars live in `values` and
-//! `duration`, the secret file's format and creation in `secret_file`, the configuration file's
+//! `duration`, the configuration under construction in `draft` (below both the table and
+//! `parse`), the secret file's format and creation in `secret_file`, the configuration file's
 //! format and read in `config_file` ([`config_keys`] lists its names). This file owns the error
 //! shape (`--flag (TG_VAR): what is wrong`, one line), the environment seam and the helpers
 //! applets use for flags of their own. A flag always wins over its variable, a variable over
@@ -18,6 +19,7 @@
 mod config_file;
 #[cfg(test)]
 mod config_tests;
+mod draft;
 mod duration;
 mod help;
 mod parse;

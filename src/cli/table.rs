@@ -15,8 +15,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::draft::Draft;
 use super::duration::parse_duration;
-use super::parse::Draft;
 use super::values::{
     check_readable_file, parse_bool, parse_cf_endpoint, parse_dc_addr, parse_in_range, parse_ip,
     parse_link_host, parse_tier_order,
@@ -847,7 +847,8 @@ pub(crate) static RUN_OPTIONS: &[Opt] = &[
 
 #[cfg(test)]
 mod tests {
-    use super::super::parse::{Source, Taken};
+    use super::super::draft::Source;
+    use super::super::parse::Taken;
     use super::*;
 
     /// Defaults shown as words rather than as a value the flag would accept.

@@ -153,7 +153,7 @@ impl Reactor {
         }
         self.bind_retry.set_every(cfg.bind_retry.as_millis() as u64);
         self.trim.set_delay(cfg.mem_trim_delay.as_millis() as u64);
-        crate::net::outbound::activate(&cfg);
+        crate::net::outbound::activate(cfg.outbound_proxy.as_ref(), &cfg.no_outbound_proxy_for);
         self.resolve_outbound_proxy();
         self.s.cfg = cfg;
     }
