@@ -14,7 +14,7 @@
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
-//! SIGINT into the loop), `reload` (the one path from a `Config` to the live settings, at start
+//! SIGINT into the loop), `shared` (the state sessions borrow, [`Ctx`]'s source), `reload` (the one path from a `Config` to the live settings, at start
 //! and on reload, for new sessions), `drain` (shutdown),
 //! `memory` (the hook that gives freed memory back after a burst),
 //! `control` (the control socket, `--control-socket`, and its connections), `cflist` (the
@@ -26,6 +26,7 @@ mod drain;
 mod listen;
 mod memory;
 mod reload;
+mod shared;
 mod signals;
 
 pub(crate) use cflist::cached_shared_domains;
@@ -35,37 +36,34 @@ mod control;
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{info, warn};
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Registry, Token};
+use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 
 use crate::buf::BufPool;
 use crate::config::Config;
 use crate::conn::mask::{mask_target, MaskConns};
 use crate::conn::per_ip::{Limits, PerIp};
-use crate::conn::{log_clock_events, Conn, Ctx, Status, TimerEv};
+use crate::conn::{log_clock_events, Conn, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
-use crate::error::CloseReason;
 use crate::logging::{Folds, RateLimited};
 use crate::mem::trim::Trim;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
-use crate::net::dial::Upstream;
 use crate::net::tls;
 use crate::relay::Scratch;
 use crate::rng::Rng;
 use crate::route::ladder::Ladder;
-use crate::route::prober::{Finished, Prober, Shell, SuspendWatch};
+use crate::route::prober::{Finished, Prober, SuspendWatch};
 use crate::stats::Stats;
 use crate::timer::Wheel;
 use crate::token::{self, Role, DNS, LISTENER, SIGNAL};
 
 use drain::{Life, Next};
 use listen::{AfterBindError, BindRetry};
+use shared::Shared;
 use signals::SignalPipe;
 
 /// Re-reads the configuration for a reload (`run` builds it from the original argv and the
@@ -123,79 +121,6 @@ enum Accept {
     Pending,
     /// Descriptors ran out; [`Global::AcceptResume`] ends the pause.
     Paused,
-}
-
-/// Everything a session borrows through [`Ctx`].
-struct Shared {
-    cfg: Config,
-    keys: Vec<[u8; 16]>,
-    wheel: Wheel<TimerEv>,
-    rng: Rng,
-    tls: Arc<rustls::ClientConfig>,
-    stats: Stats,
-    bad_log: RateLimited,
-    attempt_log: Folds,
-    client_log: Folds,
-    listen: SocketAddr,
-    ladder: Ladder<Upstream>,
-    prober: Prober,
-    dns: Resolver,
-    watch: SuspendWatch,
-    /// The relay's one large buffer (`relay::Scratch`).
-    scratch: Scratch,
-    /// Folds close lines of sessions that never reached an upstream (`Ctx::unserved_log`).
-    unserved_log: [RateLimited; CloseReason::ALL.len()],
-    /// Per-client-address limits (`conn::per_ip`), sized to the slab.
-    per_ip: PerIp,
-    /// Local addresses of live mask connections (`conn::mask`).
-    mask_conns: MaskConns,
-    /// Unix seconds, read once per loop iteration while an `ee` secret is configured (`Ctx::wall_s`).
-    wall_s: u64,
-    /// The fake-TLS gate (`Ctx::gate`).
-    gate: Gate,
-    /// The `ee` secrets (`Ctx::ee_keys`).
-    ee_keys: Vec<EeKey>,
-}
-
-impl Shared {
-    /// The background shell over this state, and the ladder it serves.
-    fn shell<'a>(&'a mut self, registry: &'a Registry) -> (Shell<'a>, &'a mut Ladder<Upstream>) {
-        let shell = Shell {
-            prober: &mut self.prober,
-            registry,
-            dns: &mut self.dns,
-            stats: &mut self.stats,
-            watch: &mut self.watch,
-        };
-        (shell, &mut self.ladder)
-    }
-
-    fn ctx<'a>(&'a mut self, registry: &'a Registry, now: u64) -> Ctx<'a> {
-        Ctx {
-            now,
-            cfg: &self.cfg,
-            keys: &self.keys,
-            registry,
-            wheel: &mut self.wheel,
-            rng: &mut self.rng,
-            tls: &self.tls,
-            stats: &mut self.stats,
-            bad_log: &mut self.bad_log,
-            listen: self.listen,
-            ladder: &mut self.ladder,
-            prober: &mut self.prober,
-            dns: &mut self.dns,
-            attempt_log: &mut self.attempt_log,
-            client_log: &mut self.client_log,
-            scratch: &mut self.scratch,
-            unserved_log: &mut self.unserved_log,
-            per_ip: &mut self.per_ip,
-            mask_conns: &mut self.mask_conns,
-            wall_s: self.wall_s,
-            gate: &mut self.gate,
-            ee_keys: &self.ee_keys,
-        }
-    }
 }
 
 /// The running proxy.
