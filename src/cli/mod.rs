@@ -22,9 +22,11 @@ mod config_tests;
 mod draft;
 mod duration;
 mod help;
+mod opt;
 mod parse;
 mod secret_file;
 mod table;
+mod table_more;
 mod values;
 
 use std::fmt;
