@@ -137,15 +137,6 @@ pub fn summary(c: &Config) -> Vec<String> {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let map = |m: &std::collections::BTreeMap<u16, std::net::SocketAddr>| {
-        if m.is_empty() {
-            return "built-in".to_string();
-        }
-        m.iter()
-            .map(|(dc, a)| format!("{dc}={a}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     let mut lines = vec![
         format!(
             "tg-ws-proxy {} on {}: {} secret(s) [{}], tiers {}, max {} sessions, buffers {} KiB",
@@ -157,47 +148,8 @@ pub fn summary(c: &Config) -> Vec<String> {
             c.max_connections,
             c.buf_size / 1024,
         ),
-        format!(
-            "upstream: ws {}; tcp {}; ca-file {}; timeouts ws {} tcp {} handshake {} idle {} \
-             bad-client-drain {}; shutdown drain {}; stats {}; memory trim {}",
-            map(&c.ws_addrs),
-            map(&c.tcp_addrs),
-            c.ca_file
-                .as_ref()
-                .map_or("none".to_string(), |p| p.display().to_string()),
-            fmt_duration(c.ws_connect_timeout),
-            fmt_duration(c.tcp_connect_timeout),
-            fmt_duration(c.handshake_timeout),
-            fmt_duration(c.idle_timeout),
-            fmt_duration(c.bad_client_drain),
-            fmt_duration(c.drain_timeout),
-            if c.stats_interval.is_zero() {
-                "off".to_string()
-            } else {
-                fmt_duration(c.stats_interval)
-            },
-            if c.mem_trim_delay.is_zero() {
-                "off".to_string()
-            } else {
-                format!("{} after a burst", fmt_duration(c.mem_trim_delay))
-            },
-        ),
-        format!(
-            "ladder: hedge {} budget {} cooldown {}..{} probe every {} (timeout {}) worker budget {}/day; pace {} burst {} max wait {}; pool up to {} for {}; startup probes {}",
-            fmt_duration(c.hedge_delay),
-            fmt_duration(c.connect_budget),
-            fmt_duration(Duration::from_millis(c.health.base_ms)),
-            fmt_duration(Duration::from_millis(c.health.max_ms)),
-            fmt_duration(c.probe_interval),
-            fmt_duration(c.probe_timeout),
-            c.worker_budget,
-            fmt_duration(c.handshake_pace),
-            c.handshake_burst,
-            fmt_duration(c.pace_max_wait),
-            c.pool_size,
-            fmt_duration(c.pool_max_age),
-            if c.startup_probes { "on" } else { "off" },
-        ),
+        upstream_line(c),
+        ladder_line(c),
     ];
     if !c.worker_domains.is_empty() || !c.cf_domains.is_empty() {
         lines.push(format!(
@@ -236,6 +188,70 @@ pub fn summary(c: &Config) -> Vec<String> {
             c.fronting_domains.join(", ")
         ));
     }
+    lines.push(clients_line(c));
+    lines
+}
+
+/// The `upstream:` startup line: targets, CA file, timeouts, drain, stats, memory trim.
+fn upstream_line(c: &Config) -> String {
+    let map = |m: &std::collections::BTreeMap<u16, std::net::SocketAddr>| {
+        if m.is_empty() {
+            return "built-in".to_string();
+        }
+        m.iter()
+            .map(|(dc, a)| format!("{dc}={a}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        "upstream: ws {}; tcp {}; ca-file {}; timeouts ws {} tcp {} handshake {} idle {} \
+         bad-client-drain {}; shutdown drain {}; stats {}; memory trim {}",
+        map(&c.ws_addrs),
+        map(&c.tcp_addrs),
+        c.ca_file
+            .as_ref()
+            .map_or("none".to_string(), |p| p.display().to_string()),
+        fmt_duration(c.ws_connect_timeout),
+        fmt_duration(c.tcp_connect_timeout),
+        fmt_duration(c.handshake_timeout),
+        fmt_duration(c.idle_timeout),
+        fmt_duration(c.bad_client_drain),
+        fmt_duration(c.drain_timeout),
+        if c.stats_interval.is_zero() {
+            "off".to_string()
+        } else {
+            fmt_duration(c.stats_interval)
+        },
+        if c.mem_trim_delay.is_zero() {
+            "off".to_string()
+        } else {
+            format!("{} after a burst", fmt_duration(c.mem_trim_delay))
+        },
+    )
+}
+
+/// The `ladder:` startup line: hedge, budget, cooldowns, probes, pacing, pool.
+fn ladder_line(c: &Config) -> String {
+    format!(
+        "ladder: hedge {} budget {} cooldown {}..{} probe every {} (timeout {}) worker budget {}/day; pace {} burst {} max wait {}; pool up to {} for {}; startup probes {}",
+        fmt_duration(c.hedge_delay),
+        fmt_duration(c.connect_budget),
+        fmt_duration(Duration::from_millis(c.health.base_ms)),
+        fmt_duration(Duration::from_millis(c.health.max_ms)),
+        fmt_duration(c.probe_interval),
+        fmt_duration(c.probe_timeout),
+        c.worker_budget,
+        fmt_duration(c.handshake_pace),
+        c.handshake_burst,
+        fmt_duration(c.pace_max_wait),
+        c.pool_size,
+        fmt_duration(c.pool_max_age),
+        if c.startup_probes { "on" } else { "off" },
+    )
+}
+
+/// The `clients:` startup line: PROXY protocol, per-address limits, masking.
+fn clients_line(c: &Config) -> String {
     let cap = |n: u64, what: &str| {
         if n == 0 {
             "off".to_string()
@@ -260,7 +276,7 @@ pub fn summary(c: &Config) -> Vec<String> {
     } else {
         String::new()
     };
-    lines.push(format!(
+    format!(
         "clients: proxy-protocol {}; per address: max {} sessions, rate {} burst {}{over}; mask {} \
          (connect {} idle {})",
         if c.proxy_protocol { "required" } else { "off" },
@@ -270,8 +286,7 @@ pub fn summary(c: &Config) -> Vec<String> {
         mask,
         fmt_duration(c.mask_connect_timeout),
         fmt_duration(c.mask_idle_timeout),
-    ));
-    lines
+    )
 }
 
 /// Short human form: `10s`, `250ms`, `1.5s`, `0s`.

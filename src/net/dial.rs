@@ -194,41 +194,11 @@ impl Dial {
     pub fn drive(&mut self, tls: &Arc<rustls::ClientConfig>) -> DialStep {
         loop {
             match &mut self.state {
-                State::Connecting(sock) => match tcp::check_connected(sock) {
-                    ConnectState::Pending => return DialStep::Pending,
-                    ConnectState::Failed(e) => {
-                        return match &self.via {
-                            Some(v) => DialStep::Failed {
-                                failure: Failure::ProxyUnreachable,
-                                retry_after: None,
-                                detail: format!("outbound proxy {}: {e}", v.proxy),
-                            },
-                            None => DialStep::Failed {
-                                failure: classify_io(&e),
-                                retry_after: None,
-                                detail: e.to_string(),
-                            },
-                        }
+                State::Connecting(_) => {
+                    if let Some(step) = self.connecting(tls) {
+                        return step;
                     }
-                    ConnectState::Connected => {
-                        let State::Connecting(sock) =
-                            std::mem::replace(&mut self.state, State::Moved)
-                        else {
-                            return local("state moved");
-                        };
-                        match &self.via {
-                            Some(v) => {
-                                let hs = Box::new(Handshake::new(v));
-                                self.state = State::Proxying(sock, hs);
-                            }
-                            None => {
-                                if let Some(done) = self.tunnel_up(sock, tls) {
-                                    return done;
-                                }
-                            }
-                        }
-                    }
-                },
+                }
                 State::Proxying(..) => {
                     let State::Proxying(mut sock, mut hs) =
                         std::mem::replace(&mut self.state, State::Moved)
@@ -313,6 +283,42 @@ fn failed_hello(e: HelloError) -> DialStep {
 }
 
 impl Dial {
+    /// The TCP connect stage: `Some` step to return (pending, failed, or a finished tunnel),
+    /// `None` when the dial moved on to the proxy handshake or the TLS upgrade.
+    fn connecting(&mut self, tls: &Arc<rustls::ClientConfig>) -> Option<DialStep> {
+        let State::Connecting(sock) = &mut self.state else {
+            return Some(local("state moved"));
+        };
+        match tcp::check_connected(sock) {
+            ConnectState::Pending => Some(DialStep::Pending),
+            ConnectState::Failed(e) => Some(match &self.via {
+                Some(v) => DialStep::Failed {
+                    failure: Failure::ProxyUnreachable,
+                    retry_after: None,
+                    detail: format!("outbound proxy {}: {e}", v.proxy),
+                },
+                None => DialStep::Failed {
+                    failure: classify_io(&e),
+                    retry_after: None,
+                    detail: e.to_string(),
+                },
+            }),
+            ConnectState::Connected => {
+                let State::Connecting(sock) = std::mem::replace(&mut self.state, State::Moved)
+                else {
+                    return Some(local("state moved"));
+                };
+                match &self.via {
+                    Some(v) => {
+                        self.state = State::Proxying(sock, Box::new(Handshake::new(v)));
+                        None
+                    }
+                    None => self.tunnel_up(sock, tls),
+                }
+            }
+        }
+    }
+
     /// The byte stream to the destination is open on `sock` (directly or through the proxy):
     /// a raw dial is ready; a TLS-only dial is ready with its handshake still to run; an `ee` upstream starts its fake-TLS hello; a WS dial starts TLS
     /// (SNI = the fronting name if any, else the host) and the upgrade (`None`: keep driving).

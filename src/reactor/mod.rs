@@ -40,7 +40,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{info, warn};
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Registry, Token};
 use slab::Slab;
 
 use crate::buf::BufPool;
@@ -197,29 +197,12 @@ impl Reactor {
         let control = (cfg.control_socket.as_deref())
             .map(|p| control::Control::open(p, poll.registry()))
             .transpose()?;
-        let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
-        let listener = match listen::bind(cfg.listen, poll.registry()) {
-            Ok(l) => Some(l),
-            Err(e) => match bind_retry.failed(&e, 1) {
-                AfterBindError::Fatal => return Err(e),
-                AfterBindError::RetryAt(_) => {
-                    warn!(
-                        "cannot listen on {}: {e}; retrying every {:?} (--bind-retry) and on SIGHUP",
-                        cfg.listen, cfg.bind_retry
-                    );
-                    None
-                }
-            },
-        };
+        let (listener, bind_retry) = bind_at_start(&cfg, poll.registry())?;
         let listen = match &listener {
             Some(l) => l.local_addr()?,
             None => cfg.listen,
         };
         let capacity = cfg.max_connections.min(token::MAX_SLOT);
-        // Two relay buffers per session at most (the connect phase's one is its upstream one).
-        let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
-        // Replay prefixes live apart, so they never take a block that bounds a session's own two.
-        let replay = BufPool::new(REPLAY_BLOCKS.min(capacity), cfg.buf_size, 2);
         let clock = Instant::now();
         let now = 1;
         let wall_s = wall_clock_s();
@@ -231,13 +214,7 @@ impl Reactor {
             cfg.replay_cache
         };
         let gate = Gate::new(cfg.tls_time_window.as_secs(), replay_entries, wall_s, now);
-        let mut dns = Resolver::new(ResolverConfig {
-            hosts_path: cfg.hosts_file.clone(),
-            resolv_path: cfg.resolv_conf.clone(),
-            ..ResolverConfig::default()
-        })?;
-        poll.registry()
-            .register(dns.socket(), DNS, Interest::READABLE)?;
+        let dns = start_resolver(&cfg, poll.registry())?;
         let (cflist, cached) = cflist::CfList::new(&cfg, now);
         cfg.cf_shared_domains = cflist::shared_endpoints(&cfg, cached.unwrap_or_default());
         let mut ladder_cfg = cfg.clone();
@@ -271,7 +248,7 @@ impl Reactor {
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
                 dns,
                 watch: SuspendWatch::new(now),
-                scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay),
+                scratch: scratch(&cfg, capacity),
                 wall_s,
                 gate,
                 ee_keys,
@@ -513,6 +490,49 @@ impl Reactor {
             finish(&mut self.slab, slot, status, &mut self.again);
         }
     }
+}
+
+/// Binds the listener at start. With `--bind-retry` an address not assigned yet is not fatal:
+/// `None` and the retry armed (one warning). Errors: any other bind error.
+fn bind_at_start(
+    cfg: &Config,
+    registry: &Registry,
+) -> io::Result<(Option<TcpListener>, BindRetry)> {
+    let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
+    let listener = match listen::bind(cfg.listen, registry) {
+        Ok(l) => Some(l),
+        Err(e) => match bind_retry.failed(&e, 1) {
+            AfterBindError::Fatal => return Err(e),
+            AfterBindError::RetryAt(_) => {
+                warn!(
+                    "cannot listen on {}: {e}; retrying every {:?} (--bind-retry) and on SIGHUP",
+                    cfg.listen, cfg.bind_retry
+                );
+                None
+            }
+        },
+    };
+    Ok((listener, bind_retry))
+}
+
+/// The resolver over `--hosts-file` and `--resolv-conf`, its socket registered as [`DNS`].
+fn start_resolver(cfg: &Config, registry: &Registry) -> io::Result<Resolver> {
+    let mut dns = Resolver::new(ResolverConfig {
+        hosts_path: cfg.hosts_file.clone(),
+        resolv_path: cfg.resolv_conf.clone(),
+        ..ResolverConfig::default()
+    })?;
+    registry.register(dns.socket(), DNS, Interest::READABLE)?;
+    Ok(dns)
+}
+
+/// The relay scratch with the buffer pools sized once for `capacity` sessions of `--buf-kb`.
+fn scratch(cfg: &Config, capacity: usize) -> Scratch {
+    // Two relay buffers per session at most (the connect phase's one is its upstream one).
+    let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
+    // Replay prefixes live apart, so they never take a block that bounds a session's own two.
+    let replay = BufPool::new(REPLAY_BLOCKS.min(capacity), cfg.buf_size, 2);
+    Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay)
 }
 
 /// Unix seconds now on the wall clock (0 if it reads before 1970): the one wall clock read,
