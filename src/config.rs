@@ -430,6 +430,112 @@ impl Config {
     }
 }
 
+/// Defines [`Config::changed`] from one list of `field => "setting"`: the pattern that takes
+/// `new` apart names every field, so a field added to [`Config`] and not to the list is a
+/// compile error (the reload report cannot silently miss it).
+macro_rules! settings {
+    ($($field:ident => $name:literal,)*) => {
+        impl Config {
+            /// The settings that differ between `self` (the running configuration) and `new`,
+            /// by the names a reload reports (`reload: applied (…)`: the long flag without
+            /// `--`, or the setting several flags share: `listen`, `secrets`, `cooldown`,
+            /// `verbose`, `tier-order`), in a fixed order, each once. `cf_shared_domains` is
+            /// run-time state, not a setting, and never counts.
+            pub fn changed(&self, new: &Config) -> Vec<&'static str> {
+                let Config { $($field,)* cf_shared_domains: _ } = new;
+                let mut names = Vec::new();
+                $(
+                    if self.$field != *$field {
+                        names.push($name);
+                    }
+                )*
+                names
+            }
+        }
+    };
+}
+
+settings! {
+    secrets => "secrets",
+    listen => "listen",
+    tier_order => "tier-order",
+    ws_addrs => "dc-ip",
+    tcp_addrs => "tcp-dc-ip",
+    worker_domains => "cf-worker-domain",
+    cf_domain_list => "cf-domain-list",
+    cf_domain_list_refresh => "cf-domain-list-refresh",
+    cf_domain_list_retry => "cf-domain-list-retry",
+    cf_domain_list_timeout => "cf-domain-list-timeout",
+    cf_domain_list_port => "cf-domain-list-port",
+    cf_domain_cache => "cf-domain-cache",
+    cf_domains => "cf-domain",
+    mtproto_proxies => "mtproto-proxy",
+    fronting_domains => "fronting-domain",
+    ws_connect_timeout => "ws-connect-timeout",
+    tcp_connect_timeout => "tcp-connect-timeout",
+    cf_connect_timeout => "cf-connect-timeout",
+    handshake_timeout => "handshake-timeout",
+    idle_timeout => "idle-timeout",
+    bad_client_drain => "bad-client-drain",
+    ca_file => "ca-file",
+    accept_invalid_certs => "danger-accept-invalid-certs",
+    tls_cipher => "tls-cipher",
+    stats_interval => "stats-interval",
+    mem_trim_delay => "mem-trim-delay",
+    hedge_delay => "hedge-delay",
+    handshake_pace => "handshake-pace",
+    handshake_burst => "handshake-burst",
+    pace_max_wait => "pace-max-wait",
+    startup_probes => "startup-probes",
+    connect_budget => "connect-budget",
+    health => "cooldown",
+    probe_interval => "probe-interval",
+    probe_timeout => "probe-timeout",
+    worker_budget => "worker-budget",
+    pool_size => "pool-size",
+    pool_max_age => "pool-max-age",
+    pool_first_byte_timeout => "pool-first-byte-timeout",
+    ws_ping_interval => "ws-ping-interval",
+    cf_ping_interval => "cf-ping-interval",
+    pings_off_for => "pings-off-for",
+    tcp_keepalive => "tcp-keepalive",
+    close_linger => "close-linger",
+    log_level => "verbose",
+    link_ip => "link-ip",
+    short_session => "short-session",
+    stall_timeout => "stall-timeout",
+    stall_ack_timeout => "stall-ack-timeout",
+    stall_give_up => "stall-give-up",
+    stall_window => "stall-window",
+    stall_probe_bytes => "stall-probe-bytes",
+    mask_host => "mask-host",
+    no_mask => "no-mask",
+    mask_connect_timeout => "mask-connect-timeout",
+    mask_idle_timeout => "mask-idle-timeout",
+    proxy_protocol => "proxy-protocol",
+    max_per_ip => "max-per-ip",
+    per_ip_rate => "per-ip-rate",
+    per_ip_burst => "per-ip-burst",
+    per_ip_mask => "per-ip-mask",
+    tls_time_window => "tls-time-window",
+    replay_cache => "replay-cache",
+    drain_timeout => "drain-timeout",
+    bind_retry => "bind-retry",
+    control_timeout => "control-timeout",
+    outbound_proxy => "outbound-proxy",
+    no_outbound_proxy_for => "no-outbound-proxy-for",
+    outbound_proxy_backoff => "outbound-proxy-backoff",
+    outbound_proxy_backoff_max => "outbound-proxy-backoff-max",
+    log_fold_interval => "log-fold-interval",
+    max_connections => "max-connections",
+    buf_size => "buf-kb",
+    log_file => "log-file",
+    log_max_bytes => "log-max-kb",
+    control_socket => "control-socket",
+    hosts_file => "hosts-file",
+    resolv_conf => "resolv-conf",
+}
+
 /// The default WS fronts (`--dc-ip`): DC 2 and DC 4 → 149.154.167.220:443.
 pub fn default_ws_addrs() -> BTreeMap<u16, SocketAddr> {
     let front = SocketAddr::from(([149, 154, 167, 220], 443));

@@ -32,7 +32,8 @@ terminal, the tg:// and https://t.me/proxy links are printed once at start (see 
 const HELP_TAIL: &str = "\
 Signals: SIGHUP reloads the configuration (flags, variables, --config and --secret-file read
 again) for new sessions only; live sessions are untouched, an invalid configuration is rejected
-and the old one stays. SIGTERM/SIGINT stop accepting, write the stats line and let sessions
+and the old one stays. Every setting applies at a reload except the flags whose help says \"a
+reload keeps the old value\". SIGTERM/SIGINT stop accepting, write the stats line and let sessions
 finish for at most --drain-timeout; a second one exits at once.
 Exit status: 0 after a stop signal, 1 runtime failure (e.g. cannot listen), 2 bad usage.
 ";

@@ -1,11 +1,15 @@
 //! The option list of `run --help`, rendered from the option table: one block per section, each
 //! flag with its value placeholder and help text followed by its aliases, `[TG_*]` variables and
-//! `(default)`, wrapped at [`WIDTH`] columns.
+//! `(default)`, wrapped at [`WIDTH`] columns; a flag a reload cannot change says so
+//! ([`RESTART_MARK`]).
 //!
 //! Owns only layout; every word about a flag comes from its table entry. The text around the
 //! list (usage, exit status) belongs to `applet::run`.
 
-use super::table::{Group, Kind, Opt, RUN_OPTIONS};
+use super::table::{Group, Kind, Opt, Reload, RUN_OPTIONS};
+
+/// Said in the help of every flag a reload cannot change ([`Reload::Restart`]).
+pub const RESTART_MARK: &str = "a reload keeps the old value: restart to change";
 
 /// Column (0-based) where a flag's help text starts.
 const TEXT_COL: usize = 32;
@@ -57,6 +61,9 @@ fn text(o: &Opt) -> (String, String) {
         [] => {}
         [one] => t.push_str(&format!("; alias {one}")),
         many => t.push_str(&format!("; aliases {}", many.join(", "))),
+    }
+    if o.reload == Reload::Restart {
+        t.push_str(&format!("; {RESTART_MARK}"));
     }
     let on = match o.kind {
         Kind::Switch(_) | Kind::Count(_) => "=1",
@@ -167,5 +174,13 @@ mod tests {
         assert_eq!(text(opt("--cf-priority")).1, "[TG_CF_PRIORITY=1] (off)");
         assert_eq!(names(opt("--port")), "  -p, --port N");
         assert_eq!(names(opt("--dc-ip")), "      --dc-ip DC:IP[:PORT]");
+    }
+
+    #[test]
+    fn the_help_of_exactly_the_restart_flags_says_a_reload_keeps_them() {
+        for o in RUN_OPTIONS {
+            let restart = o.reload == Reload::Restart;
+            assert_eq!(text(o).0.contains(RESTART_MARK), restart, "{}", o.long);
+        }
     }
 }

@@ -5,7 +5,8 @@
 //! Every `run` flag is declared once in `table` (names, variables, default, help, writer);
 //! `parse` drives the arguments and the environment from it ([`parse_run`]) and `help` renders
 //! the option list of `run --help` ([`run_options_help`]). Value grammars live in `values` and
-//! `duration`, the secret file's format and creation in `secret_file`, the configuration file's
+//! `duration`, the configuration under construction in `draft` (below both the table and
+//! `parse`), the secret file's format and creation in `secret_file`, the configuration file's
 //! format and read in `config_file` ([`config_keys`] lists its names). This file owns the error
 //! shape (`--flag (TG_VAR): what is wrong`, one line), the environment seam and the helpers
 //! applets use for flags of their own. A flag always wins over its variable, a variable over
@@ -18,11 +19,14 @@
 mod config_file;
 #[cfg(test)]
 mod config_tests;
+mod draft;
 mod duration;
 mod help;
+mod opt;
 mod parse;
 mod secret_file;
 mod table;
+mod table_more;
 mod values;
 
 use std::fmt;
@@ -31,7 +35,7 @@ use pico_args::Arguments;
 
 pub use config_file::MAX_CONFIG_BYTES;
 pub use duration::{parse_duration, DURATION_HELP, MAX_DURATION};
-pub use help::run_options_help;
+pub use help::{run_options_help, RESTART_MARK};
 pub use parse::{parse_run, parse_run_reload, Note, RunArgs};
 pub use secret_file::parse_secret_text;
 pub use table::MAX_CONNECTIONS_LIMIT;
@@ -151,6 +155,12 @@ pub struct ConfigKey {
     pub default: &'static str,
     /// The flag's help text.
     pub help: &'static str,
+    /// A reload applies a changed value to new sessions; `false`: it needs a restart (the
+    /// reload keeps the old value and names it).
+    pub live: bool,
+    /// The setting's name in `reload: applied (…)` and `needs a restart: …` (shared by flags
+    /// that set one setting: `host` and `port` are `listen`).
+    pub setting: &'static str,
 }
 
 /// Every `run` option a configuration file may set (all but `config` itself), in table order.
@@ -165,6 +175,8 @@ pub fn config_keys() -> Vec<ConfigKey> {
             count: matches!(o.kind, table::Kind::Count(_)),
             default: o.default,
             help: o.help,
+            live: o.reload == table::Reload::Live,
+            setting: o.setting(),
         })
         .collect()
 }

@@ -15,6 +15,7 @@ use log::{Level, LevelFilter};
 use pico_args::Arguments;
 
 use super::config_file::{self, Entry, CONFIG_FLAG};
+pub(crate) use super::draft::{Draft, Source};
 use super::secret_file::load_or_create_secret_file;
 use super::table::{Kind, Opt, RUN_OPTIONS};
 use super::values::{parse_bool, parse_in_range};
@@ -35,57 +36,6 @@ pub struct RunArgs {
 
 /// A line for the log once it is up: level and text (never a secret).
 pub type Note = (Level, String);
-
-/// Where an option's value came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    /// The command line (short, long or alias).
-    Flag,
-    /// This environment variable.
-    Env(&'static str),
-    /// The `--config` file, at this 1-based line (a list's first line).
-    File(usize),
-}
-
-impl Source {
-    /// The variable, for [`CliError::env`].
-    fn env(self) -> Option<&'static str> {
-        match self {
-            Source::Flag => None,
-            Source::Env(name) => Some(name),
-            Source::File(_) => None,
-        }
-    }
-
-    /// Precedence: a flag beats a variable, a variable beats the file.
-    fn rank(self) -> u8 {
-        match self {
-            Source::Flag => 2,
-            Source::Env(_) => 1,
-            Source::File(_) => 0,
-        }
-    }
-}
-
-/// The configuration under construction while the table's writers run, plus the few values
-/// that are settled only once every flag is in ([`Draft::finish`]).
-pub(crate) struct Draft {
-    /// Starts as [`Config::with_secrets`] with no secrets and no WS fronts: `--dc-ip` items
-    /// replace the default fronts, which `finish` restores when none was given.
-    pub config: Config,
-    /// `--secret-file`: read (or created) in `finish`, after every other check passed.
-    pub secret_file: Option<PathBuf>,
-    /// `--cf-priority`: Cloudflare tiers first, unless `--tier-order` was given.
-    pub cf_priority: bool,
-    /// `-v` count (flag occurrences, or 1/0 from `TG_VERBOSE`).
-    pub verbose: u32,
-    /// `-q` count (flag occurrences, or 1/0 from `TG_QUIET`).
-    pub quiet: u32,
-    /// Long name and source of every option that got a value, in table order.
-    given: Vec<(&'static str, Source)>,
-    /// The `--config` file as shown in errors, if one was read.
-    config_file: Option<String>,
-}
 
 /// Command-line occurrences of one option, taken out of the arguments before any is judged.
 #[derive(Default)]
@@ -230,32 +180,6 @@ fn take_count(args: &mut Arguments, o: &Opt) -> u32 {
 }
 
 impl Draft {
-    /// The defaults, before any option is applied.
-    pub(super) fn new() -> Draft {
-        let mut config = Config::with_secrets(Vec::new());
-        config.ws_addrs.clear();
-        Draft {
-            config,
-            secret_file: None,
-            cf_priority: false,
-            verbose: 0,
-            quiet: 0,
-            given: Vec::new(),
-            config_file: None,
-        }
-    }
-
-    /// The one-line error about option `long` whose value came from `source`: `--flag (TG_VAR):
-    /// msg`, or `--config FILE line N: --flag: msg` for a value from the file.
-    fn error(&self, long: &'static str, source: Source, msg: String) -> CliError {
-        match (source, &self.config_file) {
-            (Source::File(line), Some(file)) => {
-                CliError::plain(format!("{file} line {line}: {long}: {msg}"))
-            }
-            _ => CliError::new(long, source.env(), msg),
-        }
-    }
-
     /// Where the option named `long` got its value, `None` if it got none.
     pub(crate) fn source(&self, long: &str) -> Option<Source> {
         debug_assert!(

@@ -1,7 +1,8 @@
 //! Socket-facing code. `io` triages `WouldBlock`, `tcp` opens non-blocking connects, `tls` is the
 //! only rustls user, `ws` the only tungstenite user, `wsframe` the sans-IO RFC 6455 frame header
 //! codec, `wslink` the sans-IO WebSocket link over our buffers (framing, masking, control frames),
-//! and `dial` chains TCP → TLS → upgrade into one resumable dial that yields an `Upstream`.
+//! and `dial` chains TCP → TLS → upgrade into one resumable dial that yields an `Upstream`
+//! (`upstream`: the connected socket the relay and the pool hold).
 //! `proxy_header` parses the PROXY protocol v1/v2 header a load balancer puts first (sans-IO).
 
 pub mod dial;
@@ -10,6 +11,7 @@ pub mod outbound;
 pub mod proxy_header;
 pub mod tcp;
 pub mod tls;
+pub mod upstream;
 pub mod ws;
 pub mod wsframe;
 pub mod wslink;

@@ -287,15 +287,17 @@ impl Outbound {
     }
 }
 
-/// Makes `cfg`'s outbound setting (`--outbound-proxy`, `--no-outbound-proxy-for`) the one of
-/// this thread's later dials, and says so in the log. The bypass items were checked when the
-/// configuration was parsed; one that still fails is dropped with a warning.
-pub fn activate(cfg: &crate::config::Config) {
-    let bypass = Bypass::parse(&cfg.no_outbound_proxy_for).unwrap_or_else(|e| {
+/// Makes the outbound setting `proxy` (`--outbound-proxy`) with the `bypass` items
+/// (`--no-outbound-proxy-for`) the one of this thread's later dials, and says so in the log.
+/// The bypass items were checked when the configuration was parsed; one that still fails is
+/// dropped with a warning. Takes the two settings, not the `Config`, so the configuration
+/// imports this module and not the other way round.
+pub fn activate(proxy: Option<&OutboundProxy>, no_proxy_for: &[String]) {
+    let bypass = Bypass::parse(no_proxy_for).unwrap_or_else(|e| {
         log::warn!("--no-outbound-proxy-for ignored: {e}");
         Bypass::default()
     });
-    let mut out = cfg.outbound_proxy.as_ref().map(|p| Outbound {
+    let mut out = proxy.map(|p| Outbound {
         proxy: p.clone(),
         bypass,
     });
@@ -313,10 +315,10 @@ pub fn activate(cfg: &crate::config::Config) {
         log::info!(
             "outbound proxy {}: every upstream connection goes through it{}",
             o.proxy,
-            if cfg.no_outbound_proxy_for.is_empty() {
+            if no_proxy_for.is_empty() {
                 String::new()
             } else {
-                format!(" except to {}", cfg.no_outbound_proxy_for.join(","))
+                format!(" except to {}", no_proxy_for.join(","))
             }
         );
     } else {

@@ -14,7 +14,8 @@
 //! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
 //! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
 //! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
-//! SIGINT into the loop), `reload` (a new configuration for new sessions), `drain` (shutdown),
+//! SIGINT into the loop), `shared` (the state sessions borrow, [`Ctx`]'s source), `reload` (the one path from a `Config` to the live settings, at start
+//! and on reload, for new sessions), `drain` (shutdown),
 //! `memory` (the hook that gives freed memory back after a burst),
 //! `control` (the control socket, `--control-socket`, and its connections; the file is
 //! `src/control/server.rs`, beside its core), `cflist` (the shared CF domain list's fetch and
@@ -27,6 +28,7 @@ mod drain;
 mod listen;
 mod memory;
 mod reload;
+mod shared;
 mod signals;
 
 pub(crate) use cflist::cached_shared_domains;
@@ -37,8 +39,6 @@ mod control;
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{info, warn};
@@ -50,24 +50,23 @@ use crate::buf::BufPool;
 use crate::config::Config;
 use crate::conn::mask::{mask_target, MaskConns};
 use crate::conn::per_ip::{Limits, PerIp};
-use crate::conn::{log_clock_events, Conn, Ctx, Status, TimerEv};
+use crate::conn::{log_clock_events, Conn, Status, TimerEv};
 use crate::dns::{Resolver, ResolverConfig};
-use crate::error::CloseReason;
 use crate::logging::{Folds, RateLimited};
 use crate::mem::trim::Trim;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
-use crate::net::dial::Upstream;
 use crate::net::tls;
 use crate::relay::Scratch;
 use crate::rng::Rng;
 use crate::route::ladder::Ladder;
-use crate::route::prober::{Finished, Prober, Shell, SuspendWatch};
+use crate::route::prober::{Finished, Prober, SuspendWatch};
 use crate::stats::Stats;
 use crate::timer::Wheel;
 use crate::token::{self, Role, DNS, LISTENER, SIGNAL};
 
 use drain::{Life, Next};
 use listen::{AfterBindError, BindRetry};
+use shared::Shared;
 use signals::SignalPipe;
 
 /// Re-reads the configuration for a reload (`run` builds it from the original argv and the
@@ -127,79 +126,6 @@ enum Accept {
     Paused,
 }
 
-/// Everything a session borrows through [`Ctx`].
-struct Shared {
-    cfg: Config,
-    keys: Vec<[u8; 16]>,
-    wheel: Wheel<TimerEv>,
-    rng: Rng,
-    tls: Arc<rustls::ClientConfig>,
-    stats: Stats,
-    bad_log: RateLimited,
-    attempt_log: Folds,
-    client_log: Folds,
-    listen: SocketAddr,
-    ladder: Ladder<Upstream>,
-    prober: Prober,
-    dns: Resolver,
-    watch: SuspendWatch,
-    /// The relay's one large buffer (`relay::Scratch`).
-    scratch: Scratch,
-    /// Folds close lines of sessions that never reached an upstream (`Ctx::unserved_log`).
-    unserved_log: [RateLimited; CloseReason::ALL.len()],
-    /// Per-client-address limits (`conn::per_ip`), sized to the slab.
-    per_ip: PerIp,
-    /// Local addresses of live mask connections (`conn::mask`).
-    mask_conns: MaskConns,
-    /// Unix seconds, read once per loop iteration while an `ee` secret is configured (`Ctx::wall_s`).
-    wall_s: u64,
-    /// The fake-TLS gate (`Ctx::gate`).
-    gate: Gate,
-    /// The `ee` secrets (`Ctx::ee_keys`).
-    ee_keys: Vec<EeKey>,
-}
-
-impl Shared {
-    /// The background shell over this state, and the ladder it serves.
-    fn shell<'a>(&'a mut self, registry: &'a Registry) -> (Shell<'a>, &'a mut Ladder<Upstream>) {
-        let shell = Shell {
-            prober: &mut self.prober,
-            registry,
-            dns: &mut self.dns,
-            stats: &mut self.stats,
-            watch: &mut self.watch,
-        };
-        (shell, &mut self.ladder)
-    }
-
-    fn ctx<'a>(&'a mut self, registry: &'a Registry, now: u64) -> Ctx<'a> {
-        Ctx {
-            now,
-            cfg: &self.cfg,
-            keys: &self.keys,
-            registry,
-            wheel: &mut self.wheel,
-            rng: &mut self.rng,
-            tls: &self.tls,
-            stats: &mut self.stats,
-            bad_log: &mut self.bad_log,
-            listen: self.listen,
-            ladder: &mut self.ladder,
-            prober: &mut self.prober,
-            dns: &mut self.dns,
-            attempt_log: &mut self.attempt_log,
-            client_log: &mut self.client_log,
-            scratch: &mut self.scratch,
-            unserved_log: &mut self.unserved_log,
-            per_ip: &mut self.per_ip,
-            mask_conns: &mut self.mask_conns,
-            wall_s: self.wall_s,
-            gate: &mut self.gate,
-            ee_keys: &self.ee_keys,
-        }
-    }
-}
-
 /// The running proxy.
 struct Reactor {
     poll: Poll,
@@ -254,8 +180,10 @@ pub fn run(cfg: Config, reload: Option<Reload>) -> io::Result<()> {
 }
 
 impl Reactor {
+    /// Builds what is sized or opened once (poll, listener, slab, pools, resolver, control
+    /// socket, gate), then applies `cfg`'s live settings through [`Reactor::apply`], the path a
+    /// reload takes too.
     fn new(mut cfg: Config) -> io::Result<Reactor> {
-        crate::net::outbound::activate(&cfg);
         let tls = tls::client_config_with(
             cfg.ca_file.as_deref(),
             cfg.accept_invalid_certs,
@@ -272,29 +200,12 @@ impl Reactor {
         let control = (cfg.control_socket.as_deref())
             .map(|p| control::Control::open(p, poll.registry()))
             .transpose()?;
-        let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
-        let listener = match listen::bind(cfg.listen, poll.registry()) {
-            Ok(l) => Some(l),
-            Err(e) => match bind_retry.failed(&e, 1) {
-                AfterBindError::Fatal => return Err(e),
-                AfterBindError::RetryAt(_) => {
-                    warn!(
-                        "cannot listen on {}: {e}; retrying every {:?} (--bind-retry) and on SIGHUP",
-                        cfg.listen, cfg.bind_retry
-                    );
-                    None
-                }
-            },
-        };
+        let (listener, bind_retry) = bind_at_start(&cfg, poll.registry())?;
         let listen = match &listener {
             Some(l) => l.local_addr()?,
             None => cfg.listen,
         };
         let capacity = cfg.max_connections.min(token::MAX_SLOT);
-        // Two relay buffers per session at most (the connect phase's one is its upstream one).
-        let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
-        // Replay prefixes live apart, so they never take a block that bounds a session's own two.
-        let replay = BufPool::new(REPLAY_BLOCKS.min(capacity), cfg.buf_size, 2);
         let clock = Instant::now();
         let now = 1;
         let wall_s = wall_clock_s();
@@ -306,20 +217,9 @@ impl Reactor {
             cfg.replay_cache
         };
         let gate = Gate::new(cfg.tls_time_window.as_secs(), replay_entries, wall_s, now);
-        let mut dns = Resolver::new(ResolverConfig {
-            hosts_path: cfg.hosts_file.clone(),
-            resolv_path: cfg.resolv_conf.clone(),
-            ..ResolverConfig::default()
-        })?;
-        poll.registry()
-            .register(dns.socket(), DNS, Interest::READABLE)?;
+        let dns = start_resolver(&cfg, poll.registry())?;
         let (cflist, cached) = cflist::CfList::new(&cfg, now);
         cfg.cf_shared_domains = cflist::shared_endpoints(&cfg, cached.unwrap_or_default());
-        for name in &dns_names(&cfg) {
-            dns.watch(name);
-            let _ = crate::dns::cached(&mut dns, name, now);
-        }
-        crate::net::outbound::resolve_proxy(|h| dns.cached(h));
         let mut ladder_cfg = cfg.clone();
         ladder_cfg.listen = listen;
         let ladder = Ladder::new(&ladder_cfg, ladder_rng, now);
@@ -329,7 +229,7 @@ impl Reactor {
         let stats_ms = cfg.stats_interval.as_millis() as u64;
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
-        Ok(Reactor {
+        let mut r = Reactor {
             poll,
             listener,
             slab: Slab::with_capacity(capacity),
@@ -351,7 +251,7 @@ impl Reactor {
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
                 dns,
                 watch: SuspendWatch::new(now),
-                scratch: Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay),
+                scratch: scratch(&cfg, capacity),
                 wall_s,
                 gate,
                 ee_keys,
@@ -377,7 +277,9 @@ impl Reactor {
             control,
             cflist,
             trim,
-        })
+        };
+        r.apply(r.s.cfg.clone(), None);
+        Ok(r)
     }
 
     /// The loop. Returns at the drain's end (`Ok`) or on a poll failure.
@@ -591,6 +493,49 @@ impl Reactor {
             finish(&mut self.slab, slot, status, &mut self.again);
         }
     }
+}
+
+/// Binds the listener at start. With `--bind-retry` an address not assigned yet is not fatal:
+/// `None` and the retry armed (one warning). Errors: any other bind error.
+fn bind_at_start(
+    cfg: &Config,
+    registry: &Registry,
+) -> io::Result<(Option<TcpListener>, BindRetry)> {
+    let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
+    let listener = match listen::bind(cfg.listen, registry) {
+        Ok(l) => Some(l),
+        Err(e) => match bind_retry.failed(&e, 1) {
+            AfterBindError::Fatal => return Err(e),
+            AfterBindError::RetryAt(_) => {
+                warn!(
+                    "cannot listen on {}: {e}; retrying every {:?} (--bind-retry) and on SIGHUP",
+                    cfg.listen, cfg.bind_retry
+                );
+                None
+            }
+        },
+    };
+    Ok((listener, bind_retry))
+}
+
+/// The resolver over `--hosts-file` and `--resolv-conf`, its socket registered as [`DNS`].
+fn start_resolver(cfg: &Config, registry: &Registry) -> io::Result<Resolver> {
+    let mut dns = Resolver::new(ResolverConfig {
+        hosts_path: cfg.hosts_file.clone(),
+        resolv_path: cfg.resolv_conf.clone(),
+        ..ResolverConfig::default()
+    })?;
+    registry.register(dns.socket(), DNS, Interest::READABLE)?;
+    Ok(dns)
+}
+
+/// The relay scratch with the buffer pools sized once for `capacity` sessions of `--buf-kb`.
+fn scratch(cfg: &Config, capacity: usize) -> Scratch {
+    // Two relay buffers per session at most (the connect phase's one is its upstream one).
+    let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
+    // Replay prefixes live apart, so they never take a block that bounds a session's own two.
+    let replay = BufPool::new(REPLAY_BLOCKS.min(capacity), cfg.buf_size, 2);
+    Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay)
 }
 
 /// Unix seconds now on the wall clock (0 if it reads before 1970): the one wall clock read,

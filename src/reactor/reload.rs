@@ -68,7 +68,7 @@ impl Reactor {
         let old = &self.s.cfg;
         // The replay cache is sized once, when the first ee secret arrives (see `apply`).
         let ee_live = self.s.gate.replay_cache().capacity() > 0;
-        let restart = keep_restart_only(old, &mut cfg, ee_live);
+        let plan = Plan::new(old, &mut cfg, ee_live);
         let tls_changed = cfg.ca_file != old.ca_file
             || cfg.accept_invalid_certs != old.accept_invalid_certs
             || cfg.tls_cipher != old.tls_cipher;
@@ -89,7 +89,6 @@ impl Reactor {
             None
         };
         // Nothing can fail from here on.
-        let changes = changed(&self.s.cfg, &cfg);
         self.cflist_reload(&mut cfg);
         for (level, note) in &notes {
             log::log!(*level, "{note}");
@@ -105,12 +104,13 @@ impl Reactor {
         let mut ladder_cfg = self.s.cfg.clone();
         ladder_cfg.listen = self.s.listen;
         self.s.ladder.reconfigure(&ladder_cfg, self.now);
-        Ok(summary(&changes, &restart))
+        Ok(plan.summary())
     }
 
     /// Applies a validated `cfg` (restart-only settings already reset) to everything but the
-    /// listener and the ladder.
-    fn apply(&mut self, cfg: Config, tls: Option<Arc<rustls::ClientConfig>>) {
+    /// listener and the ladder: the one path from a configuration to the live settings, taken
+    /// at start (`Reactor::new`, with `cfg` the one it was built from) and by every reload.
+    pub(super) fn apply(&mut self, cfg: Config, tls: Option<Arc<rustls::ClientConfig>>) {
         let s = &mut self.s;
         let ee_keys = EeKey::from_secrets(&cfg.secrets);
         if s.gate.replay_cache().capacity() == 0 && !ee_keys.is_empty() {
@@ -153,7 +153,7 @@ impl Reactor {
         }
         self.bind_retry.set_every(cfg.bind_retry.as_millis() as u64);
         self.trim.set_delay(cfg.mem_trim_delay.as_millis() as u64);
-        crate::net::outbound::activate(&cfg);
+        crate::net::outbound::activate(cfg.outbound_proxy.as_ref(), &cfg.no_outbound_proxy_for);
         self.resolve_outbound_proxy();
         self.s.cfg = cfg;
     }
@@ -185,89 +185,32 @@ pub fn keep_restart_only(old: &Config, new: &mut Config, ee_live: bool) -> Vec<&
     names
 }
 
-/// Names (the flags' terms) of the settings that differ between `old` and `new`, in the
-/// option table's order of concerns.
-pub fn changed(old: &Config, new: &Config) -> Vec<&'static str> {
-    let mut names = Vec::new();
-    macro_rules! diff {
-        ($($field:ident => $name:literal),* $(,)?) => {
-            $(
-                if old.$field != new.$field {
-                    names.push($name);
-                }
-            )*
-        };
+/// What a reload does with a new configuration: the settings it applies to new sessions and
+/// the ones that keep their old value until a restart, by the names the option table gives
+/// them (`cli::ConfigKey::setting`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Settings that differ and are applied (`reload: applied (…)`).
+    pub applied: Vec<&'static str>,
+    /// Settings that differ and keep their old value (`needs a restart: …`).
+    pub restart: Vec<&'static str>,
+}
+
+impl Plan {
+    /// Plans the reload from `old` to `new`: resets `new`'s restart-only settings to their old
+    /// values ([`keep_restart_only`]), then diffs the two configurations ([`Config::changed`]).
+    pub fn new(old: &Config, new: &mut Config, ee_live: bool) -> Plan {
+        let restart = keep_restart_only(old, new, ee_live);
+        Plan {
+            applied: old.changed(new),
+            restart,
+        }
     }
-    diff!(
-        secrets => "secrets",
-        listen => "listen",
-        tier_order => "tier-order",
-        ws_addrs => "dc-ip",
-        tcp_addrs => "tcp-dc-ip",
-        worker_domains => "cf-worker-domain",
-        cf_domain_list => "cf-domain-list",
-        cf_domain_cache => "cf-domain-cache",
-        cf_domains => "cf-domain",
-        mtproto_proxies => "mtproto-proxy",
-        fronting_domains => "fronting-domain",
-        ws_connect_timeout => "ws-connect-timeout",
-        tcp_connect_timeout => "tcp-connect-timeout",
-        cf_connect_timeout => "cf-connect-timeout",
-        handshake_timeout => "handshake-timeout",
-        idle_timeout => "idle-timeout",
-        bad_client_drain => "bad-client-drain",
-        ca_file => "ca-file",
-        accept_invalid_certs => "danger-accept-invalid-certs",
-        tls_cipher => "tls-cipher",
-        stats_interval => "stats-interval",
-        mem_trim_delay => "mem-trim-delay",
-        hedge_delay => "hedge-delay",
-        handshake_pace => "handshake-pace",
-        handshake_burst => "handshake-burst",
-        pace_max_wait => "pace-max-wait",
-        startup_probes => "startup-probes",
-        connect_budget => "connect-budget",
-        health => "cooldown",
-        probe_interval => "probe-interval",
-        probe_timeout => "probe-timeout",
-        worker_budget => "worker-budget",
-        pool_size => "pool-size",
-        pool_max_age => "pool-max-age",
-        pool_first_byte_timeout => "pool-first-byte-timeout",
-        ws_ping_interval => "ws-ping-interval",
-        cf_ping_interval => "cf-ping-interval",
-        pings_off_for => "pings-off-for",
-        tcp_keepalive => "tcp-keepalive",
-        close_linger => "close-linger",
-        log_level => "verbose",
-        link_ip => "link-ip",
-        short_session => "short-session",
-        stall_timeout => "stall-timeout",
-        stall_ack_timeout => "stall-ack-timeout",
-        stall_give_up => "stall-give-up",
-        stall_window => "stall-window",
-        stall_probe_bytes => "stall-probe-bytes",
-        mask_host => "mask-host",
-        no_mask => "no-mask",
-        mask_connect_timeout => "mask-connect-timeout",
-        mask_idle_timeout => "mask-idle-timeout",
-        proxy_protocol => "proxy-protocol",
-        max_per_ip => "max-per-ip",
-        per_ip_rate => "per-ip-rate",
-        per_ip_burst => "per-ip-burst",
-        per_ip_mask => "per-ip-mask",
-        tls_time_window => "tls-time-window",
-        replay_cache => "replay-cache",
-        drain_timeout => "drain-timeout",
-        bind_retry => "bind-retry",
-        control_timeout => "control-timeout",
-        outbound_proxy => "outbound-proxy",
-        no_outbound_proxy_for => "no-outbound-proxy-for",
-        outbound_proxy_backoff => "outbound-proxy-backoff",
-        outbound_proxy_backoff_max => "outbound-proxy-backoff-max",
-        log_fold_interval => "log-fold-interval",
-    );
-    names
+
+    /// The one-line report ([`summary`]).
+    pub fn summary(&self) -> String {
+        summary(&self.applied, &self.restart)
+    }
 }
 
 /// `reload: applied (a, b); needs a restart: c` — `(no changes)` when nothing differed.
@@ -345,13 +288,13 @@ mod tests {
         let old = base();
         let mut new = old.clone();
         assert_eq!(
-            summary(&changed(&old, &new), &[]),
+            summary(&old.changed(&new), &[]),
             "reload: applied (no changes)"
         );
         new.secrets = vec![Secret::parse("fedcba9876543210fedcba9876543210").unwrap()];
         new.tier_order = vec![Tier::Tcp];
         new.pool_size = 0;
-        let line = summary(&changed(&old, &new), &["buf-kb"]);
+        let line = summary(&old.changed(&new), &["buf-kb"]);
         assert_eq!(
             line,
             "reload: applied (secrets, tier-order, pool-size); needs a restart: buf-kb"
@@ -364,6 +307,100 @@ mod tests {
         let old = base();
         let mut new = old.clone();
         new.fronting_domains = vec!["allowed.example.org".into()];
-        assert_eq!(changed(&old, &new), vec!["fronting-domain"]);
+        assert_eq!(old.changed(&new), vec!["fronting-domain"]);
+    }
+
+    /// A value other than the default for every option a configuration file takes (the
+    /// option's `NAME`; switches and counts are given bare).
+    fn sample(name: &str, dir: &std::path::Path) -> Option<String> {
+        let v = match name {
+            "host" => "127.0.0.2",
+            "port" => "1444",
+            "secret" => "fedcba9876543210fedcba9876543210",
+            "secret-file" => {
+                let path = dir.join("secrets");
+                std::fs::write(&path, "fedcba9876543210fedcba9876543210\n").unwrap();
+                return Some(path.display().to_string());
+            }
+            "dc-ip" | "tcp-dc-ip" => "2:10.0.0.1",
+            "fronting-domain" => "allowed.example.org",
+            "cf-worker-domain" => "w.example.workers.dev",
+            "cf-domain" | "no-outbound-proxy-for" => "example.com",
+            "mtproto-proxy" => "10.0.0.1:443:0123456789abcdef0123456789abcdef",
+            "cf-domain-list" => "off",
+            "cf-domain-cache" | "log-file" | "hosts-file" | "resolv-conf" | "control-socket" => {
+                return Some(dir.join(name).display().to_string());
+            }
+            "ca-file" => concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
+            "cf-domain-list-port" => "8443",
+            "tier-order" => "tcp",
+            "tls-cipher" => "chacha20",
+            "outbound-proxy" => "socks5://127.0.0.1:1080",
+            "handshake-burst" | "pool-size" | "max-connections" => "2",
+            "buf-kb" => "32",
+            "worker-budget" | "max-per-ip" | "per-ip-rate" | "per-ip-burst" | "per-ip-mask" => "3",
+            "stall-probe-bytes" | "replay-cache" | "log-max-kb" => "4096",
+            "startup-probes" => "off",
+            "tls-time-window" => "30s",
+            "cooldown-max" => "1200s",
+            "mask-host" => "mask.example.org",
+            "link-ip" => "192.0.2.1",
+            "cf-priority"
+            | "danger-accept-invalid-certs"
+            | "proxy-protocol"
+            | "no-mask"
+            | "verbose"
+            | "quiet" => return None,
+            // Every other option is a duration none of whose defaults is 1.25 s.
+            _ => "1250ms",
+        };
+        Some(v.to_string())
+    }
+
+    /// Every option of the table, changed alone between two configurations, is either applied
+    /// by a reload (named in `reload: applied`) or reported as needing a restart (and kept), as
+    /// the table says; no change goes unreported.
+    #[test]
+    fn every_option_is_applied_live_or_reported_as_needing_a_restart() {
+        let dir = std::env::temp_dir().join(format!("tgws-reload-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let parse = |extra: &[String]| {
+            let mut argv: Vec<std::ffi::OsString> =
+                vec!["--secret".into(), "0123456789abcdef0123456789abcdef".into()];
+            argv.extend(extra.iter().map(Into::into));
+            let args = pico_args::Arguments::from_vec(argv);
+            crate::cli::parse_run_reload(args, &|_| None).map(|p| p.config)
+        };
+        let old = parse(&[]).unwrap();
+        for key in crate::cli::config_keys() {
+            let mut extra = vec![format!("--{}", key.name)];
+            extra.extend(sample(key.name, &dir));
+            let mut new = parse(&extra).unwrap_or_else(|e| panic!("{extra:?}: {e}"));
+            let plan = Plan::new(&old, &mut new, true);
+            let what = format!("--{} ({}): {plan:?}", key.name, key.setting);
+            if key.live {
+                assert_eq!(plan.applied, vec![key.setting], "{what}");
+                assert!(plan.restart.is_empty(), "{what}");
+            } else {
+                assert_eq!(plan.restart, vec![key.setting], "{what}");
+                assert!(plan.applied.is_empty(), "{what}");
+                assert!(old.changed(&new).is_empty(), "kept: {what}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// [`RESTART_ONLY`] (README's list) is the option table's `restart` entries.
+    #[test]
+    fn restart_only_is_the_option_tables_restart_entries() {
+        let mut table: Vec<&str> = crate::cli::config_keys()
+            .into_iter()
+            .filter(|k| !k.live)
+            .map(|k| k.setting)
+            .collect();
+        let mut listed = RESTART_ONLY.to_vec();
+        table.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(table, listed);
     }
 }

@@ -218,7 +218,7 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
         .flat_map(|&id| table.routes[id].hosts().into_iter().map(str::to_string))
         .collect();
     // Names the outbound proxy resolves (`socks5h://`) are not looked up here.
-    crate::net::outbound::activate(cfg);
+    crate::net::outbound::activate(cfg.outbound_proxy.as_ref(), &cfg.no_outbound_proxy_for);
     let mut hosts: BTreeSet<String> = hosts
         .into_iter()
         .filter(|h| crate::net::outbound::remote_name(h).is_none())
@@ -377,7 +377,7 @@ fn resolve_all(
 ///
 /// Errors: TLS configuration (`--ca-file`), no OS randomness, or the poll failing.
 pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()> {
-    crate::net::outbound::activate(cfg);
+    crate::net::outbound::activate(cfg.outbound_proxy.as_ref(), &cfg.no_outbound_proxy_for);
     let tls = tls::client_config_with(
         cfg.ca_file.as_deref(),
         cfg.accept_invalid_certs,

@@ -120,40 +120,7 @@ impl Socks5 {
     fn step(&mut self) -> Result<(), ProxyError> {
         let g = std::mem::take(&mut self.got);
         match self.phase {
-            Phase::Method => {
-                if g[0] != 5 {
-                    return Err(ProxyError::Protocol(format!(
-                        "not a SOCKS5 proxy (version byte {})",
-                        g[0]
-                    )));
-                }
-                match (g[1], &self.auth) {
-                    (0x00, _) => self.request(),
-                    (0x02, Some((user, pass))) => {
-                        let mut m = vec![1, user.len() as u8];
-                        m.extend_from_slice(user);
-                        m.push(pass.len() as u8);
-                        m.extend_from_slice(pass);
-                        self.queue(m);
-                        self.expect(Phase::Auth, 2);
-                    }
-                    (0xFF, None) | (0x02, None) => {
-                        return Err(ProxyError::Auth(
-                            "the SOCKS5 proxy requires a user and password".into(),
-                        ))
-                    }
-                    (0xFF, Some(_)) => {
-                        return Err(ProxyError::Auth(
-                            "the SOCKS5 proxy accepts no offered method".into(),
-                        ))
-                    }
-                    (m, _) => {
-                        return Err(ProxyError::Protocol(format!(
-                            "SOCKS5 proxy chose method {m} we did not offer"
-                        )))
-                    }
-                }
-            }
+            Phase::Method => self.on_method(&g)?,
             Phase::Auth => {
                 // RFC 1929 says version 1; some servers echo 5.
                 if g[0] != 1 && g[0] != 5 {
@@ -210,6 +177,44 @@ impl Socks5 {
                 self.phase = Phase::Done;
             }
             Phase::Done => {}
+        }
+        Ok(())
+    }
+
+    /// The proxy's method choice (RFC 1928 §3): CONNECT at once, or user/password first
+    /// (RFC 1929). Errors: not SOCKS5, no acceptable method, credentials needed but not given.
+    fn on_method(&mut self, g: &[u8]) -> Result<(), ProxyError> {
+        if g[0] != 5 {
+            return Err(ProxyError::Protocol(format!(
+                "not a SOCKS5 proxy (version byte {})",
+                g[0]
+            )));
+        }
+        match (g[1], &self.auth) {
+            (0x00, _) => self.request(),
+            (0x02, Some((user, pass))) => {
+                let mut m = vec![1, user.len() as u8];
+                m.extend_from_slice(user);
+                m.push(pass.len() as u8);
+                m.extend_from_slice(pass);
+                self.queue(m);
+                self.expect(Phase::Auth, 2);
+            }
+            (0xFF, None) | (0x02, None) => {
+                return Err(ProxyError::Auth(
+                    "the SOCKS5 proxy requires a user and password".into(),
+                ))
+            }
+            (0xFF, Some(_)) => {
+                return Err(ProxyError::Auth(
+                    "the SOCKS5 proxy accepts no offered method".into(),
+                ))
+            }
+            (m, _) => {
+                return Err(ProxyError::Protocol(format!(
+                    "SOCKS5 proxy chose method {m} we did not offer"
+                )))
+            }
         }
         Ok(())
     }

@@ -427,12 +427,10 @@ fn a_proxy_given_by_name_is_unresolved_until_the_resolver_answers() {
     assert!(!waits_for_proxy(addr("127.0.0.1:443"), None));
     assert!(!resolve_proxy(|_| Some("127.0.0.9".parse().unwrap())));
     // A reload with the same proxy keeps the address learnt; another name starts unresolved.
-    let mut cfg = crate::config::Config::with_secrets(Vec::new());
-    cfg.outbound_proxy = Some(p.clone());
-    activate(&cfg);
+    activate(Some(&p), &[]);
     assert_eq!(active().unwrap().proxy.addr, addr("127.0.0.9:1080"));
-    cfg.outbound_proxy = Some(OutboundProxy::parse("socks5://other.lan:1080").unwrap());
-    activate(&cfg);
+    let other = OutboundProxy::parse("socks5://other.lan:1080").unwrap();
+    activate(Some(&other), &[]);
     assert_eq!(active().unwrap().proxy.addr.ip(), UNRESOLVED);
     // A proxy given as an address has nothing to resolve.
     set_active(

@@ -1,0 +1,101 @@
+//! The state every session borrows ([`Shared`]) and the two views of it the loop hands out:
+//! a session's [`Ctx`] and the background shell (`route::prober::Shell`) with the ladder it
+//! serves. Owned by the reactor (`reactor/mod.rs`), which fills it at start and on reload
+//! (`reload`); nothing here does I/O.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use mio::Registry;
+
+use crate::config::Config;
+use crate::conn::mask::MaskConns;
+use crate::conn::per_ip::PerIp;
+use crate::conn::{Ctx, TimerEv};
+use crate::dns::Resolver;
+use crate::error::CloseReason;
+use crate::logging::{Folds, RateLimited};
+use crate::mtproto::faketls::gate::{EeKey, Gate};
+use crate::net::dial::Upstream;
+use crate::relay::Scratch;
+use crate::rng::Rng;
+use crate::route::ladder::Ladder;
+use crate::route::prober::{Prober, Shell, SuspendWatch};
+use crate::stats::Stats;
+use crate::timer::Wheel;
+
+/// Everything a session borrows through [`Ctx`].
+pub(super) struct Shared {
+    pub(super) cfg: Config,
+    pub(super) keys: Vec<[u8; 16]>,
+    pub(super) wheel: Wheel<TimerEv>,
+    pub(super) rng: Rng,
+    pub(super) tls: Arc<rustls::ClientConfig>,
+    pub(super) stats: Stats,
+    pub(super) bad_log: RateLimited,
+    pub(super) attempt_log: Folds,
+    pub(super) client_log: Folds,
+    pub(super) listen: SocketAddr,
+    pub(super) ladder: Ladder<Upstream>,
+    pub(super) prober: Prober,
+    pub(super) dns: Resolver,
+    pub(super) watch: SuspendWatch,
+    /// The relay's one large buffer (`relay::Scratch`).
+    pub(super) scratch: Scratch,
+    /// Folds close lines of sessions that never reached an upstream (`Ctx::unserved_log`).
+    pub(super) unserved_log: [RateLimited; CloseReason::ALL.len()],
+    /// Per-client-address limits (`conn::per_ip`), sized to the slab.
+    pub(super) per_ip: PerIp,
+    /// Local addresses of live mask connections (`conn::mask`).
+    pub(super) mask_conns: MaskConns,
+    /// Unix seconds, read once per loop iteration while an `ee` secret is configured (`Ctx::wall_s`).
+    pub(super) wall_s: u64,
+    /// The fake-TLS gate (`Ctx::gate`).
+    pub(super) gate: Gate,
+    /// The `ee` secrets (`Ctx::ee_keys`).
+    pub(super) ee_keys: Vec<EeKey>,
+}
+
+impl Shared {
+    /// The background shell over this state, and the ladder it serves.
+    pub(super) fn shell<'a>(
+        &'a mut self,
+        registry: &'a Registry,
+    ) -> (Shell<'a>, &'a mut Ladder<Upstream>) {
+        let shell = Shell {
+            prober: &mut self.prober,
+            registry,
+            dns: &mut self.dns,
+            stats: &mut self.stats,
+            watch: &mut self.watch,
+        };
+        (shell, &mut self.ladder)
+    }
+
+    pub(super) fn ctx<'a>(&'a mut self, registry: &'a Registry, now: u64) -> Ctx<'a> {
+        Ctx {
+            now,
+            cfg: &self.cfg,
+            keys: &self.keys,
+            registry,
+            wheel: &mut self.wheel,
+            rng: &mut self.rng,
+            tls: &self.tls,
+            stats: &mut self.stats,
+            bad_log: &mut self.bad_log,
+            listen: self.listen,
+            ladder: &mut self.ladder,
+            prober: &mut self.prober,
+            dns: &mut self.dns,
+            attempt_log: &mut self.attempt_log,
+            client_log: &mut self.client_log,
+            scratch: &mut self.scratch,
+            unserved_log: &mut self.unserved_log,
+            per_ip: &mut self.per_ip,
+            mask_conns: &mut self.mask_conns,
+            wall_s: self.wall_s,
+            gate: &mut self.gate,
+            ee_keys: &self.ee_keys,
+        }
+    }
+}
