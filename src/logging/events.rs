@@ -11,7 +11,9 @@
 //!   `CloseReason` name), `froze` (a `Freeze` name or null).
 //! * `route`: a route's health changed — `label`, `to` (`down`, `suspect`, `up`), `failure`
 //!   (the `Failure` name that put it down or made it suspect, null for `up`), `via` (what
-//!   proved it up: `probe`, `session`…, null otherwise), `cooldown_ms` (0 unless down).
+//!   proved it up: `probe`, `probe pulled N bytes`, `session`; null otherwise), `cooldown_ms`
+//!   (0 unless down); a `down` event adds `redirect` (no WS front for this DC: re-probed when
+//!   the TTL ends) and `quarantined` (flapping).
 //! * `refused`: a client turned away at accept, before any session — `peer`, `reason`
 //!   (`slab-full`).
 //!

@@ -88,7 +88,11 @@ impl<U: Pooled> Ladder<U> {
                         ""
                     }
                 );
-                emit(|| route_event(r.label(), "down", Some(f), None, change.cooldown_ms));
+                emit(|| {
+                    route_event(r.label(), "down", Some(f), None, change.cooldown_ms)
+                        .bool("redirect", r.health.is_redirect())
+                        .bool("quarantined", change.quarantined)
+                });
                 self.due_at_most(route, until);
                 if f == Failure::Http(429) {
                     self.hold_on_429(route, until);
