@@ -13,7 +13,8 @@
 //!   (the `Failure` name that put it down or made it suspect, null for `up`), `via` (what
 //!   proved it up: `probe`, `probe pulled N bytes`, `session`; null otherwise), `cooldown_ms`
 //!   (0 unless down); a `down` event adds `redirect` (no WS front for this DC: re-probed when
-//!   the TTL ends) and `quarantined` (flapping).
+//!   the TTL ends) and `quarantined` (flapping); an `up` event adds `from` (`unknown`, `up`,
+//!   `suspect`, `down`).
 //! * `refused`: a client turned away at accept, before any session — `peer`, `reason`
 //!   (`slab-full`).
 //!

@@ -126,7 +126,7 @@ impl<U: Pooled> Ladder<U> {
         };
         let rtt = rtt_ms.map_or(String::new(), |ms| format!(", {ms}ms"));
         info!("route {} {from} → up ({via}{rtt})", r.label());
-        emit(|| route_event(r.label(), "up", None, Some(via), 0));
+        emit(|| route_event(r.label(), "up", None, Some(via), 0).str("from", from));
         Some(change)
     }
 
