@@ -15,6 +15,10 @@
 //!   (0 unless down); a `down` event adds `redirect` (no WS front for this DC: re-probed when
 //!   the TTL ends) and `quarantined` (flapping); an `up` event adds `from` (`unknown`, `up`,
 //!   `suspect`, `down`).
+//! * `pool_ready`: a warm upstream joined a route's pool — `label`, `dial_ms` (its dial's
+//!   duration).
+//! * `replay`: a session's request is replayed on a fresh route after its pooled upstream
+//!   stayed silent — `peer`.
 //! * `refused`: a client turned away at accept, before any session — `peer`, `reason`
 //!   (`slab-full`).
 //!
