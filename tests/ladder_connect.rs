@@ -522,7 +522,7 @@ fn a_pool_refill_does_not_prove_a_route() {
     dc.set_delay(Duration::ZERO);
     assert_ok(&probe(&p), &p);
     assert!(
-        wait_until(WAIT, || p.events("pool_ready").len() >= 1),
+        wait_until(WAIT, || !p.events("pool_ready").is_empty()),
         "{}",
         p.dump()
     );
