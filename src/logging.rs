@@ -1,5 +1,6 @@
 //! The process logger (`log` facade backend); the folding helpers [`RateLimited`] (one kind of
-//! line) and [`Folds`] (one limiter per kind) are the submodule `fold`.
+//! line) and [`Folds`] (one limiter per kind) are the submodule `fold`; the structured event
+//! stream (`TG_EVENTS`, one JSON object per line, for tests and tools) is [`events`].
 //!
 //! Owns where log lines go (stderr, or `--log-file` with a size cap and ONE rotation to
 //! `PATH.1`), their one-line format, the last-line redaction of the configured private host
@@ -30,6 +31,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{LevelFilter, Log, Metadata, Record};
 
+pub mod events;
 mod fold;
 
 pub use fold::{fold_key, Folds, RateLimited};

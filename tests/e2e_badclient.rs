@@ -158,7 +158,7 @@ fn send_bad(bed: &Bed, bytes: &[u8]) -> Ending {
 }
 
 /// Common checks after a rejected client: no bytes, closed within drain + margin, exactly one
-/// log line with `reason`, no upstream dialled, everything else still works.
+/// session record with `reason`, no upstream dialled, everything else still works.
 fn assert_rejected(bed: &mut Bed, end: Ending, reason: &str, dials_before: usize) {
     assert!(
         end.how == "eof" || end.how == "reset",
@@ -168,11 +168,13 @@ fn assert_rejected(bed: &mut Bed, end: Ending, reason: &str, dials_before: usize
     assert_eq!(end.received, 0, "{end:?}");
     assert!(end.after <= DRAIN_DUR + MARGIN, "closed too late: {end:?}");
     assert!(
-        bed.proxy.wait_log(reason, LOG_WAIT),
-        "no `{reason}` line:\n{}",
+        bed.proxy.wait_session_reason(reason, LOG_WAIT).is_some(),
+        "no `{reason}` session:\n{}",
         bed.logs()
     );
-    assert_eq!(bed.proxy.count_log(reason), 1, "{}", bed.logs());
+    let sessions = bed.proxy.sessions().into_iter();
+    let n = sessions.filter(|e| e["reason"] == reason).count();
+    assert_eq!(n, 1, "{}", bed.logs());
     assert_eq!(
         bed.dc.connections(),
         dials_before,
@@ -314,7 +316,9 @@ fn oversized_packet_header_closes_the_session() {
     assert_eq!(end.received, 0, "{end:?}");
     assert!(end.after <= MARGIN, "{end:?}");
     assert!(
-        bed.proxy.wait_log("protocol-error", LOG_WAIT),
+        bed.proxy
+            .wait_session_reason("protocol-error", LOG_WAIT)
+            .is_some(),
         "{}",
         bed.logs()
     );
@@ -347,7 +351,8 @@ fn dc_index_zero_is_refused_without_dialling() {
     );
     assert_eq!(end.received, 0, "{end:?}");
     assert!(end.after <= MARGIN, "{end:?}");
-    assert!(bed.proxy.wait_log("no-route", LOG_WAIT), "{}", bed.logs());
+    let closed = bed.proxy.wait_session_reason("no-route", LOG_WAIT);
+    assert!(closed.is_some(), "{}", bed.logs());
     assert_eq!(bed.dc.connections(), dials);
     bed.assert_unaffected();
 }
@@ -382,7 +387,8 @@ fn flooding_bad_client_is_still_closed_at_the_drain_deadline() {
         end.after <= DRAIN_DUR + MARGIN,
         "drain not bounded: {end:?}, {sent} B sent"
     );
-    assert!(bed.proxy.wait_log("bad-init", LOG_WAIT), "{}", bed.logs());
+    let closed = bed.proxy.wait_session_reason("bad-init", LOG_WAIT);
+    assert!(closed.is_some(), "{}", bed.logs());
     assert_eq!(bed.dc.connections(), dials);
     bed.assert_unaffected();
 }

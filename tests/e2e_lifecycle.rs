@@ -108,7 +108,13 @@ fn full_slab_refuses_at_once_and_recovers() {
     assert!(how == "eof" || how == "reset", "{how}\n{:#?}", proxy.logs());
     assert_eq!(got, 0);
     assert!(t.elapsed() < PROMPT, "refused after {:?}", t.elapsed());
-    assert!(proxy.wait_log("slab-full", LOG_WAIT), "{:#?}", proxy.logs());
+    assert!(
+        proxy
+            .wait_event("refused", LOG_WAIT, |e| e["reason"] == "slab-full")
+            .is_some(),
+        "{:#?}",
+        proxy.logs()
+    );
     assert_eq!(dc.connections(), 2);
 
     // Free one slot: a new client gets through (the slot frees once the session closes).
@@ -154,7 +160,9 @@ fn upstream_close_after_sent(proxy: &Proxy, dc: &FakeDc, keep: usize) {
         "DC session still open"
     );
     assert!(
-        proxy.wait_log("closed-by=upstream", LOG_WAIT),
+        proxy
+            .wait_event("session", LOG_WAIT, |e| e["closed_by"] == "upstream")
+            .is_some(),
         "{:#?}",
         proxy.logs()
     );
@@ -210,8 +218,8 @@ fn client_close_frees_the_dc_session(dc: &FakeDc, proxy: &Proxy) {
     );
     eprintln!("DC session freed {:?} after the client closed", t.elapsed());
     assert!(
-        proxy.wait_log("session ", LOG_WAIT),
-        "no close line: {:#?}",
+        proxy.wait_event("session", LOG_WAIT, |_| true).is_some(),
+        "no session record: {:#?}",
         proxy.logs()
     );
 }
@@ -400,11 +408,15 @@ fn idle_session_is_reaped_and_an_active_one_survives() {
     echo(&mut busy, &proxy, 99);
     drop(busy); // a client close, so it cannot become a second idle reap
     assert!(
-        proxy.wait_log("idle-timeout", LOG_WAIT),
+        proxy
+            .wait_session_reason("idle-timeout", LOG_WAIT)
+            .is_some(),
         "{:#?}",
         proxy.logs()
     );
-    assert_eq!(proxy.count_log("idle-timeout"), 1, "{:#?}", proxy.logs());
+    let idle = proxy.sessions().into_iter();
+    let idle = idle.filter(|e| e["reason"] == "idle-timeout").count();
+    assert_eq!(idle, 1, "{:#?}", proxy.logs());
 }
 
 #[test]
@@ -449,7 +461,9 @@ fn abandoned_connects_to_a_black_hole_leak_no_descriptors() {
         proxy.logs().join("\n")
     );
     assert!(
-        proxy.wait_log("upstream-unreachable", LOG_WAIT),
+        proxy
+            .wait_session_reason("upstream-unreachable", LOG_WAIT)
+            .is_some(),
         "{:#?}",
         proxy.logs()
     );
@@ -474,7 +488,7 @@ fn half_closed_client_still_gets_its_reply(proxy: &Proxy, dc: &FakeDc, relay_fir
     c.shutdown_write().expect("half-close");
     let reply = c.recv_packet().unwrap_or_else(|e| {
         // Let the close line arrive for the report.
-        proxy.wait_log("session ", LOG_WAIT);
+        proxy.wait_event("session", LOG_WAIT, |_| true);
         panic!(
             "no reply after half-close: {e}; DC saw {} init(s)\nproxy log:\n{}",
             dc.inits(),

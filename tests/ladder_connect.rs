@@ -23,10 +23,9 @@ use tg_ws_proxy::mtproto::packet;
 
 /// Bound on waits for a condition that should hold almost at once.
 const WAIT: Duration = Duration::from_secs(5);
-/// The warning of a client closed because no upstream was ready in time.
-const BUDGET_CLOSE: &str = "no route ready within the connect budget";
-/// The close-line reason of a client the proxy gave up on (budget or every route failed).
-const UNREACHABLE: &str = "reason=upstream-unreachable";
+/// The close reason of a client the proxy gave up on (no route ready within the connect
+/// budget, or every route failed).
+const UNREACHABLE: &str = "upstream-unreachable";
 
 fn s(v: &str) -> String {
     v.to_string()
@@ -61,6 +60,28 @@ fn opts(p: &Proxy, timeout: Duration) -> ClientOptions {
 
 fn probe(p: &Proxy) -> Attempt {
     probe_once(&opts(p, WAIT), &mut os_rng())
+}
+
+/// Sessions the proxy gave up on ([`UNREACHABLE`]) so far.
+fn unreachable(p: &Proxy) -> usize {
+    let sessions = p.sessions().into_iter();
+    sessions.filter(|e| e["reason"] == UNREACHABLE).count()
+}
+
+/// Waits for the record of a session of DC 2 that won an upstream (→ it).
+fn dc2_session(p: &Proxy) -> serde_json::Value {
+    p.wait_event("session", WAIT, |e| {
+        e["dc"] == "DC2" && !e["tier"].is_null()
+    })
+    .unwrap_or_else(|| panic!("no session record\n{}", p.dump()))
+}
+
+/// Sessions so far that were served from a warm pool (replayed or not).
+fn pooled_sessions(p: &Proxy) -> usize {
+    let sessions = p.sessions().into_iter();
+    sessions
+        .filter(|e| e["target"].as_str().is_some_and(|t| t.contains(" (pooled")))
+        .count()
 }
 
 fn assert_ok(a: &Attempt, p: &Proxy) {
@@ -130,8 +151,7 @@ fn pacing_never_closes_a_burst_of_clients() {
         bad.len(),
         p.dump()
     );
-    assert_eq!(p.count_log(BUDGET_CLOSE), 0, "{}", p.dump());
-    assert_eq!(p.count_log(UNREACHABLE), 0, "{}", p.dump());
+    assert_eq!(unreachable(&p), 0, "{}", p.dump());
     // No pool: every client had a handshake of its own.
     assert_eq!(dc.upgrades(), CLIENTS, "{}", p.dump());
     let slowest = attempts.iter().map(|a| a.ms).max().unwrap_or(0);
@@ -211,8 +231,7 @@ fn pace_slots_leak_after_a_burst() {
         "slowest client after the burst took {slowest} ms\n{}",
         p.dump()
     );
-    assert_eq!(p.count_log(BUDGET_CLOSE), 0, "{}", p.dump());
-    assert_eq!(p.count_log(UNREACHABLE), 0, "{}", p.dump());
+    assert_eq!(unreachable(&p), 0, "{}", p.dump());
     eprintln!("burst: {BURST} clients left; after them the slowest of {AFTER} took {slowest} ms");
 }
 
@@ -287,10 +306,8 @@ fn a_client_waiting_at_start_does_not_pay_the_hedge_on_a_dead_first_tier() {
     ]);
     let a = client.join().unwrap();
     assert_ok(&a, &p);
-    let session = p
-        .wait_line(&["session ", " DC2 via "], WAIT)
-        .unwrap_or_else(|| panic!("no session line\n{}", p.dump()));
-    assert!(session.contains("via tcp "), "{session}");
+    let session = dc2_session(&p);
+    assert_eq!(session["tier"], "tcp", "{session}");
     assert!(
         a.ms < 1500,
         "the client waited {} ms (the hedge delay is 3 s)\n{}",
@@ -316,20 +333,15 @@ fn cold_start_first_client_does_not_pay_the_hedge_on_a_dead_first_tier() {
         s("--tcp-dc-ip"),
         format!("2:{}", tcp.addr()),
     ]);
-    let line = p
-        .wait_line(&["route tcp:DC2 ", "→ up (probe"], Duration::from_secs(10))
+    let up = p
+        .wait_route_up("tcp:DC2", Some("probe"), Duration::from_secs(10))
         .unwrap_or_else(|| panic!("the startup probe never proved tcp:DC2\n{}", p.dump()));
-    assert!(line.contains(&tcp.addr().to_string()), "{line}");
+    assert_eq!(up["label"], format!("tcp:DC2 {}", tcp.addr()), "{up}");
 
     assert_ok(&probe(&p), &p);
-    let session = p
-        .wait_line(&["session ", " DC2 via "], WAIT)
-        .unwrap_or_else(|| panic!("no session line\n{}", p.dump()));
-    assert!(
-        session.contains(&format!("via tcp {}", tcp.addr())),
-        "{session}\n{}",
-        p.dump()
-    );
+    let session = dc2_session(&p);
+    assert_eq!(session["tier"], "tcp", "{session}\n{}", p.dump());
+    assert_eq!(session["target"], tcp.addr().to_string(), "{session}");
     assert_eq!(tcp.inits(), 2, "the probe and the client, nothing else");
     assert_eq!(p.count_log("hedging to the next route"), 0, "{}", p.dump());
 
@@ -388,7 +400,7 @@ fn total_outage_through_a_warm_pool_moves_sessions_to_the_next_tier() {
     }
     assert!(
         wait_until(WAIT, || ws.live_sessions() == 2
-            && p.count_log("warm upstream ready") >= 2),
+            && p.events("pool_ready").len() >= 2),
         "pool never warmed: {} live at the front\n{}",
         ws.live_sessions(),
         p.dump()
@@ -397,7 +409,7 @@ fn total_outage_through_a_warm_pool_moves_sessions_to_the_next_tier() {
     assert_eq!(tcp.inits(), 0, "tcp used while ws was healthy");
 
     ws.set_outage(true);
-    let pooled_before = p.count_log("(pooled)");
+    let pooled_before = pooled_sessions(&p);
     let mut outcomes = Vec::new();
     let mut served_by_tcp = None;
     for i in 0..MAX_LOST {
@@ -415,7 +427,7 @@ fn total_outage_through_a_warm_pool_moves_sessions_to_the_next_tier() {
         );
     };
     assert!(
-        p.count_log("(pooled)") > pooled_before,
+        pooled_sessions(&p) > pooled_before,
         "no session after the outage used a pooled upstream\n{}",
         p.dump()
     );
@@ -431,19 +443,22 @@ fn total_outage_through_a_warm_pool_moves_sessions_to_the_next_tier() {
         assert_ok(&probe(&p), &p);
     }
     assert_eq!(tcp.inits(), tcp_before + 3, "{}", p.dump());
-    let ws_out = p
-        .lines_with(&["route ws:DC2 "])
-        .into_iter()
-        .any(|l| l.contains(" suspect: ") || l.contains(" down for "));
-    assert!(ws_out, "ws route never logged suspect/down\n{}", p.dump());
+    let ws_out = !p.route_events("ws:DC2", "suspect").is_empty()
+        || !p.route_events("ws:DC2", "down").is_empty();
+    assert!(ws_out, "ws route never went suspect/down\n{}", p.dump());
     eprintln!("outage: first served by tcp at session {}", first + 1);
 }
 
-/// `→ up` lines that no probe or session earned.
+/// Routes gone up that no probe or session proved.
 fn unearned_ups(p: &Proxy) -> Vec<String> {
-    p.lines_with(&["→ up"])
+    p.events("route")
         .into_iter()
-        .filter(|l| !l.contains("(probe") && !l.contains("(session"))
+        .filter(|e| e["to"] == "up")
+        .filter(|e| {
+            let via = e["via"].as_str().unwrap_or("");
+            !via.starts_with("probe") && via != "session"
+        })
+        .map(|e| e.to_string())
         .collect()
 }
 
@@ -507,7 +522,7 @@ fn a_pool_refill_does_not_prove_a_route() {
     dc.set_delay(Duration::ZERO);
     assert_ok(&probe(&p), &p);
     assert!(
-        wait_until(WAIT, || p.count_log("warm upstream ready") >= 1),
+        wait_until(WAIT, || !p.events("pool_ready").is_empty()),
         "{}",
         p.dump()
     );
@@ -519,15 +534,14 @@ fn a_pool_refill_does_not_prove_a_route() {
     let upgrades = dc.upgrades();
     assert_ok(&probe(&p), &p);
     assert!(
-        wait_until(WAIT, || p.count_log("(pooled)") >= 1),
+        wait_until(WAIT, || pooled_sessions(&p) >= 1),
         "the client did not take the warm upstream\n{}",
         p.dump()
     );
     let cut = probe(&p);
     assert_ne!(cut.outcome, Outcome::Ok, "{cut:?}");
     assert!(
-        p.wait_line(&["route ws:DC2 ", " down for "], WAIT)
-            .is_some(),
+        p.wait_route_down("ws:DC2", None, WAIT).is_some(),
         "{}",
         p.dump()
     );
@@ -540,7 +554,11 @@ fn a_pool_refill_does_not_prove_a_route() {
     wait_or_up(&p, WAIT, || dc.live_sessions() == 0);
 
     assert_unearned_none(&p);
-    let ups = p.lines_with(&["→ up"]);
+    let ups: Vec<_> = p
+        .events("route")
+        .into_iter()
+        .filter(|e| e["to"] == "up")
+        .collect();
     assert_eq!(
         ups.len(),
         1,

@@ -59,11 +59,8 @@ fn assert_ok(a: &Attempt, p: &Proxy) {
 }
 
 /// The seconds in a `… down for 1.2s: …` line.
-fn down_secs(line: &str) -> f64 {
-    let rest = &line[line.find("down for ").expect("a down line") + "down for ".len()..];
-    rest[..rest.find('s').expect("seconds")]
-        .parse()
-        .expect("a number of seconds")
+fn down_secs(down: &serde_json::Value) -> f64 {
+    down["cooldown_ms"].as_u64().expect("a down event") as f64 / 1000.0
 }
 
 /// The most probes a route can have started within `window` after it first went down, with
@@ -140,7 +137,7 @@ fn black_holed_ws_goes_down_and_later_clients_go_straight_to_the_worker() {
     let Pit { p, dc, _w, _hole } = pit(&["--ws-connect-timeout", "1"]);
     assert_ok(&probe(&p), &p);
     // The ws route is learned dead without any later client waiting for it.
-    let down = p.wait_line(&["route ws:DC2", "down for"], Duration::from_secs(3));
+    let down = p.wait_route_down("ws:DC2", None, Duration::from_secs(3));
     assert!(
         down.is_some(),
         "the black-holed ws route never went down\n{}",
@@ -252,16 +249,17 @@ fn down_route_comes_back_only_through_a_probe_and_clients_use_it_again() {
     assert_ok(&probe(&p), &p);
     assert_eq!(dc.inits(), 1, "503 → tcp");
     assert!(
-        p.wait_line(&["route ws:DC2", "down for", "http-503"], WAIT)
+        p.wait_route_down("ws:DC2", Some("http-503"), WAIT)
             .is_some(),
         "{}",
         p.dump()
     );
     ws.set_fault(Fault::None);
     let up = p
-        .wait_line(&["route ws:DC2", "→ up"], WAIT)
+        .wait_route_up("ws:DC2", None, WAIT)
         .unwrap_or_else(|| panic!("the ws route never came back\n{}", p.dump()));
-    assert!(up.contains("(probe"), "came back without a probe: {up}");
+    let via = up["via"].as_str().unwrap_or("");
+    assert!(via.starts_with("probe"), "came back without a probe: {up}");
     let inits = ws.inits();
     assert_ok(&probe(&p), &p);
     assert_eq!(
@@ -345,8 +343,8 @@ fn hedged_loser_is_counted_cancelled_not_failed() {
     assert_eq!(stats_field(&line, "tcp"), Some(vec![1, 1, 0, 0]), "{line}");
     assert_eq!(stats_field(&line, "hedges"), Some(vec![1]), "{line}");
     assert_eq!(
-        p.lines_with(&["route ws:DC2", "down"]),
-        Vec::<String>::new()
+        p.route_events("ws:DC2", "down"),
+        Vec::<serde_json::Value>::new()
     );
 }
 
@@ -365,8 +363,8 @@ fn worker_429_with_retry_after_keeps_the_route_down_at_least_that_long() {
     let p = proxy(&args);
     assert_ok(&probe(&p), &p);
     let line = p
-        .wait_line(&["route worker:DC2", "down for", "http-429"], WAIT)
-        .unwrap_or_else(|| panic!("no down line\n{}", p.dump()));
+        .wait_route_down("worker:DC2", Some("http-429"), WAIT)
+        .unwrap_or_else(|| panic!("never down\n{}", p.dump()));
     assert!(down_secs(&line) >= 2.0, "{line}");
     // Clients during the window go to tcp without touching the Worker.
     let t0 = w.accept_times()[0];
@@ -408,8 +406,9 @@ fn redirect_on_both_kws_names_is_a_routing_fact_logged_once() {
         "both kws names asked"
     );
     let line = p
-        .wait_line(&["route ws:DC2", "down for", "http-302"], WAIT)
-        .unwrap_or_else(|| panic!("no down line\n{}", p.dump()));
+        .wait_route_down("ws:DC2", Some("http-302"), WAIT)
+        .unwrap_or_else(|| panic!("never down\n{}", p.dump()));
+    assert_eq!(line["redirect"], true, "{line}");
     let secs = down_secs(&line);
     assert!(
         (4.0..=6.0).contains(&secs),
@@ -423,7 +422,9 @@ fn redirect_on_both_kws_names_is_a_routing_fact_logged_once() {
         2,
         "no client went back to the redirecting front"
     );
-    assert_eq!(p.count_log("no WS front for this DC"), 1, "{}", p.dump());
+    let redirects = p.route_events("ws:DC2", "down").into_iter();
+    let redirects = redirects.filter(|e| e["redirect"] == true).count();
+    assert_eq!(redirects, 1, "{}", p.dump());
 }
 
 // ---- sessions and state changes --------------------------------------------------------------
@@ -448,8 +449,7 @@ fn running_ws_session_keeps_echoing_while_its_route_is_marked_down() {
     };
     echo(0);
     assert!(
-        p.wait_line(&["route ws:DC2", "→ up (session"], WAIT)
-            .is_some(),
+        p.wait_route_up("ws:DC2", Some("session"), WAIT).is_some(),
         "{}",
         p.dump()
     );
@@ -457,7 +457,7 @@ fn running_ws_session_keeps_echoing_while_its_route_is_marked_down() {
     assert_ok(&probe(&p), &p);
     assert_eq!(dc.inits(), 1, "the second client fell to tcp");
     assert!(
-        p.wait_line(&["route ws:DC2", "down for", "http-403"], WAIT)
+        p.wait_route_down("ws:DC2", Some("http-403"), WAIT)
             .is_some(),
         "{}",
         p.dump()
@@ -486,7 +486,7 @@ fn upgraded_then_silent_worker_is_marked_down_by_the_probe() {
         .unwrap_or_else(|| panic!("no probe found the silence\n{}", p.dump()));
     assert!(line.contains("worker:DC2"), "{line}");
     assert!(
-        p.wait_line(&["route worker:DC2", "down for", "timeout"], WAIT)
+        p.wait_route_down("worker:DC2", Some("timeout"), WAIT)
             .is_some(),
         "{}",
         p.dump()

@@ -23,6 +23,28 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// Sends `prefix` then an MTProto session (init, `req_pq_multi`) on one connection and checks
 /// the `resPQ`; the connection is closed on return.
+/// Waits for the session record of client `peer` (as the PROXY header gave it), of DC `dc`
+/// if given.
+fn peer_session(proxy: &Proxy, peer: &str, dc: Option<&str>) -> bool {
+    proxy
+        .wait_event("session", WAIT, |e| {
+            e["peer"] == peer && dc.is_none_or(|d| e["dc"] == d)
+        })
+        .is_some()
+}
+
+/// Session records so far of clients seen as 127.0.0.1 (no PROXY header applied).
+fn local_sessions(proxy: &Proxy) -> usize {
+    let sessions = proxy.sessions().into_iter();
+    sessions
+        .filter(|e| {
+            e["peer"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("127.0.0.1:"))
+        })
+        .count()
+}
+
 fn served_after(proxy: &Proxy, prefix: &[u8]) -> Result<(), String> {
     let s = TcpStream::connect(proxy.addr()).map_err(|e| e.to_string())?;
     res_pq_after(s, proxy.addr(), prefix).map(drop)
@@ -70,13 +92,13 @@ fn valid_v1_and_v2_headers_are_consumed_and_name_the_client() {
     let (_dc, proxy) = proxy_on();
     served_after(&proxy, b"PROXY TCP4 192.0.2.7 127.0.0.1 51000 443\r\n").expect("v1 TCP4");
     assert!(
-        proxy.wait_log("session 192.0.2.7:51000 DC2", WAIT),
+        peer_session(&proxy, "192.0.2.7:51000", Some("DC2")),
         "no session line for the v1 address:\n{}",
         proxy.dump()
     );
     served_after(&proxy, b"PROXY TCP6 2001:db8::9 ::1 40000 443\r\n").expect("v1 TCP6");
     assert!(
-        proxy.wait_log("session [2001:db8::9]:40000 DC2", WAIT),
+        peer_session(&proxy, "[2001:db8::9]:40000", Some("DC2")),
         "{}",
         proxy.dump()
     );
@@ -88,7 +110,7 @@ fn valid_v1_and_v2_headers_are_consumed_and_name_the_client() {
     a.extend_from_slice(&[0x04, 0x00, 0x03, b'a', b'b', b'c']);
     served_after(&proxy, &v2(1, 0x11, &a)).expect("v2 INET");
     assert!(
-        proxy.wait_log("session 198.51.100.23:6000 DC2", WAIT),
+        peer_session(&proxy, "198.51.100.23:6000", Some("DC2")),
         "{}",
         proxy.dump()
     );
@@ -100,17 +122,17 @@ fn valid_v1_and_v2_headers_are_consumed_and_name_the_client() {
     a.extend_from_slice(&443u16.to_be_bytes());
     served_after(&proxy, &v2(1, 0x21, &a)).expect("v2 INET6");
     assert!(
-        proxy.wait_log("session [2001:db8:5::1]:7000 DC2", WAIT),
+        peer_session(&proxy, "[2001:db8:5::1]:7000", Some("DC2")),
         "{}",
         proxy.dump()
     );
 
     // LOCAL and UNKNOWN: served, under the socket's own address.
-    let before = proxy.count_log("session 127.0.0.1:");
+    let before = local_sessions(&proxy);
     served_after(&proxy, &v2(0, 0x00, &[])).expect("v2 LOCAL");
     served_after(&proxy, b"PROXY UNKNOWN\r\n").expect("v1 UNKNOWN");
     assert!(
-        common::wait_until(WAIT, || proxy.count_log("session 127.0.0.1:") >= before + 2),
+        common::wait_until(WAIT, || local_sessions(&proxy) >= before + 2),
         "{}",
         proxy.dump()
     );
@@ -155,7 +177,7 @@ fn bad_or_missing_headers_are_refused_and_others_still_served() {
         "held incomplete header closed after {took:?}"
     );
     assert!(
-        proxy.wait_log("proxy-header: PROXY header required", WAIT),
+        proxy.wait_session_reason("proxy-header", WAIT).is_some(),
         "{}",
         proxy.dump()
     );
@@ -163,7 +185,7 @@ fn bad_or_missing_headers_are_refused_and_others_still_served() {
     assert_eq!(dc.inits(), 0);
     served_after(&proxy, b"PROXY TCP4 203.0.113.5 127.0.0.1 1234 443\r\n").expect("good client");
     assert!(
-        proxy.wait_log("session 203.0.113.5:1234", WAIT),
+        peer_session(&proxy, "203.0.113.5:1234", None),
         "{}",
         proxy.dump()
     );
@@ -180,7 +202,8 @@ fn without_the_flag_a_header_is_not_consumed() {
     // Off by default: the header's bytes are the init's and fail it.
     let (dc, proxy) = tcp_dc2_proxy(&["--bad-client-drain", "0"]);
     assert!(served_after(&proxy, b"PROXY TCP4 192.0.2.7 127.0.0.1 1 2\r\n").is_err());
-    assert!(proxy.wait_log("bad client", WAIT), "{}", proxy.dump());
+    let bad = proxy.wait_session_reason("bad-init", WAIT);
+    assert!(bad.is_some(), "{}", proxy.dump());
     assert_eq!(dc.inits(), 0);
     served_after(&proxy, b"").expect("a plain client is served");
 }

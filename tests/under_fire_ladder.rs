@@ -143,11 +143,10 @@ fn reconnect_storm_on_front_that_answers_then_closes_moves_to_next_tier() {
         p.dump()
     );
     assert_eq!(ws.inits(), 3, "three short sessions made the verdict");
-    let line = p
-        .wait_line(&["route ws:DC2", "down for", "closed-after-reply"], WAIT)
-        .unwrap_or_else(|| panic!("no closed-after-reply line\n{}", p.dump()));
-    assert!(!line.contains("closed-early"), "{line}");
-    assert_eq!(p.count_log("closed-after-reply"), 1, "{}", p.dump());
+    p.wait_route_down("ws:DC2", Some("closed-after-reply"), WAIT)
+        .unwrap_or_else(|| panic!("not down as closed-after-reply\n{}", p.dump()));
+    let downs = p.route_events("ws:DC2", "down");
+    assert_eq!(downs.len(), 1, "{downs:?}\n{}", p.dump());
     // The next sessions stay on tcp and work.
     let mut c = connect(&p);
     for i in 0..3 {
@@ -232,7 +231,12 @@ fn worker_closing_on_ping_is_learned_after_the_first_such_end_and_later_sessions
     }
     assert_eq!(w.pings(), 1, "{}", p.dump());
     assert_eq!(p.count_log("pings off for it"), 1, "logged once");
-    assert!(!p.logs().join("\n").contains("down for"), "{}", p.dump());
+    let downs: Vec<_> = p
+        .events("route")
+        .into_iter()
+        .filter(|e| e["to"] == "down")
+        .collect();
+    assert!(downs.is_empty(), "{downs:?}\n{}", p.dump());
 }
 
 // ---- item 11: the 16 KB freeze ---------------------------------------------------------------
@@ -282,7 +286,7 @@ fn sixteen_kb_freeze_moves_new_sessions_and_probe_proves_recovery() {
         "before the stall timeout"
     );
     // The doubt's pulling probe gets stuck at the freeze: down as stalled.
-    p.wait_line(&["route ws:DC2", "down for", "stalled"], WAIT)
+    p.wait_route_down("ws:DC2", Some("stalled"), WAIT)
         .unwrap_or_else(|| panic!("not down as stalled\n{}", p.dump()));
     // New sessions go to tcp.
     let mut next = connect(&p);
@@ -291,7 +295,7 @@ fn sixteen_kb_freeze_moves_new_sessions_and_probe_proves_recovery() {
     // Still frozen: recovery probes pull, get stuck at the freeze, and the route stays down
     // (a plain resPQ would have brought it back).
     let probes_before = ws.connections();
-    let ups = || p.lines_with(&["route ws:DC2", "→ up"]);
+    let ups = || p.route_events("ws:DC2", "up");
     assert!(
         common::wait_until(WAIT, || ws.connections() >= probes_before + 2
             || ups().len() > 1),
@@ -307,10 +311,14 @@ fn sixteen_kb_freeze_moves_new_sessions_and_probe_proves_recovery() {
     // Thawed: only a probe that moved more than the freeze brings it back.
     ws.set_fault(Fault::None);
     let line = p
-        .wait_line(
-            &["route ws:DC2", "down → up (probe pulled 32768 bytes"],
-            WAIT,
-        )
+        .wait_event("route", WAIT, |e| {
+            e["label"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("ws:DC2 "))
+                && e["to"] == "up"
+                && e["from"] == "down"
+                && e["via"] == "probe pulled 32768 bytes"
+        })
         .unwrap_or_else(|| panic!("never came back\n{}", p.dump()));
     assert!(
         ws.max_sent() > FREEZE as u64 * 2,
@@ -351,8 +359,8 @@ fn a_client_that_does_not_read_is_not_a_stalled_upstream() {
     c.send_packet(&[0x41; 64]).expect("send an ack");
     pause(Duration::from_millis(100));
     c.send_packet(&[0x42; 64]).expect("send a request");
-    let line = p.wait_line(&["stalled"], Duration::from_millis(1_500));
-    assert!(line.is_none(), "{line:?}\n{}", p.dump());
+    let stalled = p.wait_event("route", Duration::from_millis(1_500), went_stalled);
+    assert!(stalled.is_none(), "{stalled:?}\n{}", p.dump());
     // The client reads again: everything comes down, then the two echoes.
     let mut got = 0;
     while got < count as usize {
@@ -364,7 +372,13 @@ fn a_client_that_does_not_read_is_not_a_stalled_upstream() {
         c.recv_packet_until(Instant::now() + WAIT)
             .unwrap_or_else(|e| panic!("echo: {e}\n{}", p.dump()));
     }
-    assert_eq!(p.count_log("stalled"), 0, "{}", p.dump());
+    let stalled: Vec<_> = p.events("route").into_iter().filter(went_stalled).collect();
+    assert!(stalled.is_empty(), "{stalled:?}\n{}", p.dump());
+}
+
+/// A route event that put a route down (or made it suspect) as stalled.
+fn went_stalled(e: &serde_json::Value) -> bool {
+    e["to"] != "up" && e["failure"] == "stalled"
 }
 
 #[test]

@@ -47,15 +47,18 @@ fn warm(proxy: &Proxy, rng: &mut Rng) {
     let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
     assert_eq!(probe_once(&opts, rng).outcome, Outcome::Ok);
     assert!(
-        proxy.wait_log("warm upstream ready", Duration::from_secs(5)),
+        proxy
+            .wait_event("pool_ready", Duration::from_secs(5), |_| true)
+            .is_some(),
         "no fill\n{}",
         proxy.logs().join("\n")
     );
     assert_eq!(probe_once(&opts, rng).outcome, Outcome::Ok);
-    assert!(proxy.wait_log("(pooled)", Duration::from_secs(5)));
+    assert!(proxy
+        .wait_event("session", Duration::from_secs(5), |e| pooled(e, ""))
+        .is_some());
     assert!(
-        wait_until(Duration::from_secs(5), || proxy
-            .count_log("warm upstream ready")
+        wait_until(Duration::from_secs(5), || proxy.events("pool_ready").len()
             >= 3),
         "pool not refilled to two\n{}",
         proxy.logs().join("\n")
@@ -89,6 +92,24 @@ fn assert_ended_not_hung(got: std::io::Result<Vec<u8>>, logs: impl Fn() -> Strin
         ErrorKind::TimedOut,
         "hung past the deadline\n{}",
         logs()
+    );
+}
+
+/// The session record `e` is of a session served from a warm pool, its target ending with
+/// `suffix` (`""`: ` (pooled)`; `", retried"`: replayed on a fresh route after a silent one).
+fn pooled(e: &serde_json::Value, suffix: &str) -> bool {
+    let want = format!(" (pooled{suffix})");
+    e["target"].as_str().is_some_and(|t| t.ends_with(&want))
+}
+
+/// The proxy replayed a request on a fresh route (a `replay` event) within 3 s.
+fn assert_replayed(proxy: &Proxy) {
+    assert!(
+        proxy
+            .wait_event("replay", Duration::from_secs(3), |_| true)
+            .is_some(),
+        "no replay\n{}",
+        proxy.dump()
     );
 }
 
@@ -137,10 +158,9 @@ fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
         dc.frozen_reads() >= 2,
         "the dead one got the init and the request"
     );
-    assert_logged(&proxy, "(pooled, retried)");
+    assert_replayed(&proxy);
     // Its sibling, as old, was flushed with it.
     assert_logged(&proxy, "1 as old or older flushed");
-    assert!(proxy.count_log("replaying the request") >= 1, "{}", logs());
     assert!(
         proxy.wait_log(" retried=1", Duration::from_secs(3)),
         "stats line\n{}",
@@ -167,14 +187,12 @@ fn dead_pooled_upstream_of_a_route_gone_bad_is_retried_on_the_next_tier() {
     replayed_probe(&proxy, &mut rng);
     let logs = || proxy.logs().join("\n");
     assert_eq!(tcp.inits(), tcp_before + 1, "the replay went over tcp");
-    let closed = |l: &String| l.contains("session ") && l.contains("(pooled, retried)");
-    assert!(
-        wait_until(Duration::from_secs(3), || proxy.logs().iter().any(closed)),
-        "{}",
-        logs()
-    );
-    let line = proxy.logs().into_iter().find(closed).unwrap_or_default();
-    assert!(line.contains(" via tcp "), "{line}");
+    let retried = proxy
+        .wait_event("session", Duration::from_secs(3), |e| {
+            pooled(e, ", retried")
+        })
+        .unwrap_or_else(|| panic!("no replayed session\n{}", logs()));
+    assert_eq!(retried["tier"], "tcp", "{retried}");
 }
 
 #[test]
@@ -201,9 +219,17 @@ fn a_request_too_large_to_replay_ends_cleanly_at_the_deadline() {
         took >= FIRST_BYTE,
         "closed after {took:?}, before the deadline"
     );
-    assert_logged(&proxy, "reason=upstream-silent");
-    assert!(proxy.count_log("too large to replay") >= 1, "{}", logs());
-    assert!(proxy.count_log("panicked") == 0, "{}", logs());
+    // Closed as silent, not replayed (the request was too large to keep).
+    let silent = proxy
+        .wait_session_reason("upstream-silent", Duration::from_secs(3))
+        .unwrap_or_else(|| panic!("no upstream-silent close\n{}", logs()));
+    assert!(pooled(&silent, ""), "{silent}");
+    let replays = proxy.events("replay");
+    assert!(
+        replays.iter().all(|r| r["peer"] != silent["peer"]),
+        "{replays:?}\n{}",
+        logs()
+    );
     // The proxy carries on.
     assert_eq!(timed_probe(&proxy, &mut rng).0, Outcome::Ok);
     assert!(proxy.try_wait().is_none(), "the proxy exited");
@@ -239,7 +265,12 @@ fn a_request_too_large_to_replay_waits_from_its_last_bytes_then_ends() {
         closed - second,
         logs()
     );
-    assert_logged(&proxy, "reason=upstream-silent");
+    let silent = proxy.wait_session_reason("upstream-silent", Duration::from_secs(3));
+    assert!(
+        silent.is_some(),
+        "no upstream-silent close\n{}",
+        proxy.dump()
+    );
 }
 
 #[test]
@@ -259,11 +290,11 @@ fn a_half_closed_client_on_a_dead_pooled_upstream_is_replayed_not_lingered_out()
     let reply = c
         .recv_packet_until(t + FIRST_BYTE + MARGIN)
         .unwrap_or_else(|e| {
-            proxy.wait_log("session ", Duration::from_secs(3));
+            proxy.wait_event("session", Duration::from_secs(3), |_| true);
             panic!("no reply after {:?}: {e}\n{}", t.elapsed(), logs())
         });
     packet::parse_res_pq(&reply, &nonce).expect("resPQ for our nonce");
-    assert_logged(&proxy, "(pooled, retried)");
+    assert_replayed(&proxy);
 }
 
 #[test]
@@ -300,6 +331,8 @@ fn a_replayed_request_does_not_carry_the_dead_upstreams_wait_into_a_stall_of_the
         c.recv_packet_until(Instant::now() + Duration::from_secs(5))
             .unwrap_or_else(|e| panic!("echo {i}: {e}\n{}", logs()));
     }
-    assert!(proxy.count_log("replaying the request") >= 1, "{}", logs());
-    assert_eq!(proxy.count_log("stalled"), 0, "{}", logs());
+    assert_eq!(proxy.events("replay").len(), 1, "{}", logs());
+    let stalled = proxy.events("route").into_iter();
+    let stalled: Vec<_> = stalled.filter(|e| e["failure"] == "stalled").collect();
+    assert!(stalled.is_empty(), "{stalled:?}\n{}", logs());
 }

@@ -81,6 +81,10 @@ pub fn main(mut args: Arguments) -> i32 {
         return 2;
     }
     logging::set_redactions(crate::route::table::private_names(&config));
+    if let Err(e) = logging::events::open_from_env() {
+        eprintln!("tg-ws-proxy: {e}");
+        return 2;
+    }
     for (level, note) in &parsed.notes {
         log::log!(*level, "{note}");
     }

@@ -20,6 +20,7 @@ use super::{Conn, Ctx, Phase, Ready, SessionInfo, SessionTimer, Step};
 use crate::buf::RelayBuf;
 use crate::config::Tier;
 use crate::error::CloseReason;
+use crate::logging::events::Event;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::Upstream;
@@ -331,6 +332,7 @@ impl Conn {
             ),
         );
         debug!("client {peer} {dc}: retrying after a silent pooled upstream");
+        crate::logging::events::emit(|| Event::new("replay").str("peer", &peer.to_string()));
         // Until the retry connects (start_relay names the new upstream), the close line says so.
         let label = self.info.target.trim_end_matches(" (pooled)").to_string();
         self.info.target = format!("{label} (pooled, retrying)");

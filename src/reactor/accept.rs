@@ -139,5 +139,14 @@ fn refuse(
             suppressed(n)
         );
     }
+    crate::logging::events::emit(|| refused_event(peer, CloseReason::SlabFull));
     let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// The `refused` event of the structured stream (`logging::events`): `peer` turned away at
+/// accept for `reason`, before any session.
+fn refused_event(peer: SocketAddr, reason: CloseReason) -> crate::logging::events::Event {
+    crate::logging::events::Event::new("refused")
+        .str("peer", &peer.to_string())
+        .str("reason", reason.name())
 }

@@ -157,6 +157,8 @@ pub struct Proxy {
     addr: SocketAddr,
     logs: Arc<Logs>,
     readers: Vec<JoinHandle<()>>,
+    /// The structured event stream (`TG_EVENTS`) the child writes: see [`Proxy::events`].
+    events: PathBuf,
 }
 
 impl Proxy {
@@ -234,6 +236,8 @@ impl Proxy {
     }
 
     fn spawn_cmd(mut cmd: Command, argv: &[&str]) -> Result<Proxy, String> {
+        let events = temp_dir().join("events.jsonl");
+        cmd.env("TG_EVENTS", &events);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -258,6 +262,7 @@ impl Proxy {
             addr: found.unwrap_or_else(|| ([0, 0, 0, 0], 0).into()),
             logs,
             readers,
+            events,
         };
         if found.is_none() {
             let status = proxy.kill();
@@ -688,4 +693,92 @@ pub fn stats_field(line: &str, key: &str) -> Option<Vec<u64>> {
         .split('/')
         .map(|n| n.parse().ok())
         .collect()
+}
+
+impl Proxy {
+    /// Every event of kind `kind` (`session`, `route`; see `logging::events`) the proxy wrote
+    /// to its `TG_EVENTS` stream so far, oldest first.
+    pub fn events(&self, kind: &str) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(&self.events).unwrap_or_default();
+        text.lines()
+            // A line still being written has no newline yet: `lines` yields it, JSON rejects it.
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == kind)
+            .collect()
+    }
+
+    /// Waits until an event of kind `kind` satisfies `pred` (→ it) or `timeout` passes.
+    pub fn wait_event(
+        &self,
+        kind: &str,
+        timeout: Duration,
+        mut pred: impl FnMut(&serde_json::Value) -> bool,
+    ) -> Option<serde_json::Value> {
+        let mut found = None;
+        wait_until(timeout, || {
+            found = self.events(kind).into_iter().find(|e| pred(e));
+            found.is_some()
+        });
+        found
+    }
+
+    /// The `session` events so far (one per client connection that ended).
+    pub fn sessions(&self) -> Vec<serde_json::Value> {
+        self.events("session")
+    }
+
+    /// Waits for a `session` event whose `reason` is `reason` (→ it).
+    pub fn wait_session_reason(
+        &self,
+        reason: &str,
+        timeout: Duration,
+    ) -> Option<serde_json::Value> {
+        self.wait_event("session", timeout, |e| e["reason"] == reason)
+    }
+
+    /// `route` events of the route whose label starts with `prefix` (`ws:DC2`) going `to`
+    /// (`down`, `suspect`, `up`) so far.
+    pub fn route_events(&self, prefix: &str, to: &str) -> Vec<serde_json::Value> {
+        self.events("route")
+            .into_iter()
+            .filter(|e| route_is(e, prefix) && e["to"] == to)
+            .collect()
+    }
+
+    /// Waits for the route whose label starts with `prefix` to go down for `failure` (any
+    /// failure if `None`) (→ the event).
+    pub fn wait_route_down(
+        &self,
+        prefix: &str,
+        failure: Option<&str>,
+        timeout: Duration,
+    ) -> Option<serde_json::Value> {
+        self.wait_event("route", timeout, |e| {
+            route_is(e, prefix) && e["to"] == "down" && failure.is_none_or(|f| e["failure"] == f)
+        })
+    }
+
+    /// Waits for the route whose label starts with `prefix` to come up (proved by a `via`
+    /// starting with `via`, any if `None`) (→ the event).
+    pub fn wait_route_up(
+        &self,
+        prefix: &str,
+        via: Option<&str>,
+        timeout: Duration,
+    ) -> Option<serde_json::Value> {
+        self.wait_event("route", timeout, |e| {
+            route_is(e, prefix)
+                && e["to"] == "up"
+                && via.is_none_or(|v| e["via"].as_str().is_some_and(|s| s.starts_with(v)))
+        })
+    }
+}
+
+/// True if event `e`'s `label` starts with `prefix` followed by a space, `@` or the end
+/// (`ws:DC2` matches `ws:DC2 "x"@…`, not `ws:DC20`).
+fn route_is(e: &serde_json::Value, prefix: &str) -> bool {
+    e["label"].as_str().is_some_and(|l| {
+        l.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '@', '"']))
+    })
 }

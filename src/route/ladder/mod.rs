@@ -416,6 +416,11 @@ impl<U: Pooled> Ladder<U> {
                 now.saturating_sub(dial_started)
             );
             slot.pool.put(up, dial_started, now);
+            crate::logging::events::emit(|| {
+                crate::logging::events::Event::new("pool_ready")
+                    .str("label", &self.table.routes[route].label())
+                    .num("dial_ms", now.saturating_sub(dial_started))
+            });
         } else {
             up.close();
         }

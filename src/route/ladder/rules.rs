@@ -14,6 +14,7 @@ use super::{
 };
 use crate::config::Tier;
 use crate::error::Failure;
+use crate::logging::events::{emit, Event};
 use crate::net::dial::DialSpec;
 use crate::route::health::{Change, State, Use};
 use crate::route::pool::Pooled;
@@ -87,12 +88,20 @@ impl<U: Pooled> Ladder<U> {
                         ""
                     }
                 );
+                emit(|| {
+                    route_event(r.label(), "down", Some(f), None, change.cooldown_ms)
+                        .bool("redirect", r.health.is_redirect())
+                        .bool("quarantined", change.quarantined)
+                });
                 self.due_at_most(route, until);
                 if f == Failure::Http(429) {
                     self.hold_on_429(route, until);
                 }
             }
-            _ => info!("route {} suspect: {f}", r.label()),
+            _ => {
+                info!("route {} suspect: {f}", r.label());
+                emit(|| route_event(r.label(), "suspect", Some(f), None, 0));
+            }
         }
         Some(change)
     }
@@ -117,6 +126,7 @@ impl<U: Pooled> Ladder<U> {
         };
         let rtt = rtt_ms.map_or(String::new(), |ms| format!(", {ms}ms"));
         info!("route {} {from} → up ({via}{rtt})", r.label());
+        emit(|| route_event(r.label(), "up", None, Some(via), 0).str("from", from));
         Some(change)
     }
 
@@ -457,4 +467,21 @@ impl<U: Pooled> Ladder<U> {
         }
         self.fail(route, Failure::SilentPooled, None, now)
     }
+}
+
+/// The `route` event of the structured stream (`logging::events`): `label` went `to` a state,
+/// put there by `failure` or proved up by `via`, cooling down for `cooldown_ms`.
+fn route_event(
+    label: String,
+    to: &str,
+    failure: Option<Failure>,
+    via: Option<&str>,
+    cooldown_ms: u64,
+) -> Event {
+    Event::new("route")
+        .str("label", &label)
+        .str("to", to)
+        .opt("failure", failure.map(|f| f.to_string()).as_deref())
+        .opt("via", via)
+        .num("cooldown_ms", cooldown_ms)
 }
