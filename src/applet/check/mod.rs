@@ -72,7 +72,8 @@ work unchanged; the ones that matter here are --dc-ip, --tcp-dc-ip, --cf-worker-
 --hosts-file, --resolv-conf. No secret is needed: --secret-file and TG_SECRET are ignored.
 
 Table columns: DC, route (tier, DC, target; ws shows the kws name), result (OK, FLAKY k/N, or
-the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, stalled, dns,
+the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, stalled,
+bad-reply, dns,
 network-unreachable, host-unreachable, no-address, local-ports), latency in ms (median of the
 OK rounds; of all rounds when none was OK), detail of the first failure. A route works when more than half
 of its rounds got a resPQ. A DC whose routes all failed with network-unreachable or no-address
