@@ -18,6 +18,8 @@ use std::net::SocketAddr;
 
 use log::debug;
 
+use crate::relay::StallWatch;
+
 mod effects;
 
 use super::race::{self, Effect, Origin, Race, Winner};
@@ -84,6 +86,9 @@ pub struct Connecting {
     /// The client half-closed after sending a request: deliver it, then half-close upstream.
     client_eof: bool,
     pooled: Option<Pooled>,
+    /// The session's freeze watch, handed to the relay when it starts (nothing feeds it
+    /// before: it starts at the session's start, or at a replay past the bytes so far).
+    watch: StallWatch,
 }
 
 impl Connecting {
@@ -95,6 +100,7 @@ impl Connecting {
         slot: usize,
         id: u32,
         peer: SocketAddr,
+        watch: StallWatch,
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
         let up = ctx.scratch.own_buffer(ctx.cfg.buf_size);
@@ -103,7 +109,7 @@ impl Connecting {
             id,
             peer,
         };
-        Connecting::start(accepted, dc, who, (up, false), Origin::Client, ctx)
+        Connecting::start(accepted, dc, who, (up, false), (Origin::Client, watch), ctx)
     }
 
     /// Starts the phase again for a session whose pooled upstream stayed silent
@@ -115,6 +121,7 @@ impl Connecting {
         slot: usize,
         id: u32,
         peer: SocketAddr,
+        watch: StallWatch,
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
         let crate::relay::Resume {
@@ -127,7 +134,8 @@ impl Connecting {
             id,
             peer,
         };
-        Connecting::start(accepted, dc, who, (up, client_eof), Origin::Retry, ctx)
+        let start = (Origin::Retry, watch);
+        Connecting::start(accepted, dc, who, (up, client_eof), start, ctx)
     }
 
     fn start(
@@ -135,7 +143,7 @@ impl Connecting {
         dc: DcId,
         who: Who,
         (up, client_eof): (RelayBuf, bool),
-        origin: Origin,
+        (origin, watch): (Origin, StallWatch),
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
         let now = ctx.now;
@@ -167,6 +175,7 @@ impl Connecting {
             up,
             client_eof,
             pooled,
+            watch,
         };
         // Only the budget's timer: nothing can end the race yet.
         let _ = c.perform(fx, ctx);
@@ -412,7 +421,8 @@ impl Conn {
             self.info.target,
             rtt.unwrap_or(0)
         );
-        let mut relay = Relaying::new(c.accepted, c.dc, tier, up, c.up, c.client_eof, ctx);
+        let client = (c.up, c.client_eof);
+        let mut relay = Relaying::new(c.accepted, c.dc, tier, up, client, c.watch, ctx);
         let proxy_key = match &ctx.ladder.route(route).target {
             crate::route::table::Target::Mtproto { proxy } => Some(proxy.secret.key),
             _ => None,

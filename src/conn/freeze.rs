@@ -4,7 +4,8 @@
 //! is ended (it is dead, and the client only recovers by reconnecting), and the freeze is a
 //! fact for the ladder ([`Observation::SessionFrozen`]); so is a downstream that is not MTProto
 //! ([`Failure::BadReply`]). The decisions are the watch's and the ladder's; the timer kind is
-//! [`SessionTimer::Stall`].
+//! [`SessionTimer::Stall`]. The watch and its timer are the relay phase's (`relay::Relaying`),
+//! started with the session and carried by the connect phase (nothing feeds it before the relay).
 
 use super::*;
 use crate::error::Side;
@@ -13,65 +14,67 @@ impl Conn {
     /// Arms the stall check for the watch's next due time, unless one is armed for then or
     /// earlier (a check with nothing to do is harmless; the watch re-arms from it).
     pub(super) fn arm_stall(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(due) = self.stall.due() else {
+        let ev = self.timer_ev(SessionTimer::Stall);
+        let Phase::Relay(r) = &mut self.phase else {
+            return;
+        };
+        let Some(due) = r.stall.due() else {
             return;
         };
         let due = due.max(ctx.now);
-        if let Some((t, at)) = self.stall_timer {
+        if let Some((t, at)) = r.stall_timer {
             if at <= due {
                 return;
             }
             ctx.wheel.cancel(t);
         }
-        let ev = self.timer_ev(SessionTimer::Stall);
-        self.stall_timer = Some((ctx.wheel.insert(due, ev), due));
+        r.stall_timer = Some((ctx.wheel.insert(due, ev), due));
     }
 
     /// The stall check is due: read the kernel's view if the watch wants it, perform the
     /// effect, and end the session on a verdict. Only while both sides are open: after one
     /// side ended, silence is the end.
     pub(super) fn stall_due(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        self.stall_timer = None;
         let Phase::Relay(r) = &mut self.phase else {
             return Step::Progress;
         };
+        r.stall_timer = None;
         if r.wants_linger() {
             return Step::Progress;
         }
-        let tcp = if self.stall.wants_tcp(ctx.now) {
+        let tcp = if r.stall.wants_tcp(ctx.now) {
             r.tcp_view()
         } else {
             None
         };
-        let (effect, verdict) = self.stall.check(ctx.now, tcp);
-        r.probe_effect(
-            effect,
-            ctx.cfg.tcp_keepalive,
-            self.stall.bounds().probe_count(),
-        );
+        let (effect, verdict) = r.stall.check(ctx.now, tcp);
+        let probes = r.stall.bounds().probe_count();
+        r.probe_effect(effect, ctx.cfg.tcp_keepalive, probes);
         if let Some(f) = verdict {
-            return self.froze(f, ctx);
+            let silent = r.stall.silent_for(ctx.now);
+            return self.froze(f, silent, ctx);
         }
         self.arm_stall(ctx);
         Step::Progress
     }
 
-    /// The upstream froze (`f`): the ladder and the stats learn it, the client is told by the
-    /// close (it reconnects and re-sends), the line says so (folded per client).
-    fn froze(&mut self, f: Freeze, ctx: &mut Ctx<'_>) -> Step {
-        self.note_freeze(f, ctx);
+    /// The upstream froze (`f`, after `silent_ms` without a byte down): the ladder and the
+    /// stats learn it, the client is told by the close (it reconnects and re-sends), the line
+    /// says so (folded per client).
+    fn froze(&mut self, f: Freeze, silent_ms: u64, ctx: &mut Ctx<'_>) -> Step {
+        self.note_freeze(f, silent_ms, ctx);
         Step::Close(CloseReason::UpstreamFrozen)
     }
 
-    /// Records freeze `f` of this session: the session line, the stats, a folded warning and
-    /// the ladder's fact.
-    fn note_freeze(&mut self, f: Freeze, ctx: &mut Ctx<'_>) {
+    /// Records freeze `f` of this session (`silent_ms` without a byte down): the session
+    /// line, the stats, a folded warning and the ladder's fact.
+    fn note_freeze(&mut self, f: Freeze, silent_ms: u64, ctx: &mut Ctx<'_>) {
         let after = self.info.meter.bytes_down;
         self.info.froze = Some((f, after));
         let Some(route) = self.info.route else { return };
         ctx.stats.note_frozen(self.peer, route, f, after, ctx.now);
         let label = ctx.ladder.route(route).label();
-        let silent = self.stall.silent_for(ctx.now) as f64 / 1000.0;
+        let silent = silent_ms as f64 / 1000.0;
         let peer = self.peer;
         ctx.warn_client(
             peer,
@@ -127,12 +130,17 @@ impl Conn {
         if self.info.froze.is_some() {
             return;
         }
-        let tcp = match &mut self.phase {
-            Phase::Relay(r) if by_client && self.stall.armed() => r.tcp_view(),
-            _ => None,
+        let Phase::Relay(r) = &mut self.phase else {
+            return;
         };
-        if let Some(f) = self.stall.at_close(ctx.now, by_client, tcp) {
-            self.note_freeze(f, ctx);
+        let tcp = if by_client && r.stall.armed() {
+            r.tcp_view()
+        } else {
+            None
+        };
+        if let Some(f) = r.stall.at_close(ctx.now, by_client, tcp) {
+            let silent = r.stall.silent_for(ctx.now);
+            self.note_freeze(f, silent, ctx);
         }
     }
 }

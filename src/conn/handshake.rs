@@ -48,6 +48,7 @@ use crate::mtproto::faketls::RECORD_HEADER;
 use crate::mtproto::obfs2::{self, Accepted, Secret, SecretKind, INIT_LEN};
 use crate::net::io::{read_once, write_once, Io};
 use crate::relay::end::client_read_failure;
+use crate::relay::StallWatch;
 use crate::route::table::known_dc;
 
 /// Bytes discarded per drain read.
@@ -478,7 +479,10 @@ impl Conn {
                 ""
             }
         );
-        let connecting = Connecting::new(accepted, dc, self.slot, self.id, self.peer, ctx);
+        // The freeze watch starts with the session (it is fed only once the relay runs).
+        let watch = StallWatch::new(self.kept.stall(), self.started);
+        let (slot, id, peer) = (self.slot, self.id, self.peer);
+        let connecting = Connecting::new(accepted, dc, slot, id, peer, watch, ctx);
         self.phase = Phase::Connecting(Box::new(connecting));
         let idle_at = ctx.now + self.kept.idle_ms();
         self.arm_idle(idle_at, ctx);

@@ -238,11 +238,6 @@ pub struct Conn {
     timer: Option<TimerId>,
     idle_timer: Option<TimerId>,
     last_activity: u64,
-    /// Watches for the upstream freezing while the client waits (docs/design.md §4 rule 7).
-    stall: StallWatch,
-    /// The stall check's timer and the time it is armed for (re-armed when the watch's next
-    /// check moves earlier).
-    stall_timer: Option<(TimerId, u64)>,
     info: SessionInfo,
     /// What the per-client-address admission gave this session (`per_ip`): given back at
     /// close, once. [`per_ip::Held::MaskSlot`]: over a limit, handled like a client that is
@@ -320,8 +315,6 @@ impl Conn {
             timer: Some(timer),
             idle_timer: None,
             last_activity: ctx.now,
-            stall: StallWatch::new(stall_bounds(ctx.cfg), ctx.now),
-            stall_timer: None,
             info: SessionInfo::default(),
             per_ip: per_ip::Held::Nothing,
             kept: timers::Kept::of(ctx.cfg),
@@ -398,8 +391,7 @@ impl Conn {
         if matches!(self.phase, Phase::Closed) {
             return;
         }
-        let stall_timer = self.stall_timer.take().map(|(t, _)| t);
-        let timers = [self.timer.take(), self.idle_timer.take(), stall_timer];
+        let timers = [self.timer.take(), self.idle_timer.take()];
         for t in timers.into_iter().flatten() {
             ctx.wheel.cancel(t);
         }
@@ -522,14 +514,9 @@ impl Conn {
         let up = self.info.meter.bytes_up;
         let down = self.info.meter.bytes_down + r.upstream_raw_in();
         let (mid_reply, on_client) = (r.mid_reply(), r.waits_on_client());
-        let effect = self
-            .stall
-            .observe(ctx.now, (up, down), mid_reply, on_client);
-        r.probe_effect(
-            effect,
-            ctx.cfg.tcp_keepalive,
-            self.stall.bounds().probe_count(),
-        );
+        let effect = r.stall.observe(ctx.now, (up, down), mid_reply, on_client);
+        let probes = r.stall.bounds().probe_count();
+        r.probe_effect(effect, ctx.cfg.tcp_keepalive, probes);
         let client_ended = r.client_ended();
         self.arm_stall(ctx);
         if wants_linger && self.timer.is_none() {

@@ -46,19 +46,26 @@ pub struct Relaying {
     /// Our last WS ping: when (ms) and the bytes down then (a close right after it, before any
     /// further downstream byte, is reported to the ladder).
     pub(super) ping_sent: Option<(u64, u64)>,
+    /// Watches for the upstream freezing while the client waits (docs/design.md §4 rule 7;
+    /// the shell is `freeze`).
+    pub(super) stall: StallWatch,
+    /// The stall check's timer and the time it is armed for (re-armed when the watch's next
+    /// check moves earlier).
+    pub(super) stall_timer: Option<(TimerId, u64)>,
 }
 
 impl Relaying {
     /// Builds the relay for a connected upstream; the core queues the fresh relay init
     /// (docs/protocol.md §3.1) as the first bytes (its own WS message on WS tiers). `up` holds
-    /// what the client sent while connecting (client-decrypted).
+    /// what the client sent while connecting (client-decrypted), `client_eof` whether it
+    /// half-closed since; `stall` is the session's freeze watch (started with the connect).
     pub fn new(
         accepted: Accepted,
         dc: DcId,
         tier: Tier,
         upstream: Upstream,
-        up: RelayBuf,
-        client_eof: bool,
+        (up, client_eof): (RelayBuf, bool),
+        stall: StallWatch,
         ctx: &mut Ctx<'_>,
     ) -> Relaying {
         let kind = match (&upstream, tier) {
@@ -87,13 +94,16 @@ impl Relaying {
             ping_timer: None,
             first_byte_timer: None,
             ping_sent: None,
+            stall,
+            stall_timer: None,
         }
     }
 
-    /// Cancels the relay phase's own timers (the WS ping, the first-byte deadline): the session
-    /// closes or the relay is rewound.
+    /// Cancels the relay phase's own timers (the WS ping, the first-byte deadline, the stall
+    /// check): the session closes or the relay is rewound.
     pub(super) fn cancel_timers(&mut self, ctx: &mut Ctx<'_>) {
-        for t in [self.ping_timer.take(), self.first_byte_timer.take()]
+        let stall = self.stall_timer.take().map(|(t, _)| t);
+        for t in [self.ping_timer.take(), self.first_byte_timer.take(), stall]
             .into_iter()
             .flatten()
         {
@@ -312,15 +322,12 @@ impl Conn {
         drop(upstream);
         // `replayable` said yes a moment ago; `None`: nothing can be replayed after all.
         let resume = resume?;
-        // The old relay's timers (ping, a linger begun by a half-close, the stall check) and
-        // watches are not the new one's: the silence so far was the dead upstream's, and the
-        // replay is not the client asking again.
-        let stall_timer = self.stall_timer.take().map(|(t, _)| t);
-        for t in [self.timer.take(), stall_timer].into_iter().flatten() {
+        // A linger begun by a half-close is not the new relay's (the old relay's own timers —
+        // ping, first byte, stall check — went with it above; its freeze watch too: the caller
+        // starts a fresh one, the silence so far was the dead upstream's).
+        if let Some(t) = self.timer.take() {
             ctx.wheel.cancel(t);
         }
-        self.stall = StallWatch::new(super::stall_bounds(ctx.cfg), ctx.now)
-            .after(self.info.meter.bytes_up, self.info.meter.bytes_down);
         ctx.stats.pool_retries += 1;
         ctx.warn_client(
             peer,

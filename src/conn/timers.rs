@@ -11,13 +11,15 @@ use super::*;
 
 /// The timer settings a session reads after it started, copied from the configuration at
 /// accept: a reload (`reactor::reload`) never shortens or lengthens a live session's idle
-/// timeout, close linger or WS ping interval. Milliseconds; 0 = never for the pings.
+/// timeout, close linger, WS ping interval or its first freeze watch's bounds. Milliseconds;
+/// 0 = never for the pings.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Kept {
     idle_ms: u64,
     linger_ms: u64,
     cf_ping_ms: u64,
     ws_ping_ms: u64,
+    stall: StallBounds,
 }
 
 impl Kept {
@@ -30,6 +32,7 @@ impl Kept {
             linger_ms: ms(cfg.close_linger),
             cf_ping_ms: ms(cfg.cf_ping_interval),
             ws_ping_ms: ms(cfg.ws_ping_interval),
+            stall: super::stall_bounds(cfg),
         }
     }
 
@@ -41,6 +44,12 @@ impl Kept {
     /// `--close-linger` at the session's start, ms.
     pub(super) fn linger_ms(&self) -> u64 {
         self.linger_ms
+    }
+
+    /// The freeze watch's bounds at the session's start (`--stall-timeout`,
+    /// `--stall-ack-timeout`, `--stall-give-up`).
+    pub(super) fn stall(&self) -> StallBounds {
+        self.stall
     }
 }
 
@@ -103,7 +112,12 @@ impl Conn {
                     relay::Overdue::Step(step) => step,
                     relay::Overdue::Replay(resume, dc) => {
                         let (slot, id, peer) = (self.slot, self.id, self.peer);
-                        let c = Connecting::retry(*resume, dc, slot, id, peer, ctx);
+                        // The old upstream's silence is not the new one's, and the replay is
+                        // not the client asking again: a fresh watch, past the bytes so far.
+                        let meter = &self.info.meter;
+                        let watch = StallWatch::new(stall_bounds(ctx.cfg), ctx.now)
+                            .after(meter.bytes_up, meter.bytes_down);
+                        let c = Connecting::retry(*resume, dc, slot, id, peer, watch, ctx);
                         self.phase = Phase::Connecting(Box::new(c));
                         Step::Progress
                     }
