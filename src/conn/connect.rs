@@ -147,10 +147,11 @@ impl Connecting {
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
         let now = ctx.now;
-        let dns = &mut *ctx.dns;
+        let (dns, outbound) = (&mut *ctx.dns, ctx.outbound);
         let plan = ctx.ladder.plan(dc, now, &mut |h| {
             // A name the outbound proxy resolves (`socks5h://`) needs no local answer.
-            crate::net::outbound::remote_name(h).or_else(|| crate::dns::cached(dns, h, now))
+            crate::net::outbound::remote_name(outbound, h)
+                .or_else(|| crate::dns::cached(dns, h, now))
         });
         let budget_ms = ctx.cfg.connect_budget.as_millis() as u64;
         let mut fx = Vec::new();
@@ -251,7 +252,7 @@ impl Conn {
             }
             a.ready = Ready::default();
             progressed = true;
-            let step = a.dial.drive(ctx.tls);
+            let step = a.dial.drive(ctx.tls, ctx.wall_s, ctx.rng);
             if matches!(step, DialStep::Pending) {
                 continue;
             }

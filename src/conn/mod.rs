@@ -50,6 +50,7 @@ use crate::logging::{fold_key, Folds, RateLimited};
 use crate::mtproto::dc::DcId;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::{set_keepalive, Upstream};
+use crate::net::outbound::Outbound;
 use crate::relay::stall::StallBounds;
 use crate::relay::{Meter, Scratch, StallWatch};
 use crate::rng::Rng;
@@ -134,6 +135,8 @@ pub struct Ctx<'a> {
     pub prober: &'a mut Prober,
     /// Non-blocking resolver (cache lookups only on a client's path).
     pub dns: &'a mut Resolver,
+    /// The outbound setting every dial takes (`--outbound-proxy`; `None` = direct).
+    pub outbound: Option<&'a Outbound>,
     /// Folds repeated attempt-failure lines, per tier and failure class.
     pub attempt_log: &'a mut Folds,
     /// Folds every other per-client warning (could not start, budget, every route failed),
@@ -152,7 +155,8 @@ pub struct Ctx<'a> {
     /// PROXY header (`mask::MaskConns`).
     pub mask_conns: &'a mut mask::MaskConns,
     /// Unix seconds on the wall clock, read by the reactor once per loop iteration (like `now`)
-    /// while an `ee` secret is configured; only fake-TLS timestamps use it.
+    /// while an `ee` secret of ours or an `ee` upstream proxy is configured; only fake-TLS
+    /// timestamps use it (the gate's checks, the hello a dial signs).
     pub wall_s: u64,
     /// The fake-TLS gate (replay cache, clock trust, `--tls-time-window`), one per process.
     pub gate: &'a mut Gate,

@@ -1,16 +1,18 @@
 //! Dialling an upstream: non-blocking TCP connect, then (for WebSocket routes) TLS and the
 //! upgrade, or (toward an `ee` upstream MTProto proxy) the fake-TLS client handshake
-//! (`mtproto::upstream::hello`, signed with the wall clock read here), as one resumable state
-//! machine.
+//! (`mtproto::upstream::hello`), as one resumable state machine. Reads no clock and no global
+//! state: the caller passes the outbound setting to [`Dial::start`] and the wall clock and its
+//! random generator to [`Dial::drive`] (the hello's timestamp and random, the WebSocket key).
+//! The caller owns the deadline (timer wheel) and the token.
 //!
 //! Used by client sessions (`conn::connect`) and by probes and pool fills (`route::probe`, also
 //! run by the `check` applet) alike, so all see the same failure classes. Re-exports
 //! [`Upstream`], the connected socket (raw TCP or upgraded TLS) the relay and the pool hold, and
-//! TCP keepalive ([`set_keepalive`]), both from `net::upstream`. The caller owns the deadline (timer wheel) and the token;
-//! this module only registers the socket it creates (or moves it to another token) and advances
-//! on readiness. With an outbound proxy active (`net::outbound::set_active`, `--outbound-proxy`)
-//! the TCP connect goes to the proxy and its SOCKS5 / CONNECT handshake runs as one more stage
-//! before TLS (or before the raw stream for `tcp`); the caller's deadline covers it too.
+//! TCP keepalive ([`set_keepalive`]), both from `net::upstream`. This module only registers the
+//! socket it creates (or moves it to another token) and advances on readiness. With an
+//! outbound proxy given (`net::outbound::Active`, `--outbound-proxy`) the TCP connect goes to
+//! the proxy and its SOCKS5 / CONNECT handshake runs as one more stage before TLS (or before
+//! the raw stream for `tcp`); the caller's deadline covers it too.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,11 +26,12 @@ use crate::mtproto::faketls::stream::FakeTlsStream;
 use crate::mtproto::obfs2::{Secret, SecretKind};
 use crate::mtproto::upstream::hello::{HelloError, TlsHello};
 use crate::net::io::{is_reset, read_once, write_once, Io};
-use crate::net::outbound::{self, Handshake, Progress, Via};
+use crate::net::outbound::{self, Handshake, Outbound, Progress, Via};
 use crate::net::tcp::{self, ConnectState};
 use crate::net::tls::{is_tls_error, TlsStream};
 pub use crate::net::upstream::{set_keepalive, Upstream};
 use crate::net::ws::{self, Upgrade, UpgradeError};
+use crate::rng::Rng;
 
 /// What to dial.
 #[derive(Clone, Debug)]
@@ -116,17 +119,19 @@ pub enum DialStep {
 }
 
 impl Dial {
-    /// Starts the TCP connect and registers the socket with `token` (readable + writable).
+    /// Starts the TCP connect and registers the socket with `token` (readable + writable):
+    /// through the outbound proxy of `outbound` unless it bypasses `spec` (`None` = direct).
     ///
     /// Errors: `Failure::Local` when no socket can be made (descriptors), or the class of an
     /// immediate connect error.
     pub fn start(
         spec: &DialSpec,
+        outbound: Option<&Outbound>,
         registry: &Registry,
         token: Token,
         keepalive: Duration,
     ) -> Result<Dial, Failure> {
-        let via = outbound::active().and_then(|o| o.via(spec.addr, spec.kind.host()));
+        let via = outbound.and_then(|o| o.via(spec.addr, spec.kind.host()));
         if via.is_none() && spec.addr.ip() == outbound::UNRESOLVED {
             // Planned for the proxy to resolve, and the setting changed since: nothing to dial.
             return Err(Failure::Local);
@@ -190,12 +195,19 @@ impl Dial {
         self.via.as_ref()
     }
 
-    /// Advances as far as the socket allows.
-    pub fn drive(&mut self, tls: &Arc<rustls::ClientConfig>) -> DialStep {
+    /// Advances as far as the socket allows. `wall_s` (Unix seconds) signs the fake-TLS hello
+    /// toward an `ee` upstream; `rng` salts that hello and makes the WebSocket key.
+    pub fn drive(
+        &mut self,
+        tls: &Arc<rustls::ClientConfig>,
+        wall_s: u64,
+        rng: &mut Rng,
+    ) -> DialStep {
+        let env = &mut Env { tls, wall_s, rng };
         loop {
             match &mut self.state {
                 State::Connecting(_) => {
-                    if let Some(step) = self.connecting(tls) {
+                    if let Some(step) = self.connecting(env) {
                         return step;
                     }
                 }
@@ -211,7 +223,7 @@ impl Dial {
                             return DialStep::Pending;
                         }
                         Ok(Progress::Done) => {
-                            if let Some(done) = self.tunnel_up(sock, tls) {
+                            if let Some(done) = self.tunnel_up(sock, env) {
                                 return done;
                             }
                         }
@@ -252,17 +264,21 @@ impl Dial {
     }
 }
 
-/// The fake-TLS handshake an `ee` upstream needs (`None` for plain and `dd`), signed with the
-/// wall clock now and salted by a fresh OS-seeded generator (a dial has no `Rng` of its own).
-fn start_hello(secret: &Secret) -> Result<Option<TlsHello>, DialStep> {
+/// What [`Dial::drive`] was given for the stages after the TCP connect.
+struct Env<'a, 'r> {
+    tls: &'a Arc<rustls::ClientConfig>,
+    /// Unix seconds.
+    wall_s: u64,
+    rng: &'r mut Rng,
+}
+
+/// The fake-TLS handshake an `ee` upstream needs (`None` for plain and `dd`), signed at
+/// `wall_s` and salted by `rng`.
+fn start_hello(secret: &Secret, wall_s: u64, rng: &mut Rng) -> Result<Option<TlsHello>, DialStep> {
     let SecretKind::Ee(domain) = &secret.kind else {
         return Ok(None);
     };
-    let wall_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let mut rng = crate::rng::Rng::new().map_err(|e| local(&format!("random: {e}")))?;
-    TlsHello::new(&secret.key, domain, wall_s, &mut rng)
+    TlsHello::new(&secret.key, domain, wall_s, rng)
         .map(Some)
         .ok_or_else(|| local("ee secret domain over 253 bytes"))
 }
@@ -285,7 +301,7 @@ fn failed_hello(e: HelloError) -> DialStep {
 impl Dial {
     /// The TCP connect stage: `Some` step to return (pending, failed, or a finished tunnel),
     /// `None` when the dial moved on to the proxy handshake or the TLS upgrade.
-    fn connecting(&mut self, tls: &Arc<rustls::ClientConfig>) -> Option<DialStep> {
+    fn connecting(&mut self, env: &mut Env) -> Option<DialStep> {
         let State::Connecting(sock) = &mut self.state else {
             return Some(local("state moved"));
         };
@@ -313,7 +329,7 @@ impl Dial {
                         self.state = State::Proxying(sock, Box::new(Handshake::new(v)));
                         None
                     }
-                    None => self.tunnel_up(sock, tls),
+                    None => self.tunnel_up(sock, env),
                 }
             }
         }
@@ -322,7 +338,8 @@ impl Dial {
     /// The byte stream to the destination is open on `sock` (directly or through the proxy):
     /// a raw dial is ready; a TLS-only dial is ready with its handshake still to run; an `ee` upstream starts its fake-TLS hello; a WS dial starts TLS
     /// (SNI = the fronting name if any, else the host) and the upgrade (`None`: keep driving).
-    fn tunnel_up(&mut self, sock: TcpStream, tls: &Arc<rustls::ClientConfig>) -> Option<DialStep> {
+    fn tunnel_up(&mut self, sock: TcpStream, env: &mut Env) -> Option<DialStep> {
+        let tls = env.tls;
         match &self.kind {
             DialKind::Tcp => Some(DialStep::Ready(Upstream::Tcp(sock))),
             DialKind::Tls { host } => Some(match TlsStream::new(tls, host, sock) {
@@ -333,7 +350,7 @@ impl Dial {
                     detail: e.to_string(),
                 },
             }),
-            DialKind::Mtproto { secret, .. } => match start_hello(secret) {
+            DialKind::Mtproto { secret, .. } => match start_hello(secret, env.wall_s, env.rng) {
                 Ok(None) => Some(DialStep::Ready(Upstream::Tcp(sock))),
                 Ok(Some(h)) => {
                     self.state = State::Hello(sock, Box::new(h));
@@ -359,7 +376,8 @@ impl Dial {
                         })
                     }
                 };
-                match Upgrade::start(tls, host, path, *subprotocol, *origin) {
+                let key = ws::key(env.rng);
+                match Upgrade::start(tls, host, path, *subprotocol, *origin, &key) {
                     Ok(u) => {
                         self.state = State::Upgrading(Box::new(u));
                         None
@@ -556,16 +574,24 @@ mod tests {
         use std::io::{Read, Write};
         let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("socks5://{}", proxy.local_addr().unwrap());
-        outbound::set_active(Some(outbound::Outbound {
+        let outbound = Outbound {
             proxy: outbound::OutboundProxy::parse(&url).unwrap(),
             bypass: outbound::Bypass::default(),
-        }));
+        };
         let poll = mio::Poll::new().unwrap();
+        let rng = &mut Rng::from_seed([7; 48]);
         let spec = DialSpec {
             addr: "127.0.0.1:9".parse().unwrap(),
             kind: DialKind::Tcp,
         };
-        let mut dial = Dial::start(&spec, poll.registry(), Token(1), Duration::ZERO).unwrap();
+        let mut dial = Dial::start(
+            &spec,
+            Some(&outbound),
+            poll.registry(),
+            Token(1),
+            Duration::ZERO,
+        )
+        .unwrap();
         let (mut side, _) = proxy.accept().unwrap();
         side.set_nonblocking(true).unwrap();
         let tls = crate::net::tls::client_config(None, false).unwrap();
@@ -574,7 +600,7 @@ mod tests {
         while read < greeting {
             rounds += 1;
             assert!(rounds < 5_000, "the greeting never came");
-            assert!(matches!(dial.drive(&tls), DialStep::Pending));
+            assert!(matches!(dial.drive(&tls, 0, rng), DialStep::Pending));
             match side.read(&mut got[read..]) {
                 Ok(n) => read += n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -586,11 +612,135 @@ mod tests {
         side.write_all(answer).unwrap();
         // The answer (if any) is taken, and the dial waits for what comes next.
         for _ in 0..50 {
-            assert!(matches!(dial.drive(&tls), DialStep::Pending));
+            assert!(matches!(dial.drive(&tls, 0, rng), DialStep::Pending));
             std::thread::sleep(Duration::from_millis(1));
         }
-        outbound::set_active(None);
         dial.timeout_failure()
+    }
+
+    /// Drives `dial` until `side` (the accepted end of its TCP connection) has received `len`
+    /// bytes, each drive with the clock `wall_s` and `rng`; returns them.
+    fn received(
+        dial: &mut Dial,
+        side: &mut std::net::TcpStream,
+        len: usize,
+        (wall_s, rng): (u64, &mut Rng),
+    ) -> Vec<u8> {
+        use std::io::Read;
+        let tls = crate::net::tls::client_config(None, false).unwrap();
+        side.set_nonblocking(true).unwrap();
+        let mut got = vec![0u8; len];
+        let (mut read, mut rounds) = (0, 0);
+        while read < len {
+            rounds += 1;
+            assert!(rounds < 5_000, "only {read} of {len} bytes came");
+            assert!(matches!(dial.drive(&tls, wall_s, rng), DialStep::Pending));
+            match side.read(&mut got[read..]) {
+                Ok(0) => panic!("closed after {read} bytes"),
+                Ok(n) => read += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        got
+    }
+
+    /// Issue 20: the dialler reads no clock and no generator of its own. A dial toward an `ee`
+    /// upstream given a wall clock and a seeded generator sends exactly the hello those make
+    /// (`TlsHello::new` with the same inputs), so the bytes on the wire are a function of
+    /// what the caller passed; another clock gives another hello.
+    #[test]
+    fn an_ee_dial_signs_its_hello_with_the_clock_and_generator_it_is_given() {
+        const WALL_S: u64 = 1_700_000_000;
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let key_hex = "0123456789abcdef0123456789abcdef";
+        let domain_hex: String = b"a.example".iter().map(|b| format!("{b:02x}")).collect();
+        let proxy = crate::mtproto::upstream::MtprotoProxy::parse(&format!(
+            "{}:ee{key_hex}{domain_hex}",
+            upstream.local_addr().unwrap()
+        ))
+        .unwrap();
+        let spec = DialSpec {
+            addr: upstream.local_addr().unwrap(),
+            kind: DialKind::Mtproto {
+                host: proxy.host.clone(),
+                secret: proxy.secret.clone(),
+            },
+        };
+        let poll = mio::Poll::new().unwrap();
+        let hello_at = |wall_s: u64| {
+            let mut dial =
+                Dial::start(&spec, None, poll.registry(), Token(1), Duration::ZERO).unwrap();
+            assert!(dial.via().is_none(), "no outbound setting given: direct");
+            let (mut side, _) = upstream.accept().unwrap();
+            let rng = &mut Rng::from_seed([1; 48]);
+            received(&mut dial, &mut side, 517, (wall_s, rng))
+        };
+        let sent = hello_at(WALL_S);
+        let expected = TlsHello::new(
+            &proxy.secret.key,
+            "a.example",
+            WALL_S,
+            &mut Rng::from_seed([1; 48]),
+        )
+        .unwrap();
+        assert_eq!(sent, expected.hello());
+        assert_eq!(hello_at(WALL_S), sent, "the same inputs, the same bytes");
+        assert_ne!(
+            hello_at(WALL_S + 1),
+            sent,
+            "the clock given is the one signed"
+        );
+    }
+
+    /// Issue 20: the outbound setting is the caller's value, not a per-thread global. Two
+    /// dials on one thread, one given a proxy and one given a proxy that bypasses the
+    /// destination, each do what their own setting says.
+    #[test]
+    fn each_dial_takes_the_outbound_setting_it_is_given() {
+        let dest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("socks5://{}", proxy.local_addr().unwrap());
+        let setting = |bypass: &[String]| {
+            Outbound::new(Some(&outbound::OutboundProxy::parse(&url).unwrap()), bypass)
+                .unwrap()
+                .unwrap()
+        };
+        let (via_proxy, bypassed) = (setting(&[]), setting(&["127.0.0.0/8".to_string()]));
+        let spec = DialSpec {
+            addr: dest.local_addr().unwrap(),
+            kind: DialKind::Tcp,
+        };
+        let poll = mio::Poll::new().unwrap();
+        let start = |o: &Outbound| {
+            Dial::start(&spec, Some(o), poll.registry(), Token(1), Duration::ZERO).unwrap()
+        };
+        let mut proxied = start(&via_proxy);
+        let mut direct = start(&bypassed);
+        let target = proxied.via().map(|v| v.target.clone());
+        assert_eq!(target, Some(outbound::Target::Addr(spec.addr)));
+        assert!(direct.via().is_none());
+        let rng = &mut Rng::from_seed([2; 48]);
+        // The proxied dial greets the proxy (SOCKS5, no auth); the bypassed one connected to
+        // the destination itself and, raw TCP, is ready at once.
+        let (mut at_proxy, _) = proxy.accept().unwrap();
+        let greeting = received(&mut proxied, &mut at_proxy, 3, (0, rng));
+        assert_eq!(greeting, [5, 1, 0]);
+        let _at_dest = dest.accept().unwrap();
+        let tls = crate::net::tls::client_config(None, false).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !matches!(
+            direct.drive(&tls, 0, rng),
+            DialStep::Ready(Upstream::Tcp(_))
+        ) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the direct dial never connected"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Review finding (issue 19 §3): a SOCKS5 proxy that takes the TCP connection but never

@@ -1,10 +1,12 @@
 //! The outbound proxy (`--outbound-proxy`): SOCKS5 or HTTP CONNECT between our TCP connect and
 //! whatever a route speaks next (TLS + upgrade, or raw obfuscated2), docs/protocol.md §4.7.
 //!
-//! Owns: the proxy URL grammar ([`OutboundProxy::parse`]), the choice per dial ([`Outbound::via`]) and the
-//! outbound setting of this thread ([`set_active`], [`active`]) that `net::dial` consults for
-//! every dial — sessions, probes, pool fills, `check` alike — and the address of a proxy given
-//! by name ([`resolve_proxy`], fed by the caller's resolver). The handshakes are sans-IO cores in
+//! Owns: the proxy URL grammar ([`OutboundProxy::parse`]), the choice per dial ([`Outbound::via`]),
+//! the setting in force ([`Active`]: built by [`activate`], kept by its owner — the reactor's
+//! `Shared`, the `check` applet — and passed to `net::dial` for every dial: sessions, probes,
+//! pool fills, `check` alike) and the address of a proxy given by name ([`resolve_proxy`], fed
+//! by the caller's resolver). No global state: every question takes the setting as a
+//! parameter. The handshakes are sans-IO cores in
 //! the submodules [`socks5`] (RFC 1928, RFC 1929) and [`http`] (RFC 9110 §9.3.6 CONNECT);
 //! [`Handshake`] joins them for the dialler; the bypass list (`--no-outbound-proxy-for`,
 //! [`Bypass`]) is the submodule `bypass`. Nothing here touches a socket.
@@ -15,7 +17,6 @@ pub mod socks5;
 
 pub use bypass::{check_bypass_item, Bypass};
 
-use std::cell::RefCell;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::rc::Rc;
@@ -246,11 +247,11 @@ impl fmt::Display for Target {
 /// ([`remote_name`]): `0.0.0.0` (never a real destination).
 pub const UNRESOLVED: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
-/// For route planning: `Some(UNRESOLVED)` when this thread's outbound proxy resolves names
+/// For route planning: `Some(UNRESOLVED)` when the outbound proxy `active` resolves names
 /// (`socks5h://`) and `host` is not bypassed, so the route needs no local DNS answer and the
 /// dial sends the proxy the name; `None` otherwise (resolve locally as usual).
-pub fn remote_name(host: &str) -> Option<IpAddr> {
-    let o = active()?;
+pub fn remote_name(active: Option<&Outbound>, host: &str) -> Option<IpAddr> {
+    let o = active?;
     (o.proxy.scheme == Scheme::Socks5h && !o.bypass.matches_name(host)).then_some(UNRESOLVED)
 }
 
@@ -287,12 +288,22 @@ impl Outbound {
     }
 }
 
+/// The outbound setting in force: `None` = direct. Its owner (the reactor's `Shared`, the
+/// `check` applet) replaces it whole ([`activate`], [`resolve_proxy`]) and hands it to every
+/// dial; a copy held elsewhere (the ladder's) is refreshed by the owner with the new value.
+pub type Active = Option<Rc<Outbound>>;
+
 /// Makes the outbound setting `proxy` (`--outbound-proxy`) with the `bypass` items
-/// (`--no-outbound-proxy-for`) the one of this thread's later dials, and says so in the log.
-/// The bypass items were checked when the configuration was parsed; one that still fails is
-/// dropped with a warning. Takes the two settings, not the `Config`, so the configuration
-/// imports this module and not the other way round.
-pub fn activate(proxy: Option<&OutboundProxy>, no_proxy_for: &[String]) {
+/// (`--no-outbound-proxy-for`) the one in `active` (at start and on reload), and says so in the
+/// log when it changed. The bypass items were checked when the configuration was parsed; one
+/// that still fails is dropped with a warning. Takes the two settings, not the `Config`, so
+/// the configuration imports this module and not the other way round. Returns whether the
+/// setting changed.
+pub fn activate(
+    active: &mut Active,
+    proxy: Option<&OutboundProxy>,
+    no_proxy_for: &[String],
+) -> bool {
     let bypass = Bypass::parse(no_proxy_for).unwrap_or_else(|e| {
         log::warn!("--no-outbound-proxy-for ignored: {e}");
         Bypass::default()
@@ -301,15 +312,15 @@ pub fn activate(proxy: Option<&OutboundProxy>, no_proxy_for: &[String]) {
         proxy: p.clone(),
         bypass,
     });
-    let old = active();
-    if let (Some(new), Some(old)) = (out.as_mut(), old.as_deref()) {
+    let old = active.as_deref();
+    if let (Some(new), Some(old)) = (out.as_mut(), old) {
         // Same proxy name: keep the address already resolved (a reload does not unlearn it).
         if new.proxy.host.is_some() && new.proxy.host == old.proxy.host {
             new.proxy.addr.set_ip(old.proxy.addr.ip());
         }
     }
-    if old.as_deref() == out.as_ref() {
-        return;
+    if old == out.as_ref() {
+        return false;
     }
     if let Some(o) = &out {
         log::info!(
@@ -324,7 +335,8 @@ pub fn activate(proxy: Option<&OutboundProxy>, no_proxy_for: &[String]) {
     } else {
         log::info!("outbound proxy off: upstream connections are direct");
     }
-    set_active(out);
+    *active = out.map(Rc::new);
+    true
 }
 
 /// Parses an `--outbound-proxy` value: a URL ([`OutboundProxy::parse`]) or `none` / `direct` /
@@ -341,57 +353,44 @@ pub fn parse_flag(s: &str) -> Result<Option<OutboundProxy>, String> {
     OutboundProxy::parse(s).map(Some)
 }
 
-thread_local! {
-    static ACTIVE: RefCell<Option<Rc<Outbound>>> = const { RefCell::new(None) };
-}
-
-/// Sets the outbound setting every later dial on this thread uses (the reactor at start and on
-/// reload, the `check` applet at start). `None` = direct.
-pub fn set_active(outbound: Option<Outbound>) {
-    ACTIVE.with(|a| *a.borrow_mut() = outbound.map(Rc::new));
-}
-
-/// The outbound setting of this thread (see [`set_active`]).
-pub fn active() -> Option<Rc<Outbound>> {
-    ACTIVE.with(|a| a.borrow().clone())
-}
-
-/// True when a dial to `target` (SNI name `host`) would go through this thread's outbound
-/// proxy and that proxy, given by name, has no address yet: background work waits for it (as
-/// for a route name not resolved yet) instead of failing.
-pub fn waits_for_proxy(target: SocketAddr, host: Option<&str>) -> bool {
-    active().is_some_and(|o| {
+/// True when a dial to `target` (SNI name `host`) would go through the outbound proxy
+/// `active` and that proxy, given by name, has no address yet: background work waits for it
+/// (as for a route name not resolved yet) instead of failing.
+pub fn waits_for_proxy(active: Option<&Outbound>, target: SocketAddr, host: Option<&str>) -> bool {
+    active.is_some_and(|o| {
         o.proxy.host.is_some() && o.proxy.addr.ip() == UNRESOLVED && o.via(target, host).is_some()
     })
 }
 
-/// True when a dial to `target` (SNI name `host`) goes through this thread's outbound proxy
+/// True when a dial to `target` (SNI name `host`) goes through the outbound proxy `active`
 /// (one is set and the destination is not bypassed).
-pub fn goes_via_proxy(target: SocketAddr, host: Option<&str>) -> bool {
-    active().is_some_and(|o| o.via(target, host).is_some())
+pub fn goes_via_proxy(active: Option<&Outbound>, target: SocketAddr, host: Option<&str>) -> bool {
+    active.is_some_and(|o| o.via(target, host).is_some())
 }
 
-/// The host name of this thread's outbound proxy, when it was given by name (for the caller's
+/// The host name of the outbound proxy `active`, when it was given by name (for the caller's
 /// resolver to watch).
-pub fn proxy_host() -> Option<String> {
-    active().and_then(|o| o.proxy.host.clone())
+pub fn proxy_host(active: Option<&Outbound>) -> Option<String> {
+    active.and_then(|o| o.proxy.host.clone())
 }
 
-/// Gives this thread's outbound proxy, when it was given by name, the address `lookup` has for
-/// that name now (the caller's resolver cache: no I/O here). A new address applies to later
-/// dials (those in flight keep theirs) and is logged once; no answer keeps the last one.
-/// Returns whether the address changed.
-pub fn resolve_proxy(mut lookup: impl FnMut(&str) -> Option<IpAddr>) -> bool {
-    let Some(o) = active() else { return false };
+/// Gives the outbound proxy in `active`, when it was given by name, the address `lookup` has
+/// for that name now (the caller's resolver cache: no I/O here). A new address applies to
+/// later dials (those in flight keep theirs) and is logged once; no answer keeps the last
+/// one. Returns whether the address changed.
+pub fn resolve_proxy(active: &mut Active, mut lookup: impl FnMut(&str) -> Option<IpAddr>) -> bool {
+    let Some(o) = active.as_deref() else {
+        return false;
+    };
     let Some(host) = o.proxy.host.as_deref() else {
         return false;
     };
     match lookup(host) {
         Some(ip) if ip != o.proxy.addr.ip() && !ip.is_unspecified() => {
-            let mut next = (*o).clone();
+            let mut next = o.clone();
             next.proxy.addr.set_ip(ip);
             log::info!("outbound proxy {host} is at {ip}");
-            set_active(Some(next));
+            *active = Some(Rc::new(next));
             true
         }
         _ => false,

@@ -1,6 +1,7 @@
 //! The only tungstenite user: the WebSocket upgrade (RFC 6455 §4) driven non-blockingly.
 //!
-//! [`Upgrade::start`] writes the HTTP upgrade request through a [`TlsStream`];
+//! [`Upgrade::start`] writes the HTTP upgrade request through a [`TlsStream`], with the
+//! `Sec-WebSocket-Key` the caller made from its own generator ([`key`]);
 //! [`Upgrade::advance`] is called on every readiness edge until the `101` is verified
 //! (accept key, requested subprotocol echoed). After that the stream is handed back and the
 //! relay speaks frames itself through `wslink` — tungstenite never holds a message in memory.
@@ -12,7 +13,9 @@ use tungstenite::handshake::client::{ClientHandshake, Request};
 use tungstenite::handshake::{HandshakeError, MidHandshake};
 use tungstenite::http::HeaderValue;
 
+use crate::net::outbound::http::base64;
 use crate::net::tls::TlsStream;
+use crate::rng::Rng;
 
 /// How an upgrade failed. Keeps the failure classes the health logic needs apart.
 #[derive(Debug)]
@@ -55,15 +58,20 @@ pub struct Upgrade {
 impl Upgrade {
     /// Starts `GET <path>` on `host` (used for the URI and `Host`), asking for the `binary`
     /// subprotocol when `subprotocol` is true (Telegram's front and CF-proxied domains want it;
-    /// a Worker does not echo it). `origin` adds an `Origin` header.
+    /// a Worker does not echo it). `origin` adds an `Origin` header. `key` is the
+    /// `Sec-WebSocket-Key` ([`key`]); the `101` must carry its accept value.
     pub fn start(
         mut stream: TlsStream,
         host: &str,
         path: &str,
         subprotocol: bool,
         origin: Option<&str>,
+        key: &str,
     ) -> Result<Upgrade, UpgradeError> {
-        let req = request(host, path, subprotocol, origin)?;
+        let mut req = request(host, path, subprotocol, origin)?;
+        let key = HeaderValue::from_str(key)
+            .map_err(|_| UpgradeError::Protocol(format!("bad key {key:?}")))?;
+        req.headers_mut().insert("Sec-WebSocket-Key", key);
         // Bytes the front sends right after its 101 must reach the relay, not tungstenite's
         // read buffer (dropped with it by `into_inner`).
         stream.stop_at_head();
@@ -93,7 +101,14 @@ impl Upgrade {
     }
 }
 
-/// The upgrade request [`Upgrade::start`] sends (public for the fuzz target that drives
+/// A `Sec-WebSocket-Key` (RFC 6455 §4.1): 16 bytes of `rng`, base64-encoded (24 characters).
+pub fn key(rng: &mut Rng) -> String {
+    let mut nonce = [0u8; 16];
+    rng.fill(&mut nonce);
+    base64(&nonce)
+}
+
+/// The upgrade request [`Upgrade::start`] sends (its key replaced there by the caller's) (public for the fuzz target that drives
 /// tungstenite's response parsing over memory, fuzz/fuzz_targets/ws_upgrade.rs).
 pub fn request(
     host: &str,
@@ -135,5 +150,22 @@ pub fn classify(e: tungstenite::Error) -> UpgradeError {
         }
         tungstenite::Error::Io(e) => UpgradeError::Io(e),
         other => UpgradeError::Protocol(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 20: the WebSocket key comes from the caller's generator (RFC 6455 §4.1: 16 random
+    /// bytes, base64), so a seeded one gives a known key and the upgrade request carries it.
+    #[test]
+    fn the_key_is_sixteen_bytes_of_the_generator_given() {
+        let mut bytes = [0u8; 16];
+        Rng::from_seed([5; 48]).fill(&mut bytes);
+        let key = key(&mut Rng::from_seed([5; 48]));
+        assert_eq!(key, base64(&bytes));
+        assert_eq!(key.len(), 24);
+        assert_ne!(key, super::key(&mut Rng::from_seed([6; 48])));
     }
 }

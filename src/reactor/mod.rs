@@ -1,4 +1,8 @@
 //! The reactor: the only `mio::Poll` of `run` and the only monotonic clock read, and the loop.
+//! It is also the one wall clock read of `run` (fake-TLS timestamps, once per iteration while
+//! an `ee` secret or `ee` upstream is configured; a probe's message ids, per probe event): the
+//! dialler, the probes and the sessions take both clocks, the outbound setting and their
+//! generator from here as parameters.
 //!
 //! Each iteration: poll with a timeout taken from the earliest of the session timer wheel, the
 //! global timers, the resolver, the ladder and the prober (0 when sessions have work left over
@@ -250,9 +254,11 @@ impl Reactor {
                 ladder,
                 prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
                 dns,
+                outbound: None,
                 watch: SuspendWatch::new(now),
                 scratch: scratch(&cfg, capacity),
                 wall_s,
+                wall_clock: false,
                 gate,
                 ee_keys,
                 cfg,
@@ -299,9 +305,12 @@ impl Reactor {
             }
             // +1: time 0 is "never" to the ladder (a route's last state change).
             self.now = self.clock.elapsed().as_millis() as u64 + 1;
-            // Only the fake-TLS gate reads the wall clock: without an ee secret, no read.
-            if !self.s.ee_keys.is_empty() {
+            // Only fake-TLS timestamps need the wall clock: without an ee secret or an ee
+            // upstream, no read.
+            if self.s.wall_clock {
                 self.s.wall_s = wall_clock_s();
+            }
+            if !self.s.ee_keys.is_empty() {
                 self.s.gate.observe_clock(self.s.wall_s, self.now);
                 log_clock_events(&mut self.s.gate, &self.s.cfg);
             }
@@ -368,7 +377,7 @@ impl Reactor {
             }
             if tok == DNS {
                 if !self.s.dns.on_readable(now).is_empty() {
-                    self.resolve_outbound_proxy();
+                    self.s.resolve_outbound_proxy();
                 }
                 continue;
             }
@@ -390,7 +399,9 @@ impl Reactor {
             let mut ctx = self.s.ctx(self.poll.registry(), now);
             if role == Role::Probe {
                 let s = &mut ctx;
-                if let Some(f) = s.prober.on_event(slot, generation, s.tls, now, s.rng) {
+                // Probes read the wall clock per event, as they always did (message ids in ms).
+                let clock = (now, wall_clock_ms());
+                if let Some(f) = s.prober.on_event(slot, generation, s.tls, clock, s.rng) {
                     self.finished.push(f);
                 }
                 continue;
@@ -446,14 +457,8 @@ impl Reactor {
         if self.s.dns.next_deadline().is_some_and(|d| d <= now)
             && !self.s.dns.on_tick(now).is_empty()
         {
-            self.resolve_outbound_proxy();
+            self.s.resolve_outbound_proxy();
         }
-    }
-
-    /// An outbound proxy given by name takes the resolver's latest answer for it (no I/O).
-    fn resolve_outbound_proxy(&self) {
-        let dns = &self.s.dns;
-        crate::net::outbound::resolve_proxy(|h| dns.cached(h));
     }
 
     fn on_global(&mut self, g: Global) {
@@ -538,12 +543,17 @@ fn scratch(cfg: &Config, capacity: usize) -> Scratch {
     Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay)
 }
 
-/// Unix seconds now on the wall clock (0 if it reads before 1970): the one wall clock read,
-/// for fake-TLS timestamps only.
+/// Unix seconds now on the wall clock (0 if it reads before 1970), for fake-TLS timestamps.
 fn wall_clock_s() -> u64 {
+    wall_clock_ms() / 1000
+}
+
+/// Unix time in ms now (0 if the clock reads before 1970): the one wall clock read, for
+/// fake-TLS timestamps ([`wall_clock_s`]) and a probe's message ids.
+fn wall_clock_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Host names resolved in the background for `cfg`: the Workers, the `kwsN` and (for media

@@ -17,6 +17,8 @@ use super::{dns_names, Reactor};
 use crate::config::Config;
 use crate::conn::per_ip::Limits;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
+use crate::mtproto::obfs2::SecretKind;
+use crate::mtproto::upstream::MtprotoProxy;
 use crate::net::tls;
 use crate::route::table::private_names;
 
@@ -127,6 +129,9 @@ impl Reactor {
         } else {
             s.gate.set_window(cfg.tls_time_window.as_secs());
         }
+        // The wall clock is read for the gate's checks and for an ee upstream's hello only.
+        let ee_upstream = |p: &MtprotoProxy| matches!(p.secret.kind, SecretKind::Ee(_));
+        s.wall_clock = !ee_keys.is_empty() || cfg.mtproto_proxies.iter().any(ee_upstream);
         s.ee_keys = ee_keys;
         s.keys = cfg.secrets.iter().map(|k| k.key).collect();
         if let Some(t) = tls {
@@ -153,8 +158,7 @@ impl Reactor {
         }
         self.bind_retry.set_every(cfg.bind_retry.as_millis() as u64);
         self.trim.set_delay(cfg.mem_trim_delay.as_millis() as u64);
-        crate::net::outbound::activate(cfg.outbound_proxy.as_ref(), &cfg.no_outbound_proxy_for);
-        self.resolve_outbound_proxy();
+        (self.s).activate_outbound(cfg.outbound_proxy.as_ref(), &cfg.no_outbound_proxy_for);
         self.s.cfg = cfg;
     }
 }

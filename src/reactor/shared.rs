@@ -1,7 +1,9 @@
 //! The state every session borrows ([`Shared`]) and the two views of it the loop hands out:
 //! a session's [`Ctx`] and the background shell (`route::prober::Shell`) with the ladder it
 //! serves. Owned by the reactor (`reactor/mod.rs`), which fills it at start and on reload
-//! (`reload`); nothing here does I/O.
+//! (`reload`); nothing here does I/O. Holds the outbound setting in force
+//! ([`Shared::activate_outbound`], [`Shared::resolve_outbound_proxy`]) and hands it to every
+//! dial through both views and to the ladder's copy.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use crate::error::CloseReason;
 use crate::logging::{Folds, RateLimited};
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::Upstream;
+use crate::net::outbound::{self, Active, OutboundProxy};
 use crate::relay::Scratch;
 use crate::rng::Rng;
 use crate::route::ladder::Ladder;
@@ -39,6 +42,9 @@ pub(super) struct Shared {
     pub(super) ladder: Ladder<Upstream>,
     pub(super) prober: Prober,
     pub(super) dns: Resolver,
+    /// The outbound setting in force (`--outbound-proxy`), set by `reload::apply` and when the
+    /// proxy's name resolves ([`Shared::resolve_outbound_proxy`]); the ladder holds a copy.
+    pub(super) outbound: Active,
     pub(super) watch: SuspendWatch,
     /// The relay's one large buffer (`relay::Scratch`).
     pub(super) scratch: Scratch,
@@ -48,8 +54,11 @@ pub(super) struct Shared {
     pub(super) per_ip: PerIp,
     /// Local addresses of live mask connections (`conn::mask`).
     pub(super) mask_conns: MaskConns,
-    /// Unix seconds, read once per loop iteration while an `ee` secret is configured (`Ctx::wall_s`).
+    /// Unix seconds, read once per loop iteration while [`Shared::wall_clock`] (`Ctx::wall_s`).
     pub(super) wall_s: u64,
+    /// Whether anything signs or checks fake-TLS timestamps: an `ee` secret of ours (the gate)
+    /// or an `ee` upstream proxy (a dial's hello). Set by `reload::apply`.
+    pub(super) wall_clock: bool,
     /// The fake-TLS gate (`Ctx::gate`).
     pub(super) gate: Gate,
     /// The `ee` secrets (`Ctx::ee_keys`).
@@ -66,6 +75,7 @@ impl Shared {
             prober: &mut self.prober,
             registry,
             dns: &mut self.dns,
+            outbound: self.outbound.as_deref(),
             stats: &mut self.stats,
             watch: &mut self.watch,
         };
@@ -87,6 +97,7 @@ impl Shared {
             ladder: &mut self.ladder,
             prober: &mut self.prober,
             dns: &mut self.dns,
+            outbound: self.outbound.as_deref(),
             attempt_log: &mut self.attempt_log,
             client_log: &mut self.client_log,
             scratch: &mut self.scratch,
@@ -96,6 +107,27 @@ impl Shared {
             wall_s: self.wall_s,
             gate: &mut self.gate,
             ee_keys: &self.ee_keys,
+        }
+    }
+
+    /// Makes `proxy` with the bypass items `no_proxy_for` the outbound setting of later dials,
+    /// here and in the ladder (start and reload: `reload::apply`).
+    pub(super) fn activate_outbound(
+        &mut self,
+        proxy: Option<&OutboundProxy>,
+        no_proxy_for: &[String],
+    ) {
+        if outbound::activate(&mut self.outbound, proxy, no_proxy_for) {
+            self.ladder.set_outbound(self.outbound.clone());
+        }
+        self.resolve_outbound_proxy();
+    }
+
+    /// An outbound proxy given by name takes the resolver's latest answer for it (no I/O).
+    pub(super) fn resolve_outbound_proxy(&mut self) {
+        let dns = &self.dns;
+        if outbound::resolve_proxy(&mut self.outbound, |h| dns.cached(h)) {
+            self.ladder.set_outbound(self.outbound.clone());
         }
     }
 }

@@ -15,9 +15,6 @@
 //! so the buffers stay bounded whatever the goal.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use mio::{Registry, Token};
 
 use crate::error::Failure;
 use crate::mtproto::dc::DcId;
@@ -111,22 +108,16 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// Starts dialling `spec` for route `route`, going as far as `goal`.
-    ///
-    /// Errors: the socket could not be created or registered (`Failure::Local`, or the connect
-    /// error's class).
-    #[allow(clippy::too_many_arguments)]
+    /// A probe for route `route` over `dial` (just started for `spec`), going as far as `goal`.
     pub fn start(
         route: usize,
         id: u32,
         dc: DcId,
         spec: &DialSpec,
+        dial: Dial,
         goal: Goal,
-        registry: &Registry,
-        token: Token,
         now: u64,
-    ) -> Result<Probe, Failure> {
-        let dial = Dial::start(spec, registry, token, std::time::Duration::ZERO)?;
+    ) -> Probe {
         let framing = match spec.kind {
             DialKind::Ws { .. } => Framing::Ws,
             // No route dials bare TLS (only the shared list fetch does).
@@ -142,7 +133,7 @@ impl Probe {
             probe.proxy = Some((secret.key, tag));
             probe.decoder = Decoder::new(tag);
         }
-        Ok(probe)
+        probe
     }
 
     /// Adopts a WS dial a client session gave up on (it lost a hedged race): it finishes in the
@@ -268,16 +259,18 @@ impl Probe {
         ProbeOutcome::Failed(failure, None, detail.to_string())
     }
 
-    /// Advances on readiness. `Some(outcome)` when finished.
+    /// Advances on readiness at `now` (ms on the caller's monotonic clock); `wall_ms` is Unix
+    /// time in ms now (the wall clock: the message ids, a dial's fake-TLS hello).
+    /// `Some(outcome)` when finished.
     pub fn advance(
         &mut self,
         tls: &Arc<rustls::ClientConfig>,
-        now: u64,
+        (now, wall_ms): (u64, u64),
         rng: &mut Rng,
     ) -> Option<ProbeOutcome> {
         loop {
             match &mut self.phase {
-                Phase::Dialing(d) => match d.drive(tls) {
+                Phase::Dialing(d) => match d.drive(tls, wall_ms / 1000, rng) {
                     DialStep::Pending => return None,
                     DialStep::Failed {
                         failure,
@@ -295,7 +288,7 @@ impl Probe {
                                 now.saturating_sub(self.started),
                             ));
                         }
-                        self.prepare(rng);
+                        self.prepare(rng, wall_ms);
                         self.phase = Phase::Exchanging(up);
                     }
                 },
@@ -347,8 +340,9 @@ impl Probe {
         }
     }
 
-    /// Builds the relay init and the first `req_pq_multi` packet(s) (each its own WS message).
-    fn prepare(&mut self, rng: &mut Rng) {
+    /// Builds the relay init and the first `req_pq_multi` packet(s) (each its own WS message),
+    /// their message ids from `unix_ms` (Unix time in ms).
+    fn prepare(&mut self, rng: &mut Rng, unix_ms: u64) {
         let init = match self.proxy {
             Some((key, tag)) => {
                 let dc = crate::mtproto::upstream::client_index(self.dc);
@@ -359,10 +353,6 @@ impl Probe {
         self.relay_enc = Some(init.encrypt);
         self.relay_dec = Some(init.decrypt);
         rng.fill(&mut self.nonce);
-        let unix_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
         self.msg_id_base = packet::msg_id(unix_ms);
         if self.framing == Framing::Ws {
             self.ws_enc.push_message(&mut self.out, &init.init, rng);
@@ -530,9 +520,12 @@ mod tests {
             Framing::Raw,
         )
         .pulling(pull);
-        p.prepare(&mut Rng::from_seed([3; 48]));
+        p.prepare(&mut Rng::from_seed([3; 48]), WALL_MS);
         p
     }
+
+    /// The wall clock the tests' probes are stamped with (Unix ms).
+    const WALL_MS: u64 = 1_700_000_000_123;
 
     /// The DC side: reads what the probe queued since `*seen` and answers every
     /// `req_pq_multi` with a `resPQ` into the probe's input. Returns the requests answered.
@@ -568,7 +561,9 @@ mod tests {
         let mut p = Probe::with_phase(0, 1, test_media, Phase::Done, 0, Goal::ResPq, Framing::Raw);
         p.proxy = Some((key, Tag::PaddedIntermediate));
         p.decoder = Decoder::new(Tag::PaddedIntermediate);
-        p.prepare(&mut Rng::from_seed([3; 48]));
+        p.prepare(&mut Rng::from_seed([3; 48]), WALL_MS);
+        // The message ids come from the wall clock given, not the machine's.
+        assert_eq!(p.msg_id_base, packet::msg_id(WALL_MS));
         let init: [u8; 64] = p.out[..64].try_into().unwrap();
         let mut a = obfs2::accept(&init, &[key]).expect("the upstream's side decodes it");
         assert_eq!((a.tag, a.dc), (Tag::PaddedIntermediate, -10002));

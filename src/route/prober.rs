@@ -18,6 +18,7 @@ use crate::dns::Resolver;
 use crate::error::Failure;
 use crate::mtproto::dc::DcId;
 use crate::net::dial::{Dial, DialSpec, Upstream};
+use crate::net::outbound::{self, Outbound};
 use crate::rng::Rng;
 use crate::route::ladder::{Ladder, Observation, RouteId, Work};
 use crate::route::pool::Pooled;
@@ -109,13 +110,14 @@ impl Prober {
         spec: &DialSpec,
         (goal, pull): (Goal, usize),
         deadline: u64,
-        registry: &Registry,
+        (registry, outbound): (&Registry, Option<&Outbound>),
         now: u64,
     ) -> Result<(), Failure> {
         let id = self.next_id();
         let entry = self.slab.vacant_entry();
         let token = token::encode(entry.key(), id, Role::Probe);
-        let probe = Probe::start(route, id, dc, spec, goal, registry, token, now)?.pulling(pull);
+        let dial = Dial::start(spec, outbound, registry, token, std::time::Duration::ZERO)?;
+        let probe = Probe::start(route, id, dc, spec, dial, goal, now).pulling(pull);
         entry.insert(Job {
             probe,
             deadline,
@@ -179,20 +181,21 @@ impl Prober {
     }
 
     /// A readiness event for job `slot` whose token carried `generation`: advances it and
-    /// returns it if it ended. Stale events (slot reused) are dropped.
+    /// returns it if it ended (`now` in ms on the caller's monotonic clock, `wall_ms` the Unix
+    /// time in ms: [`Probe::advance`]). Stale events (slot reused) are dropped.
     pub fn on_event(
         &mut self,
         slot: usize,
         generation: u8,
         tls: &Arc<rustls::ClientConfig>,
-        now: u64,
+        (now, wall_ms): (u64, u64),
         rng: &mut Rng,
     ) -> Option<Finished> {
         let job = self.slab.get_mut(slot)?;
         if token::generation(job.probe.id) != generation {
             return None;
         }
-        let outcome = job.probe.advance(tls, now, rng)?;
+        let outcome = job.probe.advance(tls, (now, wall_ms), rng)?;
         Some(self.remove(slot, outcome))
     }
 
@@ -277,6 +280,8 @@ pub struct Shell<'a> {
     pub registry: &'a Registry,
     /// Resolver (cache lookups only).
     pub dns: &'a mut Resolver,
+    /// The outbound setting every dial takes (`None` = direct).
+    pub outbound: Option<&'a Outbound>,
     /// Counters.
     pub stats: &'a mut Stats,
     /// Suspend detection for the sweep.
@@ -287,10 +292,10 @@ impl Shell<'_> {
     /// Runs every piece of work the ladder has due at `now`.
     pub fn run_due(&mut self, ladder: &mut Ladder<Upstream>, now: u64) {
         loop {
-            let dns = &mut *self.dns;
+            let (dns, outbound) = (&mut *self.dns, self.outbound);
             // A name the outbound proxy resolves (`socks5h://`) needs no local answer.
             let work = ladder.next_work(now, &mut |h| {
-                crate::net::outbound::remote_name(h).or_else(|| crate::dns::cached(dns, h, now))
+                outbound::remote_name(outbound, h).or_else(|| crate::dns::cached(dns, h, now))
             });
             let Some(work) = work else { return };
             let (route, spec, deadline, goal, pull) = match work {
@@ -312,7 +317,7 @@ impl Shell<'_> {
                 } => (route, spec, deadline, Goal::Upgrade, 0),
             };
             let dc = ladder.route(route).dc;
-            if crate::net::outbound::waits_for_proxy(spec.addr, spec.kind.host()) {
+            if outbound::waits_for_proxy(outbound, spec.addr, spec.kind.host()) {
                 // The outbound proxy, given by name, has no address yet: nothing failed, the
                 // work is retried shortly (like a route whose own name is not resolved yet).
                 debug!(
@@ -332,9 +337,8 @@ impl Shell<'_> {
                 Goal::ResPq => self.stats.probes[0] += 1,
                 Goal::Upgrade => self.stats.pool_fills += 1,
             }
-            let launched =
-                self.prober
-                    .launch(route, dc, &spec, (goal, pull), deadline, self.registry, now);
+            let io = (self.registry, self.outbound);
+            let launched = (self.prober).launch(route, dc, &spec, (goal, pull), deadline, io, now);
             if let Err(f) = launched {
                 debug!("{} could not start: {f}", ladder.route(route).label());
                 let probe = goal == Goal::ResPq;

@@ -4,8 +4,8 @@
 //! line per DC.
 //!
 //! Owns: its two flags (`--count`, `--dc`), its own `mio::Poll` (DNS first, then the probes of
-//! one round in parallel in a [`Prober`], each bounded by `--probe-timeout`), the table and the
-//! exit code; `report` formats the results. It takes `run`'s flags through [`cli::parse_run`]
+//! one round in parallel in a [`Prober`], each bounded by `--probe-timeout`), the outbound
+//! setting its dials take and the wall clock they are stamped with, the table and the exit code; `report` formats the results. It takes `run`'s flags through [`cli::parse_run`]
 //! so one command line serves both. It must not listen, keep or log route health, spend the proxy's Worker budget, or touch any secret: a
 //! check needs none, so `TG_SECRET` is replaced by a placeholder and `--secret-file` /
 //! `TG_SECRET_FILE` are ignored (no file is read or created). An upstream proxy's secret
@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mio::{Events, Interest, Poll};
 use pico_args::Arguments;
@@ -24,6 +24,7 @@ use crate::cli::{self, CliError};
 use crate::config::{Config, Tier};
 use crate::dns::{Lookup, Resolver, ResolverConfig};
 use crate::net::dial::DialKind;
+use crate::net::outbound::{self, Active, Outbound};
 use crate::net::tls;
 use crate::rng::Rng;
 use crate::route::probe::{Goal, ProbeOutcome};
@@ -109,14 +110,16 @@ pub fn main(mut args: Arguments) -> i32 {
     };
     // The table's details carry passed-on error texts that may name a Worker or CF domain.
     crate::logging::set_redactions(crate::route::table::private_names(&parsed.config));
-    let mut rows = match plan_rows(&parsed.config, &parsed.dcs) {
+    // The outbound setting of every dial below (`--outbound-proxy`); `plan_rows` sets it.
+    let mut outbound = None;
+    let mut rows = match plan_rows(&parsed.config, &parsed.dcs, &mut outbound) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tg-ws-proxy: check: {e}");
             return 1;
         }
     };
-    if let Err(e) = run_rounds(&parsed.config, &mut rows, parsed.count) {
+    if let Err(e) = run_rounds(&parsed.config, &mut rows, parsed.count, outbound.as_deref()) {
         eprintln!("tg-ws-proxy: check: {e}");
         return 1;
     }
@@ -205,10 +208,12 @@ pub fn default_dcs(cfg: &Config) -> Vec<u16> {
 }
 
 /// Builds the rows for `dcs` × {non-media, media} from the route table (tier order kept) and
-/// resolves the Worker / CF host names, waiting at most `--probe-timeout` for DNS.
+/// resolves the Worker / CF host names, waiting at most `--probe-timeout` for DNS. Makes
+/// `cfg`'s outbound setting the one in `outbound` (its proxy's name resolved here), for
+/// [`run_rounds`].
 ///
 /// Errors: the resolver's UDP socket or the poll cannot be created.
-pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
+pub fn plan_rows(cfg: &Config, dcs: &[u16], outbound: &mut Active) -> io::Result<Vec<Row>> {
     let mut table = Table::new();
     let mut routes = Vec::new();
     for dc in dc_ids(dcs) {
@@ -219,19 +224,23 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
         .flat_map(|&id| table.routes[id].hosts().into_iter().map(str::to_string))
         .collect();
     // Names the outbound proxy resolves (`socks5h://`) are not looked up here.
-    crate::net::outbound::activate(cfg.outbound_proxy.as_ref(), &cfg.no_outbound_proxy_for);
+    outbound::activate(
+        outbound,
+        cfg.outbound_proxy.as_ref(),
+        &cfg.no_outbound_proxy_for,
+    );
     let mut hosts: BTreeSet<String> = hosts
         .into_iter()
-        .filter(|h| crate::net::outbound::remote_name(h).is_none())
+        .filter(|h| outbound::remote_name(outbound.as_deref(), h).is_none())
         .collect();
     // An outbound proxy given by name is always resolved here (never by the proxy itself).
-    let proxy_host = crate::net::outbound::proxy_host();
+    let proxy_host = outbound::proxy_host(outbound.as_deref());
     hosts.extend(proxy_host.clone());
     let names = resolve_all(cfg, &hosts)?;
     if let Some(h) = &proxy_host {
         match names.get(h) {
             Some(Ok(_)) => {
-                crate::net::outbound::resolve_proxy(|h| names.get(h)?.as_ref().ok().copied());
+                outbound::resolve_proxy(outbound, |h| names.get(h)?.as_ref().ok().copied());
             }
             // Said on stderr (check logs nothing by default): every dial through it will fail.
             Some(Err(e)) => eprintln!(
@@ -244,17 +253,21 @@ pub fn plan_rows(cfg: &Config, dcs: &[u16]) -> io::Result<Vec<Row>> {
     }
     Ok(routes
         .into_iter()
-        .flat_map(|id| route_rows(&table.routes[id], &names))
+        .flat_map(|id| route_rows(&table.routes[id], &names, outbound.as_deref()))
         .collect())
 }
 
 /// The rows of one route: one per dial spec (labelled as `check` prints it), or one saying why
 /// none could be made (a host name that did not resolve), `names` being what `resolve_all`
 /// found.
-fn route_rows(r: &Route, names: &BTreeMap<String, Result<IpAddr, String>>) -> Vec<Row> {
+fn route_rows(
+    r: &Route,
+    names: &BTreeMap<String, Result<IpAddr, String>>,
+    outbound: Option<&Outbound>,
+) -> Vec<Row> {
     let mut failed = None;
     let specs = r.dial_specs(&mut |h| {
-        if let Some(unresolved) = crate::net::outbound::remote_name(h) {
+        if let Some(unresolved) = outbound::remote_name(outbound, h) {
             return Some(unresolved);
         }
         match names.get(h) {
@@ -374,11 +387,16 @@ fn resolve_all(
     }
 }
 
-/// Runs `count` rounds over `rows`, appending one [`Attempt`] per row per round.
+/// Runs `count` rounds over `rows`, appending one [`Attempt`] per row per round, every dial
+/// with the outbound setting `outbound` ([`plan_rows`]'s).
 ///
 /// Errors: TLS configuration (`--ca-file`), no OS randomness, or the poll failing.
-pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()> {
-    crate::net::outbound::activate(cfg.outbound_proxy.as_ref(), &cfg.no_outbound_proxy_for);
+pub fn run_rounds(
+    cfg: &Config,
+    rows: &mut [Row],
+    count: usize,
+    outbound: Option<&Outbound>,
+) -> io::Result<()> {
     let tls = tls::client_config_with(
         cfg.ca_file.as_deref(),
         cfg.accept_invalid_certs,
@@ -392,7 +410,8 @@ pub fn run_rounds(cfg: &Config, rows: &mut [Row], count: usize) -> io::Result<()
     // Past the freeze size, so a route that freezes after ~16 KB shows as such.
     let pull = cfg.stall_probe_bytes as usize;
     for _ in 0..count {
-        run_round(&mut poll, &tls, &mut rng, &clock, (timeout, pull), rows)?;
+        let io = (&mut poll, outbound);
+        run_round(io, &tls, &mut rng, &clock, (timeout, pull), rows)?;
     }
     Ok(())
 }
@@ -416,7 +435,7 @@ fn queue_rows(rows: &mut [Row]) -> VecDeque<usize> {
 /// One round: every row's probe (to `resPQ`, then `pull` bytes of them), started [`PACE_MS`] apart, all running together in the same
 /// [`Prober`] the proxy's background uses (row index = route id).
 fn run_round(
-    poll: &mut Poll,
+    (poll, outbound): (&mut Poll, Option<&Outbound>),
     tls: &std::sync::Arc<rustls::ClientConfig>,
     rng: &mut Rng,
     clock: &Instant,
@@ -442,7 +461,7 @@ fn run_round(
                 &spec,
                 (Goal::ResPq, pull),
                 now + timeout,
-                poll.registry(),
+                (poll.registry(), outbound),
                 now,
             );
             if let Err(f) = started {
@@ -475,7 +494,7 @@ fn run_round(
             let Some((slot, generation, Role::Probe)) = token::decode(ev.token()) else {
                 continue;
             };
-            if let Some(f) = prober.on_event(slot, generation, tls, now, rng) {
+            if let Some(f) = prober.on_event(slot, generation, tls, (now, wall_ms()), rng) {
                 record(
                     &mut rows[f.route],
                     f.outcome,
@@ -485,6 +504,14 @@ fn run_round(
             }
         }
     }
+}
+
+/// Unix time in ms now (0 before 1970): the wall clock a probe's message ids and an `ee`
+/// upstream's hello are stamped with (read here, the applet's shell, per event).
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Appends a probe outcome to `row`; `elapsed` is the time since the probe started.
@@ -677,7 +704,7 @@ mod tests {
             &no_env,
         )
         .unwrap();
-        let rows = plan_rows(&a.config, &a.dcs).unwrap();
+        let rows = plan_rows(&a.config, &a.dcs, &mut None).unwrap();
         let labels: Vec<&str> = rows.iter().map(|r| r.label.as_str()).collect();
         assert_eq!(
             labels,
@@ -706,9 +733,9 @@ mod tests {
             &no_env,
         )
         .unwrap();
-        let mut rows = plan_rows(&a.config, &a.dcs).unwrap();
+        let mut rows = plan_rows(&a.config, &a.dcs, &mut None).unwrap();
         let t = Instant::now();
-        run_rounds(&a.config, &mut rows, 2).unwrap();
+        run_rounds(&a.config, &mut rows, 2, None).unwrap();
         assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
         assert_eq!(rows.len(), 2);
         for r in &rows {

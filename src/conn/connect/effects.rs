@@ -42,7 +42,8 @@ impl Routes for View<'_, '_> {
     }
 
     fn proxy_gate(&mut self, spec: &DialSpec, now: u64) -> Result<(), u64> {
-        if !crate::net::outbound::goes_via_proxy(spec.addr, spec.kind.host()) {
+        let outbound = self.ctx.outbound;
+        if !crate::net::outbound::goes_via_proxy(outbound, spec.addr, spec.kind.host()) {
             return Ok(());
         }
         self.ctx.ladder.proxy_may_dial(now)
@@ -152,7 +153,13 @@ impl Connecting {
         let token = token::encode(self.who.slot as usize, self.who.id, Role::Up(slot as u8));
         let spec = &self.race.cands()[cand].spec;
         let now = ctx.now;
-        match Dial::start(spec, ctx.registry, token, ctx.cfg.tcp_keepalive) {
+        match Dial::start(
+            spec,
+            ctx.outbound,
+            ctx.registry,
+            token,
+            ctx.cfg.tcp_keepalive,
+        ) {
             Ok(dial) => {
                 let ready = Ready::default();
                 self.dials[slot] = Some(Box::new(Attempt { dial, ready }));

@@ -345,20 +345,18 @@ fn connect_statuses_map_to_classes() {
 }
 
 #[test]
-fn the_active_setting_is_per_thread() {
-    set_active(
-        Outbound::new(
-            Some(&OutboundProxy::parse("http://127.0.0.1:3128").unwrap()),
-            &[],
-        )
-        .unwrap(),
+fn activate_says_whether_the_setting_changed() {
+    let p = OutboundProxy::parse("http://127.0.0.1:3128").unwrap();
+    let mut active: Active = None;
+    assert!(activate(&mut active, Some(&p), &[]));
+    assert_eq!(active.as_deref().map(|o| &o.proxy), Some(&p));
+    assert!(
+        !activate(&mut active, Some(&p), &[]),
+        "the same setting again"
     );
-    assert!(active().is_some());
-    std::thread::spawn(|| assert!(active().is_none()))
-        .join()
-        .unwrap();
-    set_active(None);
-    assert!(active().is_none());
+    assert!(activate(&mut active, Some(&p), &["10.0.0.0/8".into()]));
+    assert!(activate(&mut active, None, &[]));
+    assert!(active.is_none());
 }
 
 #[test]
@@ -381,18 +379,21 @@ fn socks5h_asks_for_the_name_and_only_for_names_not_bypassed() {
         .starts_with("CONNECT w.example:443 HTTP/1.1\r\n"));
 
     let p = OutboundProxy::parse("socks5h://127.0.0.1:1080").unwrap();
-    set_active(Outbound::new(Some(&p), &[".lan".into(), "0.0.0.0/0".into()]).unwrap());
-    assert_eq!(remote_name("w.example"), Some(UNRESOLVED));
+    let o = Outbound::new(Some(&p), &[".lan".into(), "0.0.0.0/0".into()]).unwrap();
+    assert_eq!(remote_name(o.as_ref(), "w.example"), Some(UNRESOLVED));
     assert_eq!(
-        remote_name("box.lan"),
+        remote_name(o.as_ref(), "box.lan"),
         None,
         "a bypassed name is resolved locally"
     );
     let p = OutboundProxy::parse("socks5://127.0.0.1:1080").unwrap();
-    set_active(Outbound::new(Some(&p), &[]).unwrap());
-    assert_eq!(remote_name("w.example"), None, "socks5:// resolves locally");
-    set_active(None);
-    assert_eq!(remote_name("w.example"), None);
+    let o = Outbound::new(Some(&p), &[]).unwrap();
+    assert_eq!(
+        remote_name(o.as_ref(), "w.example"),
+        None,
+        "socks5:// resolves locally"
+    );
+    assert_eq!(remote_name(None, "w.example"), None);
 }
 
 #[test]
@@ -401,46 +402,61 @@ fn a_proxy_given_by_name_is_unresolved_until_the_resolver_answers() {
     assert_eq!(p.host.as_deref(), Some("proxy.lan"));
     assert_eq!(p.addr, SocketAddr::new(UNRESOLVED, 1080));
     assert_eq!(p.to_string(), "socks5://u:***@proxy.lan:1080");
-    set_active(Outbound::new(Some(&p), &[]).unwrap());
-    assert_eq!(proxy_host().as_deref(), Some("proxy.lan"));
+    let mut active: Active = Outbound::new(Some(&p), &[]).unwrap().map(Rc::new);
+    assert_eq!(proxy_host(active.as_deref()).as_deref(), Some("proxy.lan"));
     // Unresolved: dials still go through it (and fail there as the proxy's failure), even a
     // socks5h placeholder target on the proxy's own port is not taken for the proxy itself.
-    let o = active().unwrap();
+    let o = active.clone().unwrap();
     let via = o.via(SocketAddr::new(UNRESOLVED, 1080), Some("w.example"));
     assert_eq!(
         via.map(|v| v.target),
         Some(Target::Name("w.example".into(), 1080))
     );
     // Background work waits for the address; a bypassed destination does not need it.
-    assert!(waits_for_proxy(addr("127.0.0.1:443"), None));
+    assert!(waits_for_proxy(
+        active.as_deref(),
+        addr("127.0.0.1:443"),
+        None
+    ));
     // No answer yet: nothing changes.
-    assert!(!resolve_proxy(|_| None));
-    assert_eq!(active().unwrap().proxy.addr.ip(), UNRESOLVED);
+    assert!(!resolve_proxy(&mut active, |_| None));
+    assert_eq!(active.as_ref().unwrap().proxy.addr.ip(), UNRESOLVED);
     // An answer for that name: later dials connect there; the same answer again changes nothing.
     let mut asked = Vec::new();
-    assert!(resolve_proxy(|h| {
+    assert!(resolve_proxy(&mut active, |h| {
         asked.push(h.to_string());
         Some("127.0.0.9".parse().unwrap())
     }));
     assert_eq!(asked, ["proxy.lan"]);
-    assert_eq!(active().unwrap().proxy.addr, addr("127.0.0.9:1080"));
-    assert!(!waits_for_proxy(addr("127.0.0.1:443"), None));
-    assert!(!resolve_proxy(|_| Some("127.0.0.9".parse().unwrap())));
-    // A reload with the same proxy keeps the address learnt; another name starts unresolved.
-    activate(Some(&p), &[]);
-    assert_eq!(active().unwrap().proxy.addr, addr("127.0.0.9:1080"));
-    let other = OutboundProxy::parse("socks5://other.lan:1080").unwrap();
-    activate(Some(&other), &[]);
-    assert_eq!(active().unwrap().proxy.addr.ip(), UNRESOLVED);
-    // A proxy given as an address has nothing to resolve.
-    set_active(
-        Outbound::new(
-            Some(&OutboundProxy::parse("socks5://127.0.0.1:1").unwrap()),
-            &[],
-        )
-        .unwrap(),
+    assert_eq!(active.as_ref().unwrap().proxy.addr, addr("127.0.0.9:1080"));
+    assert_eq!(
+        o.proxy.addr.ip(),
+        UNRESOLVED,
+        "a copy taken before keeps its own"
     );
-    assert_eq!(proxy_host(), None);
-    assert!(!resolve_proxy(|_| Some("127.0.0.9".parse().unwrap())));
-    set_active(None);
+    assert!(!waits_for_proxy(
+        active.as_deref(),
+        addr("127.0.0.1:443"),
+        None
+    ));
+    assert!(!resolve_proxy(&mut active, |_| Some(
+        "127.0.0.9".parse().unwrap()
+    )));
+    // A reload with the same proxy keeps the address learnt; another name starts unresolved.
+    assert!(!activate(&mut active, Some(&p), &[]));
+    assert_eq!(active.as_ref().unwrap().proxy.addr, addr("127.0.0.9:1080"));
+    let other = OutboundProxy::parse("socks5://other.lan:1080").unwrap();
+    assert!(activate(&mut active, Some(&other), &[]));
+    assert_eq!(active.as_ref().unwrap().proxy.addr.ip(), UNRESOLVED);
+    // A proxy given as an address has nothing to resolve.
+    let mut active: Active = Outbound::new(
+        Some(&OutboundProxy::parse("socks5://127.0.0.1:1").unwrap()),
+        &[],
+    )
+    .unwrap()
+    .map(Rc::new);
+    assert_eq!(proxy_host(active.as_deref()), None);
+    assert!(!resolve_proxy(&mut active, |_| Some(
+        "127.0.0.9".parse().unwrap()
+    )));
 }

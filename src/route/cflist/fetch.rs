@@ -33,6 +33,7 @@ use crate::dns::{Lookup, Resolver};
 use crate::error::Failure;
 use crate::net::dial::{Dial, DialKind, DialSpec, DialStep, Upstream};
 use crate::net::io::Io;
+use crate::net::outbound::{self, Outbound};
 use crate::rng::Rng;
 use crate::route::cflist::http::{self, Outcome, Response};
 use crate::route::cflist::{self, Accepted, Schedule, Source, Url};
@@ -159,7 +160,7 @@ impl CfList {
     fn tick(
         &mut self,
         now: u64,
-        (registry, dns): (&Registry, &mut Resolver),
+        (registry, dns, outbound): Deps<'_>,
         rng: &mut Rng,
         gate: &mut Gate<'_>,
     ) -> Option<Done> {
@@ -170,7 +171,7 @@ impl CfList {
                 return Some(Err(format!("no complete answer within {ms} ms")));
             }
             if matches!(f.step, Step::Resolve { recheck_at } if recheck_at <= now) {
-                return self.resolve(now, (registry, dns), gate);
+                return self.resolve(now, (registry, dns, outbound), gate);
             }
             return None;
         }
@@ -193,7 +194,7 @@ impl CfList {
                     deadline: now + self.timeout_ms.max(1),
                     step: Step::Resolve { recheck_at: now },
                 });
-                self.resolve(now, (registry, dns), gate)
+                self.resolve(now, (registry, dns, outbound), gate)
             }
         }
     }
@@ -201,13 +202,13 @@ impl CfList {
     fn resolve(
         &mut self,
         now: u64,
-        (registry, dns): (&Registry, &mut Resolver),
+        (registry, dns, outbound): Deps<'_>,
         gate: &mut Gate<'_>,
     ) -> Option<Done> {
         let f = self.fetch.as_mut()?;
         // A name a `socks5h://` outbound proxy resolves needs no local answer (the dial sends
         // it the name, as for Worker and CF names).
-        let remote = crate::net::outbound::remote_name(&f.url.host);
+        let remote = outbound::remote_name(outbound, &f.url.host);
         let ip = match (f.url.host.parse::<IpAddr>(), remote) {
             (Ok(ip), _) | (Err(_), Some(ip)) => ip,
             (Err(_), None) => match dns.lookup(&f.url.host, now) {
@@ -231,7 +232,7 @@ impl CfList {
                 host: f.url.host.clone(),
             },
         };
-        if crate::net::outbound::waits_for_proxy(spec.addr, Some(&f.url.host)) {
+        if outbound::waits_for_proxy(outbound, spec.addr, Some(&f.url.host)) {
             // The outbound proxy's own name has no address yet: wait for it within the fetch's
             // deadline, as for the list host's name.
             f.step = Step::Resolve {
@@ -239,7 +240,7 @@ impl CfList {
             };
             return None;
         }
-        let proxied = crate::net::outbound::goes_via_proxy(spec.addr, Some(&f.url.host));
+        let proxied = outbound::goes_via_proxy(outbound, spec.addr, Some(&f.url.host));
         if proxied {
             if let Err(at) = gate(now) {
                 // The outbound proxy is down and its re-check is not due: wait for it within
@@ -248,7 +249,7 @@ impl CfList {
                 return None;
             }
         }
-        match Dial::start(&spec, registry, token::CFLIST, Duration::ZERO) {
+        match Dial::start(&spec, outbound, registry, token::CFLIST, Duration::ZERO) {
             Ok(d) => {
                 f.step = Step::Dial(Box::new(d));
                 None
@@ -267,12 +268,12 @@ impl CfList {
     fn on_event(
         &mut self,
         now: u64,
-        (registry, dns): (&Registry, &mut Resolver),
-        tls: &Arc<rustls::ClientConfig>,
+        (registry, dns, outbound): Deps<'_>,
+        (tls, wall_s, rng): (&Arc<rustls::ClientConfig>, u64, &mut Rng),
         gate: &mut Gate<'_>,
     ) -> Option<Done> {
         let f = self.fetch.as_mut()?;
-        let outcome = match drive(f, tls, &mut self.proxy_news) {
+        let outcome = match drive(f, (tls, wall_s, rng), &mut self.proxy_news) {
             Ok(None) => return None,
             Ok(Some(o)) => o,
             Err(why) => {
@@ -296,11 +297,15 @@ impl CfList {
                     deadline: f.deadline,
                     step: Step::Resolve { recheck_at: now },
                 });
-                self.resolve(now, (registry, dns), gate)
+                self.resolve(now, (registry, dns, outbound), gate)
             }
         }
     }
 }
+
+/// What resolving and dialling borrow from the reactor: the registry, the resolver and the
+/// outbound setting in force.
+type Deps<'a> = (&'a Registry, &'a mut Resolver, Option<&'a Outbound>);
 
 /// Asks whether a dial through the outbound proxy may start at a time (ms): the ladder's
 /// [`Ladder::proxy_may_dial`](crate::route::ladder::Ladder::proxy_may_dial).
@@ -310,13 +315,13 @@ type Gate<'a> = dyn FnMut(u64) -> Result<(), u64> + 'a;
 /// outbound proxy that ended leaves what it says about the proxy in `proxy_news`.
 fn drive(
     f: &mut Fetch,
-    tls: &Arc<rustls::ClientConfig>,
+    (tls, wall_s, rng): (&Arc<rustls::ClientConfig>, u64, &mut Rng),
     proxy_news: &mut Option<Result<(), Failure>>,
 ) -> Result<Option<Outcome>, String> {
     loop {
         match &mut f.step {
             Step::Resolve { .. } => return Ok(None),
-            Step::Dial(d) => match d.drive(tls) {
+            Step::Dial(d) => match d.drive(tls, wall_s, rng) {
                 DialStep::Pending => return Ok(None),
                 DialStep::Failed {
                     detail, failure, ..
@@ -402,7 +407,7 @@ impl Reactor {
         let ladder = &mut s.ladder;
         let done = self.cflist.tick(
             self.now,
-            (self.poll.registry(), &mut s.dns),
+            (self.poll.registry(), &mut s.dns, s.outbound.as_deref()),
             &mut s.rng,
             &mut |now| ladder.proxy_may_dial(now),
         );
@@ -417,11 +422,11 @@ impl Reactor {
         let s = &mut self.s;
         let r = self.poll.registry();
         let ladder = &mut s.ladder;
+        let io = (r, &mut s.dns, s.outbound.as_deref());
+        let dial = (&s.tls, s.wall_s, &mut s.rng);
         let done = self
             .cflist
-            .on_event(self.now, (r, &mut s.dns), &s.tls, &mut |now| {
-                ladder.proxy_may_dial(now)
-            });
+            .on_event(self.now, io, dial, &mut |now| ladder.proxy_may_dial(now));
         self.cflist_proxy_news();
         if let Some(done) = done {
             self.cflist_done(done);

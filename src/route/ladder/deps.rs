@@ -10,7 +10,9 @@
 //! reports the route's address as working), from `rules.rs`'s `background_spec` (background
 //! work through a down proxy waits), and from the shells: a client's dial asks
 //! [`Ladder::proxy_may_dial`], and every dial through the proxy that got past it reports
-//! [`Ladder::proxy_worked`].
+//! [`Ladder::proxy_worked`]. The outbound setting itself is its owner's (the reactor's
+//! `Shared`), handed here by [`Ladder::set_outbound`] at start, on reload and when the
+//! proxy's name resolves.
 
 use std::net::SocketAddr;
 
@@ -19,6 +21,7 @@ use log::{info, warn};
 use super::{ms, Ladder, RouteId};
 use crate::error::Failure;
 use crate::net::dial::DialSpec;
+use crate::net::outbound::Active;
 use crate::route::outproxy::Down;
 use crate::route::pool::Pooled;
 use crate::route::reach::{Dest, News};
@@ -137,7 +140,7 @@ impl<U: Pooled> Ladder<U> {
                 "outbound proxy {} down ({f}, first seen on {on}): routes are not cooled down \
                  for it; background work waits for it and one dial re-checks it every \
                  {base}ms doubling to {max}ms; said again when it is back",
-                proxy_name()
+                proxy_name(&self.outbound)
             );
         }
     }
@@ -153,7 +156,7 @@ impl<U: Pooled> Ladder<U> {
             info!(
                 "outbound proxy {} back after {:.1}s ({} re-check(s), {} failed dial(s), {} \
                  dial(s) held while it was down)",
-                proxy_name(),
+                proxy_name(&self.outbound),
                 back.down_ms as f64 / 1000.0,
                 back.tries,
                 back.failures,
@@ -183,10 +186,17 @@ impl<U: Pooled> Ladder<U> {
             .collect()
     }
 
+    /// The outbound setting dials use from now on (`None` = direct): what background work
+    /// waits for ([`Ladder::proxy_gate`]) and the proxy lines name.
+    pub fn set_outbound(&mut self, outbound: Active) {
+        self.outbound = outbound;
+    }
+
     /// Background work over `spec` at `now`: `Err(at)` while the outbound proxy it goes
     /// through is down and no re-check is due (or this was not it), so the work waits.
     pub(super) fn proxy_gate(&mut self, spec: &DialSpec, now: u64) -> Result<(), u64> {
-        if !crate::net::outbound::goes_via_proxy(spec.addr, spec.kind.host()) {
+        let outbound = self.outbound.as_deref();
+        if !crate::net::outbound::goes_via_proxy(outbound, spec.addr, spec.kind.host()) {
             return Ok(());
         }
         self.outproxy.may_dial(now, &mut self.rng)
@@ -220,7 +230,9 @@ fn same_dest(target: &Target, dest: &Dest) -> bool {
     }
 }
 
-/// The active outbound proxy as lines show it (password masked), or `-`.
-fn proxy_name() -> String {
-    crate::net::outbound::active().map_or_else(|| "-".into(), |o| o.proxy.to_string())
+/// The outbound proxy of `outbound` as lines show it (password masked), or `-`.
+fn proxy_name(outbound: &Active) -> String {
+    outbound
+        .as_deref()
+        .map_or_else(|| "-".into(), |o| o.proxy.to_string())
 }

@@ -33,6 +33,7 @@ use log::{debug, info};
 
 use crate::config::Config;
 use crate::mtproto::dc::DcId;
+use crate::net::outbound::Active;
 use crate::rng::Rng;
 use crate::route::budget::Budget;
 use crate::route::health::{State, Use};
@@ -175,6 +176,9 @@ pub struct Ladder<U> {
     reach: Reach,
     /// The outbound proxy's own state (`deps.rs`).
     outproxy: ProxyDep,
+    /// The outbound setting in force (`deps.rs`): a copy of its owner's, handed over by
+    /// [`Ladder::set_outbound`] whenever it changes.
+    outbound: Active,
     /// Shutting down (drain): no background work is handed out any more.
     stopped: bool,
     /// The operator's pin (`ctl pin`): its routes are planned first ([`Ladder::pin`]).
@@ -213,6 +217,7 @@ impl<U: Pooled> Ladder<U> {
                 ms(cfg.outbound_proxy_backoff),
                 ms(cfg.outbound_proxy_backoff_max),
             ),
+            outbound: None,
             stopped: false,
             pinned: None,
             spread: spread::Spread::new(cfg.worker_domains.len()),

@@ -4,7 +4,9 @@
 //! and comes back on the first dial that gets past it.
 
 use super::*;
-use crate::net::outbound::{self, Bypass, Outbound, OutboundProxy};
+use std::rc::Rc;
+
+use crate::net::outbound::{Bypass, Outbound, OutboundProxy};
 
 /// Issue 19 §4: one unreachable address (the tcp route's, as IPv6 on a router without IPv6)
 /// set the global network-down flag at every probe and cleared it at every session on the
@@ -48,14 +50,14 @@ fn one_unreachable_address_never_takes_the_network_down_and_is_planned_last() {
     );
 }
 
-/// The outbound proxy of this test thread (`net::outbound` keeps the setting per thread):
-/// every route of [`cfg`] goes through it.
-fn with_proxy() {
+/// `l` with an outbound proxy every route of [`cfg`] goes through.
+fn with_proxy(mut l: Ladder<Fake>) -> Ladder<Fake> {
     let proxy = OutboundProxy::parse("socks5://127.0.0.9:1080").unwrap();
-    outbound::set_active(Some(Outbound {
+    l.set_outbound(Some(Rc::new(Outbound {
         proxy,
         bypass: Bypass::default(),
-    }));
+    })));
+    l
 }
 
 /// Issue 19 §3: with the proxy stopped, pool refills and probes dialled it ~50 times a second.
@@ -64,9 +66,8 @@ fn with_proxy() {
 /// 1.5 s, 80-100 % of each), and the first dial that gets past the proxy brings it back.
 #[test]
 fn background_work_waits_for_a_down_outbound_proxy_one_recheck_per_step() {
-    with_proxy();
     let c = cfg();
-    let mut l = ladder(&c);
+    let mut l = with_proxy(ladder(&c));
     let (ws, _, _) = ids(&mut l);
     probe_ok(&mut l, ws, 0);
     l.observe(Observation::SessionStarted { route: ws }, 5);
@@ -125,19 +126,18 @@ fn background_work_waits_for_a_down_outbound_proxy_one_recheck_per_step() {
     l.proxy_worked(next + 20);
     assert!(l.proxy_down().is_none());
     assert_eq!(fills_of(&drain(&mut l, next + 21)), vec![ws]);
-    outbound::set_active(None);
 }
 
 /// Work that does not go through the proxy (bypassed, or no proxy at all) never waits for it.
 #[test]
 fn a_down_proxy_holds_only_what_goes_through_it() {
     let proxy = OutboundProxy::parse("socks5://127.0.0.9:1080").unwrap();
-    outbound::set_active(Some(Outbound {
-        proxy,
-        bypass: Bypass::parse(&["127.0.0.2".to_string()]).unwrap(),
-    }));
     let c = cfg();
     let mut l = ladder(&c);
+    l.set_outbound(Some(Rc::new(Outbound {
+        proxy,
+        bypass: Bypass::parse(&["127.0.0.2".to_string()]).unwrap(),
+    })));
     let (ws, _, tcp) = ids(&mut l);
     probe_ok(&mut l, ws, 0);
     let State::Down { until } = fail(&mut l, tcp, Failure::Refused, 1).unwrap().to else {
@@ -153,5 +153,4 @@ fn a_down_proxy_holds_only_what_goes_through_it() {
     let next = l.proxy_down().unwrap().next_try;
     assert!(next > until, "the re-check was not due yet");
     assert_eq!(probes_of(&drain(&mut l, next)), vec![tcp]);
-    outbound::set_active(None);
 }
