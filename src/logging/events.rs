@@ -21,6 +21,13 @@
 //!   stayed silent — `peer`.
 //! * `refused`: a client turned away at accept, before any session — `peer`, `reason`
 //!   (`slab-full`).
+//! * `outbound`: the outbound proxy itself went `down` or came back `up` (`route::ladder::deps`)
+//!   — `to`; `down` adds `failure` (the `Failure` name) and `on` (what dialled: `route LABEL`,
+//!   `the shared list's fetch`); `up` adds `down_ms`.
+//! * `outbound_resolved`: the outbound proxy's host name got an address — `host`, `ip`.
+//! * `cflist`: the shared CF domain list was `accepted`, `refused` or read from the `cached`
+//!   file at start — `result`, `kept` (names taken; for `refused`, the shared domains kept in
+//!   use), `dropped` (valid names past the cap), `why` (why refused, else null).
 //!
 //! Like the `log` facade it is a process-wide sink: [`open_from_env`] once at start, then
 //! [`emit`] from any layer. Cheap when off: one relaxed atomic load, the event is never built.

@@ -391,6 +391,11 @@ pub fn resolve_proxy(mut lookup: impl FnMut(&str) -> Option<IpAddr>) -> bool {
             let mut next = (*o).clone();
             next.proxy.addr.set_ip(ip);
             log::info!("outbound proxy {host} is at {ip}");
+            crate::logging::events::emit(|| {
+                crate::logging::events::Event::new("outbound_resolved")
+                    .str("host", host)
+                    .str("ip", &ip.to_string())
+            });
             set_active(Some(next));
             true
         }

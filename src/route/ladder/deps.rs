@@ -139,6 +139,12 @@ impl<U: Pooled> Ladder<U> {
                  {base}ms doubling to {max}ms; said again when it is back",
                 proxy_name()
             );
+            crate::logging::events::emit(|| {
+                crate::logging::events::Event::new("outbound")
+                    .str("to", "down")
+                    .str("failure", &f.to_string())
+                    .str("on", on)
+            });
         }
     }
 
@@ -159,6 +165,11 @@ impl<U: Pooled> Ladder<U> {
                 back.failures,
                 back.held
             );
+            crate::logging::events::emit(|| {
+                crate::logging::events::Event::new("outbound")
+                    .str("to", "up")
+                    .num("down_ms", back.down_ms)
+            });
         }
     }
 
