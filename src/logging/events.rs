@@ -25,6 +25,12 @@
 //!   — `to`; `down` adds `failure` (the `Failure` name) and `on` (what dialled: `route LABEL`,
 //!   `the shared list's fetch`); `up` adds `down_ms`.
 //! * `outbound_resolved`: the outbound proxy's host name got an address — `host`, `ip`.
+//! * `reach`: the network path changed (`route::reach`) — `scope` (`network`: every address
+//!   tried fails; `address`: one address while others work), `to` (`down`, `up`), `label`
+//!   (the address), `failure` (null for `up`).
+//! * `attempt`: a client's dial of a route failed (`conn::connect`, with the attempt line) —
+//!   `peer`, `label` (the route), `failure` (e.g. `network-unreachable`, `local-ports`),
+//!   `started` (false: it could not start), `after_ms` (0 if not started).
 //! * `cflist`: the shared CF domain list was `accepted`, `refused` or read from the `cached`
 //!   file at start — `result`, `kept` (names taken; for `refused`, the shared domains kept in
 //!   use), `dropped` (valid names past the cap), `why` (why refused, else null).
