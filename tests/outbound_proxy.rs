@@ -254,6 +254,8 @@ fn assert_proxy_failure_moves_on(p: &Proxy, ctl: &Ctl, ws: &FakeDc, tcp: &FakeDc
         .wait_event("session", WAIT, |e| e["tier"] == "ws")
         .unwrap_or_else(|| panic!("no session record\n{}", p.dump()));
     assert_eq!(session["reason"], "client-eof", "{session}");
+    let failed = tcp_attempts(p, class);
+    assert_eq!(failed.len(), 1, "the class {class} is named:\n{}", p.dump());
     let down = assert_counted_as_the_proxys_failure(p, ctl, class);
     assert!(
         down["on"]
@@ -277,6 +279,19 @@ fn assert_counted_as_the_proxys_failure(p: &Proxy, ctl: &Ctl, class: &str) -> se
     let v = ctl.status(p);
     assert_eq!(v["counters"]["proxy_failures"], 1, "{v}");
     down
+}
+
+/// The `attempt` events so far of the tcp:DC2 route that failed with `class`.
+fn tcp_attempts(p: &Proxy, class: &str) -> Vec<serde_json::Value> {
+    p.events("attempt")
+        .into_iter()
+        .filter(|e| {
+            e["label"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("tcp:DC2 "))
+                && e["failure"] == class
+        })
+        .collect()
 }
 
 /// Waits for the outbound proxy to go down for `class` (→ the `outbound` event).
@@ -574,6 +589,7 @@ fn connect_refused_by_tinyproxy_is_http_403_against_that_route_and_the_allowed_r
         .wait_event("session", WAIT, |e| e["tier"] == "ws")
         .unwrap_or_else(|| panic!("no session record\n{}", p.dump()));
     assert_eq!(session["reason"], "client-eof", "{session}");
+    assert_eq!(tcp_attempts(&p, "proxy-http-403").len(), 1, "{}", p.dump());
     assert!(outbound_downs(&p).is_empty(), "{}", p.dump());
 }
 
