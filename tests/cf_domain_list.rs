@@ -201,6 +201,25 @@ fn proxy(url: &str, cache: &Path, pool_port: u16, extra: &[&str]) -> Proxy {
     common::ladder_proxy(&refs, &args)
 }
 
+/// Waits for the shared list to be accepted with `kept` names (the `cflist` event).
+fn accepted(p: &Proxy, kept: u64) -> bool {
+    p.wait_event("cflist", WAIT, |e| {
+        e["result"] == "accepted" && e["kept"] == kept
+    })
+    .is_some()
+}
+
+/// Waits for a fetched list to be refused while `in_use` shared domains stay in use, for a
+/// reason (the record's `why`, also `ctl status`'s `shared_list.last`) that names `rule`.
+fn refused(p: &Proxy, in_use: u64, rule: &str) -> bool {
+    p.wait_event("cflist", WAIT, |e| {
+        e["result"] == "refused"
+            && e["kept"] == in_use
+            && e["why"].as_str().is_some_and(|w| w.contains(rule))
+    })
+    .is_some()
+}
+
 fn session_ok(p: &Proxy) -> bool {
     let a = probe_once(
         &client_opts(p.addr(), SECRET, Tag::Intermediate, 2),
@@ -223,12 +242,7 @@ fn a_valid_list_is_decoded_cached_and_its_domains_carry_sessions() {
     let list = ListServer::start(Answer::Chunked(encoded(&POOL)));
     let cache = temp_dir().join("cf-domains.txt");
     let p = proxy(&list.url(), &cache, front.port(), &[]);
-    assert!(
-        p.wait_line(&["cf-domain-list", "accepted 3 domains"], WAIT)
-            .is_some(),
-        "{}",
-        p.dump()
-    );
+    assert!(accepted(&p, 3), "{}", p.dump());
     let paths = list.paths.lock().unwrap().clone();
     assert!(
         paths[0].starts_with("/cf.txt?cb="),
@@ -263,11 +277,7 @@ fn a_list_with_fewer_than_three_valid_entries_keeps_the_old_one() {
         front.port(),
         &["--cf-domain-list-refresh", "500ms"],
     );
-    assert!(
-        p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
-        "{}",
-        p.dump()
-    );
+    assert!(accepted(&p, 3), "{}", p.dump());
     let before = std::fs::read_to_string(&cache).unwrap();
     // Two valid names and junk: rejected at the next refresh.
     list.set(Answer::Body(format!(
@@ -275,15 +285,7 @@ fn a_list_with_fewer_than_three_valid_entries_keeps_the_old_one() {
         encoded(&POOL[..2])
     )));
     assert!(
-        p.wait_line(
-            &[
-                "cf-domain-list",
-                "2 valid host name(s) of 4 entries",
-                "keeping the 3"
-            ],
-            WAIT
-        )
-        .is_some(),
+        refused(&p, 3, "2 valid host name(s) of 4 entries"),
         "{}",
         p.dump()
     );
@@ -301,8 +303,7 @@ fn an_oversized_body_is_refused() {
     let cache = temp_dir().join("cf-domains.txt");
     let p = proxy(&list.url(), &cache, closed_port().port(), &[]);
     assert!(
-        p.wait_line(&["cf-domain-list", "body larger than 65536 bytes"], WAIT)
-            .is_some(),
+        refused(&p, 0, "body larger than 65536 bytes"),
         "{}",
         p.dump()
     );
@@ -323,11 +324,7 @@ fn a_slow_body_ends_at_the_fetch_timeout() {
         &["--cf-domain-list-timeout", "700ms"],
     );
     assert!(
-        p.wait_line(
-            &["cf-domain-list", "no complete answer within 700 ms"],
-            WAIT
-        )
-        .is_some(),
+        refused(&p, 0, "no complete answer within 700 ms"),
         "{}",
         p.dump()
     );
@@ -339,12 +336,7 @@ fn a_redirect_loop_stops_after_three_redirects() {
     let list = ListServer::start(Answer::RedirectLoop);
     let cache = temp_dir().join("cf-domains.txt");
     let p = proxy(&list.url(), &cache, closed_port().port(), &[]);
-    assert!(
-        p.wait_line(&["cf-domain-list", "more than 3 redirects"], WAIT)
-            .is_some(),
-        "{}",
-        p.dump()
-    );
+    assert!(refused(&p, 0, "more than 3 redirects"), "{}", p.dump());
     // The first request and three redirects, then it stopped.
     assert!(list.requests.load(Ordering::SeqCst) >= 4);
     assert_eq!(list.paths.lock().unwrap()[1], "/cf.txt", "{:?}", list.paths);
@@ -358,27 +350,19 @@ fn with_the_server_down_at_start_the_cached_list_is_used() {
     {
         let list = ListServer::start(Answer::Body(encoded(&POOL)));
         let p = proxy(&list.url(), &cache, front.port(), &[]);
-        assert!(
-            p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
-            "{}",
-            p.dump()
-        );
+        assert!(accepted(&p, 3), "{}", p.dump());
     }
     assert!(cache.exists());
     let down = format!("https://{LIST_HOST}:{}/cf.txt", closed_port().port());
     let p = proxy(&down, &cache, front.port(), &[]);
     assert!(
-        p.wait_line(&["cf-domain-list", "using 3 cached domains"], WAIT)
+        p.wait_event("cflist", WAIT, |e| e["result"] == "cached"
+            && e["kept"] == 3)
             .is_some(),
         "{}",
         p.dump()
     );
-    assert!(
-        p.wait_line(&["cf-domain-list", "refused", "keeping the 3"], WAIT)
-            .is_some(),
-        "{}",
-        p.dump()
-    );
+    assert!(refused(&p, 3, "refused"), "{}", p.dump());
     assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
 }
 
@@ -390,33 +374,12 @@ fn a_file_source_is_read_like_a_download() {
     std::fs::write(&file, encoded(&POOL)).unwrap();
     let cache = dir.join("cf-domains.txt");
     let p = proxy(file.to_str().unwrap(), &cache, front.port(), &[]);
-    assert!(
-        p.wait_line(
-            &["cf-domain-list", "my-list.txt", "accepted 3 domains"],
-            WAIT
-        )
-        .is_some(),
-        "{}",
-        p.dump()
-    );
+    assert!(accepted(&p, 3), "{}", p.dump());
     assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
     // A missing file is an OS error named as such, and the domains in use stay.
     let gone = dir.join("missing.txt");
     let q = proxy(gone.to_str().unwrap(), &cache, front.port(), &[]);
-    assert!(
-        q.wait_line(
-            &[
-                "cf-domain-list",
-                "cannot read",
-                "No such file",
-                "keeping the 3"
-            ],
-            WAIT
-        )
-        .is_some(),
-        "{}",
-        q.dump()
-    );
+    assert!(refused(&q, 3, "cannot read"), "{}", q.dump());
 }
 
 /// Issue 19 §4: a list longer than the 64 names taken was cut silently. Now the line that
@@ -439,11 +402,10 @@ fn a_list_over_the_cap_says_how_many_were_kept_and_dropped() {
         &["--control-socket", sock.to_str().unwrap()],
     );
     assert!(
-        p.wait_line(
-            &["cf-domain-list", "accepted 64 domains", "dropped 36 more"],
-            WAIT
-        )
-        .is_some(),
+        p.wait_event("cflist", WAIT, |e| e["result"] == "accepted"
+            && e["kept"] == 64
+            && e["dropped"] == 36)
+            .is_some(),
         "{}",
         p.dump()
     );
@@ -619,17 +581,20 @@ fn a_pool_domain_answering_an_error_backs_off_alone(code: u16) {
             sock.to_str().unwrap(),
         ],
     );
-    assert!(
-        p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
-        "{}",
-        p.dump()
-    );
+    assert!(accepted(&p, 3), "{}", p.dump());
     // The first session tries bravo first, is refused, and is carried by the next domain.
     assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
     let code_s = code.to_string();
+    let failure = format!("http-{code}");
     assert!(
-        p.wait_line(&["route cfproxy:DC2 kws2.", "down for", &code_s], WAIT)
-            .is_some(),
+        p.wait_event("route", WAIT, |e| {
+            e["label"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("cfproxy:DC2 kws2."))
+                && e["to"] == "down"
+                && e["failure"] == failure.as_str()
+        })
+        .is_some(),
         "bravo's route cooled: {}",
         p.dump()
     );
@@ -714,11 +679,7 @@ fn a_changed_list_retires_removed_domains_and_adds_new_ones() {
             "300ms",
         ],
     );
-    assert!(
-        p.wait_line(&["accepted 3 domains"], WAIT).is_some(),
-        "{}",
-        p.dump()
-    );
+    assert!(accepted(&p, 3), "{}", p.dump());
     assert!(wait_until(WAIT, || session_ok(&p)), "{}", p.dump());
     assert!(
         bravo.inits() >= 1,
@@ -731,8 +692,15 @@ fn a_changed_list_retires_removed_domains_and_adds_new_ones() {
         UNRESOLVED[0],
         UNRESOLVED[1],
     ])));
+    let retired = || {
+        let v = status(&p, &sock);
+        let all = v["routes"].as_array().cloned().unwrap_or_default();
+        all.iter()
+            .filter(|r| r["tier"] == "cfproxy" && r["dc"] == "DC2" && r["retired"] == true)
+            .count()
+    };
     assert!(
-        p.wait_line(&["reload: 1 route(s) retired"], WAIT).is_some(),
+        wait_until(WAIT, || retired() == 1),
         "the new list retired bravo's route: {}",
         p.dump()
     );
@@ -782,13 +750,7 @@ fn the_list_is_fetched_through_the_outbound_proxy() {
         closed_port().port(),
         &["--outbound-proxy", &out.url()],
     );
-    assert!(
-        p.wait_line(&["cf-domain-list", "accepted 3 domains"], WAIT)
-            .is_some(),
-        "{}\nmicrosocks:\n{}",
-        p.dump(),
-        out.dump()
-    );
+    assert!(accepted(&p, 3), "{}\nmicrosocks:\n{}", p.dump(), out.dump());
     assert!(
         out.wait_connects(list.addr.port(), 1, WAIT),
         "the fetch did not go through the outbound proxy:\n{}",
@@ -811,13 +773,7 @@ fn socks5h_hands_the_list_host_to_the_outbound_proxy() {
         closed_port().port(),
         &["--outbound-proxy", &socks5h],
     );
-    assert!(
-        p.wait_line(&["cf-domain-list", "accepted 3 domains"], WAIT)
-            .is_some(),
-        "{}\nmicrosocks:\n{}",
-        p.dump(),
-        out.dump()
-    );
+    assert!(accepted(&p, 3), "{}\nmicrosocks:\n{}", p.dump(), out.dump());
     assert!(
         out.dump()
             .contains(&format!("connected to localhost:{}", list.addr.port())),

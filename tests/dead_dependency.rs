@@ -105,7 +105,6 @@ fn a_stopped_outbound_proxy_gets_at_most_one_dial_a_second_and_serves_within_2s_
             s("4"),
             s("--pool-max-age"),
             s("30"),
-            s("-v"), // the pool's "warm upstream ready" line is a debug line
         ],
     );
     // Sessions make the route hot: its pool is kept full through the proxy.
@@ -113,7 +112,9 @@ fn a_stopped_outbound_proxy_gets_at_most_one_dial_a_second_and_serves_within_2s_
         assert!(served(&p), "{}", p.dump());
     }
     assert!(
-        p.wait_line(&["pool ws:DC2 ", "warm upstream ready"], WAIT)
+        p.wait_event("pool_ready", WAIT, |e| e["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("ws:DC2 ")))
             .is_some(),
         "no pool fill through the proxy\n{}",
         p.dump()
@@ -121,7 +122,6 @@ fn a_stopped_outbound_proxy_gets_at_most_one_dial_a_second_and_serves_within_2s_
     // Stop it; a counting listener stands in for its port.
     drop(out);
     let counter = AcceptCounter::bind(proxy_addr);
-    let down = ["outbound proxy socks5://", " down (proxy-"];
     let stop = AtomicBool::new(false);
     let (said, dials, window) = std::thread::scope(|sc| {
         // A phone keeps retrying meanwhile.
@@ -132,7 +132,9 @@ fn a_stopped_outbound_proxy_gets_at_most_one_dial_a_second_and_serves_within_2s_
             }
         });
         // The window starts at the down line (or a few seconds in, if none comes).
-        let said = p.wait_line(&down, Duration::from_secs(3)).is_some();
+        let said = p
+            .wait_event("outbound", Duration::from_secs(3), |e| e["to"] == "down")
+            .is_some();
         let (from, began) = (counter.count(), Instant::now());
         // The measured window itself: dials are counted over a fixed span.
         std::thread::sleep(WINDOW);
@@ -161,20 +163,40 @@ fn a_stopped_outbound_proxy_gets_at_most_one_dial_a_second_and_serves_within_2s_
         "served {took:?} after the proxy came back\n{}",
         p.dump()
     );
+    // Said once each way: the events are written with the "down" and "back" lines.
     assert!(
-        p.wait_line(&["outbound proxy ", " back after "], WAIT)
+        p.wait_event("outbound", WAIT, |e| e["to"] == "up")
             .is_some(),
         "{}",
         p.dump()
     );
-    assert_eq!(p.lines_with(&down).len(), 1, "{}", p.dump());
-    assert_eq!(
-        p.lines_with(&["outbound proxy ", " back after "]).len(),
-        1,
-        "{}",
-        p.dump()
+    let downs = outbound(&p, "down");
+    assert_eq!(downs.len(), 1, "{downs:?}\n{}", p.dump());
+    assert!(
+        downs[0]["failure"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("proxy-")),
+        "{downs:?}"
     );
+    assert_eq!(outbound(&p, "up").len(), 1, "{}", p.dump());
     drop(back);
+}
+
+/// The `outbound` events so far going `to` (`down`, `up`).
+fn outbound(p: &Proxy, to: &str) -> Vec<serde_json::Value> {
+    p.events("outbound")
+        .into_iter()
+        .filter(|e| e["to"] == to)
+        .collect()
+}
+
+/// Every event so far (route, outbound proxy, reach, client attempt) whose `failure` is `f`.
+fn failures_named(p: &Proxy, f: &str) -> Vec<serde_json::Value> {
+    ["route", "outbound", "reach", "attempt"]
+        .iter()
+        .flat_map(|k| p.events(k))
+        .filter(|e| e["failure"] == f)
+        .collect()
 }
 
 /// A SOCKS5 proxy that answers every CONNECT with reply `rep` (RFC 1928 §6), without auth.
@@ -229,16 +251,19 @@ fn a_socks5_network_unreachable_reply_cools_no_route() {
     for _ in 0..3 {
         assert!(served(&p), "{}", p.dump());
     }
-    let failed_at = format!("tcp {} failed after", tcp.addr());
     assert!(
-        p.wait_line(&[&failed_at, "network-unreachable"], WAIT)
+        p.wait_event("attempt", WAIT, |e| e["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("tcp:DC2 "))
+            && e["failure"] == "network-unreachable")
             .is_some(),
         "the class is the local errno's\n{}",
         p.dump()
     );
-    assert!(p.lines_with(&["proxy-socks-3"]).is_empty(), "{}", p.dump());
+    let named = failures_named(&p, "proxy-socks-3");
+    assert!(named.is_empty(), "{named:?}\n{}", p.dump());
     assert!(
-        p.lines_with(&["] route tcp:DC2", " down for "]).is_empty(),
+        p.route_events("tcp:DC2", "down").is_empty(),
         "cooled down\n{}",
         p.dump()
     );
@@ -278,20 +303,26 @@ fn local_ports_used_up_are_named_as_local_and_cool_no_route() {
             assert_eq!(held.local_addr().unwrap().port(), port);
             assert!(!served(&p), "{}", p.dump());
             assert!(
+                p.wait_event("attempt", WAIT, |e| e["failure"] == "local-ports"
+                    && e["started"] == false)
+                    .is_some(),
+                "named as a local resource\n{}",
+                p.dump()
+            );
+            // The hint is the feature here: the operator reads why (the words are the why).
+            assert!(
                 p.wait_line(
                     &["could not start: local-ports", "too many connections"],
                     WAIT
                 )
                 .is_some(),
-                "named as a local resource, with why\n{}",
+                "with why\n{}",
                 p.dump()
             );
-            assert!(p.lines_with(&["no-address"]).is_empty(), "{}", p.dump());
-            assert!(
-                p.lines_with(&["network unreachable"]).is_empty(),
-                "{}",
-                p.dump()
-            );
+            let named = failures_named(&p, "no-address");
+            assert!(named.is_empty(), "{named:?}\n{}", p.dump());
+            let reach = p.events("reach");
+            assert!(reach.is_empty(), "{reach:?}\n{}", p.dump());
             let route = tcp_dc2(&status(&p, &sock));
             assert_ne!(route["state"], "down", "{route}");
             // A port is free again: the same route carries the next session.
@@ -344,10 +375,9 @@ fn a_wedged_socks5_proxy_is_the_proxys_failure_not_the_routes() {
     assert!(served(&p), "{}", p.dump());
     out.pause();
     // Clients keep trying; each dial meets the silent proxy.
-    let down = ["outbound proxy socks5://", " down (proxy-unreachable"];
     let said = wait_until(WAIT, || {
         assert!(!served(&p), "served through a stopped proxy\n{}", p.dump());
-        !p.lines_with(&down).is_empty()
+        !outbound(&p, "down").is_empty()
     });
     let route = ws_dc2(&status(&p, &sock));
     out.resume();
@@ -363,10 +393,12 @@ fn a_wedged_socks5_proxy_is_the_proxys_failure_not_the_routes() {
     );
     assert!(wait_until(WAIT, || served(&p)), "{}", p.dump());
     assert!(
-        p.wait_line(&["outbound proxy ", " back after "], WAIT)
+        p.wait_event("outbound", WAIT, |e| e["to"] == "up")
             .is_some(),
         "{}",
         p.dump()
     );
-    assert_eq!(p.lines_with(&down).len(), 1, "{}", p.dump());
+    let downs = outbound(&p, "down");
+    assert_eq!(downs.len(), 1, "{downs:?}\n{}", p.dump());
+    assert_eq!(downs[0]["failure"], "proxy-unreachable", "{downs:?}");
 }

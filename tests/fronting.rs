@@ -23,6 +23,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::time::Duration;
 
 use common::blackhole::BlackHole;
+use common::ctl::Ctl;
 use common::fakedc::{DcConfig, FakeDc};
 use common::{
     client_opts, closed_port, data_path, os_rng, run_bin, temp_dir, wait_until, Proxy, SECRET,
@@ -44,12 +45,20 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
-/// A proxy with the rig's compressed-time ladder flags, a stats line every 200 ms, then
-/// `extra`.
+/// A proxy with the rig's compressed-time ladder flags, then `extra`.
 fn proxy(extra: &[String]) -> Proxy {
-    let mut args = vec![s("--stats-interval"), s("0.2"), s("-v")];
-    args.extend(extra.iter().cloned());
-    common::ladder_proxy(&[], &args)
+    common::ladder_proxy(&[], extra)
+}
+
+/// Waits for the route labelled `prefix …` to go down for `failure` (→ the event).
+fn down_for(p: &Proxy, prefix: &str, failure: &str) -> serde_json::Value {
+    p.wait_route_down(prefix, Some(failure), WAIT)
+        .unwrap_or_else(|| panic!("{prefix} did not go down for {failure}\n{}", p.dump()))
+}
+
+/// The attempts counters of `tier` in `ctl status --json` (`started`, `ok`, …).
+fn attempts(v: &serde_json::Value, tier: &str) -> serde_json::Value {
+    v["counters"]["attempts"][tier].clone()
 }
 
 fn probe(p: &Proxy, dc: i16) -> Attempt {
@@ -59,34 +68,12 @@ fn probe(p: &Proxy, dc: i16) -> Attempt {
     )
 }
 
-/// The first stats line logged after `after` lines, waited for.
-fn stats_after(p: &Proxy, after: usize) -> String {
-    let mut line = None;
-    wait_until(WAIT, || {
-        line = p
-            .logs()
-            .into_iter()
-            .skip(after)
-            .find(|l| l.contains("stats: "));
-        line.is_some()
-    });
-    line.unwrap_or_else(|| panic!("no stats line\n{}", p.dump()))
-}
-
-/// The `front=attempts/ok/failed/cancelled` field of a stats line, if any.
-fn front_field(stats: &str) -> Option<[u64; 4]> {
-    let f = stats
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("front="))?;
-    let v: Vec<u64> = f.split('/').filter_map(|n| n.parse().ok()).collect();
-    v.try_into().ok()
-}
-
 #[test]
 fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
     let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
-    let sock = temp_dir().join("ctl.sock");
-    let sock = sock.to_str().expect("UTF-8 temp path");
+    let ctl = Ctl::new();
+    let [_, sock] = ctl.args();
+    let sock = sock.as_str();
     let p = proxy(&[
         s("--dc-ip"),
         format!("2:{}", front.addr()),
@@ -97,6 +84,7 @@ fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
         s("--control-socket"),
         s(sock),
     ]);
+    // The startup line an operator reads: the fronting name in use.
     assert!(
         p.wait_log(&format!("fronting: SNI [{FRONTING}]"), WAIT),
         "{}",
@@ -107,10 +95,13 @@ fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
     // fronting plannable, and the same connect goes on over the front route: resPQ.
     let first = probe(&p, 2);
     assert_eq!(first.outcome, Outcome::Ok, "{first:?}\n{}", p.dump());
-    let down = p
-        .wait_line(&["route ws:DC2 ", "down for", "tls-error"], WAIT)
-        .unwrap_or_else(|| panic!("the ws route did not go down at TLS\n{}", p.dump()));
-    assert!(!down.contains("front"), "{down}");
+    let down = down_for(&p, "ws:DC2", "tls-error");
+    assert!(!down["label"].to_string().contains(FRONTING), "{down}");
+    assert!(
+        p.route_events("front:DC2", "down").is_empty(),
+        "{}",
+        p.dump()
+    );
     let direct = front.failed_snis();
     assert_eq!(
         direct,
@@ -134,17 +125,21 @@ fn a_direct_front_failing_at_tls_sends_the_session_over_the_fronting_sni() {
         vec![(Tag::Intermediate, 2), (Tag::Intermediate, 2)]
     );
     let session = p
-        .wait_line(&["session ", " via front "], WAIT)
-        .unwrap_or_else(|| panic!("no session line via front\n{}", p.dump()));
+        .wait_event("session", WAIT, |e| e["tier"] == "front")
+        .unwrap_or_else(|| panic!("no session via front\n{}", p.dump()));
     assert!(
-        session.contains(&format!("{FRONTING}/{KWS2}@{}", front.addr())),
+        session["target"]
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("{FRONTING}/{KWS2}@{}", front.addr()))),
         "{session}"
     );
-    // Counted per tier in the stats line.
-    let after = p.logs().len();
-    let stats = stats_after(&p, after);
-    let [attempts, ok, ..] = front_field(&stats).unwrap_or_else(|| panic!("{stats}"));
-    assert!(attempts >= 1 && ok >= 1, "{stats}");
+    // Counted per tier.
+    let v = ctl.status(&p);
+    let front_attempts = attempts(&v, "front");
+    assert!(
+        front_attempts["started"].as_u64() >= Some(1) && front_attempts["ok"].as_u64() >= Some(1),
+        "{v}"
+    );
     // `ctl status` shows the front route up and the direct one down for its TLS failure.
     let r = run_bin(
         &["ctl", "status", "--control-socket", sock],
@@ -255,12 +250,7 @@ fn blocked_sni_is_fronted(block: Block, class: &str) {
     // The first client's direct attempt is blocked; the same connect goes on over front.
     let a = probe(&p, 2);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
-    assert!(
-        p.wait_line(&["route ws:DC2 ", "down for", class], WAIT)
-            .is_some(),
-        "the ws route did not go down for {class}\n{}",
-        p.dump()
-    );
+    down_for(&p, "ws:DC2", class);
     assert!(front.failed_snis().is_empty(), "{:?}", front.failed_snis());
     assert_eq!(front.snis(), vec![s(FRONTING)]);
     assert_eq!(front.hosts(), vec![s(KWS2)]);
@@ -273,12 +263,12 @@ fn blocked_sni_is_fronted(block: Block, class: &str) {
 
 #[test]
 fn a_stalled_tls_handshake_is_a_handshake_timeout_and_is_fronted() {
-    blocked_sni_is_fronted(Block::Stall, ": handshake-timeout");
+    blocked_sni_is_fronted(Block::Stall, "handshake-timeout");
 }
 
 #[test]
 fn a_reset_at_the_client_hello_is_fronted() {
-    blocked_sni_is_fronted(Block::Reset, ": reset");
+    blocked_sni_is_fronted(Block::Reset, "reset");
 }
 
 #[test]
@@ -296,20 +286,10 @@ fn a_front_whose_certificate_does_not_cover_the_fronting_name_is_refused() {
         s("ws,front"),
     ]);
     let _ = probe(&p, 2);
-    assert!(
-        p.wait_line(&["route ws:DC2 ", "down for", "tls-error"], WAIT)
-            .is_some(),
-        "{}",
-        p.dump()
-    );
+    down_for(&p, "ws:DC2", "tls-error");
     let a = probe(&p, 2);
     assert_ne!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
-    assert!(
-        p.wait_line(&["route front:DC2 ", "down for", "tls-error"], WAIT)
-            .is_some(),
-        "{}",
-        p.dump()
-    );
+    down_for(&p, "front:DC2", "tls-error");
     assert!(front.snis().is_empty(), "{:?}", front.snis());
     assert!(
         front.failed_snis().iter().any(|n| n == "other.example.org"),
@@ -325,7 +305,11 @@ fn a_front_whose_certificate_does_not_cover_the_fronting_name_is_refused() {
 /// front attempt logged).
 fn tcp_level_failure_never_plans_fronting(addr: std::net::SocketAddr, class: &str) {
     let tcp = FakeDc::start_tcp(DcConfig::default());
+    let ctl = Ctl::new();
+    let [c0, c1] = ctl.args();
     let p = proxy(&[
+        c0,
+        c1,
         s("--dc-ip"),
         format!("2:{addr}"),
         s("--tcp-dc-ip"),
@@ -337,12 +321,7 @@ fn tcp_level_failure_never_plans_fronting(addr: std::net::SocketAddr, class: &st
     ]);
     let a = probe(&p, 2);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
-    assert!(
-        p.wait_line(&["route ws:DC2 ", "down for", class], WAIT)
-            .is_some(),
-        "the ws route did not go down for {class}\n{}",
-        p.dump()
-    );
+    down_for(&p, "ws:DC2", class);
     let b = probe(&p, 2);
     assert_eq!(b.outcome, Outcome::Ok, "{b:?}\n{}", p.dump());
     assert!(
@@ -350,24 +329,41 @@ fn tcp_level_failure_never_plans_fronting(addr: std::net::SocketAddr, class: &st
         "{:?}",
         tcp.init_dcs()
     );
-    let after = p.logs().len();
-    let stats = stats_after(&p, after);
-    assert!(stats.contains(" tcp="), "{stats}");
-    assert_eq!(front_field(&stats), None, "fronting was planned: {stats}");
-    let fronted = p.lines_with(&[" front "]);
+    assert!(
+        wait_until(WAIT, || p
+            .sessions()
+            .iter()
+            .filter(|e| e["tier"] == "tcp")
+            .count()
+            == 2),
+        "{:?}\n{}",
+        p.sessions(),
+        p.dump()
+    );
+    let v = ctl.status(&p);
+    assert!(attempts(&v, "tcp")["ok"].as_u64() >= Some(2), "{v}");
+    assert_eq!(
+        attempts(&v, "front")["started"],
+        0,
+        "fronting was planned: {v}"
+    );
+    let fronted: Vec<_> = ["route", "attempt", "pool_ready"]
+        .iter()
+        .flat_map(|k| p.events(k))
+        .filter(|e| e["label"].as_str().is_some_and(|l| l.starts_with("front:")))
+        .collect();
     assert!(fronted.is_empty(), "{fronted:?}");
-    assert!(p.lines_with(&["front:DC2 "]).is_empty(), "{}", p.dump());
 }
 
 #[test]
 fn a_black_holed_direct_front_never_plans_fronting() {
     let hole = BlackHole::new();
-    tcp_level_failure_never_plans_fronting(hole.addr(), ": timeout");
+    tcp_level_failure_never_plans_fronting(hole.addr(), "timeout");
 }
 
 #[test]
 fn a_refused_direct_front_never_plans_fronting() {
-    tcp_level_failure_never_plans_fronting(closed_port(), ": refused");
+    tcp_level_failure_never_plans_fronting(closed_port(), "refused");
 }
 
 #[test]
@@ -458,24 +454,20 @@ fn a_hot_front_route_is_probed_at_start_and_pooled() {
     // Startup probes: the ws route fails at TLS, the front route is proven to resPQ before any
     // client came (probed always once configured).
     assert!(
-        p.wait_line(&["route front:DC2 ", "up (probe"], WAIT)
-            .is_some(),
+        p.wait_route_up("front:DC2", Some("probe"), WAIT).is_some(),
         "{}",
         p.dump()
     );
-    assert!(
-        p.wait_line(&["route ws:DC2 ", "down for", "tls-error"], WAIT)
-            .is_some(),
-        "{}",
-        p.dump()
-    );
+    down_for(&p, "ws:DC2", "tls-error");
     // A session makes it hot: a warm fronted upstream follows, and the next client takes it.
-    // (The fill may finish before the session's own close: wait on its log line, not on a
+    // (The fill may finish before the session's own close: wait on its event, not on a
     // count of the front's upgrades read after the session.)
     let before = front.upgrades();
     assert_eq!(probe(&p, 2).outcome, Outcome::Ok, "{}", p.dump());
     assert!(
-        p.wait_line(&["pool front:DC2 ", "warm upstream ready"], WAIT)
+        p.wait_event("pool_ready", WAIT, |e| e["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("front:DC2 ")))
             .is_some(),
         "no pool fill of the front route\n{}",
         p.dump()
@@ -486,10 +478,15 @@ fn a_hot_front_route_is_probed_at_start_and_pooled() {
     );
     let a = probe(&p, 2);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
-    let line = p
-        .wait_line(&["session ", " via front ", "(pooled)"], WAIT)
+    let pooled = p
+        .wait_event("session", WAIT, |e| {
+            e["tier"] == "front"
+                && e["target"]
+                    .as_str()
+                    .is_some_and(|t| t.ends_with(" (pooled)"))
+        })
         .unwrap_or_else(|| panic!("the next client did not take the pool\n{}", p.dump()));
-    assert!(line.contains(FRONTING), "{line}");
+    assert!(pooled["target"].to_string().contains(FRONTING), "{pooled}");
     assert!(
         front.snis().iter().all(|n| n == FRONTING),
         "every fronted TLS (probe, session, fill) sent the fronting name: {:?}",
@@ -501,8 +498,12 @@ fn a_hot_front_route_is_probed_at_start_and_pooled() {
 fn a_reload_adding_a_fronting_domain_fronts_new_sessions() {
     let front = FakeDc::start_tls_ws_with_cert(DcConfig::default(), FRONT_PEM, FRONT_KEY);
     let config = temp_dir().join("proxy.conf");
+    let ctl = Ctl::new();
     std::fs::write(&config, "# no fronting yet\n").expect("write config");
+    let [c0, c1] = ctl.args();
     let p = proxy(&[
+        c0,
+        c1,
         s("--config"),
         config.display().to_string(),
         s("--dc-ip"),
@@ -517,8 +518,7 @@ fn a_reload_adding_a_fronting_domain_fronts_new_sessions() {
     std::fs::write(&config, format!("fronting-domain {FRONTING}\n")).expect("write config");
     common::signals::signal(&p, libc::SIGHUP);
     assert!(
-        p.wait_line(&["reload: applied", "fronting-domain"], WAIT)
-            .is_some(),
+        wait_until(WAIT, || ctl.status(&p)["reloads"]["applied"] == 1),
         "{}",
         p.dump()
     );

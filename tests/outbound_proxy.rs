@@ -19,6 +19,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::blackhole::BlackHole;
+use common::ctl::Ctl;
 use common::fakedc::{DcConfig, FakeDc};
 use common::outproxy::OutProxy;
 use common::{client_opts, closed_port, data_path, os_rng, run_bin, temp_dir, Proxy, SECRET};
@@ -127,6 +128,7 @@ fn every_tier_through(out: &OutProxy) {
             rig.port,
             out.dump()
         );
+        // The startup line an operator reads ("every upstream connection goes through it").
         assert!(p.wait_log("outbound proxy ", WAIT), "{}", p.dump());
     }
 }
@@ -151,10 +153,9 @@ fn startup_probes_and_pool_fills_go_through_the_outbound_proxy() {
         s("2"),
         s("--pool-max-age"),
         s("30"),
-        s("-v"), // the pool's "warm upstream ready" line is a debug line
     ]);
     assert!(
-        p.wait_line(&["route ws:DC2 ", "up (probe"], WAIT).is_some(),
+        p.wait_route_up("ws:DC2", Some("probe"), WAIT).is_some(),
         "no startup probe proved the route\n{}",
         p.dump()
     );
@@ -170,12 +171,7 @@ fn startup_probes_and_pool_fills_go_through_the_outbound_proxy() {
         out.dump()
     );
     assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
-    assert!(
-        p.wait_line(&["pool ws:DC2 ", "warm upstream ready"], WAIT)
-            .is_some(),
-        "no pool fill\n{}",
-        p.dump()
-    );
+    assert!(pool_ready(&p, "ws:DC2"), "no pool fill\n{}", p.dump());
     assert!(
         ws.upgrades() >= 3,
         "probe, session and fill reached the front"
@@ -246,36 +242,80 @@ fn tcp_then_ws(tcp_addr: Option<String>, extra: &[String]) -> (Proxy, FakeDc, Fa
     (proxy(&args), ws, tcp)
 }
 
-/// The proxy's own failure `class`: logged as the proxy's, counted, the tcp route not cooled,
-/// and the session carried by the exempted ws route.
-fn assert_proxy_failure_moves_on(p: &Proxy, ws: &FakeDc, tcp: &FakeDc, class: &str) {
+/// The proxy's own failure `class`: the session carried by the exempted ws route, the tcp
+/// attempt's failure taken as the proxy's (first seen on the tcp route), counted, the tcp route
+/// not cooled.
+fn assert_proxy_failure_moves_on(p: &Proxy, ctl: &Ctl, ws: &FakeDc, tcp: &FakeDc, class: &str) {
     let a = probe(p);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
     assert_eq!(ws.init_dcs(), vec![(Tag::Intermediate, 2)], "{}", p.dump());
     assert_eq!(tcp.inits(), 0, "{}", p.dump());
-    let failed_at = format!("tcp {} failed after", tcp.addr());
-    assert!(p.wait_log(&failed_at, WAIT), "{}", p.dump());
-    let failed = p.lines_with(&[&failed_at, class]);
+    let session = p
+        .wait_event("session", WAIT, |e| e["tier"] == "ws")
+        .unwrap_or_else(|| panic!("no session record\n{}", p.dump()));
+    assert_eq!(session["reason"], "client-eof", "{session}");
+    let failed = tcp_attempts(p, class);
     assert_eq!(failed.len(), 1, "the class {class} is named:\n{}", p.dump());
-    assert_counted_as_the_proxys_failure(p, class);
+    let down = assert_counted_as_the_proxys_failure(p, ctl, class);
+    assert!(
+        down["on"]
+            .as_str()
+            .is_some_and(|on| on.starts_with("route tcp:DC2 ")),
+        "first seen on the tcp route: {down}"
+    );
 }
 
-/// The proxy's own failure `class` was said once as such, counted in the stats line, and cooled
-/// no route down.
-fn assert_counted_as_the_proxys_failure(p: &Proxy, class: &str) {
+/// The proxy's own failure `class` put the outbound proxy down once (→ that `outbound` event),
+/// was counted in `ctl status`, and cooled no route down.
+fn assert_counted_as_the_proxys_failure(p: &Proxy, ctl: &Ctl, class: &str) -> serde_json::Value {
+    let down = wait_outbound_down(p, class)
+        .unwrap_or_else(|| panic!("not taken as the proxy's failure:\n{}", p.dump()));
+    assert_eq!(outbound_downs(p).len(), 1, "{}", p.dump());
     assert!(
-        p.wait_line(&["outbound proxy ", &format!(" down ({class}")], WAIT)
-            .is_some(),
-        "said once as the proxy's failure:\n{}",
-        p.dump()
-    );
-    assert!(
-        p.lines_with(&["] route tcp:DC2", " down for "]).is_empty(),
+        p.route_events("tcp:DC2", "down").is_empty(),
         "the route was cooled down for the proxy's failure:\n{}",
         p.dump()
     );
-    let stats = p.next_stats(WAIT).expect("a stats line");
-    assert!(stats.contains("proxy-fail=1"), "{stats}\n{}", p.dump());
+    let v = ctl.status(p);
+    assert_eq!(v["counters"]["proxy_failures"], 1, "{v}");
+    down
+}
+
+/// The `attempt` events so far of the tcp:DC2 route that failed with `class`.
+fn tcp_attempts(p: &Proxy, class: &str) -> Vec<serde_json::Value> {
+    p.events("attempt")
+        .into_iter()
+        .filter(|e| {
+            e["label"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("tcp:DC2 "))
+                && e["failure"] == class
+        })
+        .collect()
+}
+
+/// Waits for the outbound proxy to go down for `class` (→ the `outbound` event).
+fn wait_outbound_down(p: &Proxy, class: &str) -> Option<serde_json::Value> {
+    p.wait_event("outbound", WAIT, |e| {
+        e["to"] == "down" && e["failure"] == class
+    })
+}
+
+/// The `outbound` events so far that put the outbound proxy down.
+fn outbound_downs(p: &Proxy) -> Vec<serde_json::Value> {
+    p.events("outbound")
+        .into_iter()
+        .filter(|e| e["to"] == "down")
+        .collect()
+}
+
+/// Waits for a warm upstream to join the pool of the route labelled `prefix …`.
+fn pool_ready(p: &Proxy, prefix: &str) -> bool {
+    let prefix = format!("{prefix} ");
+    p.wait_event("pool_ready", WAIT, |e| {
+        e["label"].as_str().is_some_and(|l| l.starts_with(&prefix))
+    })
+    .is_some()
 }
 
 /// A proxy given by name is resolved by the reactor's own resolver (here from the test hosts
@@ -296,7 +336,9 @@ fn a_proxy_given_by_name_is_resolved_and_carries_sessions() {
         ],
     );
     assert!(
-        p.wait_log("outbound proxy outproxy.test is at 127.0.0.1", WAIT),
+        p.wait_event("outbound_resolved", WAIT, |e| e["host"] == "outproxy.test"
+            && e["ip"] == "127.0.0.1")
+            .is_some(),
         "{}",
         p.dump()
     );
@@ -316,6 +358,8 @@ struct HeldDns {
     port: u16,
     released: std::sync::Arc<std::sync::atomic::AtomicBool>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Queries received (held or answered).
+    queries: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl HeldDns {
@@ -328,13 +372,15 @@ impl HeldDns {
         let port = sock.local_addr().unwrap().port();
         let released = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
-        let (rel, st) = (released.clone(), stop.clone());
+        let queries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (rel, st, asked) = (released.clone(), stop.clone(), queries.clone());
         std::thread::spawn(move || {
             let mut held: Vec<(Vec<u8>, std::net::SocketAddr)> = Vec::new();
             let mut q = [0u8; 512];
             while !st.load(Ordering::Relaxed) {
                 if let Ok((n, from)) = sock.recv_from(&mut q) {
                     held.push((q[..n].to_vec(), from));
+                    asked.fetch_add(1, Ordering::Relaxed);
                 }
                 if rel.load(Ordering::Relaxed) {
                     for (q, from) in held.drain(..) {
@@ -348,7 +394,12 @@ impl HeldDns {
             port,
             released,
             stop,
+            queries,
         }
+    }
+
+    fn queries(&self) -> usize {
+        self.queries.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn release(&self) {
@@ -381,7 +432,6 @@ fn startup_probes_wait_for_the_proxy_name_then_go_through_it() {
     let p = common::ladder_proxy(
         &[],
         &[
-            s("-v"),
             s("--tier-order"),
             s("ws"),
             s("--dc-ip"),
@@ -394,58 +444,55 @@ fn startup_probes_wait_for_the_proxy_name_then_go_through_it() {
             dns.resolv_conf(),
         ],
     );
+    // The proxy asked for the name; while the answer is held, the startup probe has nothing
+    // to dial: the route stays unproved and nothing is counted as failed.
     assert!(
-        p.wait_log("waits for the outbound proxy's address", WAIT),
+        common::wait_until(WAIT, || dns.queries() >= 1),
         "{}",
         p.dump()
     );
+    assert!(p.events("route").is_empty(), "{}", p.dump());
     dns.release();
     assert!(
-        p.wait_log("outbound proxy outproxy.test is at 127.0.0.1", WAIT),
+        p.wait_event("outbound_resolved", WAIT, |e| e["host"] == "outproxy.test"
+            && e["ip"] == "127.0.0.1")
+            .is_some(),
         "{}",
         p.dump()
     );
     assert!(
-        p.wait_line(&["route ws:DC2 ", "up (probe"], WAIT).is_some(),
+        p.wait_route_up("ws:DC2", Some("probe"), WAIT).is_some(),
         "the probe did not go out once the name resolved\n{}",
         p.dump()
     );
     assert!(out.wait_connects(ws.port(), 1, WAIT), "{}", out.dump());
     assert!(
-        p.lines_with(&["outbound proxy ", " down (proxy-"])
-            .is_empty(),
+        outbound_downs(&p).is_empty(),
         "waiting for the proxy's name is no failure:\n{}",
         p.dump()
     );
-    assert_eq!(p.count_log("outbound proxy outproxy.test is at"), 1);
+    assert!(p.route_events("ws:DC2", "down").is_empty(), "{}", p.dump());
+    assert_eq!(p.events("outbound_resolved").len(), 1, "{}", p.dump());
 }
 
 /// A proxy name with no answer: dials that need the proxy fail as the proxy's failure
 /// (`proxy-unreachable`), cool no route, and the exempted route carries the session.
 #[test]
 fn a_proxy_name_that_does_not_resolve_is_proxy_unreachable_not_a_dead_route() {
+    let ctl = Ctl::new();
     let mut extra = vec![s("--outbound-proxy"), s("socks5://nowhere.test:1080")];
     extra.extend(bypass_ws());
-    extra.extend(fast_stats());
+    extra.extend(ctl.args());
     let (p, ws, tcp) = tcp_then_ws(None, &extra);
     let a = probe(&p);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\n{}", p.dump());
     assert_eq!(ws.init_dcs(), vec![(Tag::Intermediate, 2)], "{}", p.dump());
     assert_eq!(tcp.connections(), 0, "{}", p.dump());
-    assert!(
-        p.wait_log("could not start: proxy-unreachable", WAIT),
-        "{}",
-        p.dump()
-    );
-    assert_counted_as_the_proxys_failure(&p, "proxy-unreachable");
+    assert_counted_as_the_proxys_failure(&p, &ctl, "proxy-unreachable");
 }
 
 fn bypass_ws() -> [String; 2] {
     [s("--no-outbound-proxy-for"), s(".web.telegram.org")]
-}
-
-fn fast_stats() -> [String; 2] {
-    [s("--stats-interval"), s("0.2")]
 }
 
 #[test]
@@ -453,9 +500,10 @@ fn wrong_socks5_password_is_proxy_auth_refused_and_the_exempted_route_carries_th
     let out = OutProxy::microsocks(Some(("tg", "right")));
     let mut extra = vec![s("--outbound-proxy"), out.url_with("tg", "wrong")];
     extra.extend(bypass_ws());
-    extra.extend(fast_stats());
+    let ctl = Ctl::new();
+    extra.extend(ctl.args());
     let (p, ws, tcp) = tcp_then_ws(None, &extra);
-    assert_proxy_failure_moves_on(&p, &ws, &tcp, "proxy-auth-refused");
+    assert_proxy_failure_moves_on(&p, &ctl, &ws, &tcp, "proxy-auth-refused");
     assert_eq!(out.connects_to(tcp.port()), 0);
 }
 
@@ -464,9 +512,10 @@ fn wrong_http_password_is_proxy_auth_refused() {
     let out = OutProxy::tinyproxy(&[], Some(("tg", "right")));
     let mut extra = vec![s("--outbound-proxy"), out.url_with("tg", "wrong")];
     extra.extend(bypass_ws());
-    extra.extend(fast_stats());
+    let ctl = Ctl::new();
+    extra.extend(ctl.args());
     let (p, ws, tcp) = tcp_then_ws(None, &extra);
-    assert_proxy_failure_moves_on(&p, &ws, &tcp, "proxy-auth-refused");
+    assert_proxy_failure_moves_on(&p, &ctl, &ws, &tcp, "proxy-auth-refused");
 }
 
 #[test]
@@ -474,9 +523,10 @@ fn a_proxy_that_is_down_is_proxy_unreachable_not_a_dead_route() {
     let dead = closed_port();
     let mut extra = vec![s("--outbound-proxy"), format!("socks5://{dead}")];
     extra.extend(bypass_ws());
-    extra.extend(fast_stats());
+    let ctl = Ctl::new();
+    extra.extend(ctl.args());
     let (p, ws, tcp) = tcp_then_ws(None, &extra);
-    assert_proxy_failure_moves_on(&p, &ws, &tcp, "proxy-unreachable");
+    assert_proxy_failure_moves_on(&p, &ctl, &ws, &tcp, "proxy-unreachable");
 }
 
 #[test]
@@ -492,9 +542,10 @@ fn a_black_holed_proxy_times_out_as_proxy_unreachable() {
         s("5"),
     ];
     extra.extend(bypass_ws());
-    extra.extend(fast_stats());
+    let ctl = Ctl::new();
+    extra.extend(ctl.args());
     let (p, ws, tcp) = tcp_then_ws(None, &extra);
-    assert_proxy_failure_moves_on(&p, &ws, &tcp, "proxy-unreachable");
+    assert_proxy_failure_moves_on(&p, &ctl, &ws, &tcp, "proxy-unreachable");
 }
 
 #[test]
@@ -528,30 +579,18 @@ fn connect_refused_by_tinyproxy_is_http_403_against_that_route_and_the_allowed_r
         "tinyproxy let the tcp DC's port through"
     );
     assert!(out.wait_connects(ws.port(), 1, WAIT), "{}", out.dump());
-    assert_eq!(
-        p.lines_with(&[
-            &format!("tcp {} failed after", tcp.addr()),
-            "proxy-http-403"
-        ])
-        .len(),
-        1,
-        "{}",
-        p.dump()
-    );
     assert!(
-        p.wait_log("proxy-http-403", WAIT)
-            && !p
-                .lines_with(&["] route tcp:DC2", " down for ", "proxy-http-403"])
-                .is_empty(),
+        p.wait_route_down("tcp:DC2", Some("proxy-http-403"), WAIT)
+            .is_some(),
         "a refused destination cools its route:\n{}",
         p.dump()
     );
-    assert!(
-        p.lines_with(&["outbound proxy ", " down (proxy-"])
-            .is_empty(),
-        "{}",
-        p.dump()
-    );
+    let session = p
+        .wait_event("session", WAIT, |e| e["tier"] == "ws")
+        .unwrap_or_else(|| panic!("no session record\n{}", p.dump()));
+    assert_eq!(session["reason"], "client-eof", "{session}");
+    assert_eq!(tcp_attempts(&p, "proxy-http-403").len(), 1, "{}", p.dump());
+    assert!(outbound_downs(&p).is_empty(), "{}", p.dump());
 }
 
 #[test]
@@ -577,13 +616,13 @@ fn a_destination_microsocks_cannot_reach_is_socks_reply_5_against_that_route() {
         out.dump()
     );
     assert!(
-        p.wait_log("proxy-socks-5", WAIT)
-            && !p
-                .lines_with(&["] route tcp:DC2", " down for ", "proxy-socks-5"])
-                .is_empty(),
+        p.wait_route_down("tcp:DC2", Some("proxy-socks-5"), WAIT)
+            .is_some(),
         "{}",
         p.dump()
     );
+    assert!(outbound_downs(&p).is_empty(), "{}", p.dump());
+    // The words are the feature here: the operator reads the SOCKS5 reply code's meaning.
     assert!(
         !p.lines_with(&["proxy-socks-5", "connection refused"])
             .is_empty(),
@@ -826,22 +865,29 @@ fn a_reload_switches_the_proxy_for_new_connections() {
     let b = OutProxy::tinyproxy(&[], None);
     let dc = FakeDc::start_tcp(DcConfig::default());
     let config = temp_dir().join("proxy.conf");
-    write_config(&config, &dc, &format!("outbound-proxy {}", a.url()));
+    let ctl = Ctl::new();
+    let ctl_line = format!("control-socket {}", ctl.args()[1]);
+    write_config(
+        &config,
+        &dc,
+        &format!("outbound-proxy {}\n{ctl_line}", a.url()),
+    );
     let p = Proxy::start_argv(&["run", "--config", config.to_str().unwrap()]);
+    let applied = |n: u64| common::wait_until(WAIT, || ctl.status(&p)["reloads"]["applied"] == n);
     assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
     assert!(a.wait_connects(dc.port(), 1, WAIT), "{}", a.dump());
 
-    write_config(&config, &dc, &format!("outbound-proxy {}", b.url()));
+    write_config(
+        &config,
+        &dc,
+        &format!("outbound-proxy {}\n{ctl_line}", b.url()),
+    );
     // SAFETY: kill(2) on our own child's pid; no memory is shared.
     assert_eq!(
         unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGHUP) },
         0
     );
-    assert!(
-        p.wait_log("outbound-proxy", WAIT) && p.wait_log("outbound proxy http://", WAIT),
-        "{}",
-        p.dump()
-    );
+    assert!(applied(1), "{}", p.dump());
     assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
     assert!(b.wait_connects(dc.port(), 1, WAIT), "{}", b.dump());
     assert_eq!(
@@ -850,13 +896,13 @@ fn a_reload_switches_the_proxy_for_new_connections() {
         "the old proxy got a new connection"
     );
 
-    write_config(&config, &dc, "outbound-proxy none");
+    write_config(&config, &dc, &format!("outbound-proxy none\n{ctl_line}"));
     // SAFETY: as above.
     assert_eq!(
         unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGHUP) },
         0
     );
-    assert!(p.wait_log("outbound proxy off", WAIT), "{}", p.dump());
+    assert!(applied(2), "{}", p.dump());
     assert_eq!(probe(&p).outcome, Outcome::Ok, "{}", p.dump());
     assert_eq!(dc.init_dcs().len(), 3);
     assert_eq!(

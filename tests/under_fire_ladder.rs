@@ -12,6 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::ctl::Ctl;
 use common::fakedc::{bulk_request, DcConfig, FakeDc, Fault};
 use common::{client_opts, os_rng, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::MtClient;
@@ -333,8 +334,10 @@ fn a_client_that_does_not_read_is_not_a_stalled_upstream() {
     // taken yet while the client keeps sending (acks, a new request). The upstream is not
     // silent, the client is: its route must not go down as stalled.
     let dc = FakeDc::start_tcp(DcConfig::default());
+    let ctl = Ctl::new();
     let mut args = vec![s("--tier-order"), s("tcp"), s("--stall-timeout"), s("0.5")];
     args.extend(tcp_flag(&dc));
+    args.extend(ctl.args());
     let p = proxy(&args);
     let mut c = connect(&p);
     // 32 MiB: far more than the socket buffers on both sides hold, so the proxy's own buffer
@@ -342,18 +345,18 @@ fn a_client_that_does_not_read_is_not_a_stalled_upstream() {
     let (count, size) = (2048u32, 16 * 1024u32);
     c.send_packet(&bulk_request(count, size))
         .expect("send the bulk request");
-    // Until every buffer on the way is full: the DC's output stops growing (for 300 ms).
-    let (mut last, mut since) = (0, Instant::now());
-    let full = common::wait_until(WAIT * 2, || {
-        let now = dc.max_sent();
-        if now != last {
-            (last, since) = (now, Instant::now());
-        }
-        now > 1 << 20 && since.elapsed() >= Duration::from_millis(300)
+    // Until the proxy itself says its relay holds bytes the client has not taken (the state
+    // this test is about), after more came down than the client's socket takes. Not "the DC's
+    // output stopped growing for a while": a scheduling pause of the DC thread under load
+    // looked the same while the relay held nothing, and the client's sends then met a
+    // genuinely silent upstream.
+    let holding = common::wait_until(WAIT * 2, || {
+        dc.max_sent() > 1 << 20 && ctl.status(&p)["sessions"]["waiting_on_client"] == 1
     });
+    let last = dc.max_sent();
     assert!(
-        full && last < u64::from(count * size),
-        "the DC never got ahead of the client: {last}\n{}",
+        holding && last < u64::from(count * size),
+        "the proxy never held bytes for the client: DC sent {last}\n{}",
         p.dump()
     );
     c.send_packet(&[0x41; 64]).expect("send an ack");

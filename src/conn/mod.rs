@@ -558,6 +558,12 @@ impl Conn {
     pub fn relaying_tier(&self) -> Option<Tier> {
         self.info.connected_ms.and(self.info.tier)
     }
+
+    /// True while this session relays and holds upstream bytes its client has not taken yet
+    /// (a slow reader; `relay::Relay::waits_on_client`), for `ctl status`.
+    pub fn waits_on_client(&self) -> bool {
+        matches!(&self.phase, Phase::Relay(r) if r.waits_on_client())
+    }
 }
 
 #[cfg(test)]

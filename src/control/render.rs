@@ -256,6 +256,7 @@ fn sessions_json(s: &Status) -> String {
     sessions.num("capacity", s.sessions_capacity as u64);
     sessions.raw("per_tier", &per_tier.end());
     sessions.num("connecting", s.sessions_connecting() as u64);
+    sessions.num("waiting_on_client", s.sessions_waiting_on_client as u64);
     sessions.end()
 }
 
@@ -494,6 +495,7 @@ mod tests {
         assert_eq!(v["sessions"]["active"], 3);
         assert_eq!(v["sessions"]["per_tier"]["ws"], 2);
         assert_eq!(v["sessions"]["connecting"], 1);
+        assert_eq!(v["sessions"]["waiting_on_client"], 1);
         let r = &v["routes"];
         assert_eq!(r.as_array().unwrap().len(), 2);
         assert_eq!(

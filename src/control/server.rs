@@ -460,10 +460,12 @@ impl Reactor {
         let now = self.now;
         let s = &self.s;
         let mut per_tier = [0usize; Tier::COUNT];
+        let mut waiting_on_client = 0;
         for (_, conn) in self.slab.iter() {
             if let Some(t) = conn.relaying_tier() {
                 per_tier[t.index()] += 1;
             }
+            waiting_on_client += usize::from(conn.waits_on_client());
         }
         let mut counters = Counters::from_stats(&s.stats);
         // What the stats line copies in when it is written, taken fresh.
@@ -495,6 +497,7 @@ impl Reactor {
             sessions_active: self.slab.len(),
             sessions_capacity: self.capacity,
             sessions_per_tier: per_tier,
+            sessions_waiting_on_client: waiting_on_client,
             routes: s.ladder.snapshot(now),
             budgets,
             fds_used: fds_used(),

@@ -26,6 +26,9 @@ pub struct Status {
     /// Sessions relaying now over each tier, in [`Tier::index`] order; the rest of
     /// `sessions_active` are still connecting (or closing).
     pub sessions_per_tier: [usize; Tier::COUNT],
+    /// Sessions relaying now whose relay holds upstream bytes the client has not taken yet (a
+    /// slow reader: what the freeze watch counts as bytes down, `relay::stall`).
+    pub sessions_waiting_on_client: usize,
     /// Every route created so far.
     pub routes: Vec<RouteStatus>,
     /// Requests left today per Worker (`--cf-worker-domain` order): (redacted host:port, left).
@@ -212,6 +215,7 @@ pub(crate) mod tests {
             sessions_active: 3,
             sessions_capacity: 100,
             sessions_per_tier: [2, 0, 0, 0, 0, 0],
+            sessions_waiting_on_client: 1,
             routes: vec![route(0, Tier::Ws, "up"), route(1, Tier::Tcp, "down")],
             budgets: vec![("w…workers.dev:443".into(), 99_000)],
             fds_used: Some(12),

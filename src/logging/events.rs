@@ -21,6 +21,19 @@
 //!   stayed silent — `peer`.
 //! * `refused`: a client turned away at accept, before any session — `peer`, `reason`
 //!   (`slab-full`).
+//! * `outbound`: the outbound proxy itself went `down` or came back `up` (`route::ladder::deps`)
+//!   — `to`; `down` adds `failure` (the `Failure` name) and `on` (what dialled: `route LABEL`,
+//!   `the shared list's fetch`); `up` adds `down_ms`.
+//! * `outbound_resolved`: the outbound proxy's host name got an address — `host`, `ip`.
+//! * `reach`: the network path changed (`route::reach`) — `scope` (`network`: every address
+//!   tried fails; `address`: one address while others work), `to` (`down`, `up`), `label`
+//!   (the address), `failure` (null for `up`).
+//! * `attempt`: a client's dial of a route failed (`conn::connect`, with the attempt line) —
+//!   `peer`, `label` (the route), `failure` (e.g. `network-unreachable`, `local-ports`),
+//!   `started` (false: it could not start), `after_ms` (0 if not started).
+//! * `cflist`: the shared CF domain list was `accepted`, `refused` or read from the `cached`
+//!   file at start — `result`, `kept` (names taken; for `refused`, the shared domains kept in
+//!   use), `dropped` (valid names past the cap), `why` (why refused, else null).
 //!
 //! Like the `log` facade it is a process-wide sink: [`open_from_env`] once at start, then
 //! [`emit`] from any layer. Cheap when off: one relaxed atomic load, the event is never built.

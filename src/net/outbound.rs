@@ -390,6 +390,11 @@ pub fn resolve_proxy(active: &mut Active, mut lookup: impl FnMut(&str) -> Option
             let mut next = o.clone();
             next.proxy.addr.set_ip(ip);
             log::info!("outbound proxy {host} is at {ip}");
+            crate::logging::events::emit(|| {
+                crate::logging::events::Event::new("outbound_resolved")
+                    .str("host", host)
+                    .str("ip", &ip.to_string())
+            });
             *active = Some(Rc::new(next));
             true
         }

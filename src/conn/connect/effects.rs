@@ -181,6 +181,7 @@ impl Connecting {
         let route = self.race.cands()[cand].route;
         let label = ctx.ladder.route(route).label();
         let peer = self.who.peer;
+        crate::logging::events::emit(|| attempt_event(peer, &label, f, None));
         // One fold per kind: a local resource running out (descriptors, local ports)
         // repeats for every client while it lasts.
         if f.is_local() {
@@ -258,6 +259,9 @@ impl Connecting {
             ctx.ladder.proxy_worked(ctx.now);
         }
         let ms = ctx.now.saturating_sub(started);
+        crate::logging::events::emit(|| {
+            attempt_event(self.who.peer, &ctx.ladder.route(route).label(), f, Some(ms))
+        });
         // One fold per tier and class: a flood of one failure (local ports, say) never hides
         // another.
         let kind = crate::logging::fold_key(&format!("{}:{f}", tier.name()));
@@ -330,4 +334,20 @@ fn abandon(route: RouteId, dial: Dial, started: u64, ctx: &mut Ctx<'_>) {
 /// Bound on one dial of a route of `tier`, ms.
 fn attempt_timeout(tier: Tier, ctx: &Ctx<'_>) -> u64 {
     ctx.cfg.attempt_timeout(tier).as_millis() as u64
+}
+
+/// The `attempt` event (`logging::events`): a client's dial of route `label` failed with `f`
+/// after `after_ms`, or (`None`) could not start.
+fn attempt_event(
+    peer: std::net::SocketAddr,
+    label: &str,
+    f: Failure,
+    after_ms: Option<u64>,
+) -> crate::logging::events::Event {
+    crate::logging::events::Event::new("attempt")
+        .str("peer", &peer.to_string())
+        .str("label", label)
+        .str("failure", &f.to_string())
+        .bool("started", after_ms.is_some())
+        .num("after_ms", after_ms.unwrap_or(0))
 }

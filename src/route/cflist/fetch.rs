@@ -463,6 +463,8 @@ impl Reactor {
                 }
                 let line = accepted.summary();
                 info!("cf-domain-list: {src}: {line}");
+                let (kept, dropped) = (accepted.domains.len(), accepted.dropped);
+                crate::logging::events::emit(|| cflist_event("accepted", kept, dropped, None));
                 st.last = Some((now, line));
                 (st.kept, st.dropped) = (accepted.domains.len(), accepted.dropped);
                 let list = accepted.domains;
@@ -474,6 +476,7 @@ impl Reactor {
                 st.failures += 1;
                 let n = self.s.cfg.cf_shared_domains.len();
                 warn!("cf-domain-list: {src}: {why}; keeping the {n} shared domain(s) in use");
+                crate::logging::events::emit(|| cflist_event("refused", n, 0, Some(&why)));
                 st.last = Some((now, why));
                 self.cflist.next_at =
                     Some(self.cflist.schedule.after_failure(now, &mut self.s.rng));
@@ -542,4 +545,20 @@ pub(super) fn shared_endpoints(cfg: &Config, list: Vec<String>) -> Vec<CfEndpoin
             port: cfg.cf_domain_list_port,
         })
         .collect()
+}
+
+/// The `cflist` event (`logging::events`): the shared list was `accepted`, `refused` (with
+/// `why`; `kept` is then the count of shared domains still in use) or read from the `cached`
+/// file at start, and how many names were kept and dropped past the cap.
+fn cflist_event(
+    result: &str,
+    kept: usize,
+    dropped: usize,
+    why: Option<&str>,
+) -> crate::logging::events::Event {
+    crate::logging::events::Event::new("cflist")
+        .str("result", result)
+        .num("kept", kept as u64)
+        .num("dropped", dropped as u64)
+        .opt("why", why)
 }

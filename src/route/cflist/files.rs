@@ -53,6 +53,8 @@ pub(super) fn read_cache(path: &Path) -> Option<Vec<String>> {
                     list.len(),
                     path.display()
                 );
+                let n = list.len();
+                crate::logging::events::emit(|| super::cflist_event("cached", n, 0, None));
                 Some(list)
             }
             Err(why) => {

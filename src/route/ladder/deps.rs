@@ -65,6 +65,7 @@ impl<U: Pooled> Ladder<U> {
         self.network_down = self.reach.network_down();
         let on = || self.table.routes[route].label();
         for n in news {
+            crate::logging::events::emit(|| reach_event(&n));
             match n {
                 News::NetworkDown { label, failure } => warn!(
                     "network unreachable ({failure}, first seen on route {}, address {label}): \
@@ -142,6 +143,12 @@ impl<U: Pooled> Ladder<U> {
                  {base}ms doubling to {max}ms; said again when it is back",
                 proxy_name(&self.outbound)
             );
+            crate::logging::events::emit(|| {
+                crate::logging::events::Event::new("outbound")
+                    .str("to", "down")
+                    .str("failure", &f.to_string())
+                    .str("on", on)
+            });
         }
     }
 
@@ -162,6 +169,11 @@ impl<U: Pooled> Ladder<U> {
                 back.failures,
                 back.held
             );
+            crate::logging::events::emit(|| {
+                crate::logging::events::Event::new("outbound")
+                    .str("to", "up")
+                    .num("down_ms", back.down_ms)
+            });
         }
     }
 
@@ -201,6 +213,22 @@ impl<U: Pooled> Ladder<U> {
         }
         self.outproxy.may_dial(now, &mut self.rng)
     }
+}
+
+/// The `reach` event (`logging::events`) for `n`.
+fn reach_event(n: &News) -> crate::logging::events::Event {
+    let (scope, to, label, failure) = match n {
+        News::NetworkDown { label, failure } => ("network", "down", label, Some(*failure)),
+        News::NetworkBack { label, .. } => ("network", "up", label, None),
+        News::AddressDown { label, failure } => ("address", "down", label, Some(*failure)),
+        News::AddressChanged { label, failure } => ("address", "down", label, Some(*failure)),
+        News::AddressBack { label, .. } => ("address", "up", label, None),
+    };
+    crate::logging::events::Event::new("reach")
+        .str("scope", scope)
+        .str("to", to)
+        .str("label", label)
+        .opt("failure", failure.map(|f| f.to_string()).as_deref())
 }
 
 /// The destination `target`'s dials go to: its fixed address, or the host name it resolves.
