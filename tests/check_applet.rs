@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::blackhole::BlackHole;
@@ -64,10 +63,9 @@ fn result(line: &str) -> Option<&str> {
     line.split_whitespace().nth(3)
 }
 
-/// A loopback port with nothing listening (connects are refused).
+/// A loopback port with nothing listening (connects are refused; `common::closed_port`).
 fn closed_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("local_addr").port()
+    common::closed_port().port()
 }
 
 #[test]

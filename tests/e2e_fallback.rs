@@ -10,12 +10,12 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::blackhole::BlackHole;
 use common::fakedc::{DcConfig, FakeDc, Fault};
-use common::{client_opts, data_path, wait_until, Proxy, SECRET};
+use common::{client_opts, closed_port, data_path, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Attempt, MtClient, Outcome};
 use tg_ws_proxy::mtproto::framing::{self, Decoder};
 use tg_ws_proxy::mtproto::obfs2::Tag;
@@ -26,14 +26,6 @@ const LOG_WAIT: Duration = Duration::from_secs(5);
 
 fn os_rng() -> Rng {
     Rng::new().expect("OS randomness")
-}
-
-/// An address on 127.0.0.1 where nothing listens (connects are refused).
-fn closed_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let addr = l.local_addr().expect("local_addr");
-    drop(l);
-    addr
 }
 
 /// A proxy with the ws tier at `ws` and the tcp tier at `tcp`, tried in that order.
@@ -254,7 +246,7 @@ fn client_bytes_sent_while_connecting_survive_the_fallback() {
 #[test]
 fn never_dials_its_own_listen_address() {
     // The ws tier points at the proxy itself (a port-scan or misconfiguration self-loop).
-    let port = closed_port().port().to_string();
+    let port = common::free_port().port().to_string();
     let me = format!("2:127.0.0.1:{port}");
     let proxy = Proxy::start(&[
         "--port",

@@ -419,7 +419,7 @@ fn an_unreachable_mask_host_closes_the_client() {
 #[test]
 fn masking_to_our_own_listener_is_refused_as_a_loop() {
     let mask = MaskSite::start_tls();
-    let own = common::closed_port();
+    let own = common::free_port();
     let port = own.port().to_string();
     let (_dc, proxy) = bed(&mask, &["--port", &port, "--mask-host", &own.to_string()]);
     assert_eq!(proxy.addr(), own, "the proxy took the port it was given");

@@ -198,7 +198,7 @@ fn behind_a_local_balancer_real_clients_are_never_taken_for_a_loop() {
 fn a_mask_host_that_is_the_balancer_in_front_of_us_is_a_loop() {
     // The balancer forwards everything to our port with a PROXY header, and the mask host is
     // the balancer itself: our mask connection comes back with a header naming its own ends.
-    let port = common::closed_port();
+    let port = common::free_port();
     let bal = Balancer::start(port, true);
     let dc = FakeDc::start_tcp(DcConfig::default());
     let ctl = ctl_path();

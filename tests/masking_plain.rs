@@ -154,7 +154,7 @@ fn no_mask_closes_instead() {
 
 #[test]
 fn mask_host_equal_to_our_listener_is_a_loop() {
-    let port = closed_port().port();
+    let port = common::free_port().port();
     let (port_s, target) = (port.to_string(), format!("127.0.0.1:{port}"));
     let p = proxy(&["--port", &port_s, "--mask-host", &target]);
     assert_eq!(p.port(), port);

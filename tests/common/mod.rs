@@ -629,12 +629,31 @@ pub fn ladder_proxy(names: &[&str], extra: &[String]) -> Proxy {
     Proxy::start(&refs)
 }
 
-/// An address on 127.0.0.1 where nothing listens (connects are refused).
+/// An address on 127.0.0.1 where nothing listens: connects are refused (RST), and the port
+/// stays taken for the rest of the test process. A socket bound but never listening holds it;
+/// a port merely bound and released could be handed to the proxy's own `--port 0` listener a
+/// moment later, and then a test's "closed" route would be the proxy itself.
 pub fn closed_port() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let addr = l.local_addr().expect("local_addr");
-    drop(l);
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("address");
+    s.bind(&any.into()).expect("bind 127.0.0.1:0");
+    let addr = s
+        .local_addr()
+        .expect("local_addr")
+        .as_socket()
+        .expect("an IP address");
+    // Held, never listened on: the kernel answers a SYN to it with RST.
+    std::mem::forget(s);
     addr
+}
+
+/// A free port on 127.0.0.1 for a proxy to listen on (`--port`): bound and released, so
+/// another bind may take it meanwhile (the proxy then fails to start, loudly). For an address
+/// that must refuse connects use [`closed_port`].
+pub fn free_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local_addr")
 }
 
 /// An [`Rng`](tg_ws_proxy::rng::Rng) seeded from the OS.
