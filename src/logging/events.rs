@@ -9,6 +9,8 @@
 //!   label, ` (pooled)` when served from a warm pool; empty if none), `masked`, `up` and
 //!   `down` (payload bytes), `closed_by` (`client`, `upstream`, `proxy`), `reason` (a
 //!   `CloseReason` name), `froze` (a `Freeze` name or null).
+//!   Also `mask_why` (a `MaskWhy` name) and `mask_target` (`HOST:PORT (ADDR)`) of a session
+//!   relayed to the mask host, both null otherwise.
 //! * `route`: a route's health changed — `label`, `to` (`down`, `suspect`, `up`), `failure`
 //!   (the `Failure` name that put it down or made it suspect, null for `up`), `via` (what
 //!   proved it up: `probe`, `probe pulled N bytes`, `session`; null otherwise), `cooldown_ms`
@@ -21,6 +23,9 @@
 //!   stayed silent — `peer`.
 //! * `refused`: a client turned away at accept, before any session — `peer`, `reason`
 //!   (`slab-full`).
+//! * `reload`: a reload (SIGHUP, `ctl reload`) ended — `result` (`applied`, `rejected`),
+//!   `changed` and `restart` (the option names applied live and kept until a restart,
+//!   comma-separated, empty if none), `listen` (the listen address after it).
 //!
 //! Like the `log` facade it is a process-wide sink: [`open_from_env`] once at start, then
 //! [`emit`] from any layer. Cheap when off: one relaxed atomic load, the event is never built.
