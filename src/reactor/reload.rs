@@ -56,8 +56,9 @@ impl Reactor {
     /// Re-reads the configuration and applies it to new sessions. Ok: the one-line summary
     /// `reload: applied (CHANGES)[; needs a restart: NAMES]`; Err: the one-line reason the new
     /// configuration was refused (the running one stays). Logs the line itself (`reload:
-    /// applied …` at info, `reload: rejected: WHY` at warn) and counts it in the stats
-    /// (`reloads`, `reloads-rejected`): callers only pass the result on.
+    /// applied …` at info, `reload: rejected: WHY` at warn), counts it in the stats
+    /// (`reloads`, `reloads-rejected`) and writes its `reload` event (`logging::events`):
+    /// callers only pass the result on.
     pub(super) fn reload(&mut self) -> Result<String, String> {
         match self.try_reload() {
             Ok(line) => {
