@@ -62,6 +62,7 @@ fn run_serves_clients_with_secrets_and_tier_order_from_the_config_file() {
         Outcome::Ok,
         "a secret in neither file is refused"
     );
+    // Kept on the log: the startup line an operator reads, and that it never shows a secret.
     let logs = proxy.logs().join("\n");
     assert!(logs.contains("2 secret(s)"), "{logs}");
     assert!(!logs.contains(INLINE) && !logs.contains(IN_FILE), "{logs}");
@@ -89,11 +90,10 @@ fn a_flag_beats_the_config_file() {
     ];
     let proxy = Proxy::start(&args);
     assert_eq!(probe(&proxy, INLINE), Outcome::Ok, "{:#?}", proxy.logs());
-    assert!(
-        proxy.logs().iter().any(|l| l.contains("tiers tcp")),
-        "{:#?}",
-        proxy.logs()
-    );
+    // The flag's tier carried the session, not the file's ws.
+    let rec = proxy.wait_event("session", Duration::from_secs(5), |_| true);
+    let rec = rec.unwrap_or_else(|| panic!("no session record\n{}", proxy.dump()));
+    assert_eq!(rec["tier"], "tcp", "{rec}");
 }
 
 /// Runs `run --config FILE` expecting exit 2 and exactly one stderr line.

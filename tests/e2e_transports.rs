@@ -256,11 +256,9 @@ fn ws_tier_two_secrets_client_uses_the_second() {
     let a = probe_once(&opts, &mut rng);
     assert_ne!(a.outcome, Outcome::Ok, "{a:?}");
     assert_eq!(a.bytes_down, 0, "{a:?}");
-    assert!(
-        proxy.wait_log("bad-init", Duration::from_secs(5)),
-        "{:#?}",
-        proxy.logs()
-    );
+    let rec = proxy.wait_session_reason("bad-init", Duration::from_secs(5));
+    let rec = rec.unwrap_or_else(|| panic!("no bad-init record\n{}", proxy.dump()));
+    assert!(rec["tier"].is_null(), "{rec}");
     assert_eq!(
         dc.connections(),
         2,

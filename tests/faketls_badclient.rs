@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::eebed::{assert_records_bounded, ee_key, ee_res_pq, tcp_bed, EE_DOMAIN};
 use common::faketls::{build_hello, read_to_end, HelloSpec, TlsClient};
-use common::os_rng;
+use common::{os_rng, Proxy};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -29,7 +29,7 @@ const HANDSHAKE_DUR: Duration = Duration::from_secs(1);
 const MARGIN: Duration = Duration::from_secs(2);
 
 /// A good `ee` session that must keep working while the bad ones are closed.
-fn assert_alive(good: &mut common::mtsession::MtSession<TlsClient>, proxy: &common::Proxy) {
+fn assert_alive(good: &mut common::mtsession::MtSession<TlsClient>, proxy: &Proxy) {
     if let Err(e) = good.req_pq() {
         panic!("the good session broke: {e}\nproxy log:\n{}", proxy.dump());
     }
@@ -64,15 +64,23 @@ fn bad_records_after_the_handshake_close_cleanly_and_others_keep_working() {
             "{what}: closed after {:?}",
             start.elapsed()
         );
-        let closes = || proxy.count_log("reason=tls-record");
-        assert!(
-            common::wait_until(WAIT, || closes() == k + 1),
-            "{what}: want {} `reason=tls-record` lines\n{}",
+        let closes = proxy.wait_sessions(k + 1, WAIT, |e| e["reason"] == "tls-record");
+        assert_eq!(
+            closes.len(),
+            k + 1,
+            "{what}: want {} `tls-record` session records\n{}",
             k + 1,
             proxy.dump()
         );
         assert_alive(&mut good, &proxy);
     }
+}
+
+/// The session record of client `me` (`ADDR:PORT`), once it ended masked as `malformed`.
+fn masked_record(proxy: &Proxy, me: &str) -> Option<serde_json::Value> {
+    proxy.wait_event("session", WAIT, |e| {
+        e["peer"] == me && e["masked"] == true && e["mask_why"] == "malformed"
+    })
 }
 
 #[test]
@@ -104,10 +112,9 @@ fn oversized_hellos_are_masked_at_once_truncated_and_dripped_ones_at_the_deadlin
         "truncated: replayed exactly"
     );
     drop(sock);
-    let line = proxy
-        .wait_line(&[me.as_str(), "why=malformed"], WAIT)
-        .unwrap_or_else(|| panic!("truncated: no masked line for {me}\n{}", proxy.dump()));
-    eprintln!("truncated hello: {line}");
+    let rec = masked_record(&proxy, &me)
+        .unwrap_or_else(|| panic!("truncated: no masked record for {me}\n{}", proxy.dump()));
+    eprintln!("truncated hello: {rec}");
     assert_alive(&mut good, &proxy);
 
     // A record length far over any hello bound (16 03 01 ff ff).
@@ -164,10 +171,9 @@ fn oversized_hellos_are_masked_at_once_truncated_and_dripped_ones_at_the_deadlin
         hello.bytes.starts_with(&got.first_bytes),
         "drip: the mask host got the hello's bytes in order"
     );
-    let line = proxy
-        .wait_line(&[me.as_str(), "why=malformed"], WAIT)
-        .unwrap_or_else(|| panic!("drip: no masked line for {me}\n{}", proxy.dump()));
-    eprintln!("drip: {line}");
+    let rec = masked_record(&proxy, &me)
+        .unwrap_or_else(|| panic!("drip: no masked record for {me}\n{}", proxy.dump()));
+    eprintln!("drip: {rec}");
     assert_alive(&mut good, &proxy);
     assert_eq!(dc.inits(), 1, "only the good session reached the DC");
     // Replies to the good session's req_pq came in AppData records only.
@@ -219,11 +225,9 @@ fn after_the_answer_a_silent_client_or_a_wrong_init_is_closed() {
         "{:?}",
         start.elapsed()
     );
-    assert!(
-        proxy.wait_line(&[&me, "handshake-timeout"], WAIT).is_some(),
-        "{}",
-        proxy.dump()
-    );
+    let rec = proxy.wait_event("session", WAIT, |e| e["peer"] == me.as_str());
+    let rec = rec.unwrap_or_else(|| panic!("no record for {me}\n{}", proxy.dump()));
+    assert_eq!(rec["reason"], "handshake-timeout", "{rec}");
     // A valid hello, then an obfuscated2 init made with another secret: a bad init, never
     // dialled, never masked (the hello was ours).
     let tls = TlsClient::connect(
@@ -244,7 +248,9 @@ fn after_the_answer_a_silent_client_or_a_wrong_init_is_closed() {
         proxy.dump()
     );
     assert!(got.is_empty(), "{} bytes after a wrong init", got.len());
-    assert!(proxy.wait_log("bad-init", WAIT), "{}", proxy.dump());
+    let rec = proxy.wait_session_reason("bad-init", WAIT);
+    let rec = rec.unwrap_or_else(|| panic!("no bad-init record\n{}", proxy.dump()));
+    assert_eq!(rec["masked"], false, "{rec}");
     assert_eq!(dc.connections(), 0);
     assert_eq!(mask.connections(), 0);
 }

@@ -298,7 +298,9 @@ fn one_port_serves_two_ee_secrets_and_a_plain_one() {
         "garbage: {end}\n{}",
         proxy.dump()
     );
-    assert!(proxy.wait_log("bad-init", WAIT), "{}", proxy.dump());
+    let rec = proxy.wait_session_reason("bad-init", WAIT);
+    let rec = rec.unwrap_or_else(|| panic!("no bad-init record\n{}", proxy.dump()));
+    assert_eq!(rec["masked"], false, "{rec}");
     assert_eq!(
         mask.connections(),
         0,

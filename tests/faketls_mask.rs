@@ -3,9 +3,9 @@
 //! HTTP on an ee-only port go to the mask site (`--mask-host`), which receives the client's
 //! bytes exactly; a real TLS client (rustls trusting the test CA, and `openssl s_client`) gets
 //! the mask site's certificate and page through the proxy; a TLS hello on a port without `ee`
-//! secrets is closed as before (`tls-to-plain-port`). Each masking is counted in the stats line
-//! as `masked-REASON` (not-tls, malformed, wrong-key, wrong-sni, stale, replay; the names of
-//! engineer B's stats), its end as the close reason `masked`, and logged as `masked … why=REASON`.
+//! secrets is closed as before (`tls-to-plain-port`). Each masking is counted in `ctl status
+//! --json` under `counters.masked.REASON` (not-tls, malformed, wrong-key, wrong-sni, stale,
+//! replay), its end as the close reason `masked`, and recorded with `mask_why` REASON.
 //! docs/protocol.md §2.1, §2.4; flags per the issue-8 flags file.
 //!
 //! Owns only this file. Real sockets on 127.0.0.1, fake peers, no fixed sleeps.
@@ -16,6 +16,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use common::ctl::Ctl;
 use common::eebed::{ee_key, ee_proxy, ee_res_pq, ee_session, EE_DOMAIN};
 use common::fakedc::{DcConfig, FakeDc};
 use common::faketls::{
@@ -23,7 +24,7 @@ use common::faketls::{
     CT_HANDSHAKE,
 };
 use common::masksite::{mask_cert_der, tls_get, MaskSite, MASK_DOMAIN, PAGE};
-use common::{os_rng, stats_field, Proxy};
+use common::{os_rng, Proxy};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -32,28 +33,28 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
-/// A tcp-tier `ee` proxy masking to `mask`, stats every 100 ms, `extra` after.
-fn bed(mask: &MaskSite, extra: &[&str]) -> (FakeDc, Proxy) {
+/// A tcp-tier `ee` proxy masking to `mask`, with a control socket, `extra` after.
+fn bed(mask: &MaskSite, extra: &[&str]) -> (FakeDc, Proxy, Ctl) {
     let dc = FakeDc::start_tcp(DcConfig::default());
+    let ctl = Ctl::new();
     let mut flags = vec![
         s("--tcp-dc-ip"),
         format!("2:{}", dc.addr()),
         s("--tier-order"),
         s("tcp"),
-        s("--stats-interval"),
-        s("0.1"),
     ];
+    flags.extend(ctl.args());
     flags.extend(extra.iter().map(|a| s(a)));
     let p = ee_proxy(mask, &flags);
-    (dc, p)
+    (dc, p, ctl)
 }
 
 /// Sends `hello` on a fresh connection and expects it masked: visit `visit` of the mask site
 /// receives exactly its bytes, the mask site's own TLS answer comes back (ServerHello, CCS, …)
-/// and it is not a fake-TLS answer under our key; the stats line counts it as
-/// `masked-REASON`, the `nth` so far (1-based).
+/// and it is not a fake-TLS answer under our key; the counters count it under
+/// `masked.REASON`, the `nth` so far (1-based), and `nth` session records say `mask_why` REASON.
 fn assert_masked(
-    proxy: &Proxy,
+    (proxy, ctl): (&Proxy, &Ctl),
     mask: &MaskSite,
     visit: usize,
     hello: &Hello,
@@ -85,60 +86,57 @@ fn assert_masked(
         "{reason}: the answer is the mask site's, not a fake-TLS ServerHello"
     );
     drop(sock);
-    assert_stat(proxy, &format!("masked-{reason}"), nth);
-    // The session's own line, at its end: checked for the proxy's first masked session only
-    // (later ones may be folded per close reason).
-    if visit == 0 {
-        let why = format!("why={reason}");
-        assert!(
-            proxy.wait_line(&["masked", &why], WAIT).is_some(),
-            "no `masked … {why}` line\n{}",
-            proxy.dump()
-        );
-    }
-}
-
-/// Waits for a stats line whose field `name` is at least `n`.
-fn assert_stat(proxy: &Proxy, name: &str, n: u64) {
-    let mut last = None;
-    let ok = common::wait_until(WAIT, || {
-        last = proxy.next_stats(WAIT);
-        last.as_deref()
-            .and_then(|l| stats_field(l, name))
-            .is_some_and(|v| v[0] >= n)
+    assert_stat(proxy, ctl, "masked", reason, nth);
+    let recs = proxy.wait_sessions(nth as usize, WAIT, |e| {
+        e["masked"] == true && e["mask_why"] == reason && e["reason"] == "masked"
     });
     assert!(
-        ok,
-        "no stats line with {name}>={n}; last: {last:?}\n{}",
+        recs.len() as u64 >= nth,
+        "{reason}: {} session records, want {nth}\n{}",
+        recs.len(),
         proxy.dump()
     );
 }
 
-/// The sum of every `masked-*` field of the next stats line.
-fn masked_total(proxy: &Proxy) -> u64 {
-    let line = proxy.next_stats(WAIT).unwrap_or_default();
-    line.split_whitespace()
-        .filter(|w| w.starts_with("masked-"))
-        .filter_map(|w| w.split('=').nth(1)?.parse::<u64>().ok())
-        .sum()
+/// Waits until `ctl status --json`'s `counters.GROUP.KEY` is at least `n` (`masked.wrong-key`,
+/// `closed_by_reason.masked`, `tls.unchecked`).
+fn assert_stat(proxy: &Proxy, ctl: &Ctl, group: &str, key: &str, n: u64) {
+    let mut last = serde_json::Value::Null;
+    let ok = common::wait_until(WAIT, || {
+        last = ctl.status(proxy)["counters"][group][key].clone();
+        last.as_u64().is_some_and(|v| v >= n)
+    });
+    assert!(
+        ok,
+        "counters.{group}.{key} not >= {n}: {last}\n{}",
+        proxy.dump()
+    );
+}
+
+/// The sum of `ctl status --json`'s `counters.masked` (every masking reason).
+fn masked_total(proxy: &Proxy, ctl: &Ctl) -> u64 {
+    let st = ctl.status(proxy);
+    st["counters"]["masked"]
+        .as_object()
+        .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum())
 }
 
 #[test]
 fn wrong_key_and_wrong_sni_are_masked_with_the_exact_hello() {
     let mask = MaskSite::start_tls();
-    let (dc, proxy) = bed(&mask, &[]);
+    let (dc, proxy, ctl) = bed(&mask, &[]);
     let mut rng = os_rng();
     let wrong = build_hello(&HelloSpec::new(*b"not the ee key!!", EE_DOMAIN), &mut rng);
-    assert_masked(&proxy, &mask, 0, &wrong, "wrong-key", 1);
+    assert_masked((&proxy, &ctl), &mask, 0, &wrong, "wrong-key", 1);
     let mut spec = HelloSpec::new(ee_key(), EE_DOMAIN);
     spec.sni = Some("other.example.org".into());
     let other = build_hello(&spec, &mut rng);
-    assert_masked(&proxy, &mask, 1, &other, "wrong-sni", 1);
+    assert_masked((&proxy, &ctl), &mask, 1, &other, "wrong-sni", 1);
     let v = mask.wait_bytes(1, 1, WAIT).unwrap();
     assert_eq!(v.hello_sni().as_deref(), Some("other.example.org"), "{v:?}");
     assert_eq!(dc.connections(), 0, "a masked client never dials Telegram");
     // Their ends are counted as the close reason `masked` too.
-    assert_stat(&proxy, "masked", 2);
+    assert_stat(&proxy, &ctl, "closed_by_reason", "masked", 2);
     // The proxy still serves its own clients.
     ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
 }
@@ -146,7 +144,7 @@ fn wrong_key_and_wrong_sni_are_masked_with_the_exact_hello() {
 #[test]
 fn stale_hellos_are_masked_once_the_clock_is_trusted() {
     let mask = MaskSite::start_tls();
-    let (_dc, proxy) = bed(&mask, &["--tls-time-window", "60"]);
+    let (_dc, proxy, ctl) = bed(&mask, &["--tls-time-window", "60"]);
     let mut rng = os_rng();
     // The clock rule: the wall clock is past 2026-11-01 and a valid hello agrees with it.
     assert!(
@@ -165,12 +163,8 @@ fn stale_hellos_are_masked_once_the_clock_is_trusted() {
         early.err().map(|e| e.to_string()),
         proxy.dump()
     );
-    assert_stat(&proxy, "tls", 1);
-    let line = proxy.next_stats(WAIT).unwrap_or_default();
-    assert!(
-        stats_field(&line, "tls").is_some_and(|v| v.len() == 4 && v[3] >= 1),
-        "not counted as unchecked: {line}"
-    );
+    assert_tls_counter(&proxy, &ctl, "accepted", 1);
+    assert_tls_counter(&proxy, &ctl, "unchecked", 1);
     assert_eq!(mask.connections(), 0, "nothing masked yet");
     // A fresh valid hello confirms the clock; from then on stale ones are masked.
     ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
@@ -178,7 +172,7 @@ fn stale_hellos_are_masked_once_the_clock_is_trusted() {
         let mut spec = HelloSpec::new(ee_key(), EE_DOMAIN);
         spec.ts_offset_s = offset;
         let stale = build_hello(&spec, &mut rng);
-        assert_masked(&proxy, &mask, k, &stale, "stale", k as u64 + 1);
+        assert_masked((&proxy, &ctl), &mask, k, &stale, "stale", k as u64 + 1);
     }
     // Within the window is fine.
     let mut spec = HelloSpec::new(ee_key(), EE_DOMAIN);
@@ -190,50 +184,44 @@ fn stale_hellos_are_masked_once_the_clock_is_trusted() {
         tls.err().map(|e| e.to_string()),
         proxy.dump()
     );
-    assert_stat(&proxy, "masked-stale", 2);
-    assert_tls_counter(&proxy, 2, 2);
+    assert_stat(&proxy, &ctl, "masked", "stale", 2);
+    assert_tls_counter(&proxy, &ctl, "stale", 2);
 }
 
 #[test]
 fn a_replayed_hello_is_masked() {
     let mask = MaskSite::start_tls();
-    let (dc, proxy) = bed(&mask, &[]);
+    let (dc, proxy, ctl) = bed(&mask, &[]);
     let mut rng = os_rng();
     let first = ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
     let hello = first.stream.hello.clone();
-    assert_masked(&proxy, &mask, 0, &hello, "replay", 1);
+    assert_masked((&proxy, &ctl), &mask, 0, &hello, "replay", 1);
     // And again, after the first session ended.
     first
         .stream
         .sock()
         .shutdown(std::net::Shutdown::Both)
         .unwrap();
-    assert_masked(&proxy, &mask, 1, &hello, "replay", 2);
+    assert_masked((&proxy, &ctl), &mask, 1, &hello, "replay", 2);
     assert_eq!(
         dc.connections(),
         1,
         "only the original session reached the DC"
     );
-    // The gate's own counter: `tls=accepted/replays/stale/unchecked`.
-    assert_tls_counter(&proxy, 1, 2);
+    // The gate's own counter.
+    assert_tls_counter(&proxy, &ctl, "replays", 2);
 }
 
-/// Waits for a stats line whose `tls=` field has at least `n` at position `i`.
-fn assert_tls_counter(proxy: &Proxy, i: usize, n: u64) {
-    let mut last = None;
-    let ok = common::wait_until(WAIT, || {
-        last = proxy.next_stats(WAIT);
-        last.as_deref()
-            .and_then(|l| stats_field(l, "tls"))
-            .is_some_and(|v| v.len() == 4 && v[i] >= n)
-    });
-    assert!(ok, "no tls= field with [{i}] >= {n}; last: {last:?}");
+/// The gate's own counter `counters.tls.KEY` (`accepted`, `replays`, `stale`, `unchecked`)
+/// reaches `n`.
+fn assert_tls_counter(proxy: &Proxy, ctl: &Ctl, key: &str, n: u64) {
+    assert_stat(proxy, ctl, "tls", key, n);
 }
 
 #[test]
 fn a_malformed_hello_is_masked() {
     let mask = MaskSite::start_tls();
-    let (_dc, proxy) = bed(&mask, &[]);
+    let (_dc, proxy, ctl) = bed(&mask, &[]);
     let mut rng = os_rng();
     // Valid record header and digest, but the extensions length overruns the record.
     let mut h = build_hello(&HelloSpec::new(ee_key(), EE_DOMAIN), &mut rng);
@@ -247,20 +235,15 @@ fn a_malformed_hello_is_masked() {
         .unwrap_or_else(|| panic!("malformed: not masked\n{}", proxy.dump()));
     assert_eq!(v.first_bytes, h.bytes);
     drop(sock);
-    assert_stat(&proxy, "masked-malformed", 1);
-    assert!(
-        proxy
-            .wait_line(&["masked", "why=malformed"], WAIT)
-            .is_some(),
-        "{}",
-        proxy.dump()
-    );
+    assert_stat(&proxy, &ctl, "masked", "malformed", 1);
+    let rec = proxy.wait_event("session", WAIT, |e| e["mask_why"] == "malformed");
+    assert!(rec.is_some(), "{}", proxy.dump());
 }
 
 #[test]
 fn a_real_tls_client_gets_the_mask_sites_certificate_and_page() {
     let mask = MaskSite::start_tls();
-    let (dc, proxy) = bed(&mask, &[]);
+    let (dc, proxy, ctl) = bed(&mask, &[]);
     let got = tls_get(proxy.addr(), MASK_DOMAIN, WAIT)
         .unwrap_or_else(|e| panic!("TLS through the proxy: {e}\n{}", proxy.dump()));
     assert_eq!(got.cert, mask_cert_der(), "the mask site's certificate");
@@ -269,7 +252,7 @@ fn a_real_tls_client_gets_the_mask_sites_certificate_and_page() {
     assert_eq!(v.sni.as_deref(), Some(MASK_DOMAIN));
     assert!(v.tls_ok && v.pages == 1, "{v:?}");
     assert!(
-        masked_total(&proxy) >= 1,
+        masked_total(&proxy, &ctl) >= 1,
         "not counted as masked\n{}",
         proxy.dump()
     );
@@ -303,7 +286,7 @@ fn a_real_tls_client_gets_the_mask_sites_certificate_and_page() {
 #[test]
 fn plain_http_on_an_ee_only_port_is_masked() {
     let mask = MaskSite::start_plain();
-    let (dc, proxy) = bed(&mask, &[]);
+    let (dc, proxy, ctl) = bed(&mask, &[]);
     let req = b"GET / HTTP/1.1\r\nHost: mask.example.org\r\n\r\n";
     let mut sock = TcpStream::connect(proxy.addr()).unwrap();
     sock.write_all(req).unwrap();
@@ -312,7 +295,7 @@ fn plain_http_on_an_ee_only_port_is_masked() {
     assert!(text.ends_with(PAGE), "{end}: {text:?}\n{}", proxy.dump());
     let v = mask.wait_bytes(0, req.len(), WAIT).expect("visit");
     assert_eq!(v.first_bytes, req, "the request replayed exactly");
-    assert_stat(&proxy, "masked-not-tls", 1);
+    assert_stat(&proxy, &ctl, "masked", "not-tls", 1);
     assert_eq!(dc.connections(), 0);
 }
 
@@ -330,11 +313,9 @@ fn a_tls_hello_on_a_port_without_ee_secrets_is_closed_as_before() {
     let (end, got) = read_to_end(&mut sock, WAIT);
     assert!(end == "eof" || end == "reset", "{end}\n{}", proxy.dump());
     assert!(got.is_empty(), "{} bytes came back", got.len());
-    assert!(
-        proxy.wait_log("tls-to-plain-port", WAIT),
-        "{}",
-        proxy.dump()
-    );
+    let rec = proxy.wait_session_reason("tls-to-plain-port", WAIT);
+    assert!(rec.is_some(), "{}", proxy.dump());
+    assert!(proxy.sessions_where(|e| e["masked"] == true).is_empty());
     assert_eq!(mask.connections(), 0, "no masking without ee secrets");
     assert_eq!(dc.connections(), 0);
     // An ee client on this port is refused the same way.
@@ -352,7 +333,7 @@ fn a_tls_hello_on_a_port_without_ee_secrets_is_closed_as_before() {
 #[test]
 fn a_hello_without_sni_is_masked() {
     let mask = MaskSite::start_tls();
-    let (dc, proxy) = bed(&mask, &[]);
+    let (dc, proxy, ctl) = bed(&mask, &[]);
     let mut rng = os_rng();
     let mut spec = HelloSpec::new(ee_key(), EE_DOMAIN);
     spec.sni = None;
@@ -363,13 +344,13 @@ fn a_hello_without_sni_is_masked() {
         .wait_bytes(0, h.bytes.len(), WAIT)
         .unwrap_or_else(|| panic!("no SNI: not masked\n{}", proxy.dump()));
     assert_eq!(v.first_bytes, h.bytes);
-    assert!(masked_total(&proxy) >= 1, "{}", proxy.dump());
+    assert!(masked_total(&proxy, &ctl) >= 1, "{}", proxy.dump());
     assert_eq!(dc.connections(), 0);
 }
 
 /// Sends a wrong-key hello and expects the proxy to close it without masking: nothing back,
-/// the mask site never visited, a log line with every word of `words`.
-fn assert_closed_unmasked(proxy: &Proxy, mask: &MaskSite, words: &[&str]) {
+/// the mask site never visited, its session record ended for `reason`.
+fn assert_closed_unmasked(proxy: &Proxy, mask: &MaskSite, reason: &str) {
     let mut rng = os_rng();
     let h = build_hello(&HelloSpec::new(*b"not the ee key!!", EE_DOMAIN), &mut rng);
     let mut sock = TcpStream::connect(proxy.addr()).unwrap();
@@ -383,19 +364,18 @@ fn assert_closed_unmasked(proxy: &Proxy, mask: &MaskSite, words: &[&str]) {
         proxy.dump()
     );
     drop(sock);
-    assert!(
-        proxy.wait_line(words, WAIT).is_some(),
-        "no line with {words:?}\n{}",
-        proxy.dump()
-    );
+    let rec = proxy
+        .wait_session_reason(reason, WAIT)
+        .unwrap_or_else(|| panic!("no {reason} session record\n{}", proxy.dump()));
+    assert_eq!(rec["down"], 0, "{rec}");
     assert_eq!(mask.connections(), 0, "the mask site was visited");
 }
 
 #[test]
 fn no_mask_closes_a_hello_that_is_not_ours() {
     let mask = MaskSite::start_tls();
-    let (_dc, proxy) = bed(&mask, &["--no-mask"]);
-    assert_closed_unmasked(&proxy, &mask, &["--no-mask", "wrong-key"]);
+    let (_dc, proxy, _ctl) = bed(&mask, &["--no-mask"]);
+    assert_closed_unmasked(&proxy, &mask, "bad-init");
     // Its own clients are still served.
     ee_res_pq(&proxy, Tag::Intermediate, 2, &mut os_rng());
 }
@@ -404,7 +384,7 @@ fn no_mask_closes_a_hello_that_is_not_ours() {
 fn an_unreachable_mask_host_closes_the_client() {
     let mask = MaskSite::start_tls();
     let dead = common::closed_port();
-    let (_dc, proxy) = bed(
+    let (_dc, proxy, _ctl) = bed(
         &mask,
         &[
             "--mask-host",
@@ -413,7 +393,7 @@ fn an_unreachable_mask_host_closes_the_client() {
             "1",
         ],
     );
-    assert_closed_unmasked(&proxy, &mask, &["mask-unreachable"]);
+    assert_closed_unmasked(&proxy, &mask, "mask-unreachable");
 }
 
 #[test]
@@ -421,9 +401,9 @@ fn masking_to_our_own_listener_is_refused_as_a_loop() {
     let mask = MaskSite::start_tls();
     let own = common::free_port();
     let port = own.port().to_string();
-    let (_dc, proxy) = bed(&mask, &["--port", &port, "--mask-host", &own.to_string()]);
+    let (_dc, proxy, _ctl) = bed(&mask, &["--port", &port, "--mask-host", &own.to_string()]);
     assert_eq!(proxy.addr(), own, "the proxy took the port it was given");
-    assert_closed_unmasked(&proxy, &mask, &["mask-loop"]);
+    assert_closed_unmasked(&proxy, &mask, "mask-loop");
 }
 
 /// Bytes after a hello that is not ours, in the same write, follow it to the mask site in
@@ -431,7 +411,7 @@ fn masking_to_our_own_listener_is_refused_as_a_loop() {
 #[test]
 fn bytes_after_a_masked_hello_follow_it_even_after_a_half_close() {
     let mask = MaskSite::start_plain();
-    let (_dc, proxy) = bed(&mask, &[]);
+    let (_dc, proxy, _ctl) = bed(&mask, &[]);
     let mut rng = os_rng();
     let h = build_hello(&HelloSpec::new(*b"not the ee key!!", EE_DOMAIN), &mut rng);
     let mut wire = h.bytes.clone();
@@ -466,7 +446,7 @@ fn a_mask_host_name_is_resolved() {
     let mut extra: Vec<String> = common::name_args(&[MASK_DOMAIN]);
     extra.extend([s("--mask-host"), host]);
     let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let (_dc, proxy) = bed(&mask, &refs);
+    let (_dc, proxy, _ctl) = bed(&mask, &refs);
     let got = tls_get(proxy.addr(), MASK_DOMAIN, WAIT)
         .unwrap_or_else(|e| panic!("TLS through the proxy: {e}\n{}", proxy.dump()));
     assert_eq!(got.cert, mask_cert_der());
@@ -479,7 +459,7 @@ fn a_mask_host_name_is_resolved() {
 #[test]
 fn behind_a_proxy_header_ee_is_served_and_masking_replays_no_header() {
     let mask = MaskSite::start_tls();
-    let (dc, proxy) = bed(&mask, &["--proxy-protocol"]);
+    let (dc, proxy, _ctl) = bed(&mask, &["--proxy-protocol"]);
     let mut rng = os_rng();
     let header = b"PROXY TCP4 192.0.2.7 127.0.0.1 40000 443\r\n";
     let key = ee_key();
@@ -506,9 +486,12 @@ fn behind_a_proxy_header_ee_is_served_and_masking_replays_no_header() {
         v.first_bytes.len()
     );
     drop(sock);
+    let rec = proxy.wait_event("session", WAIT, |e| e["masked"] == true);
+    let rec = rec.unwrap_or_else(|| panic!("no masked session\n{}", proxy.dump()));
     assert!(
-        proxy.wait_line(&["masked", "192.0.2.7"], WAIT).is_some(),
-        "the masked line names the PROXY header's client\n{}",
-        proxy.dump()
+        rec["peer"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("192.0.2.7:")),
+        "the record names the PROXY header's client: {rec}"
     );
 }

@@ -12,16 +12,7 @@ use tg_ws_proxy::rng::Rng;
 
 fn start(dc: &FakeDc, extra: &[&str]) -> Proxy {
     let ws = format!("2:{}", dc.addr());
-    let mut args = vec![
-        "--secret",
-        SECRET,
-        "--dc-ip",
-        &ws,
-        "--tier-order",
-        "ws",
-        "--stats-interval",
-        "0.2",
-    ];
+    let mut args = vec!["--secret", SECRET, "--dc-ip", &ws, "--tier-order", "ws"];
     args.extend_from_slice(extra);
     Proxy::start(&args)
 }
@@ -45,14 +36,17 @@ fn hot_route_fills_its_pool_and_the_next_client_takes_a_warm_upstream() {
     let a = probe_once(&opts, &mut rng);
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}");
     // The session used a warm upstream: its init arrived on an already-upgraded connection.
+    let pooled = proxy.wait_event("session", Duration::from_secs(5), |e| {
+        e["target"]
+            .as_str()
+            .is_some_and(|t| t.ends_with(" (pooled)"))
+    });
+    assert!(pooled.is_some(), "{}", proxy.dump());
     assert!(
-        proxy.wait_log("(pooled)", Duration::from_secs(5)),
-        "{}",
-        proxy.logs().join("\n")
+        !proxy.events("pool_ready").is_empty(),
+        "no pool_ready event\n{}",
+        proxy.dump()
     );
-    assert!(wait_until(Duration::from_secs(5), || proxy
-        .count_log("pool=1/")
-        > 0));
     // …and the pool is topped up again.
     assert!(wait_until(Duration::from_secs(5), || dc.upgrades() > before));
 }
@@ -88,9 +82,9 @@ fn pool_size_zero_never_dials_in_the_background() {
     for _ in 0..3 {
         assert_eq!(probe_once(&opts, &mut rng).outcome, Outcome::Ok);
     }
-    // Three sessions, three upgrades; a stats line later there are still three.
-    assert!(wait_until(Duration::from_secs(3), || proxy
-        .count_log("stats:")
-        >= 2));
+    // Three sessions, three upgrades, nothing pooled; once all three ended, still three.
+    let ended = proxy.wait_sessions(3, Duration::from_secs(3), |_| true);
+    assert_eq!(ended.len(), 3, "{}", proxy.dump());
+    assert!(proxy.events("pool_ready").is_empty(), "{}", proxy.dump());
     assert_eq!(dc.upgrades(), 3);
 }

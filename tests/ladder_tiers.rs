@@ -207,11 +207,10 @@ fn tier_order_ws_refused_then_worker_carries_the_session() {
         vec![(Tag::Intermediate, 2)],
         "via the Worker pipe"
     );
-    assert!(
-        p.wait_line(&["WARN", "ws kws2", "refused"], WAIT).is_some(),
-        "{}",
-        p.dump()
-    );
+    let refused = p.wait_event("route", WAIT, |e| {
+        e["label"].as_str().is_some_and(|l| l.starts_with("ws:DC2")) && e["failure"] == "refused"
+    });
+    assert!(refused.is_some(), "{:?}\n{}", p.events("route"), p.dump());
 }
 
 #[test]

@@ -109,11 +109,13 @@ fn a_worker_answering_429_gets_no_new_sessions_and_the_other_takes_the_load() {
         p.dump()
     );
     assert!(w2.upgrades() - u2 >= 8, "{}", p.dump());
-    assert!(
-        p.wait_line(&["worker:DC2", "429"], WAIT).is_some(),
-        "{}",
-        p.dump()
-    );
+    let throttled = p.wait_event("route", WAIT, |e| {
+        e["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("worker:DC2"))
+            && e["failure"].as_str().is_some_and(|f| f.contains("429"))
+    });
+    assert!(throttled.is_some(), "{}", p.dump());
 }
 
 #[test]
@@ -232,12 +234,14 @@ fn cfproxy_media_sessions_use_the_dash_one_name_first() {
         front.init_dcs(),
         vec![(Tag::Intermediate, -2), (Tag::Intermediate, 2)]
     );
-    // The session line names the media host (the private domain redacted).
-    assert!(
-        p.wait_line(&["via cfproxy", "kws2-1.ex"], WAIT).is_some(),
-        "{}",
-        p.dump()
-    );
+    // The session record names the media host (the private domain redacted).
+    let rec = p.wait_event("session", WAIT, |e| {
+        e["tier"] == "cfproxy"
+            && e["target"]
+                .as_str()
+                .is_some_and(|t| t.contains("kws2-1.ex"))
+    });
+    assert!(rec.is_some(), "{:?}\n{}", p.sessions(), p.dump());
 }
 
 #[test]

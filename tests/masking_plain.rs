@@ -17,8 +17,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::ctl::Ctl;
 use common::plainrig::mask_server;
-use common::{closed_port, stats_field, Proxy};
+use common::{closed_port, Proxy};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -28,18 +29,14 @@ fn ee_secret() -> String {
     format!("ee0123456789abcdef0123456789abcdef{hex}")
 }
 
-fn proxy(extra: &[&str]) -> Proxy {
+/// The proxy (ee-only port, tcp tier) with `extra` flags and its control socket.
+fn proxy(extra: &[&str]) -> (Proxy, Ctl) {
     let secret = ee_secret();
-    let mut args = vec![
-        "--secret",
-        &secret,
-        "--tier-order",
-        "tcp",
-        "--stats-interval",
-        "0.2",
-    ];
+    let ctl = Ctl::new();
+    let ca = ctl.args();
+    let mut args = vec!["--secret", &secret, "--tier-order", "tcp", &ca[0], &ca[1]];
     args.extend_from_slice(extra);
-    Proxy::start(&args)
+    (Proxy::start(&args), ctl)
 }
 
 /// Sends `bytes`, half-closes, reads to the end: (what came back, how long the close took), or
@@ -62,18 +59,24 @@ fn exchange(addr: SocketAddr, bytes: &[u8]) -> Option<(Vec<u8>, Duration)> {
     }
 }
 
-fn stats_has(p: &Proxy, key: &str, n: u64) -> bool {
+/// Waits until `ctl status --json`'s `counters.GROUP.KEY` (`closed_by_reason`, `masked`) is
+/// `n`; false after `WAIT`.
+fn counted(p: &Proxy, ctl: &Ctl, group: &str, key: &str, n: u64) -> bool {
     common::wait_until(WAIT, || {
-        p.next_stats(WAIT)
-            .is_some_and(|l| stats_field(&l, key) == Some(vec![n]))
+        ctl.status(p)["counters"][group][key].as_u64().unwrap_or(0) == n
     })
+}
+
+/// A session record: handed to the mask host for `why`, closed for `reason`.
+fn masked_for(e: &serde_json::Value, why: &str, reason: &str) -> bool {
+    e["masked"] == true && e["mask_why"] == why && e["reason"] == reason
 }
 
 #[test]
 fn non_tls_bytes_are_relayed_to_the_mask_host_and_back() {
     let (mask, got) = mask_server(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi");
     let target = mask.to_string();
-    let p = proxy(&["--mask-host", &target]);
+    let (p, ctl) = proxy(&["--mask-host", &target]);
     // Larger than one read and than a hello, to cross the splice buffer more than once.
     let mut request = b"GET / HTTP/1.1\r\nHost: mask.invalid\r\n\r\n".to_vec();
     request.extend((0..40_000u32).map(|i| (i % 251) as u8));
@@ -83,26 +86,33 @@ fn non_tls_bytes_are_relayed_to_the_mask_host_and_back() {
         request
     );
     assert_eq!(reply, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi");
-    let line = p
-        .wait_line(&["masked 127.0.0.1:", "why=not-tls", "reason=masked"], WAIT)
-        .unwrap_or_else(|| panic!("no masked line:\n{}", p.dump()));
+    let rec = p
+        .wait_event("session", WAIT, |e| masked_for(e, "not-tls", "masked"))
+        .unwrap_or_else(|| panic!("no masked session:\n{}", p.dump()));
+    assert_eq!(rec["mask_target"], target, "{rec}");
+    assert_eq!(rec["dc"], serde_json::Value::Null, "{rec}");
+    assert!(counted(&p, &ctl, "masked", "not-tls", 1), "{}", p.dump());
     assert!(
-        line.contains(&format!("to {target}")) && line.contains("end=both ended"),
-        "{line}"
+        counted(&p, &ctl, "closed_by_reason", "masked", 1),
+        "{}",
+        p.dump()
     );
-    assert!(stats_has(&p, "masked-not-tls", 1), "{}", p.dump());
-    assert!(stats_has(&p, "masked", 1), "{}", p.dump());
 }
 
 #[test]
 fn mask_host_down_is_unreachable_quickly() {
     let dead = closed_port().to_string();
-    let p = proxy(&["--mask-host", &dead, "--mask-connect-timeout", "5"]);
+    let (p, ctl) = proxy(&["--mask-host", &dead, "--mask-connect-timeout", "5"]);
     let (reply, took) = exchange(p.addr(), b"hello, not tls").expect("closed");
     assert!(reply.is_empty());
     assert!(took < Duration::from_secs(4), "closed after {took:?}");
-    assert!(p.wait_log("reason=mask-unreachable", WAIT), "{}", p.dump());
-    assert!(stats_has(&p, "mask-unreachable", 1), "{}", p.dump());
+    let rec = p.wait_session_reason("mask-unreachable", WAIT);
+    assert!(rec.is_some(), "{}", p.dump());
+    assert!(
+        counted(&p, &ctl, "closed_by_reason", "mask-unreachable", 1),
+        "{}",
+        p.dump()
+    );
 }
 
 #[test]
@@ -123,20 +133,24 @@ fn mask_connect_timeout_is_bounded() {
         })
         .collect();
     let target = addr.to_string();
-    let p = proxy(&["--mask-host", &target, "--mask-connect-timeout", "0.5"]);
+    let (p, _ctl) = proxy(&["--mask-host", &target, "--mask-connect-timeout", "0.5"]);
     let (_, took) = exchange(p.addr(), b"hello, not tls").expect("closed");
-    assert!(took < Duration::from_secs(5), "closed after {took:?}");
-    let line = p
-        .wait_line(&["reason=mask-unreachable"], WAIT)
-        .expect("unreachable line");
-    assert!(line.contains("end=no connect within 0.5s"), "{line}");
+    // Ended by the 0.5 s connect deadline, not at once and not by the idle timeout.
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(5),
+        "closed after {took:?}"
+    );
+    let rec = p
+        .wait_session_reason("mask-unreachable", WAIT)
+        .unwrap_or_else(|| panic!("no unreachable session:\n{}", p.dump()));
+    assert_eq!(rec["mask_target"], target, "{rec}");
 }
 
 #[test]
 fn no_mask_closes_instead() {
     let (mask, got) = mask_server(b"never");
     let target = mask.to_string();
-    let p = proxy(&[
+    let (p, _ctl) = proxy(&[
         "--mask-host",
         &target,
         "--no-mask",
@@ -145,7 +159,10 @@ fn no_mask_closes_instead() {
     ]);
     let (reply, _) = exchange(p.addr(), b"hello, not tls").expect("closed");
     assert!(reply.is_empty());
-    assert!(p.wait_log("closed (--no-mask)", WAIT), "{}", p.dump());
+    let rec = p
+        .wait_session_reason("bad-init", WAIT)
+        .unwrap_or_else(|| panic!("no bad-init session:\n{}", p.dump()));
+    assert_eq!(rec["masked"], false, "{rec}");
     assert!(
         got.recv_timeout(Duration::from_millis(200)).is_err(),
         "the mask host was dialled"
@@ -156,7 +173,7 @@ fn no_mask_closes_instead() {
 fn mask_host_equal_to_our_listener_is_a_loop() {
     let port = common::free_port().port();
     let (port_s, target) = (port.to_string(), format!("127.0.0.1:{port}"));
-    let p = proxy(&["--port", &port_s, "--mask-host", &target]);
+    let (p, ctl) = proxy(&["--port", &port_s, "--mask-host", &target]);
     assert_eq!(p.port(), port);
     for _ in 0..2 {
         let (reply, took) = exchange(p.addr(), b"hello, not tls").expect("closed");
@@ -165,14 +182,19 @@ fn mask_host_equal_to_our_listener_is_a_loop() {
             "{took:?}"
         );
     }
+    // Both loop clients were handled (the proxy kept serving), nothing was relayed.
+    let loops = p.wait_sessions(2, WAIT, |e| e["reason"] == "mask-loop");
+    assert_eq!(loops.len(), 2, "{}", p.dump());
     assert!(
-        p.wait_log("is our own listener reason=mask-loop", WAIT),
+        counted(&p, &ctl, "closed_by_reason", "mask-loop", 2),
         "{}",
         p.dump()
     );
-    // Both loop clients were handled (the proxy kept serving), nothing was relayed.
-    assert!(stats_has(&p, "mask-loop", 2), "{}", p.dump());
-    assert_eq!(p.count_log("reason=masked"), 0);
+    assert!(
+        p.sessions_where(|e| e["reason"] == "masked").is_empty(),
+        "{}",
+        p.dump()
+    );
 }
 
 #[test]
@@ -197,12 +219,10 @@ fn a_mask_host_name_is_resolved_through_the_resolver() {
         b"plain bytes"
     );
     assert_eq!(reply, b"named");
-    assert!(
-        p.wait_line(&["masked", &format!("to {target} (127.0.0.1)")], WAIT)
-            .is_some(),
-        "{}",
-        p.dump()
-    );
+    let rec = p
+        .wait_event("session", WAIT, |e| e["masked"] == true)
+        .unwrap_or_else(|| panic!("no masked session:\n{}", p.dump()));
+    assert_eq!(rec["mask_target"], format!("{target} (127.0.0.1)"), "{rec}");
 }
 
 #[test]
@@ -216,7 +236,7 @@ fn an_idle_masked_session_is_closed_and_gives_its_slot_back() {
             let _ = tx.send(s); // kept open, silent
         }
     });
-    let p = proxy(&[
+    let (p, ctl) = proxy(&[
         "--mask-host",
         &target,
         "--mask-idle-timeout",
@@ -238,11 +258,12 @@ fn an_idle_masked_session_is_closed_and_gives_its_slot_back() {
             "round {round}: idle close after {took:?}"
         );
     }
-    // The second close line may be folded into the first's interval; the count is exact.
+    // Both ended as masked sessions (each record is written, even when a close line folds).
+    let ended = p.wait_sessions(2, WAIT, |e| masked_for(e, "not-tls", "masked"));
+    assert_eq!(ended.len(), 2, "{}", p.dump());
     assert!(
-        p.count_log("end=idle for 0.5s reason=masked") >= 1,
+        counted(&p, &ctl, "closed_by_reason", "masked", 2),
         "{}",
         p.dump()
     );
-    assert!(stats_has(&p, "masked", 2), "{}", p.dump());
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use socket2::{Domain, Socket, Type};
 
 use common::plainrig::res_pq_after;
-use common::{stats_field, tcp_dc2_proxy, Proxy};
+use common::{tcp_dc2_proxy, Proxy};
 use tg_ws_proxy::applet::probe::MtClient;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -51,13 +51,13 @@ fn refused_from(proxy: &Proxy, from: [u8; 4], prefix: &[u8]) -> Option<Duration>
     }
 }
 
-/// Waits for a stats line whose `key` field is `[n]`.
-fn stats_reach(proxy: &Proxy, key: &str, n: u64) -> bool {
-    common::wait_until(WAIT, || {
-        proxy
-            .next_stats(WAIT)
-            .is_some_and(|l| stats_field(&l, key) == Some(vec![n]))
-    })
+/// Waits until exactly `n` session records ended for `reason` (at least `n` within `WAIT`,
+/// then no more than `n`).
+fn ended_for(proxy: &Proxy, reason: &str, n: usize) -> bool {
+    proxy
+        .wait_sessions(n, WAIT, |e| e["reason"] == reason)
+        .len()
+        == n
 }
 
 #[test]
@@ -69,38 +69,27 @@ fn ninth_session_refused_other_address_served_and_slots_come_back() {
         "0",
         "--handshake-timeout",
         "8",
-        "--stats-interval",
-        "0.2",
     ]);
     let held: Vec<MtClient> = (0..8)
         .map(|i| session_from(&proxy, [127, 0, 0, 1], b"").unwrap_or_else(|e| panic!("{i}: {e}")))
         .collect();
     let took = refused_from(&proxy, [127, 0, 0, 1], b"").expect("9th still open");
     assert!(took < AT_ONCE, "9th closed after {took:?}");
-    assert!(
-        proxy.wait_log("refused: per-ip-limit", WAIT),
-        "{}",
-        proxy.dump()
-    );
+    assert!(ended_for(&proxy, "per-ip-limit", 1), "{}", proxy.dump());
     // Another address has its own count.
     let other = session_from(&proxy, [127, 0, 0, 2], b"").expect("127.0.0.2 served");
     assert_eq!(dc.inits(), 9);
-    assert!(stats_reach(&proxy, "per-ip-limit", 1), "{}", proxy.dump());
     // All eight end: their slots are released, and a second burst of eight is served.
     drop(held);
     drop(other);
-    assert!(
-        common::wait_until(WAIT, || proxy.count_log("reason=client-eof") >= 9),
-        "{}",
-        proxy.dump()
-    );
+    assert!(ended_for(&proxy, "client-eof", 9), "{}", proxy.dump());
     let again: Vec<MtClient> = (0..8)
         .map(|i| {
             session_from(&proxy, [127, 0, 0, 1], b"").unwrap_or_else(|e| panic!("again {i}: {e}"))
         })
         .collect();
     assert!(refused_from(&proxy, [127, 0, 0, 1], b"").is_some_and(|t| t < AT_ONCE));
-    assert!(stats_reach(&proxy, "per-ip-limit", 2), "{}", proxy.dump());
+    assert!(ended_for(&proxy, "per-ip-limit", 2), "{}", proxy.dump());
     drop(again);
 }
 
@@ -115,8 +104,6 @@ fn burst_over_the_bucket_is_refused_as_rate() {
         "3",
         "--handshake-timeout",
         "8",
-        "--stats-interval",
-        "0.2",
     ]);
     // Three at once are admitted (they wait in the handshake, so they stay open) …
     let admitted: Vec<TcpStream> = (0..3)
@@ -125,11 +112,7 @@ fn burst_over_the_bucket_is_refused_as_rate() {
     // … the fourth of the burst is refused at once.
     let took = refused_from(&proxy, [127, 0, 0, 1], b"").expect("4th still open");
     assert!(took < AT_ONCE, "4th closed after {took:?}");
-    assert!(
-        proxy.wait_log("refused: per-ip-rate", WAIT),
-        "{}",
-        proxy.dump()
-    );
+    assert!(ended_for(&proxy, "per-ip-rate", 1), "{}", proxy.dump());
     for mut s in admitted {
         s.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
@@ -140,7 +123,7 @@ fn burst_over_the_bucket_is_refused_as_rate() {
     }
     // Another address has its own bucket.
     session_from(&proxy, [127, 0, 0, 2], b"").expect("127.0.0.2 served");
-    assert!(stats_reach(&proxy, "per-ip-rate", 1), "{}", proxy.dump());
+    assert!(ended_for(&proxy, "per-ip-rate", 1), "{}", proxy.dump());
 }
 
 #[test]
@@ -161,11 +144,9 @@ fn behind_proxy_protocol_the_header_address_is_limited() {
     let _second = session_from(&proxy, [127, 0, 0, 1], b).expect("192.0.2.11 served");
     let took = refused_from(&proxy, [127, 0, 0, 1], a).expect("second of 192.0.2.10 open");
     assert!(took < AT_ONCE, "closed after {took:?}");
-    assert!(
-        proxy.wait_log("client 192.0.2.10:1000 refused: per-ip-limit", WAIT),
-        "{}",
-        proxy.dump()
-    );
+    let rec = proxy.wait_session_reason("per-ip-limit", WAIT);
+    let rec = rec.unwrap_or_else(|| panic!("no per-ip-limit record\n{}", proxy.dump()));
+    assert_eq!(rec["peer"], "192.0.2.10:1000", "{rec}");
 }
 
 #[test]
@@ -204,11 +185,7 @@ fn every_way_a_session_ends_gives_its_slot_back() {
         // A relayed session, ended by the client.
         drop(session_from(&proxy, local, b"").unwrap_or_else(|e| panic!("round {round}: {e}")));
     }
-    assert!(
-        common::wait_until(WAIT, || proxy.count_log("reason=client-eof") >= 3),
-        "{}",
-        proxy.dump()
-    );
+    assert!(ended_for(&proxy, "client-eof", 3), "{}", proxy.dump());
     // Nothing leaked: both slots are free again, and only those two.
     let _a = session_from(&proxy, local, b"").expect("first");
     let _b = session_from(&proxy, local, b"").expect("second");

@@ -3,7 +3,7 @@
 //! in it; the proxy is started with `run --config FILE` only, since a flag would override the
 //! file): a 64 MiB download running across a reload that changes the secrets and the tier
 //! order finishes byte-exact, and a new session after it reaches the new tier's DC; a new
-//! secret is accepted and a removed one refused right after the `reload: applied` line; a
+//! secret is accepted and a removed one refused right after the reload (its `reload` event); a
 //! changed listen address (127.0.0.1 → 127.0.0.2) is bound before the old listener closes and
 //! a session on the old one keeps working; an invalid secret file or config file is rejected
 //! with one line naming the line and the old configuration is still served.
@@ -56,15 +56,25 @@ fn sighup(proxy: &Proxy) {
     assert_eq!(rc, 0, "kill -HUP: {}", io::Error::last_os_error());
 }
 
-/// Sends SIGHUP and waits for the `n`-th line containing `needle` (reload lines accumulate).
-fn reload_and_wait(proxy: &Proxy, needle: &str, n: usize) {
+/// Sends SIGHUP and waits for the `n`-th `reload` event (they accumulate) → that event.
+fn reload_and_wait(proxy: &Proxy, n: usize) -> serde_json::Value {
     sighup(proxy);
-    let ok = common::wait_until(LOG_WAIT, || proxy.count_log(needle) >= n);
-    assert!(
-        ok,
-        "no {needle:?} #{n} after SIGHUP:\n{}",
-        proxy.logs().join("\n")
-    );
+    let mut ev = None;
+    let ok = common::wait_until(LOG_WAIT, || {
+        ev = proxy.events("reload").into_iter().nth(n - 1);
+        ev.is_some()
+    });
+    assert!(ok, "no reload #{n} after SIGHUP:\n{}", proxy.dump());
+    ev.expect("waited for it")
+}
+
+/// The `reload` events whose `result` is `result` so far.
+fn reloads(proxy: &Proxy, result: &str) -> usize {
+    proxy
+        .events("reload")
+        .iter()
+        .filter(|e| e["result"] == result)
+        .count()
 }
 
 /// The first log line containing `needle`, or "" if none has.
@@ -166,14 +176,16 @@ fn new_secret_is_accepted_and_removed_one_refused_right_after_sighup() {
     assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
     assert_ne!(served(&proxy, NEW), Outcome::Ok, "not configured yet");
     write_secrets(&path, &format!("{NEW}\n"));
-    reload_and_wait(&proxy, "reload: applied (secrets)", 1);
+    let ev = reload_and_wait(&proxy, 1);
+    assert_eq!(ev["result"], "applied", "{ev}");
+    assert_eq!(ev["changed"], "secrets", "{ev}");
     assert_eq!(served(&proxy, NEW), Outcome::Ok, "{:#?}", proxy.logs());
     assert_ne!(
         served(&proxy, OLD),
         Outcome::Ok,
         "removed secret still served"
     );
-    // The line names what changed and never a secret.
+    // Kept on the log: the log never names a secret (masking of secrets is the feature).
     let logs = proxy.logs().join("\n");
     assert!(!logs.contains(NEW) && !logs.contains(OLD), "{logs}");
 }
@@ -183,23 +195,34 @@ fn an_invalid_secret_file_is_rejected_and_the_old_secret_stays() {
     let path = secret_file();
     let (_dc, proxy) = setup(&path);
     write_secrets(&path, "not-a-secret\n");
-    reload_and_wait(&proxy, "reload: rejected: ", 1);
+    assert_eq!(reload_and_wait(&proxy, 1)["result"], "rejected");
+    // Kept on the log: the line an operator reads names where the file is wrong.
     let line = first_log(&proxy, "reload: rejected: ");
     assert!(line.contains("line 1"), "says where: {line}");
     assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
     // Unreadable (a directory where the file was): rejected too, old secret still served.
     std::fs::remove_file(&path).expect("rm secret file");
     std::fs::create_dir(&path).expect("mkdir in its place");
-    reload_and_wait(&proxy, "reload: rejected: ", 2);
+    assert_eq!(reload_and_wait(&proxy, 2)["result"], "rejected");
     assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
-    assert_eq!(proxy.count_log("reload: applied"), 0);
+    assert_eq!(reloads(&proxy, "applied"), 0);
 }
 
 #[test]
 fn a_reload_with_nothing_changed_says_so() {
     let path = secret_file();
     let (_dc, proxy) = setup(&path);
-    reload_and_wait(&proxy, "reload: applied (no changes)", 1);
+    let ev = reload_and_wait(&proxy, 1);
+    assert_eq!(ev["result"], "applied", "{ev}");
+    assert_eq!(ev["changed"], "", "{ev}");
+    assert_eq!(ev["restart"], "", "{ev}");
+    // Kept on the log: "(no changes)" is the listing an operator reads.
+    assert_eq!(
+        proxy.count_log("reload: applied (no changes)"),
+        1,
+        "{}",
+        proxy.dump()
+    );
     assert_eq!(served(&proxy, OLD), Outcome::Ok);
 }
 
@@ -246,14 +269,6 @@ fn bulk_round(
     }
 }
 
-/// The address of the last `listening on ADDR` line in the logs.
-fn last_listen_addr(proxy: &Proxy) -> Option<SocketAddr> {
-    proxy.logs().iter().rev().find_map(|l| {
-        let rest = &l[l.find("listening on ")? + "listening on ".len()..];
-        rest.split_whitespace().next()?.parse().ok()
-    })
-}
-
 #[test]
 fn listen_address_change_by_reload_binds_new_then_closes_old() {
     let (secrets, config, _dc, ws, proxy) = ws_config_proxy();
@@ -264,8 +279,12 @@ fn listen_address_change_by_reload_binds_new_then_closes_old() {
     bulk_round(&mut sock, &mut enc, &mut reader, 2, 4096);
 
     write_config(&config, &secrets, &[&ws, "tier-order ws", "host 127.0.0.2"]);
-    reload_and_wait(&proxy, "reload: applied", 1);
-    let new = last_listen_addr(&proxy).expect("a listening line");
+    let ev = reload_and_wait(&proxy, 1);
+    assert_eq!(ev["result"], "applied", "{ev}");
+    let new: SocketAddr = ev["listen"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no listen address in {ev}"));
     assert_eq!(new.ip().to_string(), "127.0.0.2", "{:#?}", proxy.logs());
     // The old port refuses new connections; the new one serves.
     match TcpStream::connect_timeout(&old, Duration::from_secs(3)) {
@@ -275,11 +294,11 @@ fn listen_address_change_by_reload_binds_new_then_closes_old() {
     assert_eq!(served_at(new, OLD), Outcome::Ok, "{:#?}", proxy.logs());
     // The session opened on the old listener keeps relaying.
     bulk_round(&mut sock, &mut enc, &mut reader, 3, 64 * 1024);
-    // Only the probe session on the new listener has ended (its line may lag its reply).
-    let probe_closed = common::wait_until(LOG_WAIT, || proxy.count_log("closed-by=") >= 1);
+    // Only the probe session on the new listener has ended (its record may lag its reply).
+    let probe_closed = common::wait_until(LOG_WAIT, || !proxy.sessions().is_empty());
     assert!(probe_closed, "{:#?}", proxy.logs());
     assert_eq!(
-        proxy.count_log("closed-by="),
+        proxy.sessions().len(),
         1,
         "the session on the old listener was closed: {:#?}",
         proxy.logs()
@@ -298,11 +317,12 @@ fn an_invalid_config_file_at_reload_is_rejected_and_the_old_one_stays() {
         &secrets,
         &[&ws, "tier-order tcp", "no-such-setting 1"],
     );
-    reload_and_wait(&proxy, "reload: rejected: ", 1);
+    assert_eq!(reload_and_wait(&proxy, 1)["result"], "rejected");
+    // Kept on the log: the line an operator reads says where and what is wrong.
     let line = first_log(&proxy, "reload: rejected: ");
     assert!(line.contains("line 15"), "says where: {line}");
     assert!(line.contains("no-such-setting"), "says what: {line}");
-    assert_eq!(proxy.count_log("reload: applied"), 0);
+    assert_eq!(reloads(&proxy, "applied"), 0);
     // The old configuration keeps serving: the old secret on the ws tier.
     assert_eq!(served(&proxy, OLD), Outcome::Ok, "{:#?}", proxy.logs());
     assert_ne!(
@@ -348,11 +368,12 @@ fn download_of_64_mib_survives_reload() {
             // to the tcp tier (its own fake DC) instead of ws.
             write_secrets(&secrets, &format!("{NEW}\n"));
             write_config(&config, &secrets, &[&ws, &tcp, "tier-order tcp"]);
-            reload_and_wait(&proxy, "reload: applied", 1);
-            let line = first_log(&proxy, "reload: applied");
+            let ev = reload_and_wait(&proxy, 1);
+            assert_eq!(ev["result"], "applied", "{ev}");
+            let changed: Vec<&str> = ev["changed"].as_str().unwrap_or("").split(',').collect();
             assert!(
-                line.contains("secrets") && line.contains("tier-order"),
-                "{line}"
+                changed.contains(&"secrets") && changed.contains(&"tier-order"),
+                "{ev}"
             );
             reloaded_at = Some(dc.handle().bytes_out());
         }
@@ -364,12 +385,7 @@ fn download_of_64_mib_survives_reload() {
         "the download was still running at the reload ({sent_by_reload} B sent)"
     );
     // The session was relaying all along and was not closed by the reload.
-    assert_eq!(
-        proxy.count_log("closed-by="),
-        0,
-        "{}",
-        proxy.logs().join("\n")
-    );
+    assert_eq!(proxy.sessions().len(), 0, "{}", proxy.logs().join("\n"));
     // A NEW session uses the new tier order: it reaches the tcp DC, not the ws one.
     let (ws_before, tcp_before) = (ws_dc.inits(), tcp_dc.inits());
     assert_eq!(ws_before, 1, "only the download reached the ws DC");

@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::blackhole::BlackHole;
+use common::ctl::Ctl;
 use common::fakedc::{DcConfig, FakeDc};
 use common::{client_opts, name_args, os_rng, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Attempt, Outcome};
@@ -70,6 +71,8 @@ fn review_attempts_cut_by_the_connect_budget_never_mark_the_route_down() {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let ws = format!("2:{}", hole.addr());
     let tcp = format!("2:{}", dc.addr());
+    let ctl = Ctl::new();
+    let ca = ctl.args();
     let p = Proxy::start(&[
         "--secret",
         SECRET,
@@ -84,17 +87,19 @@ fn review_attempts_cut_by_the_connect_budget_never_mark_the_route_down() {
         "--ws-connect-timeout",
         "2",
         "-v",
+        &ca[0],
+        &ca[1],
     ]);
     for _ in 0..2 {
         let _ = probe(&p);
     }
     assert_eq!(
-        p.count_log("hedging to the next route"),
+        ctl.status(&p)["counters"]["hedges"],
         1,
         "only the first client paid the hedge\n{}",
         p.dump()
     );
-    let down = p.wait_line(&["route ws:DC2", "down for"], Duration::from_secs(5));
+    let down = p.wait_route_down("ws:DC2", None, Duration::from_secs(5));
     assert!(
         down.is_some(),
         "ws route never learned down after two clients hit it\n{}",
@@ -126,22 +131,27 @@ fn review_worker_name_resolving_to_our_listen_address_is_dialled() {
         "-v".into(),
     ];
     args.extend(name_args(&["self.workers.dev"]));
+    let ctl = Ctl::new();
+    args.extend(ctl.args());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let p = Proxy::start(&refs);
     assert_eq!(p.port(), port, "rig did not honour --port");
     let _ = probe(&p);
-    let looped = p.wait_line(&["bad client 127.0.0.1"], Duration::from_secs(2));
-    assert!(
-        looped.is_none(),
-        "the proxy dialled its own listener through the Worker name: {looped:?}\n{}",
+    // A dial of our own listener would be a second session (a TLS hello on a plain port):
+    // within 2 s there is only the client's.
+    let ended = p.wait_sessions(2, Duration::from_secs(2), |_| true);
+    assert_eq!(
+        ended.len(),
+        1,
+        "the proxy dialled its own listener through the Worker name: {ended:?}\n{}",
         p.dump()
     );
-    let dialled_self =
-        p.lines_with(&["connected via"]).len() + p.lines_with(&["worker", "failed after"]).len();
+    assert!(ended[0]["tier"].is_null(), "connected: {}", ended[0]);
+    let worker = &ctl.status(&p)["counters"]["attempts"]["worker"];
     assert_eq!(
-        dialled_self,
+        worker["started"],
         0,
-        "a route to our own listen address was attempted\n{}",
+        "a route to our own listen address was attempted: {worker}\n{}",
         p.dump()
     );
 }
@@ -195,9 +205,12 @@ fn review_idle_client_cut_by_the_upstream_puts_a_healthy_route_down() {
         let mut b = [0u8; 16];
         let _ = c.read(&mut b); // the proxy closes us when the DC idles out
     }
-    let down = p.wait_line(&["route tcp:DC2", "down for"], Duration::from_secs(1));
+    // Both sessions ended (the ladder heard of each end before its record was written).
+    let ended = p.wait_sessions(2, Duration::from_secs(5), |_| true);
+    assert_eq!(ended.len(), 2, "{}", p.dump());
+    let down = p.route_events("tcp:DC2", "down");
     assert!(
-        down.is_none(),
+        down.is_empty(),
         "idle clients put a healthy route down: {down:?}\n{}",
         p.dump()
     );

@@ -150,17 +150,28 @@ fn signed_hello(key: &[u8; 16], domain: &str) -> (Vec<u8>, [u8; 32]) {
 }
 
 /// A masked session as [`mask_server`]`(b"site answer")` saw it: the mask host got exactly
-/// `want`, the client got the site's answer back (`reply`), and the proxy logged `line`.
+/// `want`, the client got the site's answer back (`reply`), and the proxy recorded a session
+/// from `peer` (`ADDR:` or `ADDR:PORT`, a prefix) masked for `why`.
 fn assert_masked(
     proxy: &Proxy,
     got: &mpsc::Receiver<Vec<u8>>,
     reply: &[u8],
     want: &[u8],
-    line: &[&str],
+    (peer, why): (&str, &str),
 ) {
     assert_eq!(got.recv_timeout(WAIT).expect("mask server got bytes"), want);
     assert_eq!(reply, b"site answer");
-    assert!(proxy.wait_line(line, WAIT).is_some(), "{}", proxy.dump());
+    let rec = proxy.wait_event("session", WAIT, |e| {
+        e["peer"].as_str().is_some_and(|p| p.starts_with(peer))
+            && e["masked"] == true
+            && e["mask_why"] == why
+            && e["reason"] == "masked"
+    });
+    assert!(
+        rec.is_some(),
+        "no {peer} masked for {why}\n{}",
+        proxy.dump()
+    );
 }
 
 #[test]
@@ -176,13 +187,7 @@ fn a_wrong_key_hello_split_and_followed_by_bytes_is_replayed_exactly_on_a_mixed_
     );
     let mut want = hello.clone();
     want.extend(&after);
-    assert_masked(
-        &proxy,
-        &got,
-        &reply,
-        &want,
-        &["masked 127.0.0.1:", "why=wrong-key", "end=both ended"],
-    );
+    assert_masked(&proxy, &got, &reply, &want, ("127.0.0.1:", "wrong-key"));
 }
 
 #[test]
@@ -203,13 +208,7 @@ fn a_replayed_hello_is_masked_with_exactly_its_bytes() {
     assert_eq!(head, [0x16, 0x03, 0x03]);
     // Second time: a replay, masked.
     let reply = exchange(proxy.addr(), &[&hello]);
-    assert_masked(
-        &proxy,
-        &got,
-        &reply,
-        &hello,
-        &["masked 127.0.0.1:", "why=replay"],
-    );
+    assert_masked(&proxy, &got, &reply, &hello, ("127.0.0.1:", "replay"));
 }
 
 /// A fake mask server for one connection: reads exactly `n` bytes, reports them, answers
@@ -273,13 +272,8 @@ fn a_tls_start_that_never_completes_is_masked_at_the_handshake_deadline() {
             "{}",
             proxy.dump()
         );
-        assert!(
-            proxy
-                .wait_line(&["masked 127.0.0.1:", "why=malformed"], WAIT)
-                .is_some(),
-            "{}",
-            proxy.dump()
-        );
+        let rec = proxy.wait_event("session", WAIT, |e| e["mask_why"] == "malformed");
+        assert!(rec.is_some(), "{}", proxy.dump());
     }
 }
 
@@ -297,7 +291,7 @@ fn behind_proxy_protocol_a_masked_hello_reaches_the_mask_host_without_the_header
         &got,
         &reply,
         &hello,
-        &["masked 198.51.100.7:40000", "why=wrong-key"],
+        ("198.51.100.7:40000", "wrong-key"),
     );
 }
 
@@ -392,7 +386,9 @@ fn fake_tls_and_masked_sessions_give_their_per_address_slot_back() {
     assert!(all_held, "two sessions held at once\n{}", proxy.dump());
     let attempt = probe_once(&opts, &mut os_rng());
     assert_ne!(attempt.outcome, Outcome::Ok, "a third session refused");
-    assert!(proxy.wait_log("per-ip-limit", WAIT), "{}", proxy.dump());
+    // Over the limit: masked like a client that is not ours (`--per-ip-mask` default).
+    let rec = proxy.wait_event("session", WAIT, |e| e["mask_why"] == "over-limit");
+    assert!(rec.is_some(), "{}", proxy.dump());
     drop(held);
 }
 
@@ -421,7 +417,8 @@ fn an_init_pipelined_with_the_hello_before_our_answer_is_read_is_accepted() {
         "no upstream dialled:\n{}",
         proxy.dump()
     );
-    assert_eq!(proxy.count_log("bad client"), 0, "{}", proxy.dump());
+    let ended = proxy.sessions();
+    assert!(ended.is_empty(), "the pipelined session ended: {ended:?}");
 }
 
 #[test]
@@ -446,9 +443,9 @@ fn a_proxy_header_dripped_byte_by_byte_then_fake_tls_is_served_under_its_address
     let reply = c.recv_packet().expect("reply");
     packet::parse_res_pq(&reply, &nonce).expect("resPQ");
     drop(c);
-    assert!(
-        proxy.wait_log("session 203.0.113.9:41000 fake-TLS DC2", WAIT),
-        "{}",
-        proxy.dump()
-    );
+    let rec = proxy.wait_event("session", WAIT, |e| e["peer"] == "203.0.113.9:41000");
+    let rec =
+        rec.unwrap_or_else(|| panic!("no record under the header's address\n{}", proxy.dump()));
+    assert_eq!(rec["fake_tls"], true, "{rec}");
+    assert_eq!(rec["dc"], "DC2", "{rec}");
 }

@@ -41,6 +41,24 @@ fn write_private(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
 }
 
+/// Waits for the proxy's `n`-th `reload` event (1-based) → it.
+fn nth_reload(proxy: &Proxy, n: usize) -> serde_json::Value {
+    let mut ev = None;
+    let ok = wait_until(WAIT, || {
+        ev = proxy.events("reload").into_iter().nth(n - 1);
+        ev.is_some()
+    });
+    assert!(ok, "no reload #{n}:\n{}", proxy.dump());
+    ev.expect("waited for it")
+}
+
+/// Waits for the `n`-th reload and asserts it applied exactly a secrets change.
+fn secrets_reloaded(proxy: &Proxy, n: usize) {
+    let ev = nth_reload(proxy, n);
+    assert_eq!(ev["result"], "applied", "{ev}");
+    assert_eq!(ev["changed"], "secrets", "{ev}");
+}
+
 /// A proxy reading its secrets from a 0600 file holding `text`, relaying DC 2 over TCP to a
 /// fake DC; the file's path is returned for the test to rewrite or remove.
 fn secret_file_proxy(text: &str) -> (FakeDc, PathBuf, Proxy) {
@@ -69,6 +87,7 @@ fn drain_timeout_0_cuts_live_sessions_and_exits_at_once() {
     let status = wait_exit(&mut proxy, WAIT).expect("exit with --drain-timeout 0");
     assert!(status.success(), "{status:?}");
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // Kept on the log: the shutdown summary is a line an operator reads.
     must_log(&proxy, "shutdown: 1 sessions cut at --drain-timeout");
     assert!(c.recv_packet().is_err(), "session still open after exit");
 }
@@ -78,16 +97,17 @@ fn a_reload_while_draining_is_refused_and_the_drain_goes_on() {
     let (_dc, mut proxy) = tcp_dc2_proxy(&["--drain-timeout", "30s"]);
     let mut c = live_session(&proxy);
     signal(&proxy, libc::SIGTERM);
+    // Kept on the log: the drain's start line (an operator's) is the signal it began.
     must_log(&proxy, "shutdown: draining 1 sessions");
     signal(&proxy, libc::SIGHUP);
-    must_log(&proxy, "reload: rejected: shutting down");
+    assert_eq!(nth_reload(&proxy, 1)["result"], "rejected");
     // SIGHUP is not a second stop signal: still draining, the session still relays.
     assert!(proxy.try_wait().is_none(), "SIGHUP ended the drain");
     echo(&mut c, 2, &proxy);
     drop(c);
     let status = wait_exit(&mut proxy, WAIT).expect("exit once the last session ended");
     assert!(status.success(), "{status:?}");
-    must_log(&proxy, "shutdown: done");
+    must_log(&proxy, "shutdown: done"); // kept: the operator's shutdown line
 }
 
 #[test]
@@ -98,7 +118,7 @@ fn control_socket_file_is_removed_after_a_second_signal_exit() {
     assert!(sock.exists(), "no control socket at {s}");
     let _c = live_session(&proxy);
     signal(&proxy, libc::SIGTERM);
-    must_log(&proxy, "shutdown: draining 1 sessions");
+    must_log(&proxy, "shutdown: draining 1 sessions"); // kept: the operator's drain line
     signal(&proxy, libc::SIGINT);
     let status = wait_exit(&mut proxy, WAIT).expect("second signal exits at once");
     assert!(status.success(), "{status:?}");
@@ -111,7 +131,7 @@ fn a_secret_removed_then_re_added_by_reload_is_served_again() {
     assert_eq!(served(proxy.addr(), OTHER), Outcome::Ok);
     write_private(&path, &format!("{SECRET}\n"));
     signal(&proxy, libc::SIGHUP);
-    must_log(&proxy, "reload: applied (secrets)");
+    secrets_reloaded(&proxy, 1);
     assert_ne!(
         served(proxy.addr(), OTHER),
         Outcome::Ok,
@@ -120,8 +140,7 @@ fn a_secret_removed_then_re_added_by_reload_is_served_again() {
     assert_eq!(served(proxy.addr(), SECRET), Outcome::Ok);
     write_private(&path, &format!("{OTHER}\n{SECRET}\n"));
     signal(&proxy, libc::SIGHUP);
-    let ok = wait_until(WAIT, || proxy.count_log("reload: applied (secrets)") >= 2);
-    assert!(ok, "no second reload:\n{}", proxy.logs().join("\n"));
+    secrets_reloaded(&proxy, 2);
     assert_eq!(served(proxy.addr(), OTHER), Outcome::Ok, "re-added secret");
     assert_eq!(served(proxy.addr(), SECRET), Outcome::Ok);
 }
@@ -132,7 +151,8 @@ fn a_secret_file_deleted_before_a_reload_is_not_replaced_by_a_new_secret() {
     assert_eq!(served(proxy.addr(), SECRET), Outcome::Ok);
     std::fs::remove_file(&path).expect("remove the secret file");
     signal(&proxy, libc::SIGHUP);
-    must_log(&proxy, "reload: rejected");
+    assert_eq!(nth_reload(&proxy, 1)["result"], "rejected");
+    // Kept on the log: the rejection's reason is what the operator reads.
     must_log(&proxy, "a reload never makes a new secret");
     assert!(!path.exists(), "the reload created a new secret file");
     assert_eq!(
@@ -199,6 +219,7 @@ fn a_listen_address_in_use_at_reload_is_rejected_and_the_old_listener_serves() {
     let line = rejected().unwrap_or_default();
     let _guard = KillOnDrop(child);
     assert!(seen, "no rejection:\n{}", dump());
+    // Kept on the log: the rejection names the address and the error for the operator.
     assert!(
         line.contains("Address already in use") && line.contains(&busy.to_string()),
         "{line}"
@@ -248,7 +269,7 @@ fn ctl_at_the_control_connection_cap_says_the_proxy_is_busy() {
 
 /// README: at reload "the fake-TLS replay cache and clock trust are kept". Removing every `ee`
 /// secret and adding one back must not hand out a fresh, empty replay cache: a hello recorded
-/// before is still a replay (masked, counted in `tls=…/replays/…`), not a new session.
+/// before is still a replay (masked, counted in `counters.tls.replays`), not a new session.
 #[test]
 fn an_ee_secret_removed_then_re_added_keeps_the_replay_cache() {
     use common::eebed::{ee_res_pq, ee_secret};
@@ -262,6 +283,8 @@ fn an_ee_secret_removed_then_re_added_keeps_the_replay_cache() {
         format!("2:{}", dc.addr()),
         format!("127.0.0.1:{}", mask.port()),
     );
+    let ctl = common::ctl::Ctl::new();
+    let ca = ctl.args();
     let proxy = Proxy::start(&[
         "--secret-file",
         path.to_str().unwrap(),
@@ -271,8 +294,8 @@ fn an_ee_secret_removed_then_re_added_keeps_the_replay_cache() {
         &route,
         "--tier-order",
         "tcp",
-        "--stats-interval",
-        "0.1",
+        &ca[0],
+        &ca[1],
     ]);
     let mut rng = common::os_rng();
     let first = ee_res_pq(&proxy, Tag::Intermediate, 2, &mut rng);
@@ -280,24 +303,21 @@ fn an_ee_secret_removed_then_re_added_keeps_the_replay_cache() {
     drop(first);
     write_private(&path, &format!("{SECRET}\n"));
     signal(&proxy, libc::SIGHUP);
-    must_log(&proxy, "reload: applied (secrets)");
+    secrets_reloaded(&proxy, 1);
     write_private(&path, &format!("{}\n{SECRET}\n", ee_secret()));
     signal(&proxy, libc::SIGHUP);
-    let ok = wait_until(WAIT, || proxy.count_log("reload: applied (secrets)") >= 2);
-    assert!(ok, "no second reload:\n{}", proxy.dump());
+    secrets_reloaded(&proxy, 2);
     let mut sock = TcpStream::connect(proxy.addr()).unwrap();
     sock.write_all(&hello.bytes).unwrap();
-    // `tls=accepted/replays/stale/unchecked`: the replay is counted as one.
-    let mut last = None;
+    // The gate counts the replay (`counters.tls.replays`) and masks it as one.
+    let mut last = serde_json::Value::Null;
     let seen = wait_until(WAIT, || {
-        last = proxy.next_stats(WAIT);
-        last.as_deref()
-            .and_then(|l| common::stats_field(l, "tls"))
-            .is_some_and(|v| v.len() == 4 && v[1] >= 1)
+        last = ctl.status(&proxy)["counters"]["tls"].clone();
+        last["replays"].as_u64().is_some_and(|n| n >= 1)
     });
     assert!(
         seen,
-        "the replayed hello was not refused; last stats: {last:?}\n{}",
+        "the replayed hello was not refused; counters.tls: {last}\n{}",
         proxy.dump()
     );
     assert_eq!(dc.connections(), 1, "the replay reached the DC");

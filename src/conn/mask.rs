@@ -275,6 +275,12 @@ pub struct Masking {
 }
 
 impl Masking {
+    /// Why the client was masked and the `HOST:PORT (ADDR)` it was relayed to: the session
+    /// record's `mask_why` and `mask_target` (`conn::record`).
+    pub fn why_target(&self) -> (MaskWhy, &str) {
+        (self.why, &self.target)
+    }
+
     /// Remembers a readiness edge of the mask socket.
     pub fn mark_up(&mut self, readable: bool, writable: bool) {
         self.up_ready.read |= readable;

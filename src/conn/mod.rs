@@ -409,7 +409,7 @@ impl Conn {
             .record_close(reason, zero && self.info.dc.is_some());
         ctx.stats.bytes_up += self.info.meter.bytes_up;
         ctx.stats.bytes_down += self.info.meter.bytes_down;
-        crate::logging::events::emit(|| self.record(reason, masked.is_some()));
+        crate::logging::events::emit(|| self.record(reason, masked.as_deref()));
         if let Some(m) = masked {
             return self.mask_closed(*m, reason, ctx);
         }

@@ -9,6 +9,8 @@
 //!   label, ` (pooled)` when served from a warm pool; empty if none), `masked`, `up` and
 //!   `down` (payload bytes), `closed_by` (`client`, `upstream`, `proxy`), `reason` (a
 //!   `CloseReason` name), `froze` (a `Freeze` name or null).
+//!   Also `mask_why` (a `MaskWhy` name) and `mask_target` (`HOST:PORT (ADDR)`) of a session
+//!   relayed to the mask host, both null otherwise.
 //! * `route`: a route's health changed — `label`, `to` (`down`, `suspect`, `up`), `failure`
 //!   (the `Failure` name that put it down or made it suspect, null for `up`), `via` (what
 //!   proved it up: `probe`, `probe pulled N bytes`, `session`; null otherwise), `cooldown_ms`
@@ -34,6 +36,9 @@
 //! * `cflist`: the shared CF domain list was `accepted`, `refused` or read from the `cached`
 //!   file at start — `result`, `kept` (names taken; for `refused`, the shared domains kept in
 //!   use), `dropped` (valid names past the cap), `why` (why refused, else null).
+//! * `reload`: a reload (SIGHUP, `ctl reload`) ended — `result` (`applied`, `rejected`),
+//!   `changed` and `restart` (the option names applied live and kept until a restart,
+//!   comma-separated, empty if none), `listen` (the listen address after it).
 //!
 //! Like the `log` facade it is a process-wide sink: [`open_from_env`] once at start, then
 //! [`emit`] from any layer. Cheap when off: one relaxed atomic load, the event is never built.

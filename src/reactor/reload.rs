@@ -38,12 +38,29 @@ pub const RESTART_ONLY: [&str; 8] = [
     "resolv-conf",
 ];
 
+/// The `reload` event (`logging::events`): `result` (`applied`, `rejected`), `changed` and
+/// `restart` (the setting names, comma-separated, empty if none), `listen` (the address served
+/// after it).
+fn reload_event(
+    result: &str,
+    changed: &[&str],
+    restart: &[&str],
+    listen: std::net::SocketAddr,
+) -> crate::logging::events::Event {
+    crate::logging::events::Event::new("reload")
+        .str("result", result)
+        .str("changed", &changed.join(","))
+        .str("restart", &restart.join(","))
+        .str("listen", &listen.to_string())
+}
+
 impl Reactor {
     /// Re-reads the configuration and applies it to new sessions. Ok: the one-line summary
     /// `reload: applied (CHANGES)[; needs a restart: NAMES]`; Err: the one-line reason the new
     /// configuration was refused (the running one stays). Logs the line itself (`reload:
-    /// applied …` at info, `reload: rejected: WHY` at warn) and counts it in the stats
-    /// (`reloads`, `reloads-rejected`): callers only pass the result on.
+    /// applied …` at info, `reload: rejected: WHY` at warn), counts it in the stats
+    /// (`reloads`, `reloads-rejected`) and writes its `reload` event (`logging::events`):
+    /// callers only pass the result on.
     pub(super) fn reload(&mut self) -> Result<String, String> {
         match self.try_reload() {
             Ok(line) => {
@@ -54,6 +71,7 @@ impl Reactor {
             Err(why) => {
                 self.s.stats.reloads_rejected += 1;
                 warn!("reload: rejected: {why}");
+                crate::logging::events::emit(|| reload_event("rejected", &[], &[], self.s.listen));
                 Err(why)
             }
         }
@@ -106,6 +124,10 @@ impl Reactor {
         let mut ladder_cfg = self.s.cfg.clone();
         ladder_cfg.listen = self.s.listen;
         self.s.ladder.reconfigure(&ladder_cfg, self.now);
+        let listen = self.s.listen;
+        crate::logging::events::emit(|| {
+            reload_event("applied", &plan.applied, &plan.restart, listen)
+        });
         Ok(plan.summary())
     }
 

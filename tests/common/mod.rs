@@ -25,6 +25,7 @@ pub mod netns;
 pub mod outproxy;
 pub mod plainrig;
 pub mod reader;
+pub mod records;
 pub mod signals;
 
 use std::io::{BufRead, BufReader};
