@@ -1,7 +1,11 @@
 //! Validated, immutable run configuration and its defaults.
 //!
 //! `cli` turns argv/env into a [`Config`]; nothing here touches sockets. Derived limits (slab
-//! capacity from `RLIMIT_NOFILE`) are computed here so the reactor only reads numbers.
+//! capacity from `RLIMIT_NOFILE`) are computed here so the reactor only reads numbers. The
+//! defaults that lower cores apply are here too (route health's knobs in [`health`], the Worker
+//! budget, the shared list's URL), so that `config` imports nothing above it.
+
+pub mod health;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -162,7 +166,7 @@ pub struct Config {
     pub connect_budget: Duration,
     /// Route health policy (`--cooldown-base`, `--cooldown-max`, `--flap-quarantine`,
     /// `--redirect-ttl`).
-    pub health: crate::route::health::Policy,
+    pub health: health::Policy,
     /// Liveness probe interval for Up routes without recent traffic (`--probe-interval`, 300 s).
     pub probe_interval: Duration,
     /// Bound on one background probe (`--probe-timeout`, 5 s).
@@ -295,7 +299,7 @@ pub struct Config {
     pub fronting_domains: Vec<String>,
     /// Where the shared Cloudflare domain list comes from (`--cf-domain-list URL|FILE`, checked
     /// by `route::cflist::parse_source`); `None` = off (`--cf-domain-list off`). Default: the
-    /// original's published list, `route::cflist::DEFAULT_URL`.
+    /// original's published list, [`DEFAULT_CF_DOMAIN_LIST`].
     pub cf_domain_list: Option<String>,
     /// Refresh interval of the shared list after a success (`--cf-domain-list-refresh`, 1 h,
     /// jittered ± 20 %).
@@ -320,6 +324,14 @@ pub const DEFAULT_PORT: u16 = 1443;
 
 /// Default `--log-max-kb`: the log file is rotated once it would exceed 1 MiB.
 pub const DEFAULT_LOG_MAX_KB: u64 = 1024;
+
+/// Default `--worker-budget`: background requests per day to one Worker (well under its ~100k/day
+/// quota; the bucket is `route::budget`'s).
+pub const DEFAULT_WORKER_PER_DAY: u32 = 5_000;
+
+/// Default `--cf-domain-list`: the list the original implementation publishes.
+pub const DEFAULT_CF_DOMAIN_LIST: &str =
+    "https://raw.githubusercontent.com/Flowseal/tg-ws-proxy/main/.github/cfproxy-domains.txt";
 
 impl Config {
     /// Bound on one dial (TCP + TLS + upgrade) of a route of `tier`: `--ws-connect-timeout`,
@@ -373,10 +385,10 @@ impl Config {
             handshake_burst: 8,
             pace_max_wait: Duration::from_millis(50),
             startup_probes: true,
-            health: crate::route::health::Policy::default(),
+            health: health::Policy::default(),
             probe_interval: Duration::from_secs(300),
             probe_timeout: Duration::from_secs(5),
-            worker_budget: crate::route::budget::DEFAULT_WORKER_PER_DAY,
+            worker_budget: DEFAULT_WORKER_PER_DAY,
             pool_size: 4,
             pool_max_age: Duration::from_secs(50),
             pool_first_byte_timeout: Duration::from_secs(2),
@@ -419,7 +431,7 @@ impl Config {
             outbound_proxy_backoff: Duration::from_millis(500),
             outbound_proxy_backoff_max: Duration::from_millis(1500),
             fronting_domains: Vec::new(),
-            cf_domain_list: Some(crate::route::cflist::DEFAULT_URL.to_string()),
+            cf_domain_list: Some(DEFAULT_CF_DOMAIN_LIST.to_string()),
             cf_domain_list_refresh: Duration::from_secs(3600),
             cf_domain_list_retry: Duration::from_secs(60),
             cf_domain_list_timeout: Duration::from_secs(10),

@@ -7,10 +7,10 @@
 //! `reactor` for the loop, `conn` for the per-session state machine and `route` for the ladder.
 //! Why it is built this way: docs/design.md; the wire facts it relies on: docs/protocol.md.
 //!
-//! Layering (lower never imports higher): `mem, timer, buf, rng, token, error, logging, stats,
-//! mtproto, net, dns` → `route`, `relay` → `conn`, `control` → `reactor` → `applet, cli` → `main`. `config` stands
-//! beside the order: `stats`, `route` and everything above read it, and it holds
-//! `route::health::Policy`.
+//! Layering (lower never imports higher, and no two modules import each other): `rng, timer,
+//! buf, error, token, logging, mem` → `mtproto, dns` → `net` → `config` → `stats, relay` →
+//! `route` → `conn` → `control` → `reactor` → `cli` → `applet` → `main` (docs/architecture.md;
+//! `tests/architecture.rs` checks it).
 
 pub mod applet;
 pub mod buf;

@@ -352,7 +352,7 @@ mod tests {
         assert!(
             text.contains(&format!(
                 "shared CF domain list: {} (cache none)",
-                crate::route::cflist::DEFAULT_URL
+                crate::config::DEFAULT_CF_DOMAIN_LIST
             )),
             "{text}"
         );

@@ -1,6 +1,6 @@
 //! The client side of a session as one stream: the accepted socket, plain (obfuscated2 straight
 //! on TCP) or with the fake-TLS record layer on top once an `ee` handshake was accepted
-//! (`mtproto::faketls::stream::FakeTls`).
+//! (`net::faketls_stream::FakeTls`).
 //!
 //! Implements `Read`, `Write` and `Endpoint` by delegation, so the handshake, the connect phase,
 //! the relay core and the drain read and write it the same way. The socket stays where mio
@@ -11,7 +11,7 @@ use std::io::{self, IoSlice, Read, Write};
 
 use mio::net::TcpStream;
 
-use crate::mtproto::faketls::stream::FakeTls;
+use crate::net::faketls_stream::FakeTls;
 use crate::net::io::Endpoint;
 
 /// What runs on the client socket.

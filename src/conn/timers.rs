@@ -81,29 +81,7 @@ impl Conn {
             | SessionTimer::Hedge
             | SessionTimer::Budget
             | SessionTimer::Pace(_) => self.connect_timer(kind, ctx),
-            SessionTimer::Ping => {
-                if let Phase::Relay(r) = &mut self.phase {
-                    r.ping_timer = None;
-                }
-                if let Some(t) = self.info.tier {
-                    // Only after real idleness: traffic either way since the last ping (or the
-                    // start) pushes the ping back (lazy re-arm). And only while the route may
-                    // be pinged: a timer armed before the ladder learned otherwise is void.
-                    let idle = ctx.now >= self.ping_due(t);
-                    let allowed = self
-                        .info
-                        .route
-                        .is_none_or(|r| ctx.ladder.pings_allowed(r, ctx.now));
-                    if let (Phase::Relay(r), true) = (&mut self.phase, idle && allowed) {
-                        r.queue_ping(ctx.now);
-                        r.ping_sent = Some((ctx.now, self.info.meter.bytes_down));
-                    }
-                    if matches!(self.phase, Phase::Relay(_)) {
-                        self.arm_ping(t, ctx);
-                    }
-                }
-                Step::Progress
-            }
+            SessionTimer::Ping => self.ping_timer(ctx),
             SessionTimer::FirstByte => {
                 if let Phase::Relay(r) = &mut self.phase {
                     r.first_byte_fired();
@@ -142,6 +120,32 @@ impl Conn {
             }
             _ => self.resume(ctx),
         }
+    }
+
+    /// The keepalive ping timer of a relaying session: a ping goes up only after real
+    /// idleness and while the route may be pinged; the timer is re-armed while relaying.
+    fn ping_timer(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        if let Phase::Relay(r) = &mut self.phase {
+            r.ping_timer = None;
+        }
+        if let Some(t) = self.info.tier {
+            // Only after real idleness: traffic either way since the last ping (or the
+            // start) pushes the ping back (lazy re-arm). And only while the route may
+            // be pinged: a timer armed before the ladder learned otherwise is void.
+            let idle = ctx.now >= self.ping_due(t);
+            let allowed = self
+                .info
+                .route
+                .is_none_or(|r| ctx.ladder.pings_allowed(r, ctx.now));
+            if let (Phase::Relay(r), true) = (&mut self.phase, idle && allowed) {
+                r.queue_ping(ctx.now);
+                r.ping_sent = Some((ctx.now, self.info.meter.bytes_down));
+            }
+            if matches!(self.phase, Phase::Relay(_)) {
+                self.arm_ping(t, ctx);
+            }
+        }
+        Step::Progress
     }
 
     pub(super) fn arm(&mut self, at: u64, kind: SessionTimer, ctx: &mut Ctx<'_>) {

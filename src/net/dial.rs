@@ -22,9 +22,9 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::error::Failure;
-use crate::mtproto::faketls::stream::FakeTlsStream;
 use crate::mtproto::obfs2::{Secret, SecretKind};
 use crate::mtproto::upstream::hello::{HelloError, TlsHello};
+use crate::net::faketls_stream::FakeTlsStream;
 use crate::net::io::{is_reset, read_once, write_once, Io};
 use crate::net::outbound::{self, Handshake, Outbound, Progress, Via};
 use crate::net::tcp::{self, ConnectState};

@@ -3,9 +3,11 @@
 //! codec, `wslink` the sans-IO WebSocket link over our buffers (framing, masking, control frames),
 //! and `dial` chains TCP → TLS → upgrade into one resumable dial that yields an `Upstream`
 //! (`upstream`: the connected socket the relay and the pool hold).
-//! `proxy_header` parses the PROXY protocol v1/v2 header a load balancer puts first (sans-IO).
+//! `faketls_stream` is an `Endpoint` speaking the fake-TLS record layer (`mtproto::faketls::record`)
+//! over another. `proxy_header` parses the PROXY protocol v1/v2 header a load balancer puts first (sans-IO).
 
 pub mod dial;
+pub mod faketls_stream;
 pub mod io;
 pub mod outbound;
 pub mod proxy_header;

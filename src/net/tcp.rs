@@ -3,7 +3,7 @@
 //!
 //! A connect is started with [`start`]; completion is observed on the first writable edge with
 //! [`check_connected`]. Deadlines live in the caller's timer wheel, not here; TCP keepalive is
-//! set by `net::dial::set_keepalive`. The freeze watch's two socket operations are here too:
+//! set by `net::upstream::set_keepalive`. The freeze watch's two socket operations are here too:
 //! reading the kernel's view of a connection ([`view`], `TCP_INFO`) and arming the short
 //! keepalive that puts a probe in flight while a client waits ([`arm_probe`], with a probe
 //! count that outlasts the watch's bound).
@@ -205,14 +205,14 @@ pub fn arm_probe(s: &TcpStream, count: u32) -> Option<u32> {
     })
 }
 
-/// Undoes [`arm_probe`]: the configured keepalive (`idle`, as `net::dial::set_keepalive`), or
+/// Undoes [`arm_probe`]: the configured keepalive (`idle`, as `net::upstream::set_keepalive`), or
 /// none when `idle` is zero, and the probe count [`arm_probe`] raised (`count`: what the socket
 /// had). Best effort.
 pub fn relax_probe(s: &TcpStream, idle: std::time::Duration, count: Option<u32>) {
     if idle.is_zero() {
         let _ = socket2::SockRef::from(s).set_keepalive(false);
     } else {
-        crate::net::dial::set_keepalive(s, idle);
+        crate::net::upstream::set_keepalive(s, idle);
     }
     if let Some(n) = count {
         set_keepalive_count(s, n);

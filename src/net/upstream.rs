@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mio::net::TcpStream;
 
-use crate::mtproto::faketls::stream::FakeTlsStream;
+use crate::net::faketls_stream::FakeTlsStream;
 use crate::net::io::{read_once, write_once, Endpoint, Io};
 use crate::net::tls::TlsStream;
 

@@ -5,23 +5,23 @@
 //! generator from here as parameters.
 //!
 //! Each iteration: poll with a timeout taken from the earliest of the session timer wheel, the
-//! global timers, the resolver, the ladder and the prober (0 when sessions have work left over
-//! from the fairness cap or accepts are pending), read the clock once, dispatch socket events,
-//! accept, expire timers, resume sessions that yielded, tell the memory trim policy how many
-//! sessions are live (`mem::trim`: once a burst has ended it says when to give freed memory back
-//! to the OS, `mem::release`), then run the background work the ladder has due through the
-//! prober shell. The slab is sized once at start from `--max-connections`;
-//! when it is full a new client is closed at once with a logged reason. Owns: the slab, the
-//! listener, the global timers ([`Global`]), the accept pause, the per-client-address table
-//! (`conn::per_ip`, sized to the slab) and the accept-side mask loop check (a connection that is
-//! one of our own mask connections by both ends, `conn::mask::MaskConns`). Holds no ladder policy: every
-//! route decision is `route::ladder`'s, reached by sessions through `conn::Ctx` and by the
-//! background through `route::prober::Shell`. Split by concern: `accept` (accept batches,
-//! refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP, SIGTERM,
-//! SIGINT into the loop), `shared` (the state sessions borrow, [`Ctx`]'s source), `reload` (the one path from a `Config` to the live settings, at start
-//! and on reload, for new sessions), `drain` (shutdown),
-//! `memory` (the hook that gives freed memory back after a burst),
-//! `control` (the control socket, `--control-socket`, and its connections; the file is
+//! global timers, the resolver, the ladder and the prober (0 when sessions have work left over from
+//! the fairness cap or accepts are pending), read the clock once, dispatch socket events, accept,
+//! expire timers, resume sessions that yielded, tell the memory trim policy how many sessions are
+//! live (`mem::trim`: once a burst has ended it says when to give freed memory back to the OS,
+//! `mem::release`), then run the background work the ladder has due through the prober shell. The
+//! slab is sized once at start from `--max-connections`; when it is full a new client is closed at
+//! once with a logged reason. Owns: the slab, the listener, the global timers ([`Global`]), the
+//! accept pause, the per-client-address table (`conn::per_ip`, sized to the slab) and the
+//! accept-side mask loop check (a connection that is one of our own mask connections by both ends,
+//! `conn::mask::MaskConns`). Holds no ladder policy: every route decision is `route::ladder`'s,
+//! reached by sessions through `conn::Ctx` and by the background through `route::prober::Shell`.
+//! Split by concern: `start` (building the reactor: what is sized or opened once), `accept` (accept
+//! batches, refusals), `listen` (bind, `--bind-retry`, the listener swap), `signals` (SIGHUP,
+//! SIGTERM, SIGINT into the loop), `shared` (the state sessions borrow, [`Ctx`]'s source), `reload`
+//! (the one path from a `Config` to the live settings, at start and on reload, for new sessions),
+//! `drain` (shutdown), `memory` (the hook that gives freed memory back after a burst), `control`
+//! (the control socket, `--control-socket`, and its connections; the file is
 //! `src/control/server.rs`, beside its core), `cflist` (the shared CF domain list's fetch and
 //! cache, `--cf-domain-list`; the file is `src/route/cflist/fetch.rs`, beside the list core).
 
@@ -34,6 +34,7 @@ mod memory;
 mod reload;
 mod shared;
 mod signals;
+mod start;
 
 pub(crate) use cflist::cached_shared_domains;
 pub use reload::RESTART_ONLY;
@@ -45,31 +46,21 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use log::{info, warn};
+use log::info;
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Registry, Token};
+use mio::{Events, Poll, Token};
 use slab::Slab;
 
-use crate::buf::BufPool;
 use crate::config::Config;
-use crate::conn::mask::{mask_target, MaskConns};
-use crate::conn::per_ip::{Limits, PerIp};
+use crate::conn::mask::mask_target;
 use crate::conn::{log_clock_events, Conn, Status, TimerEv};
-use crate::dns::{Resolver, ResolverConfig};
-use crate::logging::{Folds, RateLimited};
+use crate::logging::RateLimited;
 use crate::mem::trim::Trim;
-use crate::mtproto::faketls::gate::{EeKey, Gate};
-use crate::net::tls;
-use crate::relay::Scratch;
-use crate::rng::Rng;
-use crate::route::ladder::Ladder;
-use crate::route::prober::{Finished, Prober, SuspendWatch};
-use crate::stats::Stats;
-use crate::timer::Wheel;
+use crate::route::prober::Finished;
 use crate::token::{self, Role, DNS, LISTENER, SIGNAL};
 
 use drain::{Life, Next};
-use listen::{AfterBindError, BindRetry};
+use listen::BindRetry;
 use shared::Shared;
 use signals::SignalPipe;
 
@@ -77,17 +68,6 @@ use signals::SignalPipe;
 /// process environment, so `--config` and `--secret-file` are read again): the new
 /// configuration and the notes to log (`(level, line)`), or one line saying why it is invalid.
 pub type Reload = Box<dyn FnMut() -> Result<(Config, Vec<(log::Level, String)>), String>>;
-
-/// The relay scratch holds this many relay buffers (`--buf-kb` each; 64 KiB at the default).
-const SCRATCH_BUFS: usize = 4;
-
-/// Returned relay buffers kept resident for reuse; the rest go back to the OS.
-const WARM_BLOCKS: usize = 8;
-
-/// Sessions on pooled upstreams that may keep a replay prefix (one `--buf-kb` block each) at
-/// once, at most: one chunk of the buffer pool's address space (1 MiB at the default 16 KiB).
-/// A session that finds none free cannot be replayed (docs/design.md §5).
-const REPLAY_BLOCKS: usize = 64;
 
 /// Timer wheel resolution (ms) and size: 10 ms × 1024 slots ≈ 10 s per rotation.
 const WHEEL_TICK_MS: u64 = 10;
@@ -184,110 +164,6 @@ pub fn run(cfg: Config, reload: Option<Reload>) -> io::Result<()> {
 }
 
 impl Reactor {
-    /// Builds what is sized or opened once (poll, listener, slab, pools, resolver, control
-    /// socket, gate), then applies `cfg`'s live settings through [`Reactor::apply`], the path a
-    /// reload takes too.
-    fn new(mut cfg: Config) -> io::Result<Reactor> {
-        let tls = tls::client_config_with(
-            cfg.ca_file.as_deref(),
-            cfg.accept_invalid_certs,
-            cfg.tls_cipher,
-        )
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let randomness = |e| io::Error::other(format!("randomness: {e}"));
-        let rng = Rng::new().map_err(randomness)?;
-        let ladder_rng = Rng::new().map_err(randomness)?;
-        let poll = Poll::new()?;
-        // Before the listener: once `listening on` is logged, a SIGHUP must not kill us.
-        let signals = SignalPipe::new(poll.registry())?;
-        // Before the listener: a second instance on the same control socket stops here.
-        let control = (cfg.control_socket.as_deref())
-            .map(|p| control::Control::open(p, poll.registry()))
-            .transpose()?;
-        let (listener, bind_retry) = bind_at_start(&cfg, poll.registry())?;
-        let listen = match &listener {
-            Some(l) => l.local_addr()?,
-            None => cfg.listen,
-        };
-        let capacity = cfg.max_connections.min(token::MAX_SLOT);
-        let clock = Instant::now();
-        let now = 1;
-        let wall_s = wall_clock_s();
-        let ee_keys = EeKey::from_secrets(&cfg.secrets);
-        // No `ee` secret: no hello is ever checked, so the replay cache takes no memory.
-        let replay_entries = if ee_keys.is_empty() {
-            0
-        } else {
-            cfg.replay_cache
-        };
-        let gate = Gate::new(cfg.tls_time_window.as_secs(), replay_entries, wall_s, now);
-        let dns = start_resolver(&cfg, poll.registry())?;
-        let (cflist, cached) = cflist::CfList::new(&cfg, now);
-        cfg.cf_shared_domains = cflist::shared_endpoints(&cfg, cached.unwrap_or_default());
-        let mut ladder_cfg = cfg.clone();
-        ladder_cfg.listen = listen;
-        let ladder = Ladder::new(&ladder_cfg, ladder_rng, now);
-        if listener.is_some() {
-            info!("listening on {listen} (max {capacity} sessions)");
-        }
-        let stats_ms = cfg.stats_interval.as_millis() as u64;
-        let fold_ms = cfg.log_fold_interval.as_millis() as u64;
-        let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
-        let mut r = Reactor {
-            poll,
-            listener,
-            slab: Slab::with_capacity(capacity),
-            capacity,
-            s: Shared {
-                keys: cfg.secrets.iter().map(|s| s.key).collect(),
-                wheel: Wheel::new(WHEEL_TICK_MS, WHEEL_SLOTS, now),
-                rng,
-                tls,
-                stats: Stats::default(),
-                bad_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
-                attempt_log: Folds::new(fold_ms, FOLD_KINDS),
-                client_log: Folds::new(fold_ms, FOLD_KINDS),
-                unserved_log: std::array::from_fn(|_| RateLimited::new(fold_ms)),
-                per_ip: PerIp::new(Limits::of(&cfg), capacity),
-                mask_conns: MaskConns::new(capacity),
-                listen,
-                ladder,
-                prober: Prober::new(crate::route::ladder::MAX_BACKGROUND),
-                dns,
-                outbound: None,
-                watch: SuspendWatch::new(now),
-                scratch: scratch(&cfg, capacity),
-                wall_s,
-                wall_clock: false,
-                gate,
-                ee_keys,
-                cfg,
-            },
-            clock,
-            now,
-            events: Events::with_capacity(256),
-            ready: Vec::with_capacity(256),
-            again: VecDeque::new(),
-            expired: Vec::new(),
-            finished: Vec::new(),
-            globals: [(stats_ms > 0).then_some(now + stats_ms), None],
-            accept: Accept::Idle,
-            next_id: 0,
-            full_log: RateLimited::new(BAD_LOG_INTERVAL_MS),
-            fd_log: RateLimited::new(fold_ms),
-            signals,
-            signalled: false,
-            reloader: None,
-            life: Life::Running,
-            bind_retry,
-            control,
-            cflist,
-            trim,
-        };
-        r.apply(r.s.cfg.clone(), None);
-        Ok(r)
-    }
-
     /// The loop. Returns at the drain's end (`Ok`) or on a poll failure.
     fn run(&mut self) -> io::Result<()> {
         // Background work due at start (the startup probes) goes out before the first client
@@ -498,49 +374,6 @@ impl Reactor {
             finish(&mut self.slab, slot, status, &mut self.again);
         }
     }
-}
-
-/// Binds the listener at start. With `--bind-retry` an address not assigned yet is not fatal:
-/// `None` and the retry armed (one warning). Errors: any other bind error.
-fn bind_at_start(
-    cfg: &Config,
-    registry: &Registry,
-) -> io::Result<(Option<TcpListener>, BindRetry)> {
-    let mut bind_retry = BindRetry::new(cfg.bind_retry.as_millis() as u64);
-    let listener = match listen::bind(cfg.listen, registry) {
-        Ok(l) => Some(l),
-        Err(e) => match bind_retry.failed(&e, 1) {
-            AfterBindError::Fatal => return Err(e),
-            AfterBindError::RetryAt(_) => {
-                warn!(
-                    "cannot listen on {}: {e}; retrying every {:?} (--bind-retry) and on SIGHUP",
-                    cfg.listen, cfg.bind_retry
-                );
-                None
-            }
-        },
-    };
-    Ok((listener, bind_retry))
-}
-
-/// The resolver over `--hosts-file` and `--resolv-conf`, its socket registered as [`DNS`].
-fn start_resolver(cfg: &Config, registry: &Registry) -> io::Result<Resolver> {
-    let mut dns = Resolver::new(ResolverConfig {
-        hosts_path: cfg.hosts_file.clone(),
-        resolv_path: cfg.resolv_conf.clone(),
-        ..ResolverConfig::default()
-    })?;
-    registry.register(dns.socket(), DNS, Interest::READABLE)?;
-    Ok(dns)
-}
-
-/// The relay scratch with the buffer pools sized once for `capacity` sessions of `--buf-kb`.
-fn scratch(cfg: &Config, capacity: usize) -> Scratch {
-    // Two relay buffers per session at most (the connect phase's one is its upstream one).
-    let pool = BufPool::new(2 * capacity, cfg.buf_size, WARM_BLOCKS);
-    // Replay prefixes live apart, so they never take a block that bounds a session's own two.
-    let replay = BufPool::new(REPLAY_BLOCKS.min(capacity), cfg.buf_size, 2);
-    Scratch::new(SCRATCH_BUFS * cfg.buf_size, Some(pool)).with_replay(replay)
 }
 
 /// Unix seconds now on the wall clock (0 if it reads before 1970), for fake-TLS timestamps.

@@ -16,7 +16,7 @@
 use std::io;
 
 use crate::error::CloseReason;
-use crate::mtproto::faketls::stream::record_error;
+use crate::net::faketls_stream::record_error;
 
 /// The close reason for a read from the client that failed with `e`: `tls-record` when a
 /// fake-TLS client sent a record we do not relay, else `client-reset`.

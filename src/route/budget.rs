@@ -2,7 +2,7 @@
 //!
 //! docs/design.md §4 (background prober, pools): a Cloudflare Worker allows ~100k requests/day per
 //! account (docs/protocol.md §4.2), so background traffic to one Worker is held to a small daily share
-//! ([`DEFAULT_WORKER_PER_DAY`]) and stops on a 429. Owns: the bucket arithmetic and the 429
+//! (`config::DEFAULT_WORKER_PER_DAY`) and stops on a 429. Owns: the bucket arithmetic and the 429
 //! backoff. Must not touch: sockets, clocks, route health (a 429 on a real session is also a
 //! `route::health` failure, recorded there by the caller). Time is a parameter (`now`, u64 ms on
 //! the caller's monotonic clock). Integer math only: credit is kept in token·ms/day units, so a
@@ -12,8 +12,6 @@
 
 /// Milliseconds per day: one token is `DAY_MS` credit units.
 pub const DAY_MS: u64 = 86_400_000;
-/// Default daily budget of background requests to one Worker (well under its ~100k/day quota).
-pub const DEFAULT_WORKER_PER_DAY: u32 = 5_000;
 /// First backoff after a 429, ms.
 pub const THROTTLE_BASE_MS: u64 = 60_000;
 /// Longest block after a 429 (backoff and `Retry-After` alike), ms.

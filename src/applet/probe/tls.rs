@@ -2,7 +2,7 @@
 //! ClientHello, the server's answer checked) and two small record helpers for the stream after
 //! it (obfuscated2 bytes carried in application-data records both ways). The wire rules are
 //! `mtproto::faketls` (client.rs) and docs/protocol.md §2.5; the proxy's own non-blocking
-//! record layer is `mtproto::faketls::{record, stream}`, not this.
+//! record layer is `mtproto::faketls::record` and `net::faketls_stream`, not this.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;

@@ -9,7 +9,7 @@
 //! - `server_hello`: our answer (ServerHello, CCS, one AppData record), signed.
 //! - `client`: a signed ClientHello and the check of a server's answer (the probe applet).
 //! - `record`: the record layer after the handshake (unwrapping the client's records in place,
-//!   framing ours); `stream`: [`stream::FakeTlsStream`], an `Endpoint` speaking it.
+//!   framing ours); `net::faketls_stream` is the `Endpoint` speaking it.
 //!
 //! Wire facts:
 //! docs/protocol.md "Fake-TLS"; docs/protocol.md §2. This module is the only user of
@@ -22,7 +22,6 @@ pub mod hello;
 pub mod record;
 pub mod replay;
 pub mod server_hello;
-pub mod stream;
 
 /// TLS record header length: content type (1), version (2), payload length (2, big-endian).
 pub const RECORD_HEADER: usize = 5;

@@ -4,12 +4,12 @@
 //!
 //! Sans-IO and allocation-free: the reader works on the bytes the caller just read, the writer
 //! only says which header bytes go in front of which payload; the socket calls are
-//! `stream::FakeTlsStream`'s. Records may be split at any byte across reads. After the
-//! handshake the client sends application_data (`0x17`) records carrying the obfuscated2 stream
-//! and may send change_cipher_spec (`0x14`) records, which are skipped; anything else (an alert,
-//! a handshake record, an empty or oversized application_data record, more than `MAX_CCS_RUN`
-//! change_cipher_spec records in a row) ends the stream with a
-//! [`RecordError`]. Nothing here knows about sessions or secrets.
+//! `net::faketls_stream::FakeTlsStream`'s. Records may be split at any byte across reads. After
+//! the handshake the client sends application_data (`0x17`) records carrying the obfuscated2
+//! stream and may send change_cipher_spec (`0x14`) records, which are skipped; anything else (an
+//! alert, a handshake record, an empty or oversized application_data record, more than
+//! `MAX_CCS_RUN` change_cipher_spec records in a row) ends the stream with a [`RecordError`].
+//! Nothing here knows about sessions or secrets.
 
 use std::fmt;
 
@@ -37,7 +37,7 @@ pub enum RecordError {
 /// Most change_cipher_spec records in a row (no application_data record between them) that
 /// are skipped; one more ends the stream. A client sends one, after its hello; the bound keeps
 /// records that carry no payload from holding the reactor in one read loop (each read of
-/// `stream::FakeTls` goes on until it finds payload or the socket is drained).
+/// `net::faketls_stream::FakeTls` goes on until it finds payload or the socket is drained).
 pub const MAX_CCS_RUN: usize = 8;
 
 impl fmt::Display for RecordError {

@@ -2,7 +2,7 @@
 //! §4.4, §2.1–§2.2): our signed ClientHello (`faketls::client::client_hello`) out, the server's
 //! answer (ServerHello, CCS, the first application_data record) in and checked
 //! (`faketls::client::check_server_hello`). After it both ways are application_data records
-//! (`faketls::stream::FakeTlsStream`).
+//! (`net::faketls_stream::FakeTlsStream`).
 //!
 //! Driven over any non-blocking byte stream (`Read + Write`): the dial's TCP socket, in-memory
 //! pipes in the unit tests. No clock reads: the wall time that signs the hello is a parameter.

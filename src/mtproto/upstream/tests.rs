@@ -9,7 +9,7 @@ use super::*;
 use crate::mtproto::faketls::client::ClientError;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
-use crate::mtproto::faketls::stream::FakeTlsStream;
+use crate::net::faketls_stream::FakeTlsStream;
 use crate::relay::pipe::{pair, PipeEnd};
 
 const KEY_HEX: &str = "0123456789abcdef0123456789abcdef";

@@ -16,10 +16,6 @@ use std::path::PathBuf;
 
 use crate::rng::Rng;
 
-/// The list the original implementation publishes, fetched when `--cf-domain-list` is not given.
-pub const DEFAULT_URL: &str =
-    "https://raw.githubusercontent.com/Flowseal/tg-ws-proxy/main/.github/cfproxy-domains.txt";
-
 /// What a published entry's `.com` ending stands for (docs/protocol.md §4.3).
 pub const DECODED_SUFFIX: &str = ".co.uk";
 

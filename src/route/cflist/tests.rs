@@ -169,7 +169,7 @@ fn sources_and_urls() {
         ("list.example.com", 8443, "/a/b.txt?x=1")
     );
     assert_eq!(u.to_string(), "https://list.example.com:8443/a/b.txt?x=1");
-    let d = parse_url(DEFAULT_URL).unwrap();
+    let d = parse_url(crate::config::DEFAULT_CF_DOMAIN_LIST).unwrap();
     assert_eq!((d.port, d.path.ends_with(".txt")), (443, true));
     assert_eq!(parse_url("https://127.0.0.1").unwrap().path, "/");
     for bad in [

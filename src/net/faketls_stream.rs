@@ -7,13 +7,14 @@
 //! its payload) in one vectored write (`record::RecordWriter`), so a 64 KiB offer costs one
 //! system call as it does without records. Owns no buffer of its own beyond the writer's few
 //! 5-byte headers; the only socket calls are on the transport, and registration with mio stays
-//! with whoever registered it.
+//! with whoever registered it. The record arithmetic is `mtproto::faketls::record`'s (sans-IO);
+//! this file is the I/O side of it.
 //! [`FakeTls`] is the state alone, driven over a transport passed to each call (the session's
 //! client socket, `conn::client_io`); [`FakeTlsStream`] owns its transport (tests, tools).
 
 use std::io::{self, IoSlice, Read, Write};
 
-use super::record::{RecordError, RecordReader, RecordWriter, BATCH};
+use crate::mtproto::faketls::record::{RecordError, RecordReader, RecordWriter, BATCH};
 use crate::net::io::Endpoint;
 
 /// The record layer state of one fake-TLS connection, driven over a transport passed to each
