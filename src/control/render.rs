@@ -9,6 +9,7 @@
 use std::fmt::Write;
 
 use crate::config::Tier;
+use crate::logging::events::quote;
 use crate::route::ladder::RouteStatus;
 
 use super::status::{Counters, SharedList, Status};
@@ -375,28 +376,6 @@ fn counters_json(c: &Counters) -> String {
     }
     co.raw("frozen", &fz.end());
     co.end()
-}
-
-/// A JSON string literal for `s` (RFC 8259: `"` and `\` escaped, control characters as
-/// `\n`, `\t`, … or `\u00XX`).
-pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// A JSON object under construction.

@@ -136,14 +136,18 @@ impl Event {
     }
 }
 
-/// `s` as a JSON string literal.
-fn quote(s: &str) -> String {
+/// A JSON string literal for `s` (RFC 8259: `"` and `\` escaped, control characters as
+/// `\n`, `\t`, … or `\u00XX`). Also the control socket's JSON (`control::render`).
+pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
             c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
@@ -167,7 +171,7 @@ mod tests {
         assert_eq!(
             e.0,
             "{\"event\":\"session\",\"peer\":\"1.2.3.4:5\",\"dc\":null,\"up\":7,\
-             \"masked\":false,\"odd\":\"a\\\"b\\\\c\\u000a\""
+             \"masked\":false,\"odd\":\"a\\\"b\\\\c\\n\""
         );
     }
 
