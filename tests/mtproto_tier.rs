@@ -100,7 +100,7 @@ fn dump(front: &Proxy, up: &Proxy) -> String {
 }
 
 /// Sessions through a chain with `up_secret`, for each transport and a media index; the DC
-/// sees the client's transport and DC index, the front's session line says `via mtproto`,
+/// sees the client's transport and DC index, the front's session records say tier `mtproto`,
 /// and no line of the front shows the upstream's key.
 fn chain_carries_sessions(up_secret: &str, tls: bool) {
     let dc = FakeDc::start_tcp(DcConfig::default());
