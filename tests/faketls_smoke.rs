@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{run_bin, tcp_dc2_proxy, wait_until, SECRET};
+use common::{run_bin, tcp_dc2_proxy, SECRET};
 
 /// `ee` + a key + hex("example.com").
 const EE: &str = "eefedcba9876543210fedcba98765432106578616d706c652e636f6d";
@@ -42,14 +42,18 @@ fn an_ee_client_and_a_plain_one_are_served_on_the_same_port() {
             proxy.logs().join("\n")
         );
     }
-    // Two probes per secret: four close lines, the two fake-TLS ones marked as such.
-    let closed = wait_until(WAIT, || proxy.count_log(" DC2 via tcp ") == 4);
-    assert!(closed, "four close lines:\n{}", proxy.dump());
+    // Two probes per secret: four session records on DC2 over the tcp tier, the two
+    // fake-TLS ones marked as such, none refused as TLS to a plain port.
+    let on_dc2 = |e: &serde_json::Value| e["dc"] == "DC2" && e["tier"] == "tcp";
+    let served = proxy.wait_sessions(4, WAIT, on_dc2);
     assert_eq!(
-        proxy.count_log(" fake-TLS DC2 via tcp "),
-        2,
-        "{}",
+        served.len(),
+        4,
+        "four sessions on DC2 via tcp:\n{}",
         proxy.dump()
     );
-    assert_eq!(proxy.count_log("tls-to-plain-port"), 0);
+    let fake_tls = served.iter().filter(|e| e["fake_tls"] == true).count();
+    assert_eq!(fake_tls, 2, "{served:?}\n{}", proxy.dump());
+    let refused = proxy.sessions_where(|e| e["reason"] == "tls-to-plain-port");
+    assert!(refused.is_empty(), "{refused:?}");
 }

@@ -15,8 +15,9 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use common::blackhole::BlackHole;
+use common::ctl::Ctl;
 use common::fakedc::{DcConfig, FakeDc, Fault};
-use common::{client_opts, os_rng, stats_field, wait_until, Proxy, SECRET};
+use common::{client_opts, os_rng, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Attempt, ClientOptions, MtClient, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 use tg_ws_proxy::mtproto::packet;
@@ -88,18 +89,11 @@ fn assert_ok(a: &Attempt, p: &Proxy) {
     assert_eq!(a.outcome, Outcome::Ok, "{a:?}\nproxy log:\n{}", p.dump());
 }
 
-/// `active` sessions in a stats line (`active=3/100` → 3).
-fn active(line: &str) -> Option<u64> {
-    stats_field(line, "active").and_then(|v| v.first().copied())
-}
-
-/// Waits for a stats line (`--stats-interval`) whose active-session count satisfies `f`.
-fn wait_active(p: &Proxy, timeout: Duration, f: impl Fn(u64) -> bool) -> bool {
-    wait_until(timeout, || {
-        p.next_stats(Duration::from_secs(1))
-            .and_then(|l| active(&l))
-            .is_some_and(&f)
-    })
+/// Counter `name` of a `ctl status --json` (`accepted`, `hedges`, `pool_fills`…).
+fn counter(status: &serde_json::Value, name: &str) -> u64 {
+    status["counters"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name} in {status}"))
 }
 
 /// Runs `n` probes at once (threads released together), each bounded by `timeout`.
@@ -174,7 +168,9 @@ fn pace_slots_leak_after_a_burst() {
         delay: Duration::from_secs(3),
         ..DcConfig::default()
     });
-    let p = ws_proxy(&dc, &["--stats-interval", "0.2"]);
+    let ctl = Ctl::new();
+    let [c0, c1] = ctl.args();
+    let p = ws_proxy(&dc, &[&c0, &c1]);
     let o = opts(&p, WAIT);
     let mut rng = os_rng();
     let req = packet::req_pq_multi(&[7; 16], packet::msg_id(1));
@@ -189,11 +185,9 @@ fn pace_slots_leak_after_a_burst() {
         .collect();
     // Every burst client reached the proxy (with a request pending, each one goes on to its
     // connect phase and asks for a pace slot even if it has left by then) …
-    let accepted = |l: String| stats_field(&l, "accepted").is_some_and(|v| v[0] >= BURST as u64);
+    let reached = |st: &serde_json::Value| counter(st, "accepted") >= BURST as u64;
     assert!(
-        wait_until(Duration::from_secs(10), || p
-            .next_stats(Duration::from_secs(1))
-            .is_some_and(accepted)),
+        ctl.wait(&p, Duration::from_secs(10), reached).is_some(),
         "the burst never reached the proxy\n{}",
         p.dump()
     );
@@ -201,17 +195,14 @@ fn pace_slots_leak_after_a_burst() {
     for c in burst {
         let _ = socket2::SockRef::from(c.stream()).set_linger(Some(Duration::ZERO));
     }
-    assert!(
-        wait_active(&p, Duration::from_secs(10), |n| n == 0),
-        "the burst's sessions were not closed\n{}",
-        p.dump()
-    );
+    let idle = |st: &serde_json::Value| st["sessions"]["active"] == 0;
+    let status = ctl
+        .wait(&p, Duration::from_secs(10), idle)
+        .unwrap_or_else(|| panic!("the burst's sessions were not closed\n{}", p.dump()));
     // They all left on their own (none was closed by the budget).
-    let stats = p.next_stats(WAIT).expect("a stats line");
     assert_eq!(
-        stats_field(&stats, "client-reset"),
-        Some(vec![BURST as u64]),
-        "{stats}"
+        status["counters"]["closed_by_reason"]["client-reset"], BURST as u64,
+        "{status}"
     );
 
     // With the burst gone (well inside the 8 s its slots would once have held), new clients
@@ -237,28 +228,13 @@ fn pace_slots_leak_after_a_burst() {
 
 // ---- startup probes --------------------------------------------------------------------------
 
-/// Every `N=IP:PORT` of the `upstream:` line's ws and tcp maps.
-fn upstream_addrs(line: &str) -> Vec<SocketAddr> {
-    let rest = &line[line.find("upstream: ").expect("an upstream line")..];
-    let maps = &rest[..rest.find("; ca-file").expect("the ca-file field")];
-    maps.split_whitespace()
-        .filter_map(|w| w.split_once('='))
-        .map(|(_, a)| {
-            a.trim_end_matches(';')
-                .parse()
-                .unwrap_or_else(|e| panic!("{a:?} in {line:?}: {e}"))
-        })
-        .collect()
-}
-
-/// The dialled address of a `probe ROUTE started` line (`ws:DC1 kws1…@127.0.0.1:9` or
+/// The address a route dials, from its label (`ws:DC1 kws1…@127.0.0.1:9` or
 /// `tcp:DC1 127.0.0.1:9`).
-fn probe_addr(line: &str) -> SocketAddr {
-    let head = &line[..line.rfind(" started").expect("a probe started line")];
-    let target = head.rsplit(' ').next().unwrap_or("");
+fn route_addr(label: &str) -> SocketAddr {
+    let target = label.rsplit(' ').next().unwrap_or("");
     let addr = target.rsplit('@').next().unwrap_or(target);
     addr.parse()
-        .unwrap_or_else(|e| panic!("{addr:?} in {line:?}: {e}"))
+        .unwrap_or_else(|e| panic!("{addr:?} in {label:?}: {e}"))
 }
 
 /// A client already in the listen backlog when the reactor starts (a phone retrying while the
@@ -324,8 +300,12 @@ fn a_client_waiting_at_start_does_not_pay_the_hedge_on_a_dead_first_tier() {
 fn cold_start_first_client_does_not_pay_the_hedge_on_a_dead_first_tier() {
     let hole = BlackHole::new();
     let tcp = FakeDc::start_tcp(DcConfig::default());
+    let ctl = Ctl::new();
+    let [c0, c1] = ctl.args();
     let p = proxy(&[
         s("-v"),
+        c0,
+        c1,
         s("--startup-probes"),
         s("on"),
         s("--dc-ip"),
@@ -343,28 +323,31 @@ fn cold_start_first_client_does_not_pay_the_hedge_on_a_dead_first_tier() {
     assert_eq!(session["tier"], "tcp", "{session}\n{}", p.dump());
     assert_eq!(session["target"], tcp.addr().to_string(), "{session}");
     assert_eq!(tcp.inits(), 2, "the probe and the client, nothing else");
-    assert_eq!(p.count_log("hedging to the next route"), 0, "{}", p.dump());
+    let status = ctl.status(&p);
+    assert_eq!(counter(&status, "hedges"), 0, "{status}\n{}", p.dump());
 
-    // Nothing the startup probes dialled left the loopback.
-    let upstream = p
-        .wait_line(&["upstream: "], WAIT)
-        .expect("the upstream line");
-    let mapped = upstream_addrs(&upstream);
-    assert!(mapped.len() >= 12, "{upstream}");
-    assert!(mapped.iter().all(|a| a.ip().is_loopback()), "{upstream}");
-    // Every route of DCs 1-5 is probed once (paced: the ones toward the shared closed port
-    // start one by one).
-    let routes: Vec<String> = (1..=5)
-        .flat_map(|dc| [format!("probe ws:DC{dc} "), format!("probe tcp:DC{dc} ")])
+    // Every route of DCs 1-5 is probed (paced: the ones toward the shared closed port start
+    // one by one), and every route the probes made dials the loopback: a route's label ends
+    // with the address it dials.
+    let want: Vec<String> = (1..=5)
+        .flat_map(|dc| [format!("ws:DC{dc} "), format!("tcp:DC{dc} ")])
         .collect();
-    assert!(
-        wait_until(WAIT, || routes.iter().all(|r| p.count_log(r) > 0)),
-        "not every startup probe ran\n{}",
-        p.dump()
-    );
-    let probes = p.lines_with(&["] probe ", " started"]);
-    for l in &probes {
-        assert!(probe_addr(l).ip().is_loopback(), "{l}");
+    let labels = |st: &serde_json::Value| -> Vec<String> {
+        let routes = st["routes"].as_array().cloned().unwrap_or_default();
+        let label = |r: &serde_json::Value| r["label"].as_str().unwrap_or("").to_string();
+        routes.iter().map(label).collect()
+    };
+    let probed = |st: &serde_json::Value| {
+        counter(st, "probes_started") >= want.len() as u64
+            && want
+                .iter()
+                .all(|w| labels(st).iter().any(|l| l.starts_with(w)))
+    };
+    let status = ctl
+        .wait(&p, WAIT, probed)
+        .unwrap_or_else(|| panic!("not every startup probe ran\n{}", p.dump()));
+    for l in labels(&status) {
+        assert!(route_addr(&l).ip().is_loopback(), "{l}\n{status}");
     }
 }
 
@@ -380,8 +363,12 @@ fn total_outage_through_a_warm_pool_moves_sessions_to_the_next_tier() {
     const MAX_LOST: usize = 3;
     let ws = FakeDc::start_tls_ws(DcConfig::default());
     let tcp = FakeDc::start_tcp(DcConfig::default());
+    let ctl = Ctl::new();
+    let [c0, c1] = ctl.args();
     let p = proxy(&[
         s("-v"),
+        c0,
+        c1,
         s("--dc-ip"),
         format!("2:{}", ws.addr()),
         s("--tcp-dc-ip"),
@@ -390,8 +377,6 @@ fn total_outage_through_a_warm_pool_moves_sessions_to_the_next_tier() {
         s("ws,tcp"),
         s("--pool-size"),
         s("2"),
-        s("--stats-interval"),
-        s("0.2"),
     ]);
     // Two sessions make the route Up and hot; the pool fills to two warm upstreams, the only
     // sessions the front holds once the clients are gone.
@@ -405,7 +390,8 @@ fn total_outage_through_a_warm_pool_moves_sessions_to_the_next_tier() {
         ws.live_sessions(),
         p.dump()
     );
-    assert!(wait_active(&p, WAIT, |n| n == 0), "{}", p.dump());
+    let idle = |st: &serde_json::Value| st["sessions"]["active"] == 0;
+    assert!(ctl.wait(&p, WAIT, idle).is_some(), "{}", p.dump());
     assert_eq!(tcp.inits(), 0, "tcp used while ws was healthy");
 
     ws.set_outage(true);
@@ -487,17 +473,11 @@ fn a_pool_refill_does_not_prove_a_route() {
         fault: Fault::SilentAfterUpgrade,
         delay: Duration::from_millis(300),
     });
+    let ctl = Ctl::new();
+    let [c0, c1] = ctl.args();
     let p = ws_proxy(
         &dc,
-        &[
-            "-v",
-            "--pool-size",
-            "1",
-            "--connect-budget",
-            "1",
-            "--stats-interval",
-            "0.2",
-        ],
+        &["-v", "--pool-size", "1", "--connect-budget", "1", &c0, &c1],
     );
 
     // 1. A client's dial finished in the background: the client sends its init and leaves
@@ -570,7 +550,7 @@ fn a_pool_refill_does_not_prove_a_route() {
         "a silent upstream was kept\n{}",
         p.dump()
     );
-    let stats = p.next_stats(WAIT).expect("a stats line");
-    let fills = stats_field(&stats, "pool").expect("pool field");
-    assert!(fills[1] >= 2, "the refills never ran: {stats}");
+    let status = ctl.status(&p);
+    let fills = counter(&status, "pool_fills");
+    assert!(fills >= 2, "the refills never ran: {status}");
 }

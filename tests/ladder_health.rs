@@ -13,8 +13,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::blackhole::BlackHole;
+use common::ctl::Ctl;
 use common::fakedc::{DcConfig, FakeDc, Fault};
-use common::{client_opts, closed_port, os_rng, stats_field, wait_until, Proxy, SECRET};
+use common::{client_opts, closed_port, os_rng, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, Attempt, MtClient, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 
@@ -27,12 +28,17 @@ fn s(v: &str) -> String {
     v.to_string()
 }
 
-/// A proxy with the rig's compressed-time ladder flags and a stats line every 0.5 s, then
-/// `extra` (a later flag wins).
+/// A proxy with the rig's compressed-time ladder flags, then `extra` (a later flag wins).
 fn proxy(extra: &[String]) -> Proxy {
-    let mut args = vec![s("--stats-interval"), s("0.5")];
-    args.extend(extra.iter().cloned());
-    common::ladder_proxy(&[WORKER], &args)
+    common::ladder_proxy(&[WORKER], extra)
+}
+
+/// A [`proxy`] with a control socket, for tests that read its counters.
+fn proxy_ctl(extra: &[String]) -> (Proxy, Ctl) {
+    let ctl = Ctl::new();
+    let mut args = extra.to_vec();
+    args.extend(ctl.args());
+    (proxy(&args), ctl)
 }
 
 fn ws_flag(addr: SocketAddr) -> [String; 2] {
@@ -77,10 +83,15 @@ fn probe_bound(window: Duration, base: f64, max: f64) -> usize {
     }
 }
 
-/// Stats line after now, with the tier and probe counters.
-fn stats(p: &Proxy) -> String {
-    p.next_stats(WAIT)
-        .unwrap_or_else(|| panic!("no stats line\n{}", p.dump()))
+/// A tier's client-path attempts in `ctl status --json`: started, ok, failed, cancelled.
+fn attempts(status: &serde_json::Value, tier: &str) -> [u64; 4] {
+    let a = &status["counters"]["attempts"][tier];
+    ["started", "ok", "failed", "cancelled"].map(|k| a[k].as_u64().expect("a count"))
+}
+
+/// Counter `name` of a `ctl status --json`.
+fn counter(status: &serde_json::Value, name: &str) -> u64 {
+    status["counters"][name].as_u64().expect("a counter")
 }
 
 // ---- the pit is gone -------------------------------------------------------------------------
@@ -178,21 +189,17 @@ fn refused_ws_is_dialled_once_then_left_to_the_prober() {
     args.extend(ws_flag(closed_port()));
     args.extend(worker_flag(&w));
     args.extend(tcp_flag(&dc));
-    let p = proxy(&args);
+    let (p, ctl) = proxy_ctl(&args);
     assert_ok(&probe(&p), &p);
     for _ in 0..8 {
         let a = probe(&p);
         assert_ok(&a, &p);
         assert!(a.ms < 300, "{a:?}");
     }
-    let line = stats(&p);
+    let st = ctl.status(&p);
     // A refused connect skips the route's other host name: one client-path ws attempt in all.
-    assert_eq!(stats_field(&line, "ws"), Some(vec![1, 0, 1, 0]), "{line}");
-    assert_eq!(
-        stats_field(&line, "worker"),
-        Some(vec![9, 9, 0, 0]),
-        "{line}"
-    );
+    assert_eq!(attempts(&st, "ws"), [1, 0, 1, 0], "{st}");
+    assert_eq!(attempts(&st, "worker"), [9, 9, 0, 0], "{st}");
 }
 
 #[test]
@@ -204,7 +211,7 @@ fn ws_front_answering_503_sees_only_probes_after_the_first_client() {
     args.extend(ws_flag(ws.addr()));
     args.extend(worker_flag(&w));
     args.extend(tcp_flag(&dc));
-    let p = proxy(&args);
+    let (p, ctl) = proxy_ctl(&args);
     assert_ok(&probe(&p), &p);
     let after_first = ws.connections();
     let failed_at = Instant::now();
@@ -218,12 +225,12 @@ fn ws_front_answering_503_sees_only_probes_after_the_first_client() {
         assert_ok(&a, &p);
         n += 1;
     }
-    let line = stats(&p);
+    let st = ctl.status(&p);
     let window = failed_at.elapsed();
-    let ws_stats = stats_field(&line, "ws").expect("ws attempts in stats");
     assert_eq!(
-        ws_stats[0], after_first as u64,
-        "{n} later clients dialled the 503 front: {line}"
+        attempts(&st, "ws")[0],
+        after_first as u64,
+        "{n} later clients dialled the 503 front: {st}"
     );
     let probes = ws.connections() - after_first;
     let bound = probe_bound(window, 0.3, 2.0) + 1;
@@ -333,15 +340,15 @@ fn hedged_loser_is_counted_cancelled_not_failed() {
     ];
     args.extend(ws_flag(ws.addr()));
     args.extend(tcp_flag(&dc));
-    let p = proxy(&args);
+    let (p, ctl) = proxy_ctl(&args);
     let a = probe(&p);
     assert_ok(&a, &p);
     assert!(a.ms < 500, "the hedge did not win: {a:?}\n{}", p.dump());
     assert_eq!(dc.inits(), 1);
-    let line = stats(&p);
-    assert_eq!(stats_field(&line, "ws"), Some(vec![1, 0, 0, 1]), "{line}");
-    assert_eq!(stats_field(&line, "tcp"), Some(vec![1, 1, 0, 0]), "{line}");
-    assert_eq!(stats_field(&line, "hedges"), Some(vec![1]), "{line}");
+    let st = ctl.status(&p);
+    assert_eq!(attempts(&st, "ws"), [1, 0, 0, 1], "{st}");
+    assert_eq!(attempts(&st, "tcp"), [1, 1, 0, 0], "{st}");
+    assert_eq!(counter(&st, "hedges"), 1, "{st}");
     assert_eq!(
         p.route_events("ws:DC2", "down"),
         Vec::<serde_json::Value>::new()
@@ -476,21 +483,23 @@ fn upgraded_then_silent_worker_is_marked_down_by_the_probe() {
     let mut args = vec![s("--tier-order"), s("worker,tcp"), s("-v")];
     args.extend(worker_flag(&w));
     args.extend(tcp_flag(&dc));
-    let p = proxy(&args);
+    let (p, ctl) = proxy_ctl(&args);
     // The first client may land in the silence (the 101 looks fine); it gives up quickly.
     let mut opts = client_opts(p.addr(), SECRET, Tag::Intermediate, 2);
     opts.timeout = Duration::from_millis(1_500);
     let _ = probe_once(&opts, &mut os_rng());
-    let line = p
-        .wait_line(&["upgraded but silent"], WAIT)
-        .unwrap_or_else(|| panic!("no probe found the silence\n{}", p.dump()));
-    assert!(line.contains("worker:DC2"), "{line}");
+    // A probe found the silence: it failed, and the route went down for a `timeout` (on
+    // loopback a probe times out only after the upgrade: a dial still connecting would be
+    // refused, one stuck in TLS or the upgrade is a `handshake-timeout`).
     assert!(
         p.wait_route_down("worker:DC2", Some("timeout"), WAIT)
             .is_some(),
         "{}",
         p.dump()
     );
+    let st = ctl.status(&p);
+    assert!(counter(&st, "probes_failed") >= 1, "{st}\n{}", p.dump());
+    assert!(w.upgrades() >= 1, "the Worker never upgraded\n{}", p.dump());
     let a = probe(&p);
     assert_ok(&a, &p);
     assert!(a.ms < 300, "{a:?}");
@@ -517,7 +526,7 @@ fn worker_probes_and_pool_fills_stay_within_the_request_budget() {
     ];
     args.extend(worker_flag(&w));
     args.extend(tcp_flag(&dc));
-    let p = proxy(&args);
+    let (p, ctl) = proxy_ctl(&args);
     let start = Instant::now();
     let mut ok = 0;
     // Steady load with gaps longer than the probe interval, so liveness probes are wanted.
@@ -529,18 +538,14 @@ fn worker_probes_and_pool_fills_stay_within_the_request_budget() {
         wait_until(Duration::from_millis(300), || false);
         assert!(pause.elapsed() >= Duration::from_millis(300));
     }
-    let line = stats(&p);
-    let probes = stats_field(&line, "probes").expect("probes field")[0];
-    let fills = stats_field(&line, "pool").expect("pool field")[1];
-    assert!(
-        probes + fills <= 1,
-        "budget burst is 1: {line}\n{}",
-        p.dump()
-    );
+    let st = ctl.status(&p);
+    let probes = counter(&st, "probes_started");
+    let fills = counter(&st, "pool_fills");
+    assert!(probes + fills <= 1, "budget burst is 1: {st}\n{}", p.dump());
     let extra = w.requests().saturating_sub(ok);
     assert!(
         extra <= 1,
-        "{} requests for {ok} client sessions: {line}",
+        "{} requests for {ok} client sessions: {st}",
         w.requests()
     );
 }

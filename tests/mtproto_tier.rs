@@ -15,6 +15,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::ctl::Ctl;
 use common::fakedc::{DcConfig, FakeDc};
 use common::{client_opts, os_rng, run_bin, temp_dir, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::MtClient;
@@ -99,12 +100,14 @@ fn dump(front: &Proxy, up: &Proxy) -> String {
 }
 
 /// Sessions through a chain with `up_secret`, for each transport and a media index; the DC
-/// sees the client's transport and DC index, the front's session line says `via mtproto`,
+/// sees the client's transport and DC index, the front's session records say tier `mtproto`,
 /// and no line of the front shows the upstream's key.
 fn chain_carries_sessions(up_secret: &str, tls: bool) {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let up = upstream(&dc, up_secret, 0);
-    let fr = front(up.port(), up_secret, &["--stats-interval", "0.2"]);
+    let ctl = Ctl::new();
+    let [c0, c1] = ctl.args();
+    let fr = front(up.port(), up_secret, &[&c0, &c1]);
     let mut rng = os_rng();
     let mut want = Vec::new();
     for (tag, idx) in [
@@ -129,13 +132,15 @@ fn chain_carries_sessions(up_secret: &str, tls: bool) {
         "the front's session records\n{}",
         dump(&fr, &up)
     );
-    // The stats line counts the tier's attempts: 3 started, 3 connected, none failed.
+    // The tier's attempts: 3 started, 3 connected, none failed or cancelled.
+    let counted = |st: &serde_json::Value| {
+        let a = &st["counters"]["attempts"]["mtproto"];
+        [&a["started"], &a["ok"], &a["failed"], &a["cancelled"]] == [3, 3, 0, 0]
+    };
     assert!(
-        wait_until(WAIT, || fr
-            .next_stats(WAIT)
-            .and_then(|l| common::stats_field(&l, "mtproto"))
-            == Some(vec![3, 3, 0, 0])),
-        "{}",
+        ctl.wait(&fr, WAIT, counted).is_some(),
+        "{}\n{}",
+        ctl.status(&fr),
         fr.dump()
     );
     // The upstream saw our hop as its client: fake-TLS on `ee`, plain obfuscated2 otherwise.
@@ -150,6 +155,7 @@ fn chain_carries_sessions(up_secret: &str, tls: bool) {
         .filter(|e| e["fake_tls"] == true)
         .count();
     assert_eq!(up_tls > 0, tls, "{}", up.dump());
+    // The log line is the feature here: the upstream's key is masked in every line.
     assert!(
         fr.logs().iter().all(|l| !l.contains(UP_KEY)),
         "the upstream key leaked into the front's log\n{}",
@@ -196,9 +202,20 @@ fn a_wrong_upstream_secret_fails_the_route_and_the_client_is_closed() {
     let fr = front(up.port(), &wrong, &["--connect-budget", "2s"]);
     let mut rng = os_rng();
     assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
+    // The dial failed in the fake-TLS handshake: the hop connected (`started`), the upstream
+    // refused our hello as not its own (`bad-init`) and closed before its server hello.
+    let failed = fr.wait_event("attempt", WAIT, |e| {
+        e["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("mtproto:"))
+    });
+    let failed = failed.unwrap_or_else(|| panic!("no failed attempt\n{}", dump(&fr, &up)));
+    assert_eq!(failed["failure"], "closed-early", "{failed}");
+    assert_eq!(failed["started"], true, "{failed}");
+    let refused = up.wait_session_reason("bad-init", WAIT);
     assert!(
-        fr.wait_log("fake-tls handshake", WAIT),
-        "the failure names the handshake\n{}",
+        refused.is_some(),
+        "the upstream never refused the hello\n{}",
         dump(&fr, &up)
     );
     assert_eq!(dc.connections(), 0);
@@ -491,6 +508,20 @@ fn sighup(p: &Proxy) {
     );
 }
 
+/// Waits for `n` applied reloads that changed `mtproto-proxy` live (→ how many there are).
+fn mtproto_reloads(p: &Proxy, n: usize) -> usize {
+    let changed = |e: &serde_json::Value| {
+        e["result"] == "applied"
+            && e["changed"]
+                .as_str()
+                .is_some_and(|c| c.split(',').any(|o| o.trim() == "mtproto-proxy"))
+    };
+    wait_until(WAIT, || {
+        p.events("reload").iter().filter(|e| changed(e)).count() >= n
+    });
+    p.events("reload").iter().filter(|e| changed(e)).count()
+}
+
 #[test]
 fn a_reload_adding_then_removing_mtproto_proxy_changes_new_sessions() {
     let dc = FakeDc::start_tcp(DcConfig::default());
@@ -504,11 +535,7 @@ fn a_reload_adding_then_removing_mtproto_proxy_changes_new_sessions() {
     let line = format!("mtproto-proxy 127.0.0.1:{}:{UP_KEY}", up.port());
     write_mt_config(&config, &line);
     sighup(&fr);
-    assert!(
-        fr.wait_line(&["reload", "mtproto-proxy"], WAIT).is_some(),
-        "{}",
-        fr.dump()
-    );
+    assert_eq!(mtproto_reloads(&fr, 1), 1, "{}", fr.dump());
     if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
         panic!("after adding: {e}\n{}", dump(&fr, &up));
     }
@@ -516,17 +543,14 @@ fn a_reload_adding_then_removing_mtproto_proxy_changes_new_sessions() {
 
     write_mt_config(&config, "");
     sighup(&fr);
-    assert!(
-        wait_until(WAIT, || fr.count_log("mtproto-proxy") >= 2),
-        "{}",
-        fr.dump()
-    );
+    assert_eq!(mtproto_reloads(&fr, 2), 2, "{}", fr.dump());
     assert!(session(&fr, Tag::Intermediate, 2, &mut rng).is_err());
     assert_eq!(
         dc.init_dcs().len(),
         1,
         "a session still reached the upstream"
     );
+    // The log line is the feature here: the upstream's key is masked in every line.
     assert!(!fr.dump().contains(UP_KEY), "{}", fr.dump());
 }
 

@@ -13,8 +13,9 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv6Addr, TcpStream};
 use std::time::{Duration, Instant};
 
+use common::ctl::Ctl;
 use common::plainrig::res_pq_after;
-use common::{os_rng, stats_field, tcp_dc2_proxy, Proxy};
+use common::{os_rng, tcp_dc2_proxy, Proxy};
 
 /// `--handshake-timeout` here: long enough that "at once" is clearly before it.
 const HANDSHAKE: &str = "3";
@@ -77,19 +78,27 @@ fn v2(cmd: u8, fam: u8, addr: &[u8]) -> Vec<u8> {
     h
 }
 
-fn proxy_on() -> (common::fakedc::FakeDc, Proxy) {
-    tcp_dc2_proxy(&[
+fn proxy_on() -> (common::fakedc::FakeDc, Proxy, Ctl) {
+    let ctl = Ctl::new();
+    let [c0, c1] = ctl.args();
+    let (dc, proxy) = tcp_dc2_proxy(&[
         "--proxy-protocol",
         "--handshake-timeout",
         HANDSHAKE,
-        "--stats-interval",
-        "0.2",
-    ])
+        &c0,
+        &c1,
+    ]);
+    (dc, proxy, ctl)
+}
+
+/// Sessions closed for a bad or missing PROXY header so far, from `ctl status --json`.
+fn header_closes(proxy: &Proxy, ctl: &Ctl) -> serde_json::Value {
+    ctl.status(proxy)["counters"]["closed_by_reason"]["proxy-header"].clone()
 }
 
 #[test]
 fn valid_v1_and_v2_headers_are_consumed_and_name_the_client() {
-    let (_dc, proxy) = proxy_on();
+    let (_dc, proxy, ctl) = proxy_on();
     served_after(&proxy, b"PROXY TCP4 192.0.2.7 127.0.0.1 51000 443\r\n").expect("v1 TCP4");
     assert!(
         peer_session(&proxy, "192.0.2.7:51000", Some("DC2")),
@@ -136,13 +145,12 @@ fn valid_v1_and_v2_headers_are_consumed_and_name_the_client() {
         "{}",
         proxy.dump()
     );
-    let stats = proxy.next_stats(WAIT).expect("stats line");
-    assert_eq!(stats_field(&stats, "proxy-header"), None, "{stats}");
+    assert_eq!(header_closes(&proxy, &ctl), 0, "{}", proxy.dump());
 }
 
 #[test]
 fn bad_or_missing_headers_are_refused_and_others_still_served() {
-    let (dc, proxy) = proxy_on();
+    let (dc, proxy, ctl) = proxy_on();
     let at_once = HANDSHAKE_DUR - Duration::from_millis(500);
     let mut too_long = v2(1, 0x11, &[0; 12]);
     too_long[14..16].copy_from_slice(&2000u16.to_be_bytes());
@@ -189,11 +197,7 @@ fn bad_or_missing_headers_are_refused_and_others_still_served() {
         "{}",
         proxy.dump()
     );
-    let ok = common::wait_until(WAIT, || {
-        proxy
-            .next_stats(WAIT)
-            .is_some_and(|l| stats_field(&l, "proxy-header") == Some(vec![7]))
-    });
+    let ok = common::wait_until(WAIT, || header_closes(&proxy, &ctl) == 7);
     assert!(ok, "proxy-header count:\n{}", proxy.dump());
 }
 

@@ -216,6 +216,8 @@ fn worker_closing_on_ping_is_learned_after_the_first_such_end_and_later_sessions
         p.dump()
     );
     assert_eq!(w.pings(), 1);
+    // The log line is the feature: ctl status does not show pings-off, this line is the
+    // operator's only sign that the route's pings went off.
     let line = p
         .wait_line(&["closes sessions after a WS ping: pings off for it"], WAIT)
         .unwrap_or_else(|| panic!("not learned\n{}", p.dump()));
@@ -231,6 +233,7 @@ fn worker_closing_on_ping_is_learned_after_the_first_such_end_and_later_sessions
         echo(c, &p, 10 + i as u32, 64);
     }
     assert_eq!(w.pings(), 1, "{}", p.dump());
+    // The line is the operator's only sign (see above): logged once, not per session.
     assert_eq!(p.count_log("pings off for it"), 1, "logged once");
     let downs: Vec<_> = p
         .events("route")
@@ -398,6 +401,8 @@ fn a_session_already_running_when_pings_go_off_is_not_pinged_either() {
     echo(&mut a, &p, 2, 64);
     pause(Duration::from_millis(300));
     echo(&mut b, &p, 3, 64);
+    // The log line is the feature: ctl status does not show pings-off, this line is the
+    // operator's only sign that the route's pings went off.
     p.wait_line(&["closes sessions after a WS ping: pings off"], WAIT)
         .unwrap_or_else(|| panic!("not learned\n{}", p.dump()));
     assert_eq!(w.pings(), 1, "{}", p.dump());

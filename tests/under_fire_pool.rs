@@ -8,6 +8,7 @@ mod common;
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
+use common::ctl::Ctl;
 use common::fakedc::{DcConfig, DcHandle, FakeDc, Fault};
 use common::{client_opts, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, ClientOptions, MtClient, Outcome};
@@ -34,8 +35,6 @@ fn start(ws: &DcHandle, extra: &[&str]) -> Proxy {
         "30",
         "--pool-first-byte-timeout",
         "1s",
-        "--stats-interval",
-        "0.2",
     ];
     args.extend_from_slice(extra);
     Proxy::start(&args)
@@ -113,15 +112,6 @@ fn assert_replayed(proxy: &Proxy) {
     );
 }
 
-/// `needle` shows up in the proxy's log within 3 s.
-fn assert_logged(proxy: &Proxy, needle: &str) {
-    assert!(
-        proxy.wait_log(needle, Duration::from_secs(3)),
-        "no {needle:?} logged\n{}",
-        proxy.logs().join("\n")
-    );
-}
-
 /// One `req_pq_multi` → `resPQ` exchange; its outcome and how long it took.
 fn timed_probe(proxy: &Proxy, rng: &mut Rng) -> (Outcome, Duration, String) {
     let opts = client_opts(proxy.addr(), SECRET, Tag::Intermediate, 2);
@@ -146,7 +136,9 @@ fn replayed_probe(proxy: &Proxy, rng: &mut Rng) -> Duration {
 
 #[test]
 fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
-    let (dc, proxy, mut rng) = dead_pool(&["--tier-order", "ws"]);
+    let ctl = Ctl::new();
+    let [c0, c1] = ctl.args();
+    let (dc, proxy, mut rng) = dead_pool(&["--tier-order", "ws", &c0, &c1]);
     let took = replayed_probe(&proxy, &mut rng);
     let logs = || proxy.logs().join("\n");
     // It did go to the dead pooled upstream first, and waited for it no longer than the flag.
@@ -160,10 +152,18 @@ fn dead_pooled_upstream_is_retried_on_a_fresh_route() {
     );
     assert_replayed(&proxy);
     // Its sibling, as old, was flushed with it.
-    assert_logged(&proxy, "1 as old or older flushed");
+    let flush = proxy.wait_event("pool_flushed", Duration::from_secs(3), |e| {
+        e["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("ws:DC2 "))
+    });
+    let flush = flush.unwrap_or_else(|| panic!("no pool flush\n{}", logs()));
+    assert_eq!(flush["flushed"], 1, "{flush}");
+    let retried = |st: &serde_json::Value| st["counters"]["pool_retries"] == 1;
     assert!(
-        proxy.wait_log(" retried=1", Duration::from_secs(3)),
-        "stats line\n{}",
+        ctl.wait(&proxy, Duration::from_secs(3), retried).is_some(),
+        "{}\n{}",
+        ctl.status(&proxy),
         logs()
     );
     // The route was doubted, re-proven, and serves the next client at once.

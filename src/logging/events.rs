@@ -19,6 +19,9 @@
 //!   `suspect`, `down`).
 //! * `pool_ready`: a warm upstream joined a route's pool — `label`, `dial_ms` (its dial's
 //!   duration).
+//! * `pool_flushed`: a pooled upstream stayed silent after a client's request and its route's
+//!   warm upstreams as old or older were closed with it (`route::ladder`) — `label`, `flushed`
+//!   (how many siblings; 0 if none was left).
 //! * `replay`: a session's request is replayed on a fresh route after its pooled upstream
 //!   stayed silent — `peer`.
 //! * `refused`: a client turned away at accept, before any session — `peer`, `reason`

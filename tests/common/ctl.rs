@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{run_bin, temp_dir, Proxy};
+use super::{run_bin, temp_dir, wait_until, Proxy};
 
 /// A control socket for one proxy.
 pub struct Ctl {
@@ -41,6 +41,23 @@ impl Ctl {
         );
         serde_json::from_str(&r.stdout)
             .unwrap_or_else(|e| panic!("status --json is not JSON: {e}\n{}", r.stdout))
+    }
+
+    /// Polls `ctl status --json` of `p` until `pred` holds for it (→ that status) or
+    /// `timeout` passes (→ None). Each poll runs the `ctl` applet (a few ms).
+    pub fn wait(
+        &self,
+        p: &Proxy,
+        timeout: Duration,
+        mut pred: impl FnMut(&serde_json::Value) -> bool,
+    ) -> Option<serde_json::Value> {
+        let mut found = None;
+        wait_until(timeout, || {
+            let s = self.status(p);
+            found = pred(&s).then_some(s);
+            found.is_some()
+        });
+        found
     }
 
     /// The route of `status` whose label starts with `prefix` (`ws:DC2`, `worker:DC2`…).

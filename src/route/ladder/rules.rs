@@ -455,6 +455,11 @@ impl<U: Pooled> Ladder<U> {
              or older flushed",
             self.table.routes[route].label()
         );
+        emit(|| {
+            Event::new("pool_flushed")
+                .str("label", &self.table.routes[route].label())
+                .num("flushed", flushed as u64)
+        });
         let slot = &mut self.slots[route];
         let recent = slot.doubt_probed_at > 0
             && now.saturating_sub(slot.doubt_probed_at) < self.cfg.health.base_ms;
