@@ -29,7 +29,7 @@ DIST_TARGETS ?= $(CROSS_ALL_TARGETS)
 help:
 	@echo "tg-ws-proxy make targets:"
 	@echo "  make test           cargo test --all-targets $(LOCKED)  (what CI runs on the host)"
-	@echo "  make lint           cargo fmt --check; cargo clippy --all-targets -- -D warnings  (CI, before the tests)"
+	@echo "  make lint           cargo fmt --all --check; cargo clippy --all-targets -- -D warnings  (CI, before the tests)"
 	@echo "  make demo           release build, then examples/demo.rs: fake DC + real proxy + probes"
 	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
 	@echo "  make bench-burst    only the burst of new sessions, with its --handshake-pace 0 reference (\$$BENCH_ARGS appended)"
@@ -53,7 +53,7 @@ test:
 
 # What CI checks before the tests: rustfmt's layout and clippy with every warning an error.
 lint:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 	$(CARGO) clippy --all-targets $(LOCKED) -- -D warnings
 
 demo:

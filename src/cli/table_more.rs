@@ -354,7 +354,8 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
         reload: Restart, long: "--replay-cache", short: None, aliases: &[], env: &["TG_REPLAY_CACHE"],
         meta: "N", default: "8192", group: Clients,
         help: "fake-TLS hellos remembered to refuse a replayed one (32 bytes each, allocated at \
-               start), 1-1048576; 0 = off, unsafe: a recorded hello is answered again",
+               start), 1-1048576; 0 = off, unsafe: a recorded hello is answered again; until an \
+               ee secret is in use a reload may still set it",
         kind: Value(|d, s| {
             parse_in_range(s, 0, 1 << 20).map(|n| d.config.replay_cache = n as usize)
         }),

@@ -3,7 +3,7 @@
 //! tools that want facts rather than log wording: a test asserts that a session ended with
 //! reason `bad-init`, not that some line contains the words.
 //!
-//! Events (every object has `"event"` and `"ms"`, the process's monotonic time of the write):
+//! Events (every object has `"event"` and `"ms"`, milliseconds since the stream was opened at start, monotonic):
 //! * `session`: a client connection ended — `peer`, `fake_tls`, `dc` (`DC2`, `-DC4`, or null
 //!   before the handshake told it), `tier` (null if no upstream was won), `target` (the route's
 //!   label, ` (pooled)` when served from a warm pool; empty if none), `masked`, `up` and

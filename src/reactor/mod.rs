@@ -1,4 +1,5 @@
-//! The reactor: the only `mio::Poll` of `run` and the only monotonic clock read, and the loop.
+//! The reactor: the only `mio::Poll` of `run` and the loop's one monotonic clock read (the
+//! `TG_EVENTS` test stream stamps its own lines), and the loop.
 //! It is also the one wall clock read of `run` (fake-TLS timestamps, once per iteration while
 //! an `ee` secret or `ee` upstream is configured; a probe's message ids, per probe event): the
 //! dialler, the probes and the sessions take both clocks, the outbound setting and their

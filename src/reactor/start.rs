@@ -73,9 +73,6 @@ impl Reactor {
         let (gate, ee_keys, wall_s) = gate(&cfg, now);
         let dns = start_resolver(&cfg, poll.registry())?;
         let (ladder, cflist) = ladder(&mut cfg, listen, ladder_rng, now);
-        if listener.is_some() {
-            info!("listening on {listen} (max {capacity} sessions)");
-        }
         let stats_ms = cfg.stats_interval.as_millis() as u64;
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
@@ -131,6 +128,11 @@ impl Reactor {
             trim,
         };
         r.apply(r.s.cfg.clone(), None);
+        // After the settings' own lines (the outbound proxy's), as before start and reload
+        // shared one path: `listening on` ends the start lines.
+        if r.listener.is_some() {
+            info!("listening on {listen} (max {capacity} sessions)");
+        }
         Ok(r)
     }
 }

@@ -140,8 +140,6 @@ impl Connecting {
         None
     }
 
-    /// Dials candidate `cand` in attempt slot `slot` ([`Effect::Dial`]) and tells the race
-    /// whether it started.
     /// Ends attempt slot `slot`: cancels its timer and hands its dial (if any) to the caller,
     /// which abandons or blames it.
     fn end_slot(&mut self, slot: usize, ctx: &mut Ctx<'_>) -> Option<Box<Attempt>> {
@@ -149,6 +147,8 @@ impl Connecting {
         self.dials[slot].take()
     }
 
+    /// Dials candidate `cand` in attempt slot `slot` ([`Effect::Dial`]) and tells the race
+    /// whether it started.
     fn dial(&mut self, slot: usize, cand: usize, fx: &mut Vec<Effect>, ctx: &mut Ctx<'_>) {
         let token = token::encode(self.who.slot as usize, self.who.id, Role::Up(slot as u8));
         let spec = &self.race.cands()[cand].spec;
