@@ -287,15 +287,17 @@ impl Conn {
         let Phase::Connecting(c) = &mut self.phase else {
             return Step::Wait;
         };
+        let winner = c.race.won(i);
         if dial.via().is_some() {
-            ctx.ladder.proxy_worked(ctx.now);
+            let started = winner.as_ref().map_or(ctx.now, |w| w.started);
+            ctx.ladder.proxy_worked(ctx.now, started);
         }
         let Some(Winner {
             cand,
             route,
             started,
             retried,
-        }) = c.race.won(i)
+        }) = winner
         else {
             return Step::Wait;
         };

@@ -106,9 +106,15 @@ impl ProxyDep {
         true
     }
 
-    /// A dial through the proxy got past it at `now` (its handshake was done, whatever the
-    /// destination did next). `Some` when this ended an outage (the caller says so once).
-    pub fn worked(&mut self, now: u64) -> Option<Back> {
+    /// A dial through the proxy that began at `started` got past it (its handshake was done,
+    /// whatever the destination did next), reported at `now`. `Some` when this ended an
+    /// outage (the caller says so once). A dial begun at or before the outage's start proves
+    /// nothing about it: it may have passed the proxy before the proxy died, and its end
+    /// (a reset mid-TLS when the proxy's process went away) would lift a fresh outage at once.
+    pub fn worked(&mut self, now: u64, started: u64) -> Option<Back> {
+        if self.down.as_ref().is_some_and(|d| started <= d.since) {
+            return None;
+        }
         self.down.take().map(|d| Back {
             down_ms: now.saturating_sub(d.since),
             tries: d.tries,
@@ -175,7 +181,7 @@ mod tests {
             assert_eq!(p.may_dial(now, &mut r), Ok(()));
         }
         assert!(p.down().is_none());
-        assert_eq!(p.worked(100), None, "nothing to say while up");
+        assert_eq!(p.worked(100, 50), None, "nothing to say while up");
     }
 
     /// Issue 19 §3: a stopped proxy was dialled by every pool refill and probe, ~50 a second.
@@ -231,12 +237,14 @@ mod tests {
         assert_eq!(p.ready(at), Ok(()));
         assert_eq!(p.may_dial(at, &mut r), Ok(()));
         assert!(p.ready(at + 1).is_err(), "the re-check was taken");
-        let back = p.worked(at + 20).expect("back");
+        assert_eq!(p.worked(at + 20, 0), None, "a dial from before the outage");
+        assert!(p.down().is_some(), "still down");
+        let back = p.worked(at + 20, at).expect("back");
         assert_eq!(
             (back.down_ms, back.tries, back.failures, back.held),
             (at + 20, 1, 1, 1)
         );
-        assert_eq!(p.worked(at + 30), None);
+        assert_eq!(p.worked(at + 30, at + 25), None);
         assert_eq!(p.may_dial(at + 30, &mut r), Ok(()));
         // Down again later: the backoff starts from the base again.
         assert!(p.failed(Failure::ProxyUnreachable, 10_000, &mut r));

@@ -364,7 +364,7 @@ impl Shell<'_> {
         // Through the outbound proxy, anything but the proxy's own failure means it works.
         let at_proxy = matches!(&f.outcome, ProbeOutcome::Failed(fl, ..) if fl.is_proxy());
         if f.via_proxy && !at_proxy {
-            ladder.proxy_worked(now);
+            ladder.proxy_worked(now, f.started);
         }
         match (f.goal, f.outcome) {
             (Goal::ResPq, ProbeOutcome::Ok(rtt)) => {

@@ -256,7 +256,7 @@ impl Connecting {
         ctx.stats.attempts_failed[tier.index()] += 1;
         if dial.via().is_some() && !f.is_proxy() {
             // It got past the outbound proxy: the proxy works, whatever the destination did.
-            ctx.ladder.proxy_worked(ctx.now);
+            ctx.ladder.proxy_worked(ctx.now, started);
         }
         let ms = ctx.now.saturating_sub(started);
         crate::logging::events::emit(|| {

@@ -436,7 +436,8 @@ impl Reactor {
     /// Tells the ladder what the fetch's dial through the outbound proxy said about it.
     fn cflist_proxy_news(&mut self) {
         match self.cflist.proxy_news.take() {
-            Some(Ok(())) => self.s.ladder.proxy_worked(self.now),
+            // Said as its handshake with the proxy ends: a fact of now.
+            Some(Ok(())) => self.s.ladder.proxy_worked(self.now, self.now),
             Some(Err(f)) => self
                 .s
                 .ladder

@@ -152,10 +152,11 @@ impl<U: Pooled> Ladder<U> {
         }
     }
 
-    /// A dial through the outbound proxy got past it at `now` (its handshake done, whatever
-    /// the destination did next): it works; if it was down, that is said once.
-    pub fn proxy_worked(&mut self, now: u64) {
-        if let Some(back) = self.outproxy.worked(now) {
+    /// A dial through the outbound proxy begun at `started` got past it (its handshake done,
+    /// whatever the destination did next), reported at `now`: it works; if it was down, that
+    /// is said once. A dial begun before the outage proves nothing about it (`ProxyDep::worked`).
+    pub fn proxy_worked(&mut self, now: u64, started: u64) {
+        if let Some(back) = self.outproxy.worked(now, started) {
             // Fills it held go out now, not at the re-check they were waiting for.
             for slot in &mut self.slots {
                 slot.fill_retry_at = 0;

@@ -123,7 +123,7 @@ fn background_work_waits_for_a_down_outbound_proxy_one_recheck_per_step() {
         .iter()
         .all(|w| matches!(w, Work::Sweep)));
     // That dial got past the proxy: it is back, and the pool refills at once.
-    l.proxy_worked(next + 20);
+    l.proxy_worked(next + 20, next);
     assert!(l.proxy_down().is_none());
     assert_eq!(fills_of(&drain(&mut l, next + 21)), vec![ws]);
 }
