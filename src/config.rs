@@ -8,10 +8,11 @@
 pub mod health;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Secret;
 use crate::net::tls::CipherPref;
 
@@ -112,6 +113,10 @@ pub struct Config {
     /// TCP-tier target overrides per DC number (`--tcp-dc-ip DC:IP[:PORT]`); DCs not listed use
     /// the built-in table (`mtproto::dc`) on port 443.
     pub tcp_addrs: BTreeMap<u16, SocketAddr>,
+    /// Exact destination address → DC entries for direct-transport clients (`--dc-addr IP=DC`,
+    /// DC in the init's signed form, docs/protocol.md §1.4), added to the built-in table
+    /// (`route::dc_table`) and winning over it; IPv4-mapped IPv6 addresses stored as IPv4.
+    pub dc_addrs: BTreeMap<IpAddr, DcId>,
     /// Ordered tiers to try (`--tier-order`, default every tier:
     /// `ws,front,worker,cfproxy,mtproto,tcp`).
     pub tier_order: Vec<Tier>,
@@ -363,6 +368,7 @@ impl Config {
             secrets,
             ws_addrs: default_ws_addrs(),
             tcp_addrs: BTreeMap::new(),
+            dc_addrs: BTreeMap::new(),
             tier_order: Tier::ALL.to_vec(),
             ws_connect_timeout: Duration::from_secs(10),
             tcp_connect_timeout: Duration::from_secs(10),
@@ -473,6 +479,7 @@ settings! {
     tier_order => "tier-order",
     ws_addrs => "dc-ip",
     tcp_addrs => "tcp-dc-ip",
+    dc_addrs => "dc-addr",
     worker_domains => "cf-worker-domain",
     cf_domain_list => "cf-domain-list",
     cf_domain_list_refresh => "cf-domain-list-refresh",

@@ -2,12 +2,16 @@
 //! sections of `run --help`, in table order ([`LADDER_CLIENTS_LOGGING`]); `table` joins it
 //! after the first half into `RUN_OPTIONS`. Same rules as `table`: one entry per flag.
 
+use std::net::IpAddr;
+
 use super::opt::MAX_CONNECTIONS_LIMIT;
 use super::opt::{duration, positive, positive_ms, tls_window, Group, Kind, Opt, Reload};
-use super::values::{parse_bool, parse_cf_endpoint, parse_in_range, parse_link_host};
+use super::values::{parse_bool, parse_cf_endpoint, parse_in_range, parse_ip, parse_link_host};
+use crate::mtproto::dc::DcId;
+use crate::route::dc_table::normalise;
 
 use Group::{Clients, Ladder, Listen, Logging};
-use Kind::{Count, Path, Switch, Value};
+use Kind::{Count, List, Path, Switch, Value};
 use Reload::{Live, Restart};
 
 /// The `run` flags after the upstream ones, in table order.
@@ -450,4 +454,95 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
             Ok(())
         }),
     },
+    // Direct transports (transparent mode, SOCKS5: docs/protocol.md §1.9).
+    Opt {
+        reload: Live, long: "--dc-addr", short: None, aliases: &[], env: &["TG_DC_ADDR"],
+        meta: "IP=DC", default: "none", group: Clients,
+        help: "a direct client (transparent or SOCKS5) dialling exactly IP means DC (the \
+               init's signed form: 2, -2 media, 10002 test), over the built-in address table; \
+               repeatable, comma list",
+        kind: List(|d, s| parse_ip_dc(s).map(|(ip, dc)| { d.config.dc_addrs.insert(ip, dc); })),
+    },
 ];
+
+/// `IP=DC` of `--dc-addr`: an IPv4 or IPv6 address (brackets optional; an IPv4-mapped IPv6
+/// address is stored as IPv4) and a DC index in the init's signed form (docs/protocol.md §1.4:
+/// negative = media, 10000 + N = test DC N), not naming DC 0.
+fn parse_ip_dc(s: &str) -> Result<(IpAddr, DcId), String> {
+    let (ip, dc) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}': expected IP=DC (e.g. 149.154.167.51=2)"))?;
+    let ip = normalise(parse_ip(ip.trim())?);
+    let dc = dc
+        .trim()
+        .parse::<i16>()
+        .ok()
+        .and_then(|i| DcId::from_index(i).ok())
+        .ok_or_else(|| {
+            format!("'{s}': DC must be a DC index: 1-9999, -N for media, 1000N for test")
+        })?;
+    Ok((ip, dc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn dc_addr_values() {
+        let dc = |n| DcId::from_index(n).unwrap();
+        assert_eq!(
+            parse_ip_dc("149.154.167.51=2"),
+            Ok((ip("149.154.167.51"), dc(2)))
+        );
+        assert_eq!(
+            parse_ip_dc(" 127.0.0.5 = -4 "),
+            Ok((ip("127.0.0.5"), dc(-4)))
+        );
+        assert_eq!(parse_ip_dc("::1=10002"), Ok((ip("::1"), dc(10002))));
+        assert_eq!(parse_ip_dc("[fd00::7]=3"), Ok((ip("fd00::7"), dc(3))));
+        assert_eq!(
+            parse_ip_dc("::ffff:10.0.0.1=1"),
+            Ok((ip("10.0.0.1"), dc(1)))
+        );
+        for bad in [
+            "149.154.167.51",
+            "149.154.167.51:2",
+            "x=2",
+            "10.0.0.1=0",
+            "10.0.0.1=10000",
+        ] {
+            assert!(parse_ip_dc(bad).is_err(), "{bad}");
+        }
+        assert!(parse_ip_dc("10.0.0.1=40000")
+            .unwrap_err()
+            .contains("DC index"));
+    }
+
+    #[test]
+    fn dc_addr_is_a_repeatable_live_list() {
+        let o = LADDER_CLIENTS_LOGGING
+            .iter()
+            .find(|o| o.long == "--dc-addr")
+            .expect("declared");
+        assert_eq!(o.reload, Reload::Live);
+        assert!(matches!(o.kind, Kind::List(_)));
+        let mut d = super::super::draft::Draft::new();
+        let Kind::List(write) = o.kind else {
+            unreachable!()
+        };
+        write(&mut d, "10.0.0.1=2").unwrap();
+        write(&mut d, "10.0.0.1=4").unwrap();
+        write(&mut d, "::1=-1").unwrap();
+        assert_eq!(d.config.dc_addrs.len(), 2);
+        assert_eq!(
+            d.config.dc_addrs[&ip("10.0.0.1")],
+            DcId::plain(4),
+            "last wins"
+        );
+    }
+}

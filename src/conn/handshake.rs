@@ -46,6 +46,7 @@ use crate::mtproto::faketls::hello::{self, Sniff};
 use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
 use crate::mtproto::faketls::RECORD_HEADER;
 use crate::mtproto::obfs2::{self, Accepted, Secret, SecretKind, INIT_LEN};
+use crate::mtproto::sniff::is_http;
 use crate::net::io::{read_once, write_once, Io};
 use crate::relay::end::client_read_failure;
 use crate::relay::StallWatch;
@@ -53,16 +54,6 @@ use crate::route::table::known_dc;
 
 /// Bytes discarded per drain read.
 const DRAIN_CHUNK: usize = 4096;
-
-/// Prefixes a Telegram client never sends as the start of an init (docs/protocol.md §3.1), so they
-/// can be rejected before 64 bytes arrive.
-const HTTP_PREFIXES: [&[u8; 4]; 4] = [b"GET ", b"POST", b"HEAD", b"OPTI"];
-
-/// Longer starts of HTTP that a client is not barred from sending as the first bytes of an init
-/// (an `HTTP CONNECT` and the HTTP/2 connection preface, RFC 9113 §3.4): rejected once this many
-/// bytes match, a chance of 2^-64 or less for a random init, instead of holding a slot until the
-/// handshake deadline.
-const HTTP_STARTS: [&[u8]; 2] = [b"CONNECT ", b"PRI * HTTP/2.0\r\n"];
 
 /// Where the handshake is.
 #[derive(Debug, PartialEq, Eq)]
@@ -128,12 +119,6 @@ impl Handshake {
             _ => None,
         }
     }
-}
-
-/// True if `prefix` (the first bytes a client sent) is already known to be HTTP.
-fn is_http(prefix: &[u8]) -> bool {
-    (prefix.len() >= 4 && HTTP_PREFIXES.iter().any(|p| &prefix[..4] == *p))
-        || HTTP_STARTS.iter().any(|p| prefix.starts_with(p))
 }
 
 /// Classifies bytes that failed (or cannot become) an init.

@@ -349,6 +349,7 @@ mod tests {
                 return Some(path.display().to_string());
             }
             "dc-ip" | "tcp-dc-ip" => "2:10.0.0.1",
+            "dc-addr" => "10.0.0.1=2",
             "fronting-domain" => "allowed.example.org",
             "cf-worker-domain" => "w.example.workers.dev",
             "cf-domain" | "no-outbound-proxy-for" => "example.com",
