@@ -19,7 +19,7 @@
 #![no_std]
 
 use aes::Aes256;
-use ctr::cipher::{Block, KeyIvInit, StreamCipherCore};
+use ctr::cipher::{Block, KeyIvInit, StreamCipherCore, StreamCipherSeekCore};
 
 /// The counter-mode core: AES-256 keystream blocks for a 128-bit big-endian counter.
 type Core = ctr::CtrCore<Aes256, ctr::flavors::Ctr128BE>;
@@ -34,12 +34,13 @@ const BLOCK: usize = 16;
 /// AES-256 in CTR mode with the whole 16-byte IV as a 128-bit big-endian counter (the
 /// obfuscated2 stream cipher, docs/protocol.md §7.2): the keystream of `ctr::Ctr128BE<Aes256>`,
 /// byte for byte. Encryption and decryption are the same operation. Key material never appears
-/// in `Debug`.
+/// in `Debug`. `Clone` copies the key schedule and the position (a peek at keystream ahead).
 ///
 /// Why not `Ctr128BE::apply_keystream`: in a fat-LTO build whose root crate is at `"z"` the
 /// whole program is optimised last at `"z"`, without the vectoriser, and the wrapper's
 /// byte-by-byte keystream XOR then costs more than the AES-NI rounds. Here the keystream is
 /// generated into a stack buffer and XORed in 64-bit words, which needs no vectoriser.
+#[derive(Clone)]
 pub struct Aes256Ctr {
     core: Core,
     /// The last keystream block, of which `used` bytes were consumed (16: none left).
@@ -93,6 +94,33 @@ impl Aes256Ctr {
             0 => BLOCK,
             r => r,
         };
+    }
+}
+
+impl Aes256Ctr {
+    /// Advances the keystream by `n` bytes without producing them (the counter is moved, at most
+    /// one block is generated for a partial block), as if `apply` ran over `n` bytes that are
+    /// not looked at. The counter wraps modulo 2^128 like `apply`'s.
+    #[inline(never)]
+    pub fn skip(&mut self, n: u64) {
+        let t = ((BLOCK - self.used) as u64).min(n);
+        self.used += t as usize;
+        let n = n - t;
+        if n == 0 {
+            return;
+        }
+        let full = u128::from(n / BLOCK as u64);
+        let rem = (n % BLOCK as u64) as usize;
+        let pos = self.core.get_block_pos().wrapping_add(full);
+        self.core.set_block_pos(pos);
+        if rem == 0 {
+            self.used = BLOCK;
+            return;
+        }
+        let mut ks: [Block<Core>; 1] = Default::default();
+        self.core.write_keystream_blocks(&mut ks);
+        self.tail.copy_from_slice(&ks[0]);
+        self.used = rem;
     }
 }
 

@@ -37,6 +37,20 @@ impl Cipher {
     pub fn apply(&mut self, data: &mut [u8]) {
         self.ctr.apply(data);
     }
+
+    /// Advances by `n` bytes without computing their keystream (CTR is seekable): what
+    /// [`Cipher::apply`] over `n` bytes would leave, for bytes relayed without being looked at
+    /// (the cheap relay, docs/protocol.md §1.9).
+    pub fn skip(&mut self, n: u64) {
+        self.ctr.skip(n);
+    }
+
+    /// XORs the next `data.len()` keystream bytes into `data` without advancing: a look at
+    /// bytes ahead (a packet header) that may be looked at again. Costs a copy of the key
+    /// schedule; meant for a few bytes.
+    pub fn peek(&self, data: &mut [u8]) {
+        self.ctr.clone().apply(data);
+    }
 }
 
 impl fmt::Debug for Cipher {
@@ -572,6 +586,27 @@ mod tests {
         parts.extend(ks(&mut b, 43));
         assert_eq!(whole, parts);
         assert_eq!(format!("{a:?}"), "Cipher { .. }");
+    }
+
+    #[test]
+    fn skip_and_peek_agree_with_apply() {
+        // Every skip length over partial and whole blocks, then the keystream that follows.
+        let mut iv = [0xff; 16];
+        iv[15] = 0xf0; // the counter wraps within the run
+        for n in (0..70).chain([127, 128, 129, 4096, 100_003]) {
+            for lead in [0usize, 1, 15, 16, 17] {
+                let mut a = Cipher::new(&[3; 32], &iv);
+                let mut b = Cipher::new(&[3; 32], &iv);
+                ks(&mut a, lead);
+                ks(&mut b, lead);
+                ks(&mut a, n);
+                b.skip(n as u64);
+                let mut peeked = [0u8; 21];
+                b.peek(&mut peeked);
+                assert_eq!(ks(&mut a, 21), peeked.to_vec(), "lead {lead} skip {n}");
+                assert_eq!(ks(&mut b, 21), peeked.to_vec(), "peek does not advance");
+            }
+        }
     }
 
     #[test]

@@ -185,6 +185,19 @@ impl Encoder {
         }
     }
 
+    /// True at a frame boundary of a packet-split link: the next data frame's length comes from
+    /// the next transport packet header, the only bytes of `plain` [`Encoder::next`] reads
+    /// there (at most 4). Inside a frame or in stream mode only the length of `plain` counts.
+    pub fn wants_header(&self) -> bool {
+        self.left == 0 && matches!(self.split, Split::Packets(_))
+    }
+
+    /// Streams from here on, as a zero-length packet header makes [`Encoder::next`] do
+    /// (docs/protocol.md §3.5): for a caller that read that header itself.
+    pub fn unsplit(&mut self) {
+        self.split = Split::Stream;
+    }
+
     /// True once a Close was queued or sent.
     pub fn closing(&self) -> bool {
         matches!(self.slot, Slot::Closing(_) | Slot::Closed)

@@ -5,6 +5,11 @@
 //! client ─read─► up buf: client-decrypt ─► [wslink: split, header] ─► relay-encrypt ─► mask ─► upstream
 //! client ◄─write─ down buf: client-encrypt ◄─ relay-decrypt ◄─ [wslink: strip, ping/close] ◄─ upstream
 //! ```
+//! That is [`RelayMode::Reencrypt`]. A plain client has no client cipher ([`RelayMode::Plain`]);
+//! a secretless direct client's own init goes upstream with its DC patched and its bytes pass
+//! unchanged both ways, only packet headers decrypted from a look at the keystream
+//! ([`RelayMode::PassThrough`], docs/protocol.md §1.9); the client's side and the modes are
+//! `side`'s.
 //! Sans-IO in the smoltcp sense: it owns no socket, reads no clock (`now` is passed in, ms) and is
 //! driven by [`Relay::step`] over the two endpoints the caller holds — mio sockets in the session
 //! shell (`conn::relay`), in-memory pipes in the unit tests (`tests`). Payload streams through the
@@ -27,12 +32,14 @@ mod pump;
 pub mod replay;
 pub mod reply;
 mod scratch;
+pub mod side;
 pub mod stall;
 #[cfg(test)]
 mod tests;
 
 use crate::buf::RelayBuf;
 use crate::error::CloseReason;
+use crate::mtproto::direct::patch_dc;
 use crate::mtproto::obfs2::{self, Accepted, Cipher, Tag, INIT_LEN};
 use crate::net::io::Endpoint;
 use crate::net::wslink::{Decoder, Encoder, Split, MAX_SMALL};
@@ -42,6 +49,7 @@ use end::{End, EndAction, EndEvent};
 use replay::Replay;
 use reply::{BadReply, Replies};
 pub use scratch::Scratch;
+pub use side::{ClientSide, RelayMode};
 pub use stall::StallWatch;
 
 /// Read/process/write rounds per direction in one [`Relay::step`] before yielding.
@@ -119,13 +127,22 @@ enum Down {
 }
 
 /// Relay state of one session (no sockets: see [`Relay::step`]).
+///
+/// The four ciphers by [`RelayMode`]: re-encryption uses all four as named; plain has no client
+/// ciphers (`None`). Pass-through keeps the client's (`client_dec` follows the bytes read for
+/// the reply check, `client_enc` waits unused for a fall-back) and uses `relay_enc` as the
+/// client→DC keystream at the start of the unprocessed bytes (for packet headers) and
+/// `relay_dec` as the DC→client keystream (for reply headers): the DC decrypts what the client
+/// encrypted, so nothing is re-encrypted.
 pub struct Relay {
     link: Link,
-    client_dec: Cipher,
-    client_enc: Cipher,
+    mode: RelayMode,
+    client_dec: Option<Cipher>,
+    client_enc: Option<Cipher>,
     relay_enc: Cipher,
     relay_dec: Cipher,
-    /// Client → upstream. Unprocessed bytes are client-decrypted plaintext.
+    /// Client → upstream. Unprocessed bytes are client-decrypted plaintext (pass-through: the
+    /// client's ciphertext as read).
     up: RelayBuf,
     /// Upstream → client. Unprocessed bytes are as received (frames or relay ciphertext).
     down: RelayBuf,
@@ -143,6 +160,8 @@ pub struct Relay {
     tag: Tag,
     init_dc: i16,
     secret_index: usize,
+    /// The DC index the relay init names (a fall-back's fresh init names it too).
+    dc_index: i16,
     /// The downstream's framing and the first-reply check (`reply`); `None` when switched off
     /// ([`Relay::trust_replies`]).
     replies: Option<Replies>,
@@ -167,7 +186,8 @@ impl Relay {
     /// Builds the relay toward DC index `dc_index` and queues a fresh relay init
     /// (docs/protocol.md §3.1) as the first upstream bytes (its own message on a WS link).
     /// `up` may already hold client plaintext read while connecting (client-decrypted), and
-    /// `client_eof` says whether the client already ended.
+    /// `client_eof` says whether the client already ended. [`Relay::with_client`] with
+    /// [`ClientSide::Proxy`].
     pub fn new(
         accepted: Accepted,
         dc_index: i16,
@@ -177,21 +197,80 @@ impl Relay {
         client_eof: bool,
         rng: &mut Rng,
     ) -> Relay {
-        let init = obfs2::initiate(accepted.tag, dc_index, None, rng);
-        let (tag, init_dc, secret_index) = (accepted.tag, accepted.dc, accepted.secret_index);
+        let side = ClientSide::Proxy(accepted);
+        Relay::with_client(side, dc_index, kind, up, down, client_eof, rng)
+    }
+
+    /// Builds the relay for any [`ClientSide`] toward DC index `dc_index` (§3.1's form):
+    /// `Proxy` → [`RelayMode::Reencrypt`] with a fresh relay init, exactly [`Relay::new`];
+    /// `Plain` → [`RelayMode::Plain`], a fresh relay init and no client cipher; `Direct` →
+    /// [`RelayMode::PassThrough`]: the client's own init, bytes 60–61 patched to `dc_index`
+    /// (`mtproto::direct::patch_dc`), goes first. Pass-through is for a fresh upstream that
+    /// carries a raw MTProto transport to the DC; the relay falls back to re-encryption by itself
+    /// on [`Relay::init_toward_proxy`] and on a replay ([`Relay::keep_replay`],
+    /// [`Relay::arm_replay`]), and the caller can ask with [`Relay::reencrypt`].
+    /// `up` holds what the client sent while connecting, as plaintext
+    /// ([`ClientSide::client_read`]; a plain client's bytes after its marker).
+    pub fn with_client(
+        side: ClientSide,
+        dc_index: i16,
+        kind: LinkKind,
+        mut up: RelayBuf,
+        down: RelayBuf,
+        client_eof: bool,
+        rng: &mut Rng,
+    ) -> Relay {
+        let tag = side.tag();
+        let fresh = obfs2::initiate(tag, dc_index, None, rng);
+        let (mode, first, client, relay, init_dc, secret_index) = match side {
+            ClientSide::Proxy(a) => {
+                let client = (Some(a.decrypt), Some(a.encrypt));
+                let relay = (fresh.encrypt, fresh.decrypt);
+                (
+                    RelayMode::Reencrypt,
+                    fresh.init,
+                    client,
+                    relay,
+                    a.dc,
+                    a.secret_index,
+                )
+            }
+            ClientSide::Plain(_) => {
+                let relay = (fresh.encrypt, fresh.decrypt);
+                (RelayMode::Plain, fresh.init, (None, None), relay, 0, 0)
+            }
+            ClientSide::Direct {
+                mut init,
+                accepted: a,
+            } => match passthrough(&init) {
+                // The init opened once, so it opens again; if not, re-encrypt.
+                None => {
+                    let client = (Some(a.decrypt), Some(a.encrypt));
+                    let relay = (fresh.encrypt, fresh.decrypt);
+                    (RelayMode::Reencrypt, fresh.init, client, relay, a.dc, 0)
+                }
+                Some((mut to_cipher, relay)) => {
+                    // Back to the client's ciphertext: the upstream decrypts it as sent.
+                    let n = up.unprocessed().len();
+                    to_cipher.apply(up.unprocessed_mut(n));
+                    patch_dc(&mut init, &a, dc_index);
+                    let client = (Some(a.decrypt), Some(a.encrypt));
+                    (RelayMode::PassThrough, init, client, relay, a.dc, 0)
+                }
+            },
+        };
         let link = match kind {
             LinkKind::Raw => Link::Raw,
-            LinkKind::WsPackets => {
-                Link::Ws(Encoder::new(Split::Packets(accepted.tag)), Decoder::new())
-            }
+            LinkKind::WsPackets => Link::Ws(Encoder::new(Split::Packets(tag)), Decoder::new()),
             LinkKind::WsStream => Link::Ws(Encoder::new(Split::Stream), Decoder::new()),
         };
         let mut r = Relay {
             link,
-            client_dec: accepted.decrypt,
-            client_enc: accepted.encrypt,
-            relay_enc: init.encrypt,
-            relay_dec: init.decrypt,
+            mode,
+            client_dec: client.0,
+            client_enc: client.1,
+            relay_enc: relay.0,
+            relay_dec: relay.1,
             up,
             down,
             small: [0; SMALL_CAP],
@@ -203,22 +282,21 @@ impl Relay {
             tag,
             init_dc,
             secret_index,
+            dc_index,
             replies: Some(Replies::new(tag)),
             bad_reply: None,
         };
         if let Some(replies) = &mut r.replies {
-            replies.client_sent(r.up.unprocessed());
-        }
-        match &mut r.link {
-            Link::Raw => {
-                r.small[..INIT_LEN].copy_from_slice(&init.init);
-                r.small_len = INIT_LEN;
-            }
-            Link::Ws(enc, _) => {
-                let s = enc.small_message(&init.init, rng);
-                r.set_small(s.as_bytes());
+            if mode == RelayMode::PassThrough {
+                // Ciphertext again: followed with the keystream of its start.
+                if let Some((mut c, _)) = passthrough(&first) {
+                    let _ = side::follow(&mut c, r.up.unprocessed(), &mut side::Up(replies));
+                }
+            } else {
+                replies.client_sent(r.up.unprocessed());
             }
         }
+        r.queue_init(&first, rng);
         if client_eof {
             r.end = r.end.on(EndEvent::ClientEof).0;
         }
@@ -231,16 +309,52 @@ impl Relay {
     /// secret `key`. The upstream ciphers follow the new init; nothing else changes.
     pub fn init_toward_proxy(&mut self, key: &[u8; 16], dc_index: i16, rng: &mut Rng) {
         debug_assert!(self.up_written == 0 && self.small_sent == 0);
+        // An MTProto proxy needs an init keyed with its secret: never the client's own.
+        self.reencrypt(rng);
         let init = obfs2::initiate(self.tag, dc_index, Some(key), rng);
         self.relay_enc = init.encrypt;
         self.relay_dec = init.decrypt;
+        self.queue_init(&init.init, rng);
+    }
+
+    /// Queues `init` as the first upstream bytes (its own message on a WS link).
+    fn queue_init(&mut self, init: &[u8; INIT_LEN], rng: &mut Rng) {
         match &mut self.link {
-            Link::Raw => self.set_small(&init.init),
+            Link::Raw => self.set_small(init),
             Link::Ws(enc, _) => {
-                let s = enc.small_message(&init.init, rng);
+                let s = enc.small_message(init, rng);
                 self.set_small(s.as_bytes());
             }
         }
+    }
+
+    /// How this relay treats the client's bytes (for the session record).
+    pub fn mode(&self) -> RelayMode {
+        self.mode
+    }
+
+    /// Falls back from [`RelayMode::PassThrough`] to re-encryption before anything went
+    /// upstream (a tier or start that cannot take the client's own init): a fresh relay init
+    /// toward the same DC is queued instead, the client's bytes read so far are decrypted, and
+    /// the relay goes on as [`Relay::new`]'s. No-op in the other modes, or once bytes went
+    /// upstream (a debug assertion: the upstream already decrypts the client's stream).
+    pub fn reencrypt(&mut self, rng: &mut Rng) {
+        if self.mode != RelayMode::PassThrough || self.up_written > 0 || self.small_sent > 0 {
+            debug_assert!(
+                self.mode != RelayMode::PassThrough,
+                "fall-back after bytes went"
+            );
+            return;
+        }
+        // `relay_enc` is the client's keystream at the start of the unprocessed bytes, and
+        // nothing was processed yet (no step ran).
+        let n = self.up.unprocessed().len();
+        self.relay_enc.apply(self.up.unprocessed_mut(n));
+        let init = obfs2::initiate(self.tag, self.dc_index, None, rng);
+        self.relay_enc = init.encrypt;
+        self.relay_dec = init.decrypt;
+        self.mode = RelayMode::Reencrypt;
+        self.queue_init(&init.init, rng);
     }
 
     /// Switches the downstream framing check off (`reply`): for tests that move arbitrary
@@ -269,7 +383,14 @@ impl Relay {
     /// upstream, which may be dead without a sign: docs/design.md §4 "Pools"). Call right after
     /// [`Relay::new`]. `buf` is an empty buffer with memory that bounds the prefix (`None`: none
     /// was free, so there is nothing to replay with; the wait is still tracked).
+    ///
+    /// Pass-through keeps none (the replay holds plaintext and would need the client's whole
+    /// stream re-sent from its init): call [`Relay::reencrypt`] first on a start that may be
+    /// replayed (a pooled upstream). Plain keeps none either (a replay resumes from ciphers).
     pub fn keep_replay(&mut self, buf: Option<RelayBuf>) {
+        if self.mode != RelayMode::Reencrypt {
+            return;
+        }
         self.replay = Replay::keep(buf, self.up.unprocessed());
     }
 
@@ -277,6 +398,9 @@ impl Relay {
     /// is something to keep: now if client bytes were read while connecting, else with the
     /// first ones [`Relay::step`] reads (a client that sends nothing holds none).
     pub fn arm_replay(&mut self, scratch: &Scratch) {
+        if self.mode != RelayMode::Reencrypt {
+            return;
+        }
         if self.up.unprocessed().is_empty() {
             self.replay = Replay::Armed;
         } else {
@@ -312,12 +436,16 @@ impl Relay {
         let up = self.replay.take()?;
         let client_eof = !self.end.reads_client();
         self.release(scratch);
+        // Only a re-encrypting relay keeps a replay, and it has both client ciphers.
+        let (Some(decrypt), Some(encrypt)) = (self.client_dec, self.client_enc) else {
+            return None;
+        };
         let accepted = Accepted {
             tag: self.tag,
             dc: self.init_dc,
             secret_index: self.secret_index,
-            decrypt: self.client_dec,
-            encrypt: self.client_enc,
+            decrypt,
+            encrypt,
         };
         Some(Resume {
             accepted,
@@ -480,4 +608,13 @@ impl Relay {
         }
         Ok(false)
     }
+}
+
+/// The two keystreams of a pass-through relay from the client's init (raw keys, §1.9): the
+/// client→DC one at position 64 (the first byte after the init) and the DC→client one at 0.
+/// `None` if the init does not open (it did once: not expected).
+fn passthrough(init: &[u8; INIT_LEN]) -> Option<(Cipher, (Cipher, Cipher))> {
+    let a = obfs2::accept_raw(init).ok()?;
+    let b = obfs2::accept_raw(init).ok()?;
+    Some((a.decrypt, (b.decrypt, b.encrypt)))
 }

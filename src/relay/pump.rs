@@ -5,12 +5,15 @@
 //! step and the ends are `mod.rs`'s; framing is `net::wslink`'s; the end states are `end`'s.
 
 use crate::error::CloseReason;
+use crate::mtproto::framing::{next_packet, Step};
+use crate::mtproto::obfs2::Cipher;
 use crate::net::io::{read_once, write_once, Endpoint, Io};
 use crate::net::wslink::{self, Event, LinkError, Next};
 use crate::rng::Rng;
 
 use super::end::{self, EndEvent};
 use super::replay::Replay;
+use super::side::{self, RelayMode};
 use super::{Down, Link, Meter, Ready, Relay, Scratch, MIN_READ, PUMP_ROUNDS};
 
 /// How one write toward the upstream went.
@@ -60,9 +63,20 @@ impl Relay {
             }
             match read_once(client, space) {
                 Io::Done(n) => {
-                    self.client_dec.apply(&mut space[..n]);
-                    if let Some(replies) = &mut self.replies {
-                        replies.client_sent(&space[..n]);
+                    match (self.mode, &mut self.client_dec, &mut self.replies) {
+                        // The client's ciphertext stays as it is; the reply check follows it.
+                        (RelayMode::PassThrough, Some(c), Some(r)) => {
+                            let _ = side::follow(c, &space[..n], &mut side::Up(r));
+                        }
+                        (RelayMode::PassThrough, Some(c), None) => c.skip(n as u64),
+                        (_, dec, replies) => {
+                            if let Some(c) = dec {
+                                c.apply(&mut space[..n]);
+                            }
+                            if let Some(r) = replies {
+                                r.client_sent(&space[..n]);
+                            }
+                        }
                     }
                     if self.replay.armed() {
                         self.replay = Replay::keep(scratch.replay_buffer(), &[]);
@@ -137,8 +151,14 @@ impl Relay {
             Link::Raw => false,
             Link::Ws(enc, _) => {
                 let sent = self.up.ready().is_empty() && self.small_len == 0;
-                let stuck = (self.up.is_empty() && enc.in_frame())
-                    || enc.header_incomplete(self.up.unprocessed());
+                let mut peek = [0u8; 4];
+                let start = match self.mode {
+                    RelayMode::PassThrough => {
+                        peek_header(&self.relay_enc, self.up.unprocessed(), &mut peek)
+                    }
+                    _ => self.up.unprocessed(),
+                };
+                let stuck = (self.up.is_empty() && enc.in_frame()) || enc.header_incomplete(start);
                 sent && stuck && !upstream.has_backlog()
             }
         }
@@ -258,11 +278,27 @@ impl Relay {
                 if n == 0 {
                     return Ok(false);
                 }
-                self.relay_enc.apply(self.up.unprocessed_mut(n));
+                match self.mode {
+                    // The DC decrypts the client's own bytes.
+                    RelayMode::PassThrough => self.relay_enc.skip(n as u64),
+                    _ => self.relay_enc.apply(self.up.unprocessed_mut(n)),
+                }
                 self.up.advance(n);
             }
             Link::Ws(enc, _) => {
-                let mut next = enc.next(self.up.unprocessed(), rng);
+                let mut next = if self.mode == RelayMode::PassThrough && enc.wants_header() {
+                    // The next message's length is in the packet header: decrypt a copy of it.
+                    let mut peek = [0u8; 4];
+                    let head = peek_header(&self.relay_enc, self.up.unprocessed(), &mut peek);
+                    if matches!(next_packet(self.tag, head), Step::Unsplittable) {
+                        enc.unsplit();
+                        enc.next(self.up.unprocessed(), rng)
+                    } else {
+                        enc.next(head, rng)
+                    }
+                } else {
+                    enc.next(self.up.unprocessed(), rng)
+                };
                 let mut framed = false;
                 if let Ok(Next::Frame(s)) = &next {
                     // Nothing is ready here, so the frame goes first either way; put in the
@@ -285,7 +321,10 @@ impl Relay {
                 match next {
                     Ok(Next::Payload(n)) => {
                         let region = self.up.unprocessed_mut(n);
-                        self.relay_enc.apply(region);
+                        match self.mode {
+                            RelayMode::PassThrough => self.relay_enc.skip(n as u64),
+                            _ => self.relay_enc.apply(region),
+                        }
                         enc.mask(region);
                         self.up.advance(n);
                     }
@@ -363,14 +402,28 @@ impl Relay {
                 },
             };
             let region = self.down.unprocessed_mut(n);
-            self.relay_dec.apply(region);
-            if let Some(replies) = &mut self.replies {
-                if let Err(bad) = replies.server_sent(region) {
-                    self.bad_reply = Some(bad);
-                    return Err(CloseReason::BadReply);
+            let checked = match (self.mode, &mut self.replies) {
+                // What the DC sent is what the client decrypts: only reply headers are looked at.
+                (RelayMode::PassThrough, Some(r)) => {
+                    side::follow(&mut self.relay_dec, region, &mut side::Down(r))
                 }
+                (RelayMode::PassThrough, None) => {
+                    self.relay_dec.skip(n as u64);
+                    Ok(())
+                }
+                (_, replies) => {
+                    self.relay_dec.apply(region);
+                    let checked = replies.as_mut().map_or(Ok(()), |r| r.server_sent(region));
+                    if let Some(c) = &mut self.client_enc {
+                        c.apply(region);
+                    }
+                    checked
+                }
+            };
+            if let Err(bad) = checked {
+                self.bad_reply = Some(bad);
+                return Err(CloseReason::BadReply);
             }
-            self.client_enc.apply(region);
             self.down.advance(n);
             meter.bytes_down += n as u64;
             progress = true;
@@ -382,4 +435,13 @@ impl Relay {
 /// Every link error ends the session as a protocol error.
 fn link_error(_: LinkError) -> CloseReason {
     CloseReason::ProtocolError
+}
+
+/// The plaintext of the first (at most 4) of `data`'s bytes, decrypted into `out` with a look
+/// at `cipher`'s keystream (not advanced): a pass-through relay's view of a packet header.
+fn peek_header<'a>(cipher: &Cipher, data: &[u8], out: &'a mut [u8; 4]) -> &'a [u8] {
+    let k = data.len().min(4);
+    out[..k].copy_from_slice(&data[..k]);
+    cipher.peek(&mut out[..k]);
+    &out[..k]
 }

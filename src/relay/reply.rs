@@ -293,6 +293,70 @@ impl Replies {
         Ok(())
     }
 
+    /// Client bytes that can pass next without being looked at (the cheap relay follows the
+    /// client's packets by decrypting only what this does not cover): everything once the
+    /// first reply is judged or the stream is no longer followed, the rest of a packet's body
+    /// after its first 8 bytes; 0 where a header or key byte is next.
+    pub fn up_skippable(&self) -> usize {
+        match self.up {
+            _ if !self.judging => usize::MAX,
+            Framing::Off | Framing::Token { .. } => usize::MAX,
+            Framing::Body { left, seen } if seen >= 8 => left as usize,
+            Framing::Body { .. } | Framing::Header { .. } => 0,
+        }
+    }
+
+    /// Passes `n` client bytes (at most [`Replies::up_skippable`]) as if they were followed.
+    pub fn up_skip(&mut self, n: usize) {
+        if let Framing::Body { left, seen } = self.up {
+            if self.judging {
+                let left = left - (n as u32).min(left);
+                self.up = if left == 0 {
+                    Framing::START
+                } else {
+                    Framing::Body { left, seen }
+                };
+            }
+        }
+    }
+
+    /// Reply bytes that can pass next without being looked at: the rest of a packet's body
+    /// (once the first reply's first 8 bytes were judged) or of a quick-ack token; 0 where a
+    /// header or the first reply's key bytes are next. Everything once framing is off.
+    pub fn down_skippable(&self) -> usize {
+        match self.down {
+            Framing::Off => usize::MAX,
+            Framing::Token { left } => usize::from(left),
+            Framing::Body { left, .. } if !self.judging => left as usize,
+            Framing::Body { .. } | Framing::Header { .. } => 0,
+        }
+    }
+
+    /// Passes `n` reply bytes (at most [`Replies::down_skippable`]) as if they were followed:
+    /// a body or token that ends counts as [`Replies::server_sent`] would count it.
+    pub fn down_skip(&mut self, n: usize) {
+        match self.down {
+            Framing::Token { left } => {
+                let left = left - (n.min(usize::from(left)) as u8);
+                self.down = if left == 0 {
+                    Framing::START
+                } else {
+                    Framing::Token { left }
+                };
+            }
+            Framing::Body { left, seen } => {
+                let left = left - (n as u32).min(left);
+                self.down = if left == 0 {
+                    self.packets += 1;
+                    Framing::START
+                } else {
+                    Framing::Body { left, seen }
+                };
+            }
+            Framing::Off | Framing::Header { .. } => {}
+        }
+    }
+
     /// Whether the first reply's first `n` (≤ 8) payload bytes can answer the client.
     fn plausible(&self, n: usize) -> bool {
         if n < 8 || self.keys_lost {

@@ -8,6 +8,7 @@ use std::io::Read;
 mod buffers;
 mod edges;
 mod ends;
+mod modes;
 mod proxy;
 mod replay;
 
@@ -49,6 +50,15 @@ struct Rig {
     app_out: VecDeque<u8>,
     app_in: Vec<u8>,
     app_shut_pending: bool,
+    /// The app speaks a plain transport (no cipher: `modes.rs`).
+    app_plain: bool,
+    /// What the app wrote and read on the wire (ciphertext unless plain).
+    app_wire_out: Vec<u8>,
+    app_wire_in: Vec<u8>,
+    /// Payload bytes after the init as the front received them (unmasked, still encrypted),
+    /// and the payload bytes it sent (encrypted, no WS headers).
+    front_wire_in: Vec<u8>,
+    front_wire_out: Vec<u8>,
     /// The fake front / DC.
     front: PipeEnd,
     front_enc: Option<Cipher>,
@@ -120,6 +130,11 @@ impl Rig {
             app_out: VecDeque::new(),
             app_in: Vec::new(),
             app_shut_pending: false,
+            app_plain: false,
+            app_wire_out: Vec::new(),
+            app_wire_in: Vec::new(),
+            front_wire_in: Vec::new(),
+            front_wire_out: Vec::new(),
             front,
             front_enc: None,
             front_dec: None,
@@ -145,7 +160,10 @@ impl Rig {
     /// The app sends `plain` (encrypted with its cipher).
     fn app_send(&mut self, plain: &[u8]) {
         let mut c = plain.to_vec();
-        self.app_enc.apply(&mut c);
+        if !self.app_plain {
+            self.app_enc.apply(&mut c);
+        }
+        self.app_wire_out.extend_from_slice(&c);
         self.app_out.extend(c);
     }
 
@@ -158,6 +176,7 @@ impl Rig {
     fn front_data(&mut self, plain: &[u8]) {
         let mut c = plain.to_vec();
         self.front_enc.as_mut().expect("init seen").apply(&mut c);
+        self.front_wire_out.extend_from_slice(&c);
         if self.ws() {
             self.front_frame(0x82, &c);
         } else {
@@ -202,7 +221,10 @@ impl Rig {
         let mut buf = [0u8; 8192];
         while let Ok(n @ 1..) = self.app.read(&mut buf) {
             let mut c = buf[..n].to_vec();
-            self.app_dec.apply(&mut c);
+            self.app_wire_in.extend_from_slice(&c);
+            if !self.app_plain {
+                self.app_dec.apply(&mut c);
+            }
             self.app_in.extend(c);
             moved = true;
         }
@@ -226,6 +248,7 @@ impl Rig {
                     self.take_init(&init);
                 }
                 let mut rest = std::mem::take(&mut self.front_raw);
+                self.front_wire_in.extend_from_slice(&rest);
                 self.front_dec.as_mut().unwrap().apply(&mut rest);
                 self.front_plain.extend(rest);
                 return;
@@ -251,6 +274,7 @@ impl Rig {
                 continue;
             }
             if h.opcode == Opcode::Binary {
+                self.front_wire_in.extend_from_slice(&payload);
                 self.front_dec.as_mut().unwrap().apply(&mut payload);
                 self.front_plain.extend_from_slice(&payload);
             }
