@@ -336,13 +336,14 @@ impl Relay {
     /// Falls back from [`RelayMode::PassThrough`] to re-encryption before anything went
     /// upstream (a tier or start that cannot take the client's own init): a fresh relay init
     /// toward the same DC is queued instead, the client's bytes read so far are decrypted, and
-    /// the relay goes on as [`Relay::new`]'s. No-op in the other modes, or once bytes went
-    /// upstream (a debug assertion: the upstream already decrypts the client's stream).
+    /// the relay goes on as [`Relay::new`]'s. No-op in the other modes, or once a step processed
+    /// bytes (a debug assertion: call it before the first step).
     pub fn reencrypt(&mut self, rng: &mut Rng) {
-        if self.mode != RelayMode::PassThrough || self.up_written > 0 || self.small_sent > 0 {
+        let untouched = self.up_written == 0 && self.small_sent == 0 && self.up.ready().is_empty();
+        if self.mode != RelayMode::PassThrough || !untouched {
             debug_assert!(
                 self.mode != RelayMode::PassThrough,
-                "fall-back after bytes went"
+                "fall-back after a step"
             );
             return;
         }

@@ -327,3 +327,61 @@ fn client_side_accessors() {
     let plain = ClientSide::Plain(Tag::Abridged);
     assert_eq!((plain.tag(), plain.packet_dc()), (Tag::Abridged, None));
 }
+
+/// What the cheap modes save, for callgrind (BENCHMARKS.md, "Issue 21"): one relay moves
+/// `TG_RELAY_COST_MIB` MiB (default 0) of 512 KiB MTProto packets down and the same up, in
+/// `TG_RELAY_COST_MODE` (`reencrypt`, `passthrough`, `plain`) over `TG_RELAY_COST_LINK` (`raw`
+/// or `ws`), reply check on, 16 KiB buffers and a 64 KiB scratch as the defaults give. Run with
+/// `--toggle-collect` on `Relay::step` so the fake peers' own AES does not count.
+#[test]
+#[ignore = "a measurement, run under callgrind (BENCHMARKS.md)"]
+fn relay_cost() {
+    let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let mib: usize = var("TG_RELAY_COST_MIB", "0").parse().unwrap();
+    let side = match var("TG_RELAY_COST_MODE", "reencrypt").as_str() {
+        "passthrough" => Side::Direct,
+        "plain" => Side::Plain,
+        _ => Side::Proxy,
+    };
+    let kind = match var("TG_RELAY_COST_LINK", "raw").as_str() {
+        "ws" => LinkKind::WsPackets,
+        _ => LinkKind::Raw,
+    };
+    let mut rig = Rig::with_side(kind, (1 << 16, 1 << 16), 16 * 1024, side);
+    // Replies are checked here, as in a real session.
+    let mut rng = Rng::from_seed([14; 48]);
+    if side == Side::Direct {
+        let (cs, enc, dec) = direct_init(2, &mut rng);
+        rig.app_enc = enc;
+        rig.app_dec = dec;
+        let bufs = (RelayBuf::new(16 * 1024), RelayBuf::new(16 * 1024));
+        rig.relay = Relay::with_client(cs, 2, kind, bufs.0, bufs.1, false, &mut rig.rng);
+    } else if side == Side::Proxy {
+        let i = initiate(Tag::Intermediate, 2, Some(&SECRET), &mut rng);
+        let bufs = (RelayBuf::new(16 * 1024), RelayBuf::new(16 * 1024));
+        let accepted = accept(&i.init, &[SECRET]).unwrap();
+        rig.relay = Relay::new(accepted, 2, kind, bufs.0, bufs.1, false, &mut rig.rng);
+        rig.app_enc = i.encrypt;
+        rig.app_dec = i.decrypt;
+    } else {
+        let bufs = (RelayBuf::new(16 * 1024), RelayBuf::new(16 * 1024));
+        let cs = ClientSide::Plain(Tag::Intermediate);
+        rig.relay = Relay::with_client(cs, 2, kind, bufs.0, bufs.1, false, &mut rig.rng);
+    }
+    rig.scratch = Scratch::new(64 * 1024, None);
+    let mut req = vec![0u8; 8];
+    req.extend(bulk(32, 1));
+    rig.app_send(&encode(Tag::Intermediate, &req, &mut rng));
+    assert_eq!(rig.run(), None);
+    let mut body = vec![0u8; 8];
+    body.extend(bulk(512 * 1024 - 8, 3));
+    let packet = encode(Tag::Intermediate, &body, &mut rng);
+    for _ in 0..mib * 2 {
+        rig.front_data(&packet);
+        rig.app_send(&packet);
+        assert_eq!(rig.run(), None);
+    }
+    assert_eq!(rig.relay.replies(), mib as u64 * 2);
+    rig.app_in.clear();
+    rig.front_plain.clear();
+}
