@@ -19,7 +19,9 @@ pub const INIT_LEN: usize = 64;
 /// One direction of an obfuscated2 stream: AES-256-CTR with the whole 16-byte IV as a 128-bit
 /// big-endian counter (§7.2). Keep one instance per direction for the life of the connection.
 /// The keystream loop lives in the `tg-ws-proxy-hot` crate, compiled at `opt-level = 3`
-/// (docs/design.md §9).
+/// (docs/design.md §9). A clone is a second cursor on the same keystream at the same position
+/// (the cheap relay's followers, docs/protocol.md §1.9), not a new connection's cipher.
+#[derive(Clone)]
 pub struct Cipher {
     ctr: Aes256Ctr,
 }

@@ -221,14 +221,19 @@ impl Relay {
         rng: &mut Rng,
     ) -> Relay {
         let tag = side.tag();
-        let fresh = obfs2::initiate(tag, dc_index, None, rng);
+        let mut fresh = || {
+            let f = obfs2::initiate(tag, dc_index, None, rng);
+            (f.init, (f.encrypt, f.decrypt))
+        };
+        // Pass-through only: the client→DC keystream at the start of `up` (reply check).
+        let mut follow = None;
         let (mode, first, client, relay, init_dc, secret_index) = match side {
             ClientSide::Proxy(a) => {
+                let (init, relay) = fresh();
                 let client = (Some(a.decrypt), Some(a.encrypt));
-                let relay = (fresh.encrypt, fresh.decrypt);
                 (
                     RelayMode::Reencrypt,
-                    fresh.init,
+                    init,
                     client,
                     relay,
                     a.dc,
@@ -236,8 +241,8 @@ impl Relay {
                 )
             }
             ClientSide::Plain(_) => {
-                let relay = (fresh.encrypt, fresh.decrypt);
-                (RelayMode::Plain, fresh.init, (None, None), relay, 0, 0)
+                let (init, relay) = fresh();
+                (RelayMode::Plain, init, (None, None), relay, 0, 0)
             }
             ClientSide::Direct {
                 mut init,
@@ -245,11 +250,12 @@ impl Relay {
             } => match passthrough(&init) {
                 // The init opened once, so it opens again; if not, re-encrypt.
                 None => {
+                    let (init, relay) = fresh();
                     let client = (Some(a.decrypt), Some(a.encrypt));
-                    let relay = (fresh.encrypt, fresh.decrypt);
-                    (RelayMode::Reencrypt, fresh.init, client, relay, a.dc, 0)
+                    (RelayMode::Reencrypt, init, client, relay, a.dc, 0)
                 }
                 Some((mut to_cipher, relay)) => {
+                    follow = Some(to_cipher.clone());
                     // Back to the client's ciphertext: the upstream decrypts it as sent.
                     let n = up.unprocessed().len();
                     to_cipher.apply(up.unprocessed_mut(n));
@@ -287,11 +293,9 @@ impl Relay {
             bad_reply: None,
         };
         if let Some(replies) = &mut r.replies {
-            if mode == RelayMode::PassThrough {
+            if let Some(mut c) = follow {
                 // Ciphertext again: followed with the keystream of its start.
-                if let Some((mut c, _)) = passthrough(&first) {
-                    let _ = side::follow(&mut c, r.up.unprocessed(), &mut side::Up(replies));
-                }
+                let _ = side::follow(&mut c, r.up.unprocessed(), &mut side::Up(replies));
             } else {
                 replies.client_sent(r.up.unprocessed());
             }
@@ -616,6 +620,5 @@ impl Relay {
 /// `None` if the init does not open (it did once: not expected).
 fn passthrough(init: &[u8; INIT_LEN]) -> Option<(Cipher, (Cipher, Cipher))> {
     let a = obfs2::accept_raw(init).ok()?;
-    let b = obfs2::accept_raw(init).ok()?;
-    Some((a.decrypt, (b.decrypt, b.encrypt)))
+    Some((a.decrypt.clone(), (a.decrypt, a.encrypt)))
 }
