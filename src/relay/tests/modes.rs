@@ -242,23 +242,13 @@ fn an_mtproto_proxy_tier_falls_back_to_reencryption() {
     app_enc.apply(&mut c);
     app_end.write_all(&c).unwrap();
     let (mut scratch, mut meter) = (Scratch::new(1, None), Meter::default());
-    let ready = Ready {
-        read: true,
-        write: true,
-    };
-    for _ in 0..10 {
-        let (mut a, mut b) = (ready, ready);
-        relay.step(
-            &mut client,
-            &mut a,
-            &mut upstream,
-            &mut b,
-            &mut meter,
-            &mut scratch,
-            0,
-            &mut rng,
-        );
-    }
+    rounds(
+        &mut relay,
+        (&mut client, &mut upstream),
+        &mut meter,
+        &mut scratch,
+        &mut rng,
+    );
     let mut got = vec![0u8; 64 + 14 + 8];
     proxy_end.read_exact(&mut got).unwrap();
     let init: [u8; 64] = got[..64].try_into().unwrap();
@@ -269,23 +259,35 @@ fn an_mtproto_proxy_tier_falls_back_to_reencryption() {
     let mut d = b"\x01\x00\x00\x00R".to_vec();
     seen.encrypt.apply(&mut d);
     proxy_end.write_all(&d).unwrap();
-    for _ in 0..10 {
-        let (mut a, mut b) = (ready, ready);
-        relay.step(
-            &mut client,
-            &mut a,
-            &mut upstream,
-            &mut b,
-            &mut meter,
-            &mut scratch,
-            0,
-            &mut rng,
-        );
-    }
+    rounds(
+        &mut relay,
+        (&mut client, &mut upstream),
+        &mut meter,
+        &mut scratch,
+        &mut rng,
+    );
     let mut back = [0u8; 5];
     app_end.read_exact(&mut back).unwrap();
     app_dec.apply(&mut back);
     assert_eq!(&back, b"\x01\x00\x00\x00R");
+}
+
+/// Ten steps with both sides ready: enough for these few bytes to cross both ways.
+fn rounds(
+    relay: &mut Relay,
+    (client, upstream): (&mut PipeEnd, &mut PipeEnd),
+    meter: &mut Meter,
+    scratch: &mut Scratch,
+    rng: &mut Rng,
+) {
+    let ready = Ready {
+        read: true,
+        write: true,
+    };
+    for _ in 0..10 {
+        let (mut a, mut b) = (ready, ready);
+        relay.step(client, &mut a, upstream, &mut b, meter, scratch, 0, rng);
+    }
 }
 
 #[test]
