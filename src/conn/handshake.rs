@@ -46,7 +46,7 @@ use crate::mtproto::faketls::hello::{self, Sniff};
 use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
 use crate::mtproto::faketls::RECORD_HEADER;
 use crate::mtproto::obfs2::{self, Accepted, Secret, SecretKind, INIT_LEN};
-use crate::mtproto::sniff::is_http;
+use crate::mtproto::sniff::{self, is_http};
 use crate::net::io::{read_once, write_once, Io};
 use crate::relay::end::client_read_failure;
 use crate::relay::StallWatch;
@@ -125,7 +125,7 @@ impl Handshake {
 fn classify_bad(prefix: &[u8]) -> CloseReason {
     if is_http(prefix) {
         CloseReason::HttpRequest
-    } else if prefix.len() >= 3 && prefix[0] == 0x16 && prefix[1] == 0x03 && prefix[2] <= 0x04 {
+    } else if prefix.len() >= 3 && sniff::could_be_tls_record(prefix) {
         CloseReason::TlsClientHello
     } else {
         CloseReason::BadInit
