@@ -97,15 +97,22 @@ impl Connecting {
     /// Starts the phase for a client whose init was accepted: asks the ladder for a plan (and a
     /// pooled upstream), arms the budget.
     pub fn new(
-        side: ClientSide,
+        (mut side, extra): (ClientSide, &[u8]),
         dc: DcId,
-        slot: usize,
-        id: u32,
-        peer: SocketAddr,
+        (slot, id, peer): (usize, u32, SocketAddr),
         watch: StallWatch,
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
-        let up = ctx.scratch.own_buffer(ctx.cfg.buf_size);
+        let mut up = ctx.scratch.own_buffer(ctx.cfg.buf_size);
+        if !extra.is_empty() && ctx.scratch.attach(&mut up) {
+            // What a direct client sent past its init (pipelined after SOCKS5): plaintext in
+            // `up`, like every byte read while connecting. At most a SOCKS5 message's size.
+            let space = up.space();
+            let n = extra.len().min(space.len());
+            space[..n].copy_from_slice(&extra[..n]);
+            side.client_read(&mut space[..n]);
+            up.fill(n);
+        }
         let who = Who {
             slot: slot as u32,
             id,

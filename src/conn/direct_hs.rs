@@ -38,15 +38,25 @@ pub struct Direct {
     /// The client's first bytes (at most an init).
     buf: [u8; INIT_LEN],
     got: usize,
+    /// Bytes the client sent before this phase (pipelined after a SOCKS5 request), not yet
+    /// classified: taken before the socket is read; what classification leaves of them goes
+    /// to the relay.
+    carry: Vec<u8>,
 }
 
 impl Direct {
     /// The phase for a client that meant `dst`, nothing read yet.
     pub fn new(dst: SocketAddr) -> Direct {
+        Direct::with_carry(dst, Vec::new())
+    }
+
+    /// The phase for a client that meant `dst` and already sent `carry` (SOCKS5).
+    pub fn with_carry(dst: SocketAddr, carry: Vec<u8>) -> Direct {
         Direct {
             dst,
             buf: [0; INIT_LEN],
             got: 0,
+            carry,
         }
     }
 }
@@ -60,10 +70,17 @@ impl Conn {
         let verdict = loop {
             match classify(&d.buf[..d.got]) {
                 Classified::Need(n) => {
+                    let want = n.clamp(d.got + 1, INIT_LEN);
+                    if !d.carry.is_empty() {
+                        let k = (want - d.got).min(d.carry.len());
+                        d.buf[d.got..d.got + k].copy_from_slice(&d.carry[..k]);
+                        d.carry.drain(..k);
+                        d.got += k;
+                        continue;
+                    }
                     if !self.client_ready.read {
                         return Step::Wait;
                     }
-                    let want = n.clamp(d.got + 1, INIT_LEN);
                     match read_once(&mut self.client, &mut d.buf[d.got..want]) {
                         Io::Done(k) => d.got += k,
                         Io::Blocked => {
@@ -79,6 +96,7 @@ impl Conn {
         };
         let (dst, got) = (d.dst, d.got);
         let first = d.buf;
+        let carry = std::mem::take(&mut d.carry);
         match verdict {
             Classified::Need(_) => Step::Wait,
             Classified::Obfs2(accepted) => {
@@ -87,16 +105,17 @@ impl Conn {
                     init: first,
                     accepted,
                 };
-                self.direct_session(dst, side, packet, ctx)
+                self.direct_session(dst, (side, carry), packet, ctx)
             }
             Classified::Plain(tag) => {
                 debug_assert_eq!(got, plain_marker_len(tag));
-                self.direct_session(dst, ClientSide::Plain(tag), None, ctx)
+                self.direct_session(dst, (ClientSide::Plain(tag), carry), None, ctx)
             }
             Classified::NotMtproto if self.way == WayIn::Transparent => {
                 // Web traffic to a Telegram address (its sites share the ranges): relayed
                 // untouched to where the client meant it to go.
-                let captured = first[..got].to_vec();
+                let mut captured = first[..got].to_vec();
+                captured.extend_from_slice(&carry);
                 self.start_mask(MaskWhy::NotMtproto(dst), captured, None, ctx)
             }
             Classified::NotMtproto | Classified::Bad => {
@@ -112,11 +131,12 @@ impl Conn {
     }
 
     /// Chooses the DC for `dst` (the init's DC index `packet`, `None` for a plain transport)
-    /// and starts connecting; no DC: closed as `unknown-dst`, the address counted.
+    /// and starts connecting with the client's `side` and the bytes it sent past its init or
+    /// marker (`extra`, as sent); no DC: closed as `unknown-dst`, the address counted.
     fn direct_session(
         &mut self,
         dst: SocketAddr,
-        side: ClientSide,
+        (side, extra): (ClientSide, Vec<u8>),
         packet: Option<i16>,
         ctx: &mut Ctx<'_>,
     ) -> Step {
@@ -137,6 +157,6 @@ impl Conn {
             side.tag().name()
         );
         self.info.dc_source = Some(source);
-        self.start_connecting(side, dc, ctx)
+        self.start_connecting((side, extra), dc, ctx)
     }
 }

@@ -452,15 +452,15 @@ impl Conn {
                 ""
             }
         );
-        self.start_connecting(ClientSide::Proxy(accepted), dc, ctx)
+        self.start_connecting((ClientSide::Proxy(accepted), Vec::new()), dc, ctx)
     }
 
     /// Hands a client whose DC is `dc` over to connecting (a proxy client's init, or a direct
-    /// client's, `direct_hs`) and arms the idle timer; a DC neither in the table nor configured
-    /// is closed as `unknown-dc`.
+    /// client's, `direct_hs`, with the bytes it already sent past them: `extra`, as sent) and
+    /// arms the idle timer; a DC neither in the table nor configured is closed as `unknown-dc`.
     pub(super) fn start_connecting(
         &mut self,
-        side: ClientSide,
+        (side, extra): (ClientSide, Vec<u8>),
         dc: DcId,
         ctx: &mut Ctx<'_>,
     ) -> Step {
@@ -479,7 +479,8 @@ impl Conn {
         // The freeze watch starts with the session (it is fed only once the relay runs).
         let watch = StallWatch::new(self.kept.stall(), self.started);
         let (slot, id, peer) = (self.slot, self.id, self.peer);
-        let connecting = Connecting::new(side, dc, slot, id, peer, watch, ctx);
+        self.info.meter.bytes_up += extra.len() as u64;
+        let connecting = Connecting::new((side, &extra), dc, (slot, id, peer), watch, ctx);
         self.phase = Phase::Connecting(Box::new(connecting));
         let idle_at = ctx.now + self.kept.idle_ms();
         self.arm_idle(idle_at, ctx);

@@ -35,6 +35,7 @@ mod proxy_step;
 mod race;
 mod record;
 mod relay;
+mod socks_step;
 mod timers;
 
 use std::net::SocketAddr;
@@ -214,6 +215,8 @@ enum Phase {
     /// A direct-transport client's first bytes (`direct_hs`): transparent mode, or SOCKS5
     /// after its CONNECT.
     Direct(Box<direct_hs::Direct>),
+    /// A SOCKS5 client's exchange (`socks_step`), before its direct transport.
+    Socks(Box<socks_step::Socks>),
 }
 
 impl Phase {
@@ -234,7 +237,8 @@ impl Phase {
             | Phase::Draining(_)
             | Phase::Closed
             | Phase::Pre(_)
-            | Phase::Direct(_) => {}
+            | Phase::Direct(_)
+            | Phase::Socks(_) => {}
         }
         None
     }
@@ -389,6 +393,7 @@ impl Conn {
                 Phase::Pre(_) => self.step_pre(ctx),
                 Phase::Mask(_) => self.step_mask(ctx),
                 Phase::Direct(_) => self.step_direct(ctx),
+                Phase::Socks(_) => self.step_socks(ctx),
             };
             match step {
                 Step::Wait => return Status::Idle,

@@ -21,6 +21,7 @@ use std::net::SocketAddr;
 use super::direct_hs::Direct;
 use super::handshake::Handshake;
 use super::per_ip::{Admission, Held, Refusal};
+use super::socks_step::Socks;
 use super::{Conn, Ctx, Phase, Step};
 use crate::config::WayIn;
 use crate::error::CloseReason;
@@ -204,6 +205,10 @@ impl Conn {
         self.per_ip = held;
         self.phase = match (self.way, self.info.dst) {
             (WayIn::Transparent, Some(dst)) => Phase::Direct(Box::new(Direct::new(dst))),
+            (WayIn::Socks5, _) => {
+                let auth = ctx.cfg.socks5_auth.is_some();
+                Phase::Socks(Box::new(Socks::new(auth)))
+            }
             _ => Phase::Handshake(Box::new(Handshake::new())),
         };
         Step::Progress
