@@ -350,6 +350,14 @@ mod tests {
             }
             "dc-ip" | "tcp-dc-ip" => "2:10.0.0.1",
             "dc-addr" => "10.0.0.1=2",
+            "transparent" => "127.0.0.1:1445",
+            "socks5" => "127.0.0.1:1446",
+            "tg-ranges-url" => "off",
+            "lan-iface" => "eth1",
+            "transparent-skip" => "192.168.1.10",
+            "tg-ranges" | "tg-ranges-cache" | "socks5-auth" => {
+                return Some(dir.join(name).display().to_string());
+            }
             "fronting-domain" => "allowed.example.org",
             "cf-worker-domain" => "w.example.workers.dev",
             "cf-domain" | "no-outbound-proxy-for" => "example.com",
@@ -376,6 +384,7 @@ mod tests {
             | "danger-accept-invalid-certs"
             | "proxy-protocol"
             | "no-mask"
+            | "socks5-public"
             | "verbose"
             | "quiet" => return None,
             // Every other option is a duration none of whose defaults is 1.25 s.
