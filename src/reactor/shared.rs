@@ -24,6 +24,7 @@ use crate::relay::Scratch;
 use crate::rng::Rng;
 use crate::route::ladder::Ladder;
 use crate::route::prober::{Prober, Shell, SuspendWatch};
+use crate::route::tgranges::TgRanges;
 use crate::stats::Stats;
 use crate::timer::Wheel;
 
@@ -63,6 +64,9 @@ pub(super) struct Shared {
     pub(super) gate: Gate,
     /// The `ee` secrets (`Ctx::ee_keys`).
     pub(super) ee_keys: Vec<EeKey>,
+    /// Telegram's ranges in force (transparent mode's guard, the firewall sets): set at start
+    /// and on reload, replaced when a refresh is accepted (`reactor::tgranges`).
+    pub(super) tg_ranges: TgRanges,
 }
 
 impl Shared {

@@ -17,6 +17,7 @@ use slab::Slab;
 use super::listen::{self, AfterBindError, BindRetry};
 use super::shared::Shared;
 use super::signals::SignalPipe;
+use super::tgranges::{initial_ranges, TgRefresh};
 use super::{cflist, control, drain::Life, wall_clock_s, Accept, Reactor};
 use super::{BAD_LOG_INTERVAL_MS, FOLD_KINDS, WHEEL_SLOTS, WHEEL_TICK_MS};
 use crate::buf::BufPool;
@@ -76,6 +77,8 @@ impl Reactor {
         let stats_ms = cfg.stats_interval.as_millis() as u64;
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
+        let (tg_ranges, tg_source) = initial_ranges(&cfg);
+        let tgranges = TgRefresh::new(&cfg, now, tg_source);
         let mut r = Reactor {
             poll,
             listener,
@@ -104,6 +107,7 @@ impl Reactor {
                 wall_clock: false,
                 gate,
                 ee_keys,
+                tg_ranges,
                 cfg,
             },
             clock,
@@ -125,6 +129,7 @@ impl Reactor {
             bind_retry,
             control,
             cflist,
+            tgranges,
             trim,
         };
         r.apply(r.s.cfg.clone(), None);

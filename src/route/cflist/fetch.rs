@@ -137,7 +137,7 @@ impl CfList {
                 url.path
                     .push(if url.path.contains('?') { '&' } else { '?' });
                 url.path.push_str(&format!("cb={q}"));
-                self.get.start(url, now, deps, gate).map(decode)
+                self.get.start(url, true, now, deps, gate).map(decode)
             }
         }
     }

@@ -1,7 +1,8 @@
 //! One HTTPS GET at a time, driven by the reactor: the fetch machinery the shared CF domain
 //! list (`reactor::cflist`) and Telegram's range list (`reactor::tgranges`) share. DNS from the
 //! reactor's resolver (or the `socks5h://` outbound proxy's), TCP + TLS through `net::dial`
-//! with [`DialKind::Tls`] (so the outbound proxy and every dial stage apply), then an HTTP/1.1
+//! with [`DialKind::Tls`] (so the outbound proxy and every dial stage apply; plain TCP for an
+//! `http://` URL where the owner allows one), then an HTTP/1.1
 //! GET parsed by `route::cflist::http`, following https redirects; one deadline bounds it all.
 //!
 //! Owns the one socket of its owner's token and the fetch deadline; hands back the body or why
@@ -59,6 +60,8 @@ enum Step {
 
 struct Fetch {
     url: Url,
+    /// TLS (`https://`), or plain TCP (`http://`, only where the owner allows it).
+    tls: bool,
     redirects: u8,
     deadline: u64,
     step: Step,
@@ -102,16 +105,19 @@ impl Getter {
         }
     }
 
-    /// Starts a GET of `url` (a running one is dropped). `Some` when it ended at once.
+    /// Starts a GET of `url` (a running one is dropped), over TLS or (`tls` false, an
+    /// `http://` URL) plain TCP. `Some` when it ended at once.
     pub(in crate::reactor) fn start(
         &mut self,
         url: Url,
+        tls: bool,
         now: u64,
         deps: Deps<'_>,
         gate: &mut Gate<'_>,
     ) -> Option<Got> {
         self.fetch = Some(Fetch {
             url,
+            tls,
             redirects: 0,
             deadline: now + self.timeout_ms.max(1),
             step: Step::Resolve { recheck_at: now },
@@ -168,8 +174,12 @@ impl Getter {
         };
         let spec = DialSpec {
             addr: SocketAddr::new(ip, f.url.port),
-            kind: DialKind::Tls {
-                host: f.url.host.clone(),
+            kind: if f.tls {
+                DialKind::Tls {
+                    host: f.url.host.clone(),
+                }
+            } else {
+                DialKind::Tcp
             },
         };
         if outbound::waits_for_proxy(outbound, spec.addr, Some(&f.url.host)) {
@@ -229,7 +239,10 @@ impl Getter {
                 Some(Err(format!("more than {MAX_REDIRECTS} redirects")))
             }
             Outcome::Redirect(url) => {
+                // A path on the same server keeps the scheme; any other target is https.
+                let same = url.host == f.url.host && url.port == f.url.port;
                 self.fetch = Some(Fetch {
+                    tls: f.tls || !same,
                     url,
                     redirects: f.redirects + 1,
                     deadline: f.deadline,
