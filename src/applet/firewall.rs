@@ -5,7 +5,8 @@
 //! Owns the verbs, running `nft` (`--nft PATH`: `nft -c -f -` first, then `nft -f -`, the script
 //! on stdin; a refused check leaves the firewall as it was) and the exit codes. The ranges come
 //! from `--tg-ranges FILE`, else the `--tg-ranges-cache` file when it exists and parses, else the
-//! built-in list (`reactor::initial_ranges`, the same choice `run` makes at start). Like `check`
+//! built-in list (`reactor::load_ranges`, the same choice `run` makes at start); a `--tg-ranges`
+//! file that cannot be used is an error here, a cache that cannot is a note on stderr. Like `check`
 //! it needs no secret: `TG_SECRET` reads as a placeholder and `--secret-file` is ignored.
 
 use std::io::Write;
@@ -146,7 +147,14 @@ pub fn render(cfg: &Config, iptables: bool) -> Result<(String, String), String> 
     let Some(listen) = cfg.transparent else {
         return Err("--transparent is not set: there is no port to redirect to".into());
     };
-    let (ranges, source) = crate::reactor::initial_ranges(cfg);
+    let (ranges, source, problems) = crate::reactor::load_ranges(cfg);
+    if cfg.tg_ranges_file.is_some() && !source.starts_with("file ") {
+        // A list the user named and we cannot use: no table from another one.
+        return Err(problems.join("; "));
+    }
+    for p in problems {
+        eprintln!("tg-ws-proxy: firewall: {p}");
+    }
     let spec = Spec {
         port: listen.port(),
         lan_ifaces: &cfg.lan_ifaces(),
@@ -309,5 +317,21 @@ mod tests {
         );
         let (ipt, _) = render(&p.config, true).unwrap();
         assert!(ipt.contains("-j REDIRECT --to-ports 1444"));
+        let bad = std::env::temp_dir().join(format!("tg-fw-bad-{}", std::process::id()));
+        std::fs::write(&bad, "<html>blocked</html>\n").unwrap();
+        let p = parse_args(
+            args(&[
+                "show",
+                "--transparent",
+                "0.0.0.0:1444",
+                "--tg-ranges",
+                bad.to_str().unwrap(),
+            ]),
+            &no_env,
+        )
+        .unwrap();
+        let e = render(&p.config, false).unwrap_err();
+        assert!(e.contains("--tg-ranges") && e.contains("line 1"), "{e}");
+        std::fs::remove_file(&bad).unwrap();
     }
 }

@@ -41,7 +41,7 @@ mod tgranges;
 
 pub(crate) use cflist::cached_shared_domains;
 pub use reload::RESTART_ONLY;
-pub(crate) use tgranges::initial_ranges;
+pub(crate) use tgranges::load_ranges;
 
 #[path = "../control/server.rs"]
 mod control;

@@ -46,21 +46,35 @@ const FIRST_FETCH_MS: u64 = 100;
 /// The list `run` starts with and `firewall` installs from, and where it came from:
 /// `--tg-ranges FILE` (a refused file is an error here: logged, and the next source used),
 /// else the `--tg-ranges-cache` file when it exists and parses, else the built-in copy.
-pub(crate) fn initial_ranges(cfg: &Config) -> (TgRanges, String) {
+pub(super) fn initial_ranges(cfg: &Config) -> (TgRanges, String) {
+    let (ranges, source, problems) = load_ranges(cfg);
+    for p in problems {
+        warn!("{p}");
+    }
+    (ranges, source)
+}
+
+/// [`initial_ranges`] without logging: the list, its source, and why a configured file was
+/// not used (one line each: `--tg-ranges PATH: …`, `--tg-ranges-cache PATH: …`).
+pub(crate) fn load_ranges(cfg: &Config) -> (TgRanges, String, Vec<String>) {
+    let mut problems = Vec::new();
     if let Some(path) = &cfg.tg_ranges_file {
         match read_list(path) {
-            Ok(r) => return (r, format!("file {}", path.display())),
-            Err(e) => warn!("tg-ranges: {}: {e}; not used", path.display()),
+            Ok(r) => return (r, format!("file {}", path.display()), problems),
+            Err(e) => problems.push(format!("--tg-ranges {}: {e}; not used", path.display())),
         }
     }
     // A cache file not written yet is the normal first start: silent.
     if let Some(path) = cfg.tg_ranges_cache.as_ref().filter(|p| p.exists()) {
         match read_list(path) {
-            Ok(r) => return (r, format!("cache {}", path.display())),
-            Err(e) => warn!("tg-ranges: cache {}: {e}; ignored", path.display()),
+            Ok(r) => return (r, format!("cache {}", path.display()), problems),
+            Err(e) => problems.push(format!(
+                "--tg-ranges-cache {}: {e}; ignored",
+                path.display()
+            )),
         }
     }
-    (TgRanges::builtin(), "built-in".into())
+    (TgRanges::builtin(), "built-in".into(), problems)
 }
 
 /// `https://…` or `http://…` (port 80 unless given) as a URL and whether it is TLS.
