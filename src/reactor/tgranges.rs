@@ -503,6 +503,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_refresh_runs_only_in_transparent_mode_with_a_url_and_no_file() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        assert!(TgRefresh::new(&cfg, 1, "built-in".into())
+            .next_deadline()
+            .is_none());
+        cfg.transparent = Some("127.0.0.1:1445".parse().unwrap());
+        let t = TgRefresh::new(&cfg, 1, "built-in".into());
+        assert_eq!(t.next_deadline(), Some(1 + FIRST_FETCH_MS));
+        assert_eq!(t.url.as_ref().unwrap().0.host, "core.telegram.org");
+        cfg.tg_ranges_url = None;
+        assert!(TgRefresh::new(&cfg, 1, "built-in".into())
+            .next_deadline()
+            .is_none());
+        cfg.tg_ranges_url = Some("http://127.0.0.1:8080/c".into());
+        cfg.tg_ranges_file = Some("/etc/cidr.txt".into());
+        assert!(TgRefresh::new(&cfg, 1, "built-in".into())
+            .next_deadline()
+            .is_none());
+    }
+
+    #[test]
     fn http_and_https_urls() {
         let (u, tls) = parse_ranges_url("https://core.telegram.org/resources/cidr.txt").unwrap();
         assert!(tls && u.port == 443 && u.path == "/resources/cidr.txt");
