@@ -191,6 +191,9 @@ pub struct Config {
     /// Allow `--socks5` on an address that is neither loopback nor private
     /// (`--socks5-public`).
     pub socks5_public: bool,
+    /// The users read from `--socks5-auth` (by `cli` at start and at each reload); `None`
+    /// without the flag.
+    pub socks5_users: Option<crate::net::socks5_server::Users>,
     /// Ordered tiers to try (`--tier-order`, default every tier:
     /// `ws,front,worker,cfproxy,mtproto,tcp`).
     pub tier_order: Vec<Tier>,
@@ -476,6 +479,7 @@ impl Config {
             socks5: None,
             socks5_auth: None,
             socks5_public: false,
+            socks5_users: None,
             tier_order: Tier::ALL.to_vec(),
             ws_connect_timeout: Duration::from_secs(10),
             tcp_connect_timeout: Duration::from_secs(10),
@@ -570,7 +574,8 @@ macro_rules! settings {
                 let Config { $($field,)* cf_shared_domains: _ } = new;
                 let mut names = Vec::new();
                 $(
-                    if self.$field != *$field {
+                    // Two fields may share a setting (the users file's path and content).
+                    if self.$field != *$field && !names.contains(&$name) {
                         names.push($name);
                     }
                 )*
@@ -600,6 +605,7 @@ settings! {
     socks5 => "socks5",
     socks5_auth => "socks5-auth",
     socks5_public => "socks5-public",
+    socks5_users => "socks5-auth",
     worker_domains => "cf-worker-domain",
     cf_domain_list => "cf-domain-list",
     cf_domain_list_refresh => "cf-domain-list-refresh",

@@ -5,12 +5,14 @@
 //! (`upstream`: the connected socket the relay and the pool hold).
 //! `faketls_stream` is an `Endpoint` speaking the fake-TLS record layer (`mtproto::faketls::record`)
 //! over another. `proxy_header` parses the PROXY protocol v1/v2 header a load balancer puts first (sans-IO).
+//! `socks5_server` is the SOCKS5 inbound's sans-IO server core (RFC 1928/1929, `--socks5`).
 
 pub mod dial;
 pub mod faketls_stream;
 pub mod io;
 pub mod outbound;
 pub mod proxy_header;
+pub mod socks5_server;
 pub mod tcp;
 pub mod tls;
 pub mod upstream;

@@ -38,6 +38,7 @@ mod shared;
 mod signals;
 mod start;
 mod tgranges;
+mod ways;
 
 pub(crate) use cflist::cached_shared_domains;
 pub use reload::RESTART_ONLY;
@@ -154,6 +155,8 @@ struct Reactor {
     cflist: cflist::CfList,
     /// Telegram's range list refresh (`--tg-ranges-url`, transparent mode).
     tgranges: tgranges::TgRefresh,
+    /// The transparent and SOCKS5 listeners (`ways`).
+    ways: ways::Ways,
     /// When to give freed memory back after a burst (`mem::trim`, `--mem-trim-delay`).
     trim: Trim,
 }
@@ -203,6 +206,9 @@ impl Reactor {
             if self.accept == Accept::Pending {
                 self.accept_batch();
             }
+            if self.ways.any_pending() {
+                self.accept_ways();
+            }
             self.expire();
             self.resume_again();
             self.trim_memory();
@@ -216,7 +222,8 @@ impl Reactor {
 
     /// How long the next poll may sleep.
     fn poll_timeout(&self) -> Option<Duration> {
-        if !self.again.is_empty() || self.accept == Accept::Pending {
+        let ways_pending = self.ways.any_pending() && self.accept != Accept::Paused;
+        if !self.again.is_empty() || self.accept == Accept::Pending || ways_pending {
             return Some(Duration::ZERO);
         }
         let s = &self.s;
@@ -256,6 +263,10 @@ impl Reactor {
                 if self.accept == Accept::Idle {
                     self.accept = Accept::Pending;
                 }
+                continue;
+            }
+            if let Some(i) = ways::Ways::of_token(tok) {
+                self.ways.pending[i] = true;
                 continue;
             }
             if tok == DNS {

@@ -103,6 +103,7 @@ impl Reactor {
         } else {
             None
         };
+        let ways = self.prepare_ways(&cfg)?;
         let listener = if cfg.listen != old.listen && self.listener.is_some() {
             Some(self.bind_new(cfg.listen)?)
         } else {
@@ -118,6 +119,7 @@ impl Reactor {
         if let Some(l) = listener {
             self.s.listen = self.swap_listener(l);
         }
+        self.swap_ways(ways);
         if self.listener.is_none() && self.bind_retry.waiting() {
             // Still waiting for the address: the next try uses the new one.
             self.retry_bind();
@@ -162,6 +164,7 @@ impl Reactor {
             s.tls = t;
         }
         s.per_ip.set_limits(Limits::of(&cfg));
+        s.dc_table.set_flags(cfg.dc_addrs.iter());
         log::set_max_level(cfg.log_level);
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         s.attempt_log.set_interval(fold_ms);

@@ -22,6 +22,7 @@ use crate::net::dial::Upstream;
 use crate::net::outbound::{self, Active, OutboundProxy};
 use crate::relay::Scratch;
 use crate::rng::Rng;
+use crate::route::dc_table::{DcTable, UnknownDsts};
 use crate::route::ladder::Ladder;
 use crate::route::prober::{Prober, Shell, SuspendWatch};
 use crate::route::tgranges::TgRanges;
@@ -64,8 +65,14 @@ pub(super) struct Shared {
     pub(super) gate: Gate,
     /// The `ee` secrets (`Ctx::ee_keys`).
     pub(super) ee_keys: Vec<EeKey>,
-    /// Telegram's ranges in force (transparent mode's guard, the firewall sets): set at start
-    /// and on reload, replaced when a refresh is accepted (`reactor::tgranges`).
+    /// Exact address → DC for direct clients (`Ctx::dc_table`); `--dc-addr` set by
+    /// `reload::apply`, the learner kept across reloads.
+    pub(super) dc_table: DcTable,
+    /// Destinations that found no DC (`Ctx::unknown_dsts`).
+    pub(super) unknown_dsts: UnknownDsts,
+    /// Telegram's ranges in force: the transparent guard's (`ways`) and the firewall sets'
+    /// (`--tg-ranges`, else the refreshed cache, else built in): set at start and on a reload
+    /// that changes their source, replaced when a refresh is accepted (`reactor::tgranges`).
     pub(super) tg_ranges: TgRanges,
 }
 
@@ -111,6 +118,8 @@ impl Shared {
             wall_s: self.wall_s,
             gate: &mut self.gate,
             ee_keys: &self.ee_keys,
+            dc_table: &mut self.dc_table,
+            unknown_dsts: &mut self.unknown_dsts,
         }
     }
 

@@ -32,6 +32,7 @@ use crate::net::dial::Upstream;
 use crate::net::tls;
 use crate::relay::Scratch;
 use crate::rng::Rng;
+use crate::route::dc_table::{DcTable, UnknownDsts};
 use crate::route::ladder::Ladder;
 use crate::route::prober::{Prober, SuspendWatch};
 use crate::stats::Stats;
@@ -66,6 +67,7 @@ impl Reactor {
             .map(|p| control::Control::open(p, poll.registry()))
             .transpose()?;
         let (listener, bind_retry) = bind_at_start(&cfg, poll.registry())?;
+        let ways = super::ways::Ways::start(&cfg, poll.registry())?;
         let listen = listener
             .as_ref()
             .map_or(Ok(cfg.listen), TcpListener::local_addr)?;
@@ -107,6 +109,8 @@ impl Reactor {
                 wall_clock: false,
                 gate,
                 ee_keys,
+                dc_table: DcTable::new(),
+                unknown_dsts: UnknownDsts::default(),
                 tg_ranges,
                 cfg,
             },
@@ -131,6 +135,7 @@ impl Reactor {
             cflist,
             tgranges,
             trim,
+            ways,
         };
         r.apply(r.s.cfg.clone(), None);
         // After the settings' own lines (the outbound proxy's), as before start and reload
