@@ -171,9 +171,52 @@ pub fn link_urls(host: &str, port: u16, secret_hex: &str) -> [String; 2] {
     ]
 }
 
+/// `[tg://socks?…, https://t.me/socks?…]`: Telegram's SOCKS5 proxy links for `host:port`,
+/// with `&user=…&pass=…` when `auth` is given (percent-encoded, [`query_escape`]).
+pub fn socks_urls(host: &str, port: u16, auth: Option<(&str, &str)>) -> [String; 2] {
+    let mut query = format!("server={host}&port={port}");
+    if let Some((user, pass)) = auth {
+        query.push_str(&format!(
+            "&user={}&pass={}",
+            query_escape(user),
+            query_escape(pass)
+        ));
+    }
+    [
+        format!("tg://socks?{query}"),
+        format!("https://t.me/socks?{query}"),
+    ]
+}
+
+/// `s` as a URL query value: every byte but RFC 3986 §2.3's unreserved ones (letters, digits,
+/// `-._~`) as `%XX` (upper-case hex, §2.1), so `&`, `=`, `#`, `+`, `%`, spaces and non-ASCII
+/// survive the trip through the link.
+pub fn query_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn socks_urls_with_and_without_credentials() {
+        let [tg, https] = socks_urls("192.168.1.1", 1080, None);
+        assert_eq!(tg, "tg://socks?server=192.168.1.1&port=1080");
+        assert_eq!(https, "https://t.me/socks?server=192.168.1.1&port=1080");
+        let [tg, https] = socks_urls("192.168.1.1", 1080, Some(("al ice", "p&s=s%#+ü~")));
+        let q = "server=192.168.1.1&port=1080&user=al%20ice&pass=p%26s%3Ds%25%23%2B%C3%BC~";
+        assert_eq!(tg, format!("tg://socks?{q}"));
+        assert_eq!(https, format!("https://t.me/socks?{q}"));
+    }
 
     #[test]
     fn urls() {
