@@ -97,6 +97,44 @@ pub struct CfEndpoint {
     pub port: u16,
 }
 
+/// Default source of Telegram's address ranges (`--tg-ranges-url`): the published cidr.txt
+/// (docs/protocol.md §1.9).
+pub const DEFAULT_TG_RANGES_URL: &str = "https://core.telegram.org/resources/cidr.txt";
+
+/// The LAN interface redirected when no `--lan-iface` is given: OpenWrt's LAN bridge.
+pub const DEFAULT_LAN_IFACE: &str = "br-lan";
+
+/// How a client reached us: each has its own listener and is counted apart in `ctl status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WayIn {
+    /// An MTProto proxy client (`--host`/`--port`, a `tg://proxy` link and a secret).
+    Proxy,
+    /// A LAN client redirected by our firewall table (`--transparent`): direct transport, the
+    /// destination from `SO_ORIGINAL_DST`.
+    Transparent,
+    /// A SOCKS5 client (`--socks5`): direct transport, the destination from its CONNECT.
+    Socks5,
+}
+
+impl WayIn {
+    /// Every way in, in status order.
+    pub const ALL: [WayIn; 3] = [WayIn::Proxy, WayIn::Transparent, WayIn::Socks5];
+
+    /// Name in status, session records and logs: `proxy`, `transparent`, `socks5`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WayIn::Proxy => "proxy",
+            WayIn::Transparent => "transparent",
+            WayIn::Socks5 => "socks5",
+        }
+    }
+
+    /// Index into per-way arrays (the order of [`WayIn::ALL`]).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// Everything `run` needs, validated. Durations are wall-clock spans on the monotonic clock.
 /// Each field names the flag that sets it; flag names, ranges and the defaults users see are
 /// declared in `cli`'s option table, whose tests check those defaults against
@@ -117,6 +155,37 @@ pub struct Config {
     /// DC in the init's signed form, docs/protocol.md §1.4), added to the built-in table
     /// (`route::dc_table`) and winning over it; IPv4-mapped IPv6 addresses stored as IPv4.
     pub dc_addrs: BTreeMap<IpAddr, DcId>,
+    /// Transparent-mode listener (`--transparent HOST:PORT`, off by default): LAN TCP to
+    /// Telegram's ranges redirected here by our nftables table; the original destination is
+    /// read with `SO_ORIGINAL_DST` (docs/protocol.md §1.9).
+    pub transparent: Option<SocketAddr>,
+    /// Telegram's address ranges for the transparent guard and the firewall sets
+    /// (`--tg-ranges FILE`, cidr.txt format); `None` = the cache if it parses, else built in.
+    pub tg_ranges_file: Option<PathBuf>,
+    /// Where the proxy refreshes the ranges from while `--transparent` is set
+    /// (`--tg-ranges-url`, `off` = never; default cidr.txt on core.telegram.org).
+    pub tg_ranges_url: Option<String>,
+    /// How often the ranges are refreshed (`--tg-ranges-refresh`, 24 h).
+    pub tg_ranges_refresh: Duration,
+    /// Where the last good refreshed list is kept (`--tg-ranges-cache FILE`, none).
+    pub tg_ranges_cache: Option<PathBuf>,
+    /// LAN interfaces whose TCP to Telegram is redirected (`--lan-iface`); empty = `br-lan`
+    /// ([`Config::lan_ifaces`]).
+    pub lan_ifaces: Vec<String>,
+    /// LAN hosts or prefixes never redirected (`--transparent-skip ADDR[/LEN]`).
+    pub transparent_skip: Vec<(IpAddr, u8)>,
+    /// SOCKS5 listener (`--socks5 HOST:PORT`, off by default; RFC 1928 CONNECT to Telegram DC
+    /// addresses only).
+    pub socks5: Option<SocketAddr>,
+    /// `user:password` lines required of SOCKS5 clients (`--socks5-auth FILE`, RFC 1929); `None`
+    /// = method 00 (no authentication).
+    pub socks5_auth: Option<PathBuf>,
+    /// Allow `--socks5` on an address that is neither loopback nor private
+    /// (`--socks5-public`).
+    pub socks5_public: bool,
+    /// The users read from `--socks5-auth` (by `cli` at start and at each reload); `None`
+    /// without the flag.
+    pub socks5_users: Option<crate::net::socks5_server::Users>,
     /// Ordered tiers to try (`--tier-order`, default every tier:
     /// `ws,front,worker,cfproxy,mtproto,tcp`).
     pub tier_order: Vec<Tier>,
@@ -339,6 +408,26 @@ pub const DEFAULT_CF_DOMAIN_LIST: &str =
     "https://raw.githubusercontent.com/Flowseal/tg-ws-proxy/main/.github/cfproxy-domains.txt";
 
 impl Config {
+    /// The listen address of `way`, if that way in is configured (`--host`/`--port`,
+    /// `--transparent`, `--socks5`).
+    pub fn listen_of(&self, way: WayIn) -> Option<SocketAddr> {
+        match way {
+            WayIn::Proxy => Some(self.listen),
+            WayIn::Transparent => self.transparent,
+            WayIn::Socks5 => self.socks5,
+        }
+    }
+
+    /// The LAN interfaces our firewall table redirects: `--lan-iface`, or `br-lan` (OpenWrt's
+    /// LAN bridge) when none is given.
+    pub fn lan_ifaces(&self) -> Vec<String> {
+        if self.lan_ifaces.is_empty() {
+            vec![DEFAULT_LAN_IFACE.to_string()]
+        } else {
+            self.lan_ifaces.clone()
+        }
+    }
+
     /// Bound on one dial (TCP + TLS + upgrade) of a route of `tier`: `--ws-connect-timeout`,
     /// `--cf-connect-timeout` (worker, cfproxy) or `--tcp-connect-timeout`.
     pub fn attempt_timeout(&self, tier: Tier) -> Duration {
@@ -369,6 +458,17 @@ impl Config {
             ws_addrs: default_ws_addrs(),
             tcp_addrs: BTreeMap::new(),
             dc_addrs: BTreeMap::new(),
+            transparent: None,
+            tg_ranges_file: None,
+            tg_ranges_url: Some(DEFAULT_TG_RANGES_URL.to_string()),
+            tg_ranges_refresh: Duration::from_secs(24 * 3600),
+            tg_ranges_cache: None,
+            lan_ifaces: Vec::new(),
+            transparent_skip: Vec::new(),
+            socks5: None,
+            socks5_auth: None,
+            socks5_public: false,
+            socks5_users: None,
             tier_order: Tier::ALL.to_vec(),
             ws_connect_timeout: Duration::from_secs(10),
             tcp_connect_timeout: Duration::from_secs(10),
@@ -463,7 +563,8 @@ macro_rules! settings {
                 let Config { $($field,)* cf_shared_domains: _ } = new;
                 let mut names = Vec::new();
                 $(
-                    if self.$field != *$field {
+                    // Two fields may share a setting (the users file's path and content).
+                    if self.$field != *$field && !names.contains(&$name) {
                         names.push($name);
                     }
                 )*
@@ -480,6 +581,17 @@ settings! {
     ws_addrs => "dc-ip",
     tcp_addrs => "tcp-dc-ip",
     dc_addrs => "dc-addr",
+    transparent => "transparent",
+    tg_ranges_file => "tg-ranges",
+    tg_ranges_url => "tg-ranges-url",
+    tg_ranges_refresh => "tg-ranges-refresh",
+    tg_ranges_cache => "tg-ranges-cache",
+    lan_ifaces => "lan-iface",
+    transparent_skip => "transparent-skip",
+    socks5 => "socks5",
+    socks5_auth => "socks5-auth",
+    socks5_public => "socks5-public",
+    socks5_users => "socks5-auth",
     worker_domains => "cf-worker-domain",
     cf_domain_list => "cf-domain-list",
     cf_domain_list_refresh => "cf-domain-list-refresh",

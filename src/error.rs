@@ -97,6 +97,22 @@ pub enum CloseReason {
     /// The upstream froze while the client waited for it (`relay::stall`): the session is dead,
     /// and ending it lets the client reconnect (docs/design.md §4 rule 7).
     UpstreamFrozen,
+    /// A transparent-mode connection whose original destination is outside Telegram's ranges
+    /// (`route::tgranges`): a redirect we did not ask for, or a scan; closed unread.
+    NotTelegram,
+    /// A transparent-mode connection whose original destination is one of our own listeners
+    /// (or that reached the port with no redirect at all): closed so nothing loops.
+    DstLoop,
+    /// A transparent-mode connection the kernel has no original destination for
+    /// (`SO_ORIGINAL_DST` failed: no NAT redirect led it here).
+    NoOriginalDst,
+    /// A direct-transport client (transparent, SOCKS5) to an address that is in no DC table and
+    /// whose init names no DC that can be trusted there (`route::dc_table`).
+    UnknownDst,
+    /// A SOCKS5 client refused during its exchange (RFC 1928/1929: no acceptable method, wrong
+    /// credentials, an unsupported command or address type, a destination outside the DC
+    /// table, garbage).
+    Socks5Refused,
 }
 
 impl CloseReason {
@@ -130,6 +146,11 @@ impl CloseReason {
             CloseReason::TlsRecord => "tls-record",
             CloseReason::BadReply => "bad-reply",
             CloseReason::UpstreamFrozen => "upstream-frozen",
+            CloseReason::NotTelegram => "not-telegram",
+            CloseReason::DstLoop => "dst-loop",
+            CloseReason::NoOriginalDst => "no-original-dst",
+            CloseReason::UnknownDst => "unknown-dst",
+            CloseReason::Socks5Refused => "socks5-refused",
         }
     }
 
@@ -144,7 +165,12 @@ impl CloseReason {
             | CloseReason::TlsClientHello
             | CloseReason::UnknownDc
             | CloseReason::ProxyHeader
-            | CloseReason::TlsRecord => Side::Client,
+            | CloseReason::TlsRecord
+            | CloseReason::NotTelegram
+            | CloseReason::DstLoop
+            | CloseReason::NoOriginalDst
+            | CloseReason::UnknownDst
+            | CloseReason::Socks5Refused => Side::Client,
             CloseReason::UpstreamEof
             | CloseReason::UpstreamReset
             | CloseReason::WsClose(_)
@@ -154,7 +180,7 @@ impl CloseReason {
     }
 
     /// All reasons, for stats tables (`WsClose` represented once).
-    pub const ALL: [CloseReason; 27] = [
+    pub const ALL: [CloseReason; 32] = [
         CloseReason::ClientEof,
         CloseReason::ClientReset,
         CloseReason::UpstreamEof,
@@ -182,6 +208,11 @@ impl CloseReason {
         CloseReason::TlsRecord,
         CloseReason::BadReply,
         CloseReason::UpstreamFrozen,
+        CloseReason::NotTelegram,
+        CloseReason::DstLoop,
+        CloseReason::NoOriginalDst,
+        CloseReason::UnknownDst,
+        CloseReason::Socks5Refused,
     ];
 
     /// Index into [`CloseReason::ALL`].

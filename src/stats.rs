@@ -104,7 +104,7 @@ pub struct Stats {
 /// Why clients were masked, as the stats line names them (the order of `conn::mask::MaskWhy`'s
 /// index): non-TLS bytes on an ee-only port, then the fake-TLS gate's reasons, then a
 /// connection over a per-client limit (`--per-ip-mask`).
-pub const MASK_WHY_NAMES: [&str; 7] = [
+pub const MASK_WHY_NAMES: [&str; 8] = [
     "not-tls",
     "malformed",
     "wrong-key",
@@ -112,6 +112,7 @@ pub const MASK_WHY_NAMES: [&str; 7] = [
     "stale",
     "replay",
     "over-limit",
+    "not-mtproto",
 ];
 
 impl Stats {

@@ -26,6 +26,13 @@ pub const CONTROL: Token = Token(usize::MAX - 3);
 /// field all ones, role 1, generation 0.
 pub const CFLIST: Token = Token((OWN << 2) | 1);
 
+/// The extra ways in's listeners (`reactor::ways`): `[0]` transparent, `[1]` SOCKS5. Slot field
+/// all ones, roles 0 and 1, generation 0xfe (no control connection has it).
+pub const WAY_LISTENERS: [Token; 2] = [
+    Token((0xfe << 24) | (OWN << 2)),
+    Token((0xfe << 24) | (OWN << 2) | 1),
+];
+
 /// Control connections open at once, at most (each has a [`control_conn`] token).
 pub const MAX_CONTROL_CONNS: usize = 16;
 
@@ -116,11 +123,16 @@ mod tests {
             SIGNAL,
             CONTROL,
             CFLIST,
+            WAY_LISTENERS[0],
+            WAY_LISTENERS[1],
             control_conn(0),
             control_conn(15),
         ] {
             assert_eq!(decode(own), None);
+            assert!(own == CFLIST || !WAY_LISTENERS.contains(&own) || control_index(own).is_none());
         }
+        assert_ne!(WAY_LISTENERS[0], CFLIST);
+        assert_ne!(WAY_LISTENERS[1], CFLIST);
         assert_eq!(control_index(control_conn(3)), Some(3));
         for other in [
             LISTENER,

@@ -330,6 +330,13 @@ impl Draft {
         }
         c.health.max_ms = c.health.max_ms.max(c.health.base_ms);
         c.outbound_proxy_backoff_max = c.outbound_proxy_backoff_max.max(c.outbound_proxy_backoff);
+        if c.lan_ifaces == [config::DEFAULT_LAN_IFACE] {
+            // Said or not, the default: one value, so a reload sees no change.
+            c.lan_ifaces.clear();
+        }
+        if let Some(m) = listener_clash(c) {
+            return Err(CliError::flag(m.0, m.1));
+        }
         c.log_level = match level {
             Ok(l) => l,
             Err(source) => {
@@ -385,6 +392,29 @@ impl Draft {
             notes,
         })
     }
+}
+
+/// Two ways in on one address (a fixed port; port 0 picks a free one each): the flag to blame
+/// and why.
+fn listener_clash(c: &config::Config) -> Option<(&'static str, String)> {
+    use crate::config::WayIn;
+    let mut seen: Vec<(WayIn, std::net::SocketAddr)> = Vec::new();
+    for way in WayIn::ALL {
+        let Some(a) = c.listen_of(way) else { continue };
+        if a.port() != 0 {
+            if let Some((other, _)) = seen.iter().find(|(_, b)| *b == a) {
+                let flag = if way == WayIn::Socks5 {
+                    "--socks5"
+                } else {
+                    "--transparent"
+                };
+                let m = format!("{a} is already the {} listener's address", other.name());
+                return Some((flag, m));
+            }
+        }
+        seen.push((way, a));
+    }
+    None
 }
 
 /// Largest count a `verbose N` / `quiet N` line takes (past 2 nothing changes).

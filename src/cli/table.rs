@@ -271,8 +271,10 @@ mod tests {
     use super::*;
 
     /// Defaults shown as words rather than as a value the flag would accept.
-    const DESCRIBED_DEFAULTS: [&str; 7] = [
+    const DESCRIBED_DEFAULTS: [&str; 9] = [
         "none",
+        "built in",
+        "Telegram's cidr.txt",
         "the original's GitHub list",
         "off",
         "stderr",

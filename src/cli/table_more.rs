@@ -6,7 +6,10 @@ use std::net::IpAddr;
 
 use super::opt::MAX_CONNECTIONS_LIMIT;
 use super::opt::{duration, positive, positive_ms, tls_window, Group, Kind, Opt, Reload};
-use super::values::{parse_bool, parse_cf_endpoint, parse_in_range, parse_ip, parse_link_host};
+use super::values::{
+    parse_bool, parse_cf_endpoint, parse_iface, parse_in_range, parse_ip, parse_link_host,
+    parse_listen_addr, parse_prefix, parse_url_or_off,
+};
 use crate::mtproto::dc::DcId;
 use crate::route::dc_table::normalise;
 
@@ -462,6 +465,76 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
                init's signed form: 2, -2 media, 10002 test), over the built-in address table; \
                repeatable, comma list",
         kind: List(|d, s| parse_ip_dc(s).map(|(ip, dc)| { d.config.dc_addrs.insert(ip, dc); })),
+    },
+    // Ways in: transparent mode and SOCKS5 (docs/protocol.md §1.9).
+    Opt {
+        reload: Live, long: "--transparent", short: None, aliases: &[], env: &["TG_TRANSPARENT"],
+        meta: "HOST:PORT", default: "off", group: Listen,
+        help: "transparent-mode listener: LAN TCP to Telegram's ranges, redirected here by our \
+               nftables table (`firewall install`), goes down the ladder; off = none",
+        kind: Value(|d, s| parse_listen_addr(s).map(|a| d.config.transparent = a)),
+    },
+    Opt {
+        reload: Live, long: "--tg-ranges", short: None, aliases: &[], env: &["TG_TG_RANGES"],
+        meta: "PATH", default: "built in", group: Listen,
+        help: "Telegram's address ranges (cidr.txt format) for the transparent guard and the \
+               firewall sets, instead of the refreshed cache or the built-in copy",
+        kind: Path(|d, p| { d.config.tg_ranges_file = Some(p); Ok(()) }),
+    },
+    Opt {
+        reload: Live, long: "--tg-ranges-url", short: None, aliases: &[], env: &["TG_TG_RANGES_URL"],
+        meta: "URL", default: "Telegram's cidr.txt", group: Listen,
+        help: "where the proxy refreshes Telegram's ranges from while --transparent is set \
+               (https or http URL); off = never",
+        kind: Value(|d, s| parse_url_or_off(s).map(|u| d.config.tg_ranges_url = u)),
+    },
+    Opt {
+        reload: Live, long: "--tg-ranges-refresh", short: None, aliases: &[], env: &["TG_TG_RANGES_REFRESH"],
+        meta: "D", default: "24h", group: Listen,
+        help: "how often Telegram's ranges are refreshed (a list with too few entries is refused)",
+        kind: Value(|d, s| positive(s).map(|v| d.config.tg_ranges_refresh = v)),
+    },
+    Opt {
+        reload: Live, long: "--tg-ranges-cache", short: None, aliases: &[], env: &["TG_TG_RANGES_CACHE"],
+        meta: "PATH", default: "none", group: Listen,
+        help: "keep the last good refreshed range list in PATH (read at start and by `firewall`)",
+        kind: Path(|d, p| { d.config.tg_ranges_cache = Some(p); Ok(()) }),
+    },
+    Opt {
+        reload: Live, long: "--lan-iface", short: None, aliases: &[], env: &["TG_LAN_IFACE"],
+        meta: "NAME", default: "br-lan", group: Listen,
+        help: "LAN interface whose TCP to Telegram our firewall table redirects; repeatable, \
+               comma list",
+        kind: List(|d, s| parse_iface(s).map(|n| {
+            if !d.config.lan_ifaces.contains(&n) { d.config.lan_ifaces.push(n); }
+        })),
+    },
+    Opt {
+        reload: Live, long: "--transparent-skip", short: None, aliases: &[], env: &["TG_TRANSPARENT_SKIP"],
+        meta: "ADDR[/LEN]", default: "none", group: Listen,
+        help: "a LAN host or prefix whose Telegram traffic is never redirected; repeatable, \
+               comma list",
+        kind: List(|d, s| parse_prefix(s).map(|p| d.config.transparent_skip.push(p))),
+    },
+    Opt {
+        reload: Live, long: "--socks5", short: None, aliases: &[], env: &["TG_SOCKS5"],
+        meta: "HOST:PORT", default: "off", group: Listen,
+        help: "SOCKS5 listener (RFC 1928 CONNECT to Telegram DC addresses only); refused on a \
+               public address unless --socks5-public; off = none",
+        kind: Value(|d, s| parse_listen_addr(s).map(|a| d.config.socks5 = a)),
+    },
+    Opt {
+        reload: Live, long: "--socks5-auth", short: None, aliases: &[], env: &["TG_SOCKS5_AUTH"],
+        meta: "PATH", default: "none", group: Listen,
+        help: "user:password lines SOCKS5 clients must give (RFC 1929; no-auth is then never \
+               chosen); mode 0600 like the secret file",
+        kind: Path(|d, p| { d.config.socks5_auth = Some(p); Ok(()) }),
+    },
+    Opt {
+        reload: Live, long: "--socks5-public", short: None, aliases: &[], env: &["TG_SOCKS5_PUBLIC"],
+        meta: "", default: "off", group: Listen,
+        help: "allow --socks5 on an address that is not loopback or private (needs --socks5-auth)",
+        kind: Switch(|d, on| d.config.socks5_public = on),
     },
 ];
 

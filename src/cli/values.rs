@@ -32,6 +32,67 @@ pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
         .map_err(|_| format!("'{s}' is not an IP address"))
 }
 
+/// `HOST:PORT` of a listener (`--transparent`, `--socks5`): an IPv4 address or a bracketed IPv6
+/// one and a port (0 = any free port); `off` = no listener.
+pub fn parse_listen_addr(s: &str) -> Result<Option<SocketAddr>, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    s.parse::<SocketAddr>()
+        .map(Some)
+        .map_err(|_| format!("'{s}' is not HOST:PORT (IPv6 in brackets: [::1]:1080) or off"))
+}
+
+/// `ADDR[/LEN]` (`--transparent-skip`): an IPv4 or IPv6 address, a missing length is the whole
+/// address (/32, /128); host bits are cleared.
+pub fn parse_prefix(s: &str) -> Result<(IpAddr, u8), String> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let ip = parse_ip(addr)?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        None => max,
+        Some(l) => match l.parse::<u8>() {
+            Ok(n) if n <= max => n,
+            _ => return Err(format!("'{s}': prefix length must be 0-{max}")),
+        },
+    };
+    Ok((crate::route::tgranges::mask(ip, len), len))
+}
+
+/// A network interface name (`--lan-iface`): 1–15 bytes of letters, digits, `-`, `_`, `.`, `@`
+/// (Linux's IFNAMSIZ less the terminator; nothing an nftables script would have to quote).
+pub fn parse_iface(s: &str) -> Result<String, String> {
+    let ok = (1..=15).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "'{s}' is not an interface name (1-15 letters, digits, - _ . @)"
+        ))
+    }
+}
+
+/// An `http://` or `https://` URL, or `off` (`None`).
+pub fn parse_url_or_off(s: &str) -> Result<Option<String>, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.starts_with('/') && !s.contains(char::is_whitespace) => {
+            Ok(Some(s.to_string()))
+        }
+        _ => Err(format!("'{s}' is not an http(s) URL or off")),
+    }
+}
+
 /// `DC:IP[:PORT]` with an IPv4 address or a bracketed IPv6 one (`2:[2001:db8::1]:443`); DC is
 /// 1..=32767 (fits the init's i16), PORT 1..=65535, default 443.
 pub fn parse_dc_addr(s: &str) -> Result<(u16, SocketAddr), String> {
@@ -180,6 +241,39 @@ pub fn parse_fronting_domain(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn way_in_values() {
+        assert_eq!(parse_listen_addr("off"), Ok(None));
+        assert_eq!(
+            parse_listen_addr("[::1]:1080"),
+            Ok(Some("[::1]:1080".parse().unwrap()))
+        );
+        assert!(parse_listen_addr("::1:1080").is_err());
+        assert!(parse_listen_addr("127.0.0.1").is_err());
+        let p = |s: &str| parse_prefix(s).map(|(ip, len)| format!("{ip}/{len}"));
+        assert_eq!(p("192.168.1.7"), Ok("192.168.1.7/32".into()));
+        assert_eq!(p("192.168.1.7/24"), Ok("192.168.1.0/24".into()));
+        assert_eq!(p("fd00::1/64"), Ok("fd00::/64".into()));
+        assert!(p("10.0.0.0/33").is_err() && p("fd00::/129").is_err() && p("x/8").is_err());
+        assert_eq!(parse_iface("br-lan"), Ok("br-lan".into()));
+        for bad in ["", "a b", "eth0;", "sixteen-bytes-xx", "\"a\""] {
+            assert!(parse_iface(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_url_or_off("OFF"), Ok(None));
+        assert!(parse_url_or_off("http://127.0.0.1:8/cidr.txt")
+            .unwrap()
+            .is_some());
+        for bad in [
+            "ftp://x",
+            "https://",
+            "https:///x",
+            "cidr.txt",
+            "https://a b",
+        ] {
+            assert!(parse_url_or_off(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn dc_addr_forms() {

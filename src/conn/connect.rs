@@ -28,10 +28,10 @@ use super::{Conn, Ctx, Phase, Ready, SessionTimer, Step, TimerEv};
 use crate::buf::RelayBuf;
 use crate::error::CloseReason;
 use crate::mtproto::dc::DcId;
-use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::{Dial, DialStep, Upstream};
 use crate::net::io::{read_once, Io};
 use crate::relay::end::client_read_failure;
+use crate::relay::ClientSide;
 use crate::relay::Scratch;
 use crate::route::ladder::{Observation, RouteId};
 use crate::timer::TimerId;
@@ -71,7 +71,9 @@ impl Who {
 
 /// State of the connect phase: the race and what the shell holds for it.
 pub struct Connecting {
-    accepted: Accepted,
+    /// The client's side as its handshake found it (a proxy client's ciphers, or a direct
+    /// client's own init or plain transport: `relay::ClientSide`).
+    side: ClientSide,
     dc: DcId,
     who: Who,
     race: Race,
@@ -95,21 +97,28 @@ impl Connecting {
     /// Starts the phase for a client whose init was accepted: asks the ladder for a plan (and a
     /// pooled upstream), arms the budget.
     pub fn new(
-        accepted: Accepted,
+        (mut side, extra): (ClientSide, &[u8]),
         dc: DcId,
-        slot: usize,
-        id: u32,
-        peer: SocketAddr,
+        (slot, id, peer): (usize, u32, SocketAddr),
         watch: StallWatch,
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
-        let up = ctx.scratch.own_buffer(ctx.cfg.buf_size);
+        let mut up = ctx.scratch.own_buffer(ctx.cfg.buf_size);
+        if !extra.is_empty() && ctx.scratch.attach(&mut up) {
+            // What a direct client sent past its init (pipelined after SOCKS5): plaintext in
+            // `up`, like every byte read while connecting. At most a SOCKS5 message's size.
+            let space = up.space();
+            let n = extra.len().min(space.len());
+            space[..n].copy_from_slice(&extra[..n]);
+            side.client_read(&mut space[..n]);
+            up.fill(n);
+        }
         let who = Who {
             slot: slot as u32,
             id,
             peer,
         };
-        Connecting::start(accepted, dc, who, (up, false), (Origin::Client, watch), ctx)
+        Connecting::start(side, dc, who, (up, false), (Origin::Client, watch), ctx)
     }
 
     /// Starts the phase again for a session whose pooled upstream stayed silent
@@ -135,11 +144,12 @@ impl Connecting {
             peer,
         };
         let start = (Origin::Retry, watch);
-        Connecting::start(accepted, dc, who, (up, client_eof), start, ctx)
+        let side = ClientSide::Proxy(accepted);
+        Connecting::start(side, dc, who, (up, client_eof), start, ctx)
     }
 
     fn start(
-        accepted: Accepted,
+        side: ClientSide,
         dc: DcId,
         who: Who,
         (up, client_eof): (RelayBuf, bool),
@@ -165,7 +175,7 @@ impl Connecting {
             })
         });
         let mut c = Connecting {
-            accepted,
+            side,
             dc,
             who,
             race,
@@ -326,7 +336,7 @@ impl Conn {
             }
             match read_once(&mut self.client, space) {
                 Io::Done(n) => {
-                    c.accepted.decrypt.apply(&mut space[..n]);
+                    c.side.client_read(&mut space[..n]);
                     c.up.fill(n);
                     self.info.meter.bytes_up += n as u64;
                 }
@@ -425,7 +435,7 @@ impl Conn {
             rtt.unwrap_or(0)
         );
         let client = (c.up, c.client_eof);
-        let mut relay = Relaying::new(c.accepted, c.dc, tier, up, client, c.watch, ctx);
+        let mut relay = Relaying::new(c.side, c.dc, tier, up, client, c.watch, ctx);
         let proxy_key = match &ctx.ladder.route(route).target {
             crate::route::table::Target::Mtproto { proxy } => Some(proxy.secret.key),
             _ => None,
@@ -433,6 +443,7 @@ impl Conn {
         if let Some(key) = proxy_key {
             relay.toward_proxy(&key, crate::mtproto::upstream::client_index(c.dc), ctx.rng);
         }
+        self.info.relay_mode = Some(relay.mode());
         let first_byte_ms = ctx.cfg.pool_first_byte_timeout.as_millis() as u64;
         if race::keeps_replay(pooled_start, first_byte_ms) {
             relay.keep_replay(ctx.scratch);

@@ -49,7 +49,7 @@ use crate::mtproto::obfs2::{self, Accepted, Secret, SecretKind, INIT_LEN};
 use crate::mtproto::sniff::{self, is_http};
 use crate::net::io::{read_once, write_once, Io};
 use crate::relay::end::client_read_failure;
-use crate::relay::StallWatch;
+use crate::relay::{ClientSide, StallWatch};
 use crate::route::table::known_dc;
 
 /// Bytes discarded per drain read.
@@ -440,18 +440,6 @@ impl Conn {
                 return Step::Close(CloseReason::NoRoute);
             }
         };
-        if !known_dc(dc, ctx.cfg) {
-            self.log_bad(
-                CloseReason::UnknownDc,
-                format_args!("DC index {} ({dc}) is not a known DC", accepted.dc),
-                ctx,
-            );
-            return Step::Close(CloseReason::UnknownDc);
-        }
-        if let Some(t) = self.timer.take() {
-            ctx.wheel.cancel(t);
-        }
-        self.info.dc = Some(dc);
         debug!(
             "client {} init ok: {} {} secret #{}{}",
             self.peer,
@@ -464,10 +452,35 @@ impl Conn {
                 ""
             }
         );
+        self.start_connecting((ClientSide::Proxy(accepted), Vec::new()), dc, ctx)
+    }
+
+    /// Hands a client whose DC is `dc` over to connecting (a proxy client's init, or a direct
+    /// client's, `direct_hs`, with the bytes it already sent past them: `extra`, as sent) and
+    /// arms the idle timer; a DC neither in the table nor configured is closed as `unknown-dc`.
+    pub(super) fn start_connecting(
+        &mut self,
+        (side, extra): (ClientSide, Vec<u8>),
+        dc: DcId,
+        ctx: &mut Ctx<'_>,
+    ) -> Step {
+        if !known_dc(dc, ctx.cfg) {
+            self.log_bad(
+                CloseReason::UnknownDc,
+                format_args!("{dc} is not a known DC"),
+                ctx,
+            );
+            return Step::Close(CloseReason::UnknownDc);
+        }
+        if let Some(t) = self.timer.take() {
+            ctx.wheel.cancel(t);
+        }
+        self.info.dc = Some(dc);
         // The freeze watch starts with the session (it is fed only once the relay runs).
         let watch = StallWatch::new(self.kept.stall(), self.started);
         let (slot, id, peer) = (self.slot, self.id, self.peer);
-        let connecting = Connecting::new(accepted, dc, slot, id, peer, watch, ctx);
+        self.info.meter.bytes_up += extra.len() as u64;
+        let connecting = Connecting::new((side, &extra), dc, (slot, id, peer), watch, ctx);
         self.phase = Phase::Connecting(Box::new(connecting));
         let idle_at = ctx.now + self.kept.idle_ms();
         self.arm_idle(idle_at, ctx);

@@ -51,6 +51,9 @@ pub enum MaskWhy {
     Hello(Reject),
     NotTls,
     OverLimit,
+    /// A transparent client's TLS or HTTP to a Telegram web address: relayed untouched to that
+    /// address (its original destination), not to the mask host.
+    NotMtproto(SocketAddr),
 }
 
 impl MaskWhy {
@@ -64,6 +67,7 @@ impl MaskWhy {
             MaskWhy::Hello(Reject::Stale) => 4,
             MaskWhy::Hello(Reject::Replay) => 5,
             MaskWhy::OverLimit => 6,
+            MaskWhy::NotMtproto(_) => 7,
         }
     }
 }
@@ -304,7 +308,8 @@ impl Conn {
         sni: Option<&[u8]>,
         ctx: &mut Ctx<'_>,
     ) -> Step {
-        if ctx.cfg.no_mask {
+        let to_dst = matches!(why, MaskWhy::NotMtproto(_));
+        if ctx.cfg.no_mask && !to_dst {
             return self.refuse_unmasked(why, ctx);
         }
         let why = if self.over_limit() {
@@ -365,6 +370,10 @@ impl Conn {
         sni: Option<&[u8]>,
         ctx: &mut Ctx<'_>,
     ) -> Result<(String, SocketAddr, String), Step> {
+        if let MaskWhy::NotMtproto(dst) = why {
+            // Checked at accept: inside Telegram's ranges and none of our listeners.
+            return Ok((dst.to_string(), dst, dst.to_string()));
+        }
         let Some((host, port)) = mask_target(ctx.cfg, sni) else {
             return Err(self.mask_failed(
                 why,

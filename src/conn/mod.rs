@@ -26,6 +26,7 @@
 
 mod client_io;
 mod connect;
+mod direct_hs;
 mod freeze;
 mod handshake;
 pub mod mask;
@@ -34,6 +35,7 @@ mod proxy_step;
 mod race;
 mod record;
 mod relay;
+mod socks_step;
 mod timers;
 
 use std::net::SocketAddr;
@@ -43,7 +45,7 @@ use log::info;
 use mio::net::TcpStream;
 use mio::{Interest, Registry};
 
-use crate::config::{Config, Tier};
+use crate::config::{Config, Tier, WayIn};
 use crate::dns::Resolver;
 use crate::error::{CloseReason, Failure, Freeze};
 use crate::logging::{fold_key, Folds, RateLimited};
@@ -52,8 +54,9 @@ use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::net::dial::{set_keepalive, Upstream};
 use crate::net::outbound::Outbound;
 use crate::relay::stall::StallBounds;
-use crate::relay::{Meter, Scratch, StallWatch};
+use crate::relay::{Meter, RelayMode, Scratch, StallWatch};
 use crate::rng::Rng;
+use crate::route::dc_table::{DcSource, DcTable, UnknownDsts};
 use crate::route::ladder::{Ladder, Observation, SessionEnd};
 use crate::route::prober::Prober;
 use crate::stats::{human_bytes, Stats};
@@ -162,6 +165,10 @@ pub struct Ctx<'a> {
     pub gate: &'a mut Gate,
     /// The `ee` secrets of `cfg.secrets` as the gate sees them, in order (empty: no fake-TLS).
     pub ee_keys: &'a [EeKey],
+    /// Exact address → DC for direct-transport clients (`route::dc_table`), with its learner.
+    pub dc_table: &'a mut DcTable,
+    /// Destinations direct clients meant that found no DC, for `ctl status`.
+    pub unknown_dsts: &'a mut UnknownDsts,
 }
 
 impl Ctx<'_> {
@@ -203,8 +210,13 @@ enum Phase {
     Closed,
     /// Before the handshake: the PROXY header, the per-client-address admission (`proxy_step`).
     Pre(proxy_step::PreHandshake),
-    /// Relayed to the mask host (`mask`).
+    /// Relayed to the mask host (`mask`), or untouched to a transparent client's destination.
     Mask(Box<mask::Masking>),
+    /// A direct-transport client's first bytes (`direct_hs`): transparent mode, or SOCKS5
+    /// after its CONNECT.
+    Direct(Box<direct_hs::Direct>),
+    /// A SOCKS5 client's exchange (`socks_step`), before its direct transport.
+    Socks(Box<socks_step::Socks>),
 }
 
 impl Phase {
@@ -221,7 +233,12 @@ impl Phase {
                 r.release(ctx.scratch);
                 r.shutdown();
             }
-            Phase::Handshake(_) | Phase::Draining(_) | Phase::Closed | Phase::Pre(_) => {}
+            Phase::Handshake(_)
+            | Phase::Draining(_)
+            | Phase::Closed
+            | Phase::Pre(_)
+            | Phase::Direct(_)
+            | Phase::Socks(_) => {}
         }
         None
     }
@@ -249,6 +266,8 @@ pub struct Conn {
     per_ip: per_ip::Held,
     /// Timer settings kept from the start, whatever a reload changes (`timers::Kept`).
     kept: timers::Kept,
+    /// How the client reached us (its listener).
+    way: WayIn,
 }
 
 /// What the close line reports.
@@ -269,6 +288,12 @@ struct SessionInfo {
     meter: Meter,
     /// The upstream froze (`relay::stall`): how, and the bytes down by then.
     froze: Option<(Freeze, u64)>,
+    /// A direct client's destination (transparent: `SO_ORIGINAL_DST`; SOCKS5: its CONNECT).
+    dst: Option<SocketAddr>,
+    /// Where a direct client's DC came from (`route::dc_table`).
+    dc_source: Option<DcSource>,
+    /// How the relay treats the client's bytes, once relaying.
+    relay_mode: Option<RelayMode>,
 }
 
 /// The freeze watch's bounds from `cfg` (`--stall-timeout`, `--stall-ack-timeout`,
@@ -282,14 +307,15 @@ pub(crate) fn stall_bounds(cfg: &Config) -> StallBounds {
 }
 
 impl Conn {
-    /// Registers an accepted client and arms its handshake deadline.
+    /// Registers a client accepted on `way`'s listener and arms its handshake deadline; `dst`
+    /// is a transparent client's original destination (checked by the caller).
     ///
     /// Errors: registration failed (the socket is dropped by the caller's return).
     pub fn accept(
-        slot: usize,
-        id: u32,
+        (slot, id): (usize, u32),
         mut client: TcpStream,
         peer: SocketAddr,
+        (way, dst): (WayIn, Option<SocketAddr>),
         ctx: &mut Ctx<'_>,
     ) -> std::io::Result<Conn> {
         let _ = client.set_nodelay(true);
@@ -315,13 +341,19 @@ impl Conn {
             client_ready: Ready::default(),
             peer,
             started: ctx.now,
-            phase: Phase::Pre(proxy_step::PreHandshake::new(ctx.cfg.proxy_protocol)),
+            phase: Phase::Pre(proxy_step::PreHandshake::new(
+                ctx.cfg.proxy_protocol && way == WayIn::Proxy,
+            )),
             timer: Some(timer),
             idle_timer: None,
             last_activity: ctx.now,
-            info: SessionInfo::default(),
+            info: SessionInfo {
+                dst,
+                ..SessionInfo::default()
+            },
             per_ip: per_ip::Held::Nothing,
             kept: timers::Kept::of(ctx.cfg),
+            way,
         })
     }
 
@@ -360,6 +392,8 @@ impl Conn {
                 Phase::Closed => return Status::Closed,
                 Phase::Pre(_) => self.step_pre(ctx),
                 Phase::Mask(_) => self.step_mask(ctx),
+                Phase::Direct(_) => self.step_direct(ctx),
+                Phase::Socks(_) => self.step_socks(ctx),
             };
             match step {
                 Step::Wait => return Status::Idle,
@@ -474,8 +508,13 @@ impl Conn {
             Some((f, at)) => format!(" froze={f}@{}", human_bytes(at)),
             None => String::new(),
         };
+        let way = match (self.way, self.info.dst) {
+            (WayIn::Proxy, _) => String::new(),
+            (w, Some(dst)) => format!(" {} to {dst}", w.name()),
+            (w, None) => format!(" {}", w.name()),
+        };
         info!(
-            "session {}{} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{froze}{folded}",
+            "session {}{}{way} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{froze}{folded}",
             self.peer,
             if self.client.is_fake_tls() { " fake-TLS" } else { "" },
             self.info.dc.map(|d| d.label()).unwrap_or_else(|| "-".into()),
@@ -552,6 +591,16 @@ impl Conn {
     /// `--per-ip-mask`).
     fn over_limit(&self) -> bool {
         self.per_ip == per_ip::Held::MaskSlot
+    }
+
+    /// How the client reached us.
+    pub fn way(&self) -> WayIn {
+        self.way
+    }
+
+    /// The DC of a session past its handshake (`None` before).
+    pub fn dc(&self) -> Option<DcId> {
+        self.info.dc
     }
 
     /// The tier this session is relaying over now; `None` while it is still connecting.

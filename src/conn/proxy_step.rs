@@ -18,9 +18,12 @@
 
 use std::net::SocketAddr;
 
+use super::direct_hs::Direct;
 use super::handshake::Handshake;
 use super::per_ip::{Admission, Held, Refusal};
+use super::socks_step::Socks;
 use super::{Conn, Ctx, Phase, Step};
+use crate::config::WayIn;
 use crate::error::CloseReason;
 use crate::net::io::{read_once, Io};
 use crate::net::proxy_header::{self, Parsed, MAX_HEADER};
@@ -177,7 +180,8 @@ impl Conn {
     /// is not ours (masked whatever it sends: to an observer an over-limit connection must look
     /// like the site, ours included); else refuses at once.
     fn admit(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        let can_mask = !ctx.ee_keys.is_empty() && !ctx.cfg.no_mask;
+        // A direct client (transparent, SOCKS5) is never masked: over a limit it is refused.
+        let can_mask = !ctx.ee_keys.is_empty() && !ctx.cfg.no_mask && self.way == WayIn::Proxy;
         let (held, refusal) = match ctx.per_ip.admit_or_mask(self.peer.ip(), ctx.now, can_mask) {
             Admission::Admitted(held) => (held, None),
             Admission::Masked(r) => (Held::MaskSlot, Some(r)),
@@ -199,7 +203,14 @@ impl Conn {
             );
         }
         self.per_ip = held;
-        self.phase = Phase::Handshake(Box::new(Handshake::new()));
+        self.phase = match (self.way, self.info.dst) {
+            (WayIn::Transparent, Some(dst)) => Phase::Direct(Box::new(Direct::new(dst))),
+            (WayIn::Socks5, _) => {
+                let auth = ctx.cfg.socks5_auth.is_some();
+                Phase::Socks(Box::new(Socks::new(auth)))
+            }
+            _ => Phase::Handshake(Box::new(Handshake::new())),
+        };
         Step::Progress
     }
 }

@@ -27,5 +27,9 @@ impl Conn {
             .str("closed_by", reason.side().name())
             .str("reason", &reason.to_string())
             .opt("froze", self.info.froze.map(|(f, _)| f.name()))
+            .str("way", self.way.name())
+            .opt("dst", self.info.dst.map(|d| d.to_string()).as_deref())
+            .opt("dc_source", self.info.dc_source.map(|s| s.name()))
+            .opt("relay_mode", self.info.relay_mode.map(|m| m.name()))
     }
 }

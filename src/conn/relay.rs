@@ -22,10 +22,9 @@ use crate::config::Tier;
 use crate::error::CloseReason;
 use crate::logging::events::Event;
 use crate::mtproto::dc::DcId;
-use crate::mtproto::obfs2::Accepted;
 use crate::net::dial::Upstream;
 use crate::relay::stall::{Effect, TcpView};
-use crate::relay::{LinkKind, Outcome, Relay, Scratch, StallWatch};
+use crate::relay::{ClientSide, LinkKind, Outcome, Relay, RelayMode, Scratch, StallWatch};
 use crate::rng::Rng;
 use crate::route::ladder::Observation;
 use crate::timer::TimerId;
@@ -60,7 +59,7 @@ impl Relaying {
     /// what the client sent while connecting (client-decrypted), `client_eof` whether it
     /// half-closed since; `stall` is the session's freeze watch (started with the connect).
     pub fn new(
-        accepted: Accepted,
+        side: ClientSide,
         dc: DcId,
         tier: Tier,
         upstream: Upstream,
@@ -74,15 +73,7 @@ impl Relaying {
             (Upstream::Ws(_), _) => LinkKind::WsPackets,
         };
         let down = ctx.scratch.own_buffer(ctx.cfg.buf_size);
-        let core = Relay::new(
-            accepted,
-            dc.relay_index(),
-            kind,
-            up,
-            down,
-            client_eof,
-            ctx.rng,
-        );
+        let core = Relay::with_client(side, dc.relay_index(), kind, up, down, client_eof, ctx.rng);
         Relaying {
             core,
             upstream,
@@ -97,6 +88,11 @@ impl Relaying {
             stall,
             stall_timer: None,
         }
+    }
+
+    /// How the relay treats the client's bytes (`relay::RelayMode`).
+    pub(super) fn mode(&self) -> RelayMode {
+        self.core.mode()
     }
 
     /// Cancels the relay phase's own timers (the WS ping, the first-byte deadline, the stall

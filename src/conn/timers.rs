@@ -62,6 +62,9 @@ impl Conn {
                 match self.phase {
                     Phase::Handshake(_) => self.handshake_timeout(ctx),
                     Phase::Pre(_) => self.proxy_header_timeout(ctx),
+                    Phase::Direct(_) | Phase::Socks(_) => {
+                        Step::Close(CloseReason::HandshakeTimeout)
+                    }
                     _ => Step::Progress,
                 }
             }

@@ -8,7 +8,7 @@
 
 use std::fmt::Write;
 
-use crate::config::Tier;
+use crate::config::{Tier, WayIn};
 use crate::logging::events::quote;
 use crate::route::ladder::RouteStatus;
 
@@ -153,6 +153,29 @@ fn table_counters(out: &mut String, s: &Status) {
 
 /// Recent frozen sessions and the shared CF domain list.
 fn table_tail(out: &mut String, s: &Status) {
+    let ways: Vec<String> = WayIn::ALL
+        .iter()
+        .map(|w| match s.ways[w.index()] {
+            (Some(a), n) => format!("{} {a} ({n})", w.name()),
+            (None, n) if n > 0 => format!("{} closed ({n})", w.name()),
+            (None, _) => format!("{} off", w.name()),
+        })
+        .collect();
+    let _ = writeln!(out, "ways in: {}", ways.join(", "));
+    if !s.dcs.is_empty() {
+        let dcs: Vec<String> = s.dcs.iter().map(|(dc, n)| format!("{dc} {n}")).collect();
+        let _ = writeln!(out, "sessions per DC: {}", dcs.join(", "));
+    }
+    for (ip, n, ago) in &s.unknown_destinations {
+        let _ = writeln!(
+            out,
+            "unknown destination: {ip}: {n} closes, last {} ago (--dc-addr IP=DC if it is a DC)",
+            duration(*ago)
+        );
+    }
+    for (ip, dc) in &s.learned_dcs {
+        let _ = writeln!(out, "learned: {ip} is {dc}");
+    }
     for (f, ago) in &s.frozen {
         let _ = writeln!(
             out,
@@ -241,9 +264,47 @@ pub fn json(s: &Status) -> String {
         .collect();
     o.raw("frozen_sessions", &format!("[{}]", frozen.join(",")));
     o.raw("counters", &counters_json(c));
+    o.raw("ways", &ways_json(s));
+    let mut dcs = Obj::new();
+    for (dc, n) in &s.dcs {
+        dcs.num(dc, *n as u64);
+    }
+    o.raw("dcs", &dcs.end());
+    let unknown: Vec<String> = (s.unknown_destinations.iter())
+        .map(|(ip, n, ago)| {
+            let mut u = Obj::new();
+            u.str("address", &ip.to_string());
+            u.num("closes", *n);
+            u.num("ago_ms", *ago);
+            u.end()
+        })
+        .collect();
+    o.raw("unknown_destinations", &format!("[{}]", unknown.join(",")));
+    let mut learned = Obj::new();
+    for (ip, dc) in &s.learned_dcs {
+        learned.str(&ip.to_string(), dc);
+    }
+    o.raw("learned_dcs", &learned.end());
     let mut text = o.end();
     text.push('\n');
     text
+}
+
+/// The `ways` object of the `--json` form: per way in, `null` when it has no listener, else
+/// its address and sessions.
+fn ways_json(s: &Status) -> String {
+    let mut ways = Obj::new();
+    for w in WayIn::ALL {
+        let (listen, n) = s.ways[w.index()];
+        let mut wo = Obj::new();
+        wo.raw(
+            "listen",
+            &listen.map_or("null".into(), |a| quote(&a.to_string())),
+        );
+        wo.num("sessions", n as u64);
+        ways.raw(w.name(), &wo.end());
+    }
+    ways.end()
 }
 
 /// The `sessions` object of the `--json` form.

@@ -32,7 +32,7 @@ use mio::net::{UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use crate::config::Tier;
+use crate::config::{Tier, WayIn};
 use crate::control::request::{self, PinTarget, Request, RouteSel, MAX_REQUEST};
 use crate::control::status::{Counters, Status};
 use crate::control::{self as core, metrics, render};
@@ -461,11 +461,17 @@ impl Reactor {
         let s = &self.s;
         let mut per_tier = [0usize; Tier::COUNT];
         let mut waiting_on_client = 0;
+        let mut ways = WayIn::ALL.map(|w| (self.way_listen(w), 0));
+        let mut dcs = std::collections::BTreeMap::new();
         for (_, conn) in self.slab.iter() {
             if let Some(t) = conn.relaying_tier() {
                 per_tier[t.index()] += 1;
             }
             waiting_on_client += usize::from(conn.waits_on_client());
+            ways[conn.way().index()].1 += 1;
+            if let Some(dc) = conn.dc() {
+                *dcs.entry(dc.label()).or_insert(0) += 1;
+            }
         }
         let mut counters = Counters::from_stats(&s.stats);
         // What the stats line copies in when it is written, taken fresh.
@@ -511,6 +517,16 @@ impl Reactor {
                 .recent_frozen
                 .iter()
                 .map(|f| (*f, now.saturating_sub(f.at_ms)))
+                .collect(),
+            ways,
+            dcs: dcs.into_iter().collect(),
+            unknown_destinations: (s.unknown_dsts.list().into_iter())
+                .map(|(ip, n, at)| (ip, n, now.saturating_sub(at)))
+                .collect(),
+            learned_dcs: s
+                .dc_table
+                .learned()
+                .map(|(ip, dc)| (ip, dc.label()))
                 .collect(),
         }
     }

@@ -1,7 +1,7 @@
 //! The [`Status`] snapshot `ctl status` and `ctl metrics` render: plain data, gathered by the
 //! reactor's shell at one instant (`now`), owned, so rendering borrows nothing of the reactor.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::config::Tier;
 use crate::error::CloseReason;
@@ -48,6 +48,16 @@ pub struct Status {
     /// The most recent frozen sessions (docs/design.md §4 rule 7), oldest first, with how long
     /// ago each froze (ms).
     pub frozen: Vec<(FrozenSession, u64)>,
+    /// Each way in ([`crate::config::WayIn::ALL`] order): its listener's address (`None`: off) and the
+    /// sessions that came in by it now.
+    pub ways: [(Option<SocketAddr>, usize); 3],
+    /// Sessions past their handshake per DC (`DC2`, `DC-4` media, `DC10002` test…), by label.
+    pub dcs: Vec<(String, usize)>,
+    /// Destinations direct clients meant that found no DC (`unknown-dst`): address, closes,
+    /// ms since the last; most closes first (`route::dc_table::UnknownDsts`).
+    pub unknown_destinations: Vec<(IpAddr, u64, u64)>,
+    /// Addresses the DC table learned from agreeing clients, with their DC's label.
+    pub learned_dcs: Vec<(IpAddr, String)>,
 }
 
 /// The shared CF domain list's state, for `ctl status`.
@@ -234,6 +244,14 @@ pub(crate) mod tests {
                 },
                 900,
             )],
+            ways: [
+                (Some("127.0.0.1:1443".parse().unwrap()), 2),
+                (Some("0.0.0.0:1444".parse().unwrap()), 1),
+                (None, 0),
+            ],
+            dcs: vec![("DC2".into(), 2), ("DC4".into(), 1)],
+            unknown_destinations: vec![("149.154.175.99".parse().unwrap(), 3, 1_200)],
+            learned_dcs: vec![("149.154.175.77".parse().unwrap(), "DC1".into())],
         }
     }
 

@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 
 use log::{error, warn};
 
+use super::ways::EXTRA;
 use super::{finish, suppressed, Accept, Global, Reactor, ACCEPT_BATCH, ACCEPT_PAUSE_MS};
+use crate::config::WayIn;
 use crate::conn::Conn;
 use crate::error::CloseReason;
 use crate::logging::RateLimited;
@@ -17,18 +19,46 @@ use crate::net::tcp;
 use crate::token::Role;
 
 impl Reactor {
-    /// Accepts up to [`ACCEPT_BATCH`] clients; pauses on descriptor exhaustion.
+    /// Accepts up to [`ACCEPT_BATCH`] clients on the proxy listener; pauses on descriptor
+    /// exhaustion.
     pub(super) fn accept_batch(&mut self) {
+        self.accept_on(WayIn::Proxy);
+    }
+
+    /// Accepts waiting clients of the extra ways in (`ways`), a batch each.
+    pub(super) fn accept_ways(&mut self) {
+        for (i, way) in EXTRA.into_iter().enumerate() {
+            if self.ways.pending[i] && self.accept != Accept::Paused {
+                self.accept_on(way);
+            }
+        }
+    }
+
+    /// Marks `way`'s listener as drained (`WouldBlock`, or gone).
+    fn accept_idle(&mut self, way: WayIn) {
+        match EXTRA.iter().position(|&w| w == way) {
+            Some(i) => self.ways.pending[i] = false,
+            None => self.accept = Accept::Idle,
+        }
+    }
+
+    /// Accepts up to [`ACCEPT_BATCH`] clients on `way`'s listener.
+    fn accept_on(&mut self, way: WayIn) {
         let now = self.now;
+        let extra = EXTRA.iter().position(|&w| w == way);
         for _ in 0..ACCEPT_BATCH {
-            let Some(listener) = &self.listener else {
-                self.accept = Accept::Idle;
+            let listener = match extra {
+                Some(i) => self.ways.listeners[i].as_ref(),
+                None => self.listener.as_ref(),
+            };
+            let Some(listener) = listener else {
+                self.accept_idle(way);
                 return;
             };
             let (stream, peer) = match listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.accept = Accept::Idle;
+                    self.accept_idle(way);
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -48,15 +78,27 @@ impl Reactor {
                     if let Some(n) = self.full_log.allow(now) {
                         warn!("accept: {e}{}", suppressed(n));
                     }
-                    self.accept = Accept::Idle;
+                    self.accept_idle(way);
                     return;
                 }
             };
             self.s.stats.accepted += 1;
-            if let Some((slot, id)) = self.own_mask_conn(&stream, peer) {
-                self.mask_loop(stream, peer, slot, id);
-                continue;
+            if way == WayIn::Proxy {
+                if let Some((slot, id)) = self.own_mask_conn(&stream, peer) {
+                    self.mask_loop(stream, peer, slot, id);
+                    continue;
+                }
             }
+            let dst = match way {
+                WayIn::Transparent => match self.transparent_dst(&stream) {
+                    Ok(dst) => Some(dst),
+                    Err(why) => {
+                        self.refuse_unread(stream, peer, why);
+                        continue;
+                    }
+                },
+                _ => None,
+            };
             if self.slab.len() >= self.capacity {
                 self.s.stats.record_close(CloseReason::SlabFull, false);
                 refuse(stream, peer, self.capacity, &mut self.full_log, now);
@@ -65,7 +107,7 @@ impl Reactor {
             self.next_id = self.next_id.wrapping_add(1);
             let slot = self.slab.vacant_key();
             let mut ctx = self.s.ctx(self.poll.registry(), now);
-            match Conn::accept(slot, self.next_id, stream, peer, &mut ctx) {
+            match Conn::accept((slot, self.next_id), stream, peer, (way, dst), &mut ctx) {
                 Ok(conn) => {
                     self.slab.insert(conn);
                     // Data may already be waiting: handle it without another edge.

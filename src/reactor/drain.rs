@@ -103,6 +103,7 @@ impl Reactor {
         }
         self.life = life;
         self.close_listener();
+        self.close_ways();
         self.bind_retry.bound();
         let pooled = self.s.ladder.stop();
         info!(

@@ -36,6 +36,7 @@ mod reload;
 mod shared;
 mod signals;
 mod start;
+mod ways;
 
 pub(crate) use cflist::cached_shared_domains;
 pub use reload::RESTART_ONLY;
@@ -149,6 +150,8 @@ struct Reactor {
     control: Option<control::Control>,
     /// The shared CF domain list (`--cf-domain-list`).
     cflist: cflist::CfList,
+    /// The transparent and SOCKS5 listeners (`ways`).
+    ways: ways::Ways,
     /// When to give freed memory back after a burst (`mem::trim`, `--mem-trim-delay`).
     trim: Trim,
 }
@@ -198,6 +201,9 @@ impl Reactor {
             if self.accept == Accept::Pending {
                 self.accept_batch();
             }
+            if self.ways.any_pending() {
+                self.accept_ways();
+            }
             self.expire();
             self.resume_again();
             self.trim_memory();
@@ -211,7 +217,8 @@ impl Reactor {
 
     /// How long the next poll may sleep.
     fn poll_timeout(&self) -> Option<Duration> {
-        if !self.again.is_empty() || self.accept == Accept::Pending {
+        let ways_pending = self.ways.any_pending() && self.accept != Accept::Paused;
+        if !self.again.is_empty() || self.accept == Accept::Pending || ways_pending {
             return Some(Duration::ZERO);
         }
         let s = &self.s;
@@ -250,6 +257,10 @@ impl Reactor {
                 if self.accept == Accept::Idle {
                     self.accept = Accept::Pending;
                 }
+                continue;
+            }
+            if let Some(i) = ways::Ways::of_token(tok) {
+                self.ways.pending[i] = true;
                 continue;
             }
             if tok == DNS {

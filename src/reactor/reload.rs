@@ -103,6 +103,7 @@ impl Reactor {
         } else {
             None
         };
+        let ways = self.prepare_ways(&cfg)?;
         let listener = if cfg.listen != old.listen && self.listener.is_some() {
             Some(self.bind_new(cfg.listen)?)
         } else {
@@ -117,6 +118,7 @@ impl Reactor {
         if let Some(l) = listener {
             self.s.listen = self.swap_listener(l);
         }
+        self.swap_ways(ways);
         if self.listener.is_none() && self.bind_retry.waiting() {
             // Still waiting for the address: the next try uses the new one.
             self.retry_bind();
@@ -161,6 +163,7 @@ impl Reactor {
             s.tls = t;
         }
         s.per_ip.set_limits(Limits::of(&cfg));
+        s.dc_table.set_flags(cfg.dc_addrs.iter());
         log::set_max_level(cfg.log_level);
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         s.attempt_log.set_interval(fold_ms);
@@ -350,6 +353,14 @@ mod tests {
             }
             "dc-ip" | "tcp-dc-ip" => "2:10.0.0.1",
             "dc-addr" => "10.0.0.1=2",
+            "transparent" => "127.0.0.1:1445",
+            "socks5" => "127.0.0.1:1446",
+            "tg-ranges-url" => "off",
+            "lan-iface" => "eth1",
+            "transparent-skip" => "192.168.1.10",
+            "tg-ranges" | "tg-ranges-cache" | "socks5-auth" => {
+                return Some(dir.join(name).display().to_string());
+            }
             "fronting-domain" => "allowed.example.org",
             "cf-worker-domain" => "w.example.workers.dev",
             "cf-domain" | "no-outbound-proxy-for" => "example.com",
@@ -376,6 +387,7 @@ mod tests {
             | "danger-accept-invalid-certs"
             | "proxy-protocol"
             | "no-mask"
+            | "socks5-public"
             | "verbose"
             | "quiet" => return None,
             // Every other option is a duration none of whose defaults is 1.25 s.

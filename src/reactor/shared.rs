@@ -22,8 +22,10 @@ use crate::net::dial::Upstream;
 use crate::net::outbound::{self, Active, OutboundProxy};
 use crate::relay::Scratch;
 use crate::rng::Rng;
+use crate::route::dc_table::{DcTable, UnknownDsts};
 use crate::route::ladder::Ladder;
 use crate::route::prober::{Prober, Shell, SuspendWatch};
+use crate::route::tgranges::TgRanges;
 use crate::stats::Stats;
 use crate::timer::Wheel;
 
@@ -63,6 +65,14 @@ pub(super) struct Shared {
     pub(super) gate: Gate,
     /// The `ee` secrets (`Ctx::ee_keys`).
     pub(super) ee_keys: Vec<EeKey>,
+    /// Exact address → DC for direct clients (`Ctx::dc_table`); `--dc-addr` set by
+    /// `reload::apply`, the learner kept across reloads.
+    pub(super) dc_table: DcTable,
+    /// Destinations that found no DC (`Ctx::unknown_dsts`).
+    pub(super) unknown_dsts: UnknownDsts,
+    /// Telegram's ranges in force: the transparent guard's (`accept`) and the firewall sets'
+    /// (`--tg-ranges`, else the refreshed cache, else built in; `ways::load_ranges`).
+    pub(super) tg_ranges: TgRanges,
 }
 
 impl Shared {
@@ -107,6 +117,8 @@ impl Shared {
             wall_s: self.wall_s,
             gate: &mut self.gate,
             ee_keys: &self.ee_keys,
+            dc_table: &mut self.dc_table,
+            unknown_dsts: &mut self.unknown_dsts,
         }
     }
 

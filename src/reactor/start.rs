@@ -31,8 +31,10 @@ use crate::net::dial::Upstream;
 use crate::net::tls;
 use crate::relay::Scratch;
 use crate::rng::Rng;
+use crate::route::dc_table::{DcTable, UnknownDsts};
 use crate::route::ladder::Ladder;
 use crate::route::prober::{Prober, SuspendWatch};
+use crate::route::tgranges::TgRanges;
 use crate::stats::Stats;
 use crate::timer::Wheel;
 use crate::token::{self, DNS};
@@ -65,6 +67,7 @@ impl Reactor {
             .map(|p| control::Control::open(p, poll.registry()))
             .transpose()?;
         let (listener, bind_retry) = bind_at_start(&cfg, poll.registry())?;
+        let ways = super::ways::Ways::start(&cfg, poll.registry())?;
         let listen = listener
             .as_ref()
             .map_or(Ok(cfg.listen), TcpListener::local_addr)?;
@@ -104,6 +107,9 @@ impl Reactor {
                 wall_clock: false,
                 gate,
                 ee_keys,
+                dc_table: DcTable::new(),
+                unknown_dsts: UnknownDsts::default(),
+                tg_ranges: TgRanges::builtin(),
                 cfg,
             },
             clock,
@@ -126,6 +132,7 @@ impl Reactor {
             control,
             cflist,
             trim,
+            ways,
         };
         r.apply(r.s.cfg.clone(), None);
         // After the settings' own lines (the outbound proxy's), as before start and reload

@@ -227,6 +227,44 @@ impl DcTable {
     }
 }
 
+/// Destinations that found no DC (`unknown-dst` closes), for `ctl status`: at most
+/// [`UNKNOWN_CAP`] addresses, each with its count and last time (ms); the least recently seen
+/// is dropped first. Client input cannot grow it past the cap.
+#[derive(Debug, Default)]
+pub struct UnknownDsts {
+    entries: HashMap<IpAddr, (u64, u64)>,
+}
+
+/// Unknown destinations kept at most.
+pub const UNKNOWN_CAP: usize = 32;
+
+impl UnknownDsts {
+    /// Counts one `unknown-dst` close for `dst` at `now_ms`.
+    pub fn record(&mut self, dst: IpAddr, now_ms: u64) {
+        let dst = normalise(dst);
+        if !self.entries.contains_key(&dst) && self.entries.len() >= UNKNOWN_CAP {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, v)| v.1)
+                .map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                self.entries.remove(&k);
+            }
+        }
+        let e = self.entries.entry(dst).or_insert((0, now_ms));
+        e.0 += 1;
+        e.1 = now_ms;
+    }
+
+    /// (address, closes, last time ms), most closes first.
+    pub fn list(&self) -> Vec<(IpAddr, u64, u64)> {
+        let mut v: Vec<_> = self.entries.iter().map(|(k, v)| (*k, v.0, v.1)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+}
+
 impl Default for DcTable {
     fn default() -> DcTable {
         DcTable::new()

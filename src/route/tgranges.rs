@@ -170,6 +170,15 @@ impl TgRanges {
     }
 }
 
+/// `ip` with the host bits past `len` cleared (an IPv4-mapped IPv6 address as its IPv4 form;
+/// `len` capped at the family's width).
+pub fn mask(ip: IpAddr, len: u8) -> IpAddr {
+    match normalise(ip) {
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask32(len.min(32)))),
+        IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask128(len.min(128)))),
+    }
+}
+
 fn mask32(len: u8) -> u32 {
     u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
 }

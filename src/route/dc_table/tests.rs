@@ -253,3 +253,32 @@ fn source_names() {
     assert_eq!(DcSource::Learned.name(), "learned");
     assert_eq!(DcSource::Packet.name(), "packet");
 }
+
+#[test]
+fn unknown_destinations_are_counted_and_bounded() {
+    let mut u = UnknownDsts::default();
+    let a: IpAddr = "10.9.0.1".parse().unwrap();
+    u.record(a, 1);
+    u.record("::ffff:10.9.0.1".parse().unwrap(), 2);
+    assert_eq!(
+        u.list(),
+        vec![(a, 2, 2)],
+        "a mapped address counts as its IPv4 form"
+    );
+    for i in 0..(UNKNOWN_CAP as u32 + 10) {
+        u.record(
+            IpAddr::from(std::net::Ipv4Addr::from(0x0a0a_0000 + i)),
+            10 + u64::from(i),
+        );
+    }
+    let l = u.list();
+    assert_eq!(
+        l.len(),
+        UNKNOWN_CAP,
+        "client input cannot grow it past the cap"
+    );
+    assert!(
+        !l.iter().any(|e| e.0 == a),
+        "the least recently seen went first"
+    );
+}
