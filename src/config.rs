@@ -169,6 +169,14 @@ pub struct Config {
     pub tg_ranges_refresh: Duration,
     /// Where the last good refreshed list is kept (`--tg-ranges-cache FILE`, none).
     pub tg_ranges_cache: Option<PathBuf>,
+    /// First wait after a failed or refused refresh (`--tg-ranges-retry`, 60 s); doubles per
+    /// failure in a row up to `tg_ranges_refresh`.
+    pub tg_ranges_retry: Duration,
+    /// Bound on one range fetch and on the `nft` run after it (`--tg-ranges-timeout`, 10 s).
+    pub tg_ranges_timeout: Duration,
+    /// The `nft` binary of the `firewall` applet and the range refresh (`--nft`, `nft` from
+    /// `PATH`).
+    pub nft: PathBuf,
     /// LAN interfaces whose TCP to Telegram is redirected (`--lan-iface`); empty = `br-lan`
     /// ([`Config::lan_ifaces`]).
     pub lan_ifaces: Vec<String>,
@@ -463,6 +471,9 @@ impl Config {
             tg_ranges_url: Some(DEFAULT_TG_RANGES_URL.to_string()),
             tg_ranges_refresh: Duration::from_secs(24 * 3600),
             tg_ranges_cache: None,
+            tg_ranges_retry: Duration::from_secs(60),
+            tg_ranges_timeout: Duration::from_secs(10),
+            nft: PathBuf::from("nft"),
             lan_ifaces: Vec::new(),
             transparent_skip: Vec::new(),
             socks5: None,
@@ -586,6 +597,9 @@ settings! {
     tg_ranges_url => "tg-ranges-url",
     tg_ranges_refresh => "tg-ranges-refresh",
     tg_ranges_cache => "tg-ranges-cache",
+    tg_ranges_retry => "tg-ranges-retry",
+    tg_ranges_timeout => "tg-ranges-timeout",
+    nft => "nft",
     lan_ifaces => "lan-iface",
     transparent_skip => "transparent-skip",
     socks5 => "socks5",

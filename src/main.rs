@@ -10,10 +10,10 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use pico_args::Arguments;
-use tg_ws_proxy::applet::{check, ctl, genkey, link, probe, run};
+use tg_ws_proxy::applet::{check, ctl, firewall, genkey, link, probe, run};
 
 /// Applet names, in the order shown by `--help`.
-const APPLETS: [&str; 6] = ["run", "probe", "link", "genkey", "check", "ctl"];
+const APPLETS: [&str; 7] = ["run", "probe", "link", "genkey", "check", "ctl", "firewall"];
 
 const OVERVIEW: &str = "\
 tg-ws-proxy: MTProto proxy for home routers (Telegram over WebSocket/TLS, with fallback tiers)
@@ -28,6 +28,7 @@ Applets:
   genkey    print a fresh random secret
   check     probe every configured route and print a table
   ctl       ask a running proxy (--control-socket): status, metrics, pin, probe, reload
+  firewall  install, remove or show transparent mode's nftables table
 
   tg-ws-proxy APPLET --help   flags of one applet (`tg-ws-proxy help APPLET` works too)
   -h, --help                  this overview
@@ -93,6 +94,7 @@ fn dispatch(argv0: &OsString, mut rest: Vec<OsString>) -> i32 {
         "genkey" => genkey::main(args),
         "check" => check::main(args),
         "ctl" => ctl::main(args),
+        "firewall" => firewall::main(args),
         _ => {
             eprintln!("tg-ws-proxy: {applet}: not yet implemented");
             2
@@ -110,6 +112,7 @@ fn help(applet: Option<&str>) -> i32 {
         Some("genkey") => genkey::HELP.to_string(),
         Some("check") => check::HELP.to_string(),
         Some("ctl") => ctl::HELP.to_string(),
+        Some("firewall") => firewall::HELP.to_string(),
         Some(other) => {
             eprintln!(
                 "tg-ws-proxy: no help for '{other}' (known: {})",

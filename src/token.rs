@@ -6,7 +6,8 @@
 //! belong to the reactor's probe slab. Layout (fits a 32-bit `usize`): bits 0–1 role, bits 2–23
 //! slot, bits 24–31 generation. Tokens whose slot field is all ones (2^22 − 1, never a slot) are
 //! the reactor's own sockets: the listener, the DNS socket, the signal pipe, the control socket's
-//! listener and its connections ([`control_conn`]), the shared CF domain list's fetch ([`CFLIST`]).
+//! listener and its connections ([`control_conn`]), the shared CF domain list's fetch ([`CFLIST`]),
+//! Telegram's range list fetch ([`TGRANGES`]).
 
 use mio::Token;
 
@@ -25,6 +26,10 @@ pub const CONTROL: Token = Token(usize::MAX - 3);
 /// The shared CF domain list's fetch socket (`reactor::cflist`; one fetch at a time): slot
 /// field all ones, role 1, generation 0.
 pub const CFLIST: Token = Token((OWN << 2) | 1);
+
+/// Telegram's range list fetch socket (`reactor::tgranges`; one fetch at a time): slot field
+/// all ones, role 2, generation 0.
+pub const TGRANGES: Token = Token((OWN << 2) | 2);
 
 /// The extra ways in's listeners (`reactor::ways`): `[0]` transparent, `[1]` SOCKS5. Slot field
 /// all ones, roles 0 and 1, generation 0xfe (no control connection has it).
@@ -123,6 +128,7 @@ mod tests {
             SIGNAL,
             CONTROL,
             CFLIST,
+            TGRANGES,
             WAY_LISTENERS[0],
             WAY_LISTENERS[1],
             control_conn(0),
@@ -140,6 +146,7 @@ mod tests {
             SIGNAL,
             CONTROL,
             CFLIST,
+            TGRANGES,
             encode(0, 0, Role::Client),
         ] {
             assert_eq!(control_index(other), None);

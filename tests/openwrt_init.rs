@@ -721,3 +721,73 @@ fn link_prints_the_links_and_the_binary_accepts_the_generated_file() {
         check.stderr
     );
 }
+
+/// Transparent mode (issue 21): every start and reload installs our nftables table with
+/// `tg-ws-proxy firewall install --config` (the default range cache under
+/// /etc/tg-ws-proxy/cache written into the configuration), a reload that turns the mode off
+/// removes it, and stop removes it so Telegram goes direct while we are not running. Inside a
+/// network namespace of the test's own, with the real nft (the service user is root there: no
+/// other uid is mapped in the namespace).
+#[test]
+fn transparent_mode_installs_the_firewall_on_start_and_removes_it_on_stop() {
+    let nft = need("nft", "nftables");
+    common::netns::run_inside(
+        "transparent_mode_installs_the_firewall_on_start_and_removes_it_on_stop",
+        || {
+            let table = || {
+                let out = Command::new("nft")
+                    .args(["list", "table", "inet", "tg_ws_proxy"])
+                    .output()
+                    .unwrap();
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            };
+            let body = format!(
+                "\toption transparent '0.0.0.0:1445'\n\toption nft '{}'\n\
+                 \toption tg_ranges_url 'off'\n\tlist lan_iface 'lan0'\n",
+                nft.display()
+            );
+            let mut r = Router::new("");
+            r.user = "root".into();
+            r.set_uci(&body);
+            r.expect_started(&r.run("start"));
+            let cache = r.path("etc/tg-ws-proxy/cache/tg-ranges");
+            let settings = r.conf_settings();
+            assert!(
+                settings.contains(&format!("tg-ranges-cache {}\n", cache.display())),
+                "{settings}"
+            );
+            assert!(r.path("etc/tg-ws-proxy/cache").is_dir());
+            let t = table().expect("table installed at start");
+            assert!(t.contains("redirect to :1445") && t.contains("lan0"), "{t}");
+            assert!(r.logged().contains("installed"), "{}", r.logged());
+
+            // A reload with another port replaces the table.
+            r.set_uci(&body.replace("1445", "1446"));
+            r.expect_started(&r.run("reload"));
+            let t = table().expect("table after reload");
+            assert!(
+                t.contains("redirect to :1446") && !t.contains(":1445"),
+                "{t}"
+            );
+
+            // A reload that turns the mode off removes it.
+            r.set_uci(&format!("\toption nft '{}'\n", nft.display()));
+            r.expect_started(&r.run("reload"));
+            assert!(
+                table().is_none(),
+                "table left after transparent was turned off"
+            );
+
+            // Back on, then stop: removed, and said.
+            r.set_uci(&body);
+            r.expect_started(&r.run("start"));
+            assert!(table().is_some());
+            let o = r.run("stop");
+            assert_eq!(o.code, Some(0), "stop: {} {}", o.stdout, o.stderr);
+            assert!(table().is_none(), "table left after stop");
+            assert!(r.logged().contains("removed"), "{}", r.logged());
+        },
+    );
+}

@@ -54,13 +54,14 @@ const WORD_DEFAULTS: [&str; 7] = [
 
 /// Lines the generator does not write: set by hand at the top of the section (and `secret`,
 /// which is refused: secrets live in the secret file).
-const HAND_WRITTEN: [&str; 6] = [
+const HAND_WRITTEN: [&str; 7] = [
     "host",
     "secret",
     "secret-file",
     "control-socket",
     "bind-retry",
     "cf-domain-cache",
+    "tg-ranges-cache",
 ];
 
 const HEAD: &str = "\
@@ -100,6 +101,10 @@ config proxy 'main'
 \t# a 0700 directory of the service user (the binary's own default is none; none with the list
 \t# off); another path must be writable by that user; 'none' = no cache file.
 \t#option cf_domain_cache '/etc/tg-ws-proxy/cache/cf-domains'
+\t# --tg-ranges-cache: transparent mode's Telegram range list as last refreshed, read at start
+\t# and by the firewall table installed at every start and reload. The service's default (with
+\t# option transparent set) keeps it beside the CF list's cache; 'none' = no cache file.
+\t#option tg_ranges_cache '/etc/tg-ws-proxy/cache/tg-ranges'
 ";
 
 /// Longest comment line, tab excluded.

@@ -501,6 +501,27 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
         kind: Path(|d, p| { d.config.tg_ranges_cache = Some(p); Ok(()) }),
     },
     Opt {
+        reload: Live, long: "--tg-ranges-retry", short: None, aliases: &[], env: &["TG_TG_RANGES_RETRY"],
+        meta: "D", default: "60s", group: Listen,
+        help: "first wait after a failed or refused range refresh; doubles up to \
+               --tg-ranges-refresh",
+        kind: Value(|d, s| positive(s).map(|v| d.config.tg_ranges_retry = v)),
+    },
+    Opt {
+        reload: Live, long: "--tg-ranges-timeout", short: None, aliases: &[], env: &["TG_TG_RANGES_TIMEOUT"],
+        meta: "D", default: "10s", group: Listen,
+        help: "bound on one range fetch (DNS, TLS, GET, redirects) and on the nft run that \
+               updates the firewall sets after it",
+        kind: Value(|d, s| positive(s).map(|v| d.config.tg_ranges_timeout = v)),
+    },
+    Opt {
+        reload: Live, long: "--nft", short: None, aliases: &[], env: &["TG_NFT"],
+        meta: "PATH", default: "nft", group: Listen,
+        help: "the nft binary `firewall` and the range refresh run (looked up in PATH unless \
+               it has a /)",
+        kind: Path(|d, p| { d.config.nft = p; Ok(()) }),
+    },
+    Opt {
         reload: Live, long: "--lan-iface", short: None, aliases: &[], env: &["TG_LAN_IFACE"],
         meta: "NAME", default: "br-lan", group: Listen,
         help: "LAN interface whose TCP to Telegram our firewall table redirects; repeatable, \

@@ -12,7 +12,7 @@ use crate::config::{Tier, WayIn};
 use crate::logging::events::quote;
 use crate::route::ladder::RouteStatus;
 
-use super::status::{Counters, SharedList, Status};
+use super::status::{Counters, RangesStatus, SharedList, Status};
 
 /// The human form: a header, the route table with aligned columns, budgets and counters.
 pub fn table(s: &Status) -> String {
@@ -187,6 +187,26 @@ fn table_tail(out: &mut String, s: &Status) {
             duration(*ago)
         );
     }
+    if let Some(r) = &s.tg_ranges {
+        let said = |x: &Option<(bool, String, u64)>| {
+            x.as_ref().map_or("none yet".to_string(), |(_, what, age)| {
+                format!("{what} ({}s ago)", age / 1000)
+            })
+        };
+        let _ = writeln!(
+            out,
+            "telegram ranges: {} IPv4, {} IPv6 from {}; refresh {}: fetches {} ({} failed), \
+             last: {}; firewall sets: {}",
+            r.v4,
+            r.v6,
+            r.source,
+            r.url.as_deref().unwrap_or("off"),
+            r.fetches,
+            r.failures,
+            said(&r.last),
+            said(&r.nft)
+        );
+    }
     if let Some(l) = &s.shared_list {
         let last = l
             .last
@@ -249,6 +269,8 @@ pub fn json(s: &Status) -> String {
         .as_ref()
         .map_or("null".into(), shared_list_json);
     o.raw("shared_list", &shared);
+    let ranges = s.tg_ranges.as_ref().map_or("null".into(), ranges_json);
+    o.raw("tg_ranges", &ranges);
     let frozen: Vec<String> = s
         .frozen
         .iter()
@@ -356,6 +378,31 @@ fn route_json(r: &RouteStatus) -> String {
         fo.end()
     });
     ro.raw("last_freeze", &lf);
+    ro.end()
+}
+
+/// The `tg_ranges` object of the `--json` form: `last` and `nft` are `null` or
+/// `{"ok":bool,"what":str,"age_ms":n}`.
+fn ranges_json(r: &RangesStatus) -> String {
+    let result = |x: &Option<(bool, String, u64)>| match x {
+        Some((ok, what, age)) => {
+            let mut lo = Obj::new();
+            lo.raw("ok", if *ok { "true" } else { "false" });
+            lo.str("what", what);
+            lo.num("age_ms", *age);
+            lo.end()
+        }
+        None => "null".into(),
+    };
+    let mut ro = Obj::new();
+    ro.str("source", &r.source);
+    ro.raw("url", &r.url.as_deref().map_or("null".into(), quote));
+    ro.num("v4", r.v4 as u64);
+    ro.num("v6", r.v6 as u64);
+    ro.num("fetches", r.fetches);
+    ro.num("failures", r.failures);
+    ro.raw("last", &result(&r.last));
+    ro.raw("nft", &result(&r.nft));
     ro.end()
 }
 

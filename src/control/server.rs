@@ -512,6 +512,7 @@ impl Reactor {
             reloads: Some((s.stats.reloads, s.stats.reloads_rejected)),
             counters,
             shared_list: self.cflist_status(),
+            tg_ranges: self.tgranges_status(),
             frozen: s
                 .stats
                 .recent_frozen

@@ -45,6 +45,8 @@ pub struct Status {
     pub counters: Counters,
     /// The shared CF domain list (`--cf-domain-list`), `None` when it is off.
     pub shared_list: Option<SharedList>,
+    /// Telegram's range list (transparent mode), `None` without `--transparent`.
+    pub tg_ranges: Option<RangesStatus>,
     /// The most recent frozen sessions (docs/design.md §4 rule 7), oldest first, with how long
     /// ago each froze (ms).
     pub frozen: Vec<(FrozenSession, u64)>,
@@ -58,6 +60,27 @@ pub struct Status {
     pub unknown_destinations: Vec<(IpAddr, u64, u64)>,
     /// Addresses the DC table learned from agreeing clients, with their DC's label.
     pub learned_dcs: Vec<(IpAddr, String)>,
+}
+
+/// Telegram's range list in force and its refresh (`reactor::tgranges`), for `ctl status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RangesStatus {
+    /// Where the list in force came from: `built-in`, `cache PATH`, `file PATH` or the URL.
+    pub source: String,
+    /// The refresh URL, `None` when the list is not refreshed (`off`, or `--tg-ranges FILE`).
+    pub url: Option<String>,
+    /// IPv4 and IPv6 prefixes in force.
+    pub v4: usize,
+    /// Of the list in force.
+    pub v6: usize,
+    /// Fetches finished, and how many failed or were refused.
+    pub fetches: u64,
+    /// Of `fetches`.
+    pub failures: u64,
+    /// The last fetch: accepted, what (`accepted …` or why not), age in ms.
+    pub last: Option<(bool, String, u64)>,
+    /// The last update of the firewall sets by `nft`: done, what (nft's message), age in ms.
+    pub nft: Option<(bool, String, u64)>,
 }
 
 /// The shared CF domain list's state, for `ctl status`.
@@ -234,6 +257,7 @@ pub(crate) mod tests {
             reloads: None,
             counters: Counters::from_stats(&s),
             shared_list: None,
+            tg_ranges: None,
             frozen: vec![(
                 FrozenSession {
                     peer: "192.168.1.20:50000".parse().unwrap(),

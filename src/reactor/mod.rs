@@ -24,7 +24,8 @@
 //! `drain` (shutdown), `memory` (the hook that gives freed memory back after a burst), `control`
 //! (the control socket, `--control-socket`, and its connections; the file is
 //! `src/control/server.rs`, beside its core), `cflist` (the shared CF domain list's fetch and
-//! cache, `--cf-domain-list`; the file is `src/route/cflist/fetch.rs`, beside the list core).
+//! cache, `--cf-domain-list`; the file is `src/route/cflist/fetch.rs`, beside the list core),
+//! `tgranges` (Telegram's range list in force and its refresh, transparent mode).
 
 mod accept;
 #[path = "../route/cflist/fetch.rs"]
@@ -36,10 +37,12 @@ mod reload;
 mod shared;
 mod signals;
 mod start;
+mod tgranges;
 mod ways;
 
 pub(crate) use cflist::cached_shared_domains;
 pub use reload::RESTART_ONLY;
+pub(crate) use tgranges::load_ranges;
 
 #[path = "../control/server.rs"]
 mod control;
@@ -150,6 +153,8 @@ struct Reactor {
     control: Option<control::Control>,
     /// The shared CF domain list (`--cf-domain-list`).
     cflist: cflist::CfList,
+    /// Telegram's range list refresh (`--tg-ranges-url`, transparent mode).
+    tgranges: tgranges::TgRefresh,
     /// The transparent and SOCKS5 listeners (`ways`).
     ways: ways::Ways,
     /// When to give freed memory back after a burst (`mem::trim`, `--mem-trim-delay`).
@@ -234,6 +239,7 @@ impl Reactor {
                 .as_ref()
                 .and_then(control::Control::next_deadline),
             self.cflist.next_deadline(),
+            self.tgranges_deadline(),
             self.trim.next_deadline(),
         ]
         .into_iter()
@@ -275,6 +281,10 @@ impl Reactor {
             }
             if tok == token::CFLIST {
                 self.cflist_event();
+                continue;
+            }
+            if tok == token::TGRANGES {
+                self.tgranges_event();
                 continue;
             }
             if tok == token::CONTROL || token::control_index(tok).is_some() {
@@ -342,6 +352,7 @@ impl Reactor {
         self.finish_jobs();
         self.expire_control();
         self.cflist_tick();
+        self.tgranges_tick();
         if self.s.dns.next_deadline().is_some_and(|d| d <= now)
             && !self.s.dns.on_tick(now).is_empty()
         {

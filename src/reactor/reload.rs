@@ -111,6 +111,7 @@ impl Reactor {
         };
         // Nothing can fail from here on.
         self.cflist_reload(&mut cfg);
+        self.tgranges_reload(&cfg);
         for (level, note) in &notes {
             log::log!(*level, "{note}");
         }
@@ -358,6 +359,7 @@ mod tests {
             "tg-ranges-url" => "off",
             "lan-iface" => "eth1",
             "transparent-skip" => "192.168.1.10",
+            "nft" => "/usr/sbin/nft",
             "tg-ranges" | "tg-ranges-cache" | "socks5-auth" => {
                 return Some(dir.join(name).display().to_string());
             }

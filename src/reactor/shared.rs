@@ -70,8 +70,9 @@ pub(super) struct Shared {
     pub(super) dc_table: DcTable,
     /// Destinations that found no DC (`Ctx::unknown_dsts`).
     pub(super) unknown_dsts: UnknownDsts,
-    /// Telegram's ranges in force: the transparent guard's (`accept`) and the firewall sets'
-    /// (`--tg-ranges`, else the refreshed cache, else built in; `ways::load_ranges`).
+    /// Telegram's ranges in force: the transparent guard's (`ways`) and the firewall sets'
+    /// (`--tg-ranges`, else the refreshed cache, else built in): set at start and on a reload
+    /// that changes their source, replaced when a refresh is accepted (`reactor::tgranges`).
     pub(super) tg_ranges: TgRanges,
 }
 

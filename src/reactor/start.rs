@@ -17,6 +17,7 @@ use slab::Slab;
 use super::listen::{self, AfterBindError, BindRetry};
 use super::shared::Shared;
 use super::signals::SignalPipe;
+use super::tgranges::{initial_ranges, TgRefresh};
 use super::{cflist, control, drain::Life, wall_clock_s, Accept, Reactor};
 use super::{BAD_LOG_INTERVAL_MS, FOLD_KINDS, WHEEL_SLOTS, WHEEL_TICK_MS};
 use crate::buf::BufPool;
@@ -34,7 +35,6 @@ use crate::rng::Rng;
 use crate::route::dc_table::{DcTable, UnknownDsts};
 use crate::route::ladder::Ladder;
 use crate::route::prober::{Prober, SuspendWatch};
-use crate::route::tgranges::TgRanges;
 use crate::stats::Stats;
 use crate::timer::Wheel;
 use crate::token::{self, DNS};
@@ -79,6 +79,8 @@ impl Reactor {
         let stats_ms = cfg.stats_interval.as_millis() as u64;
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
+        let (tg_ranges, tg_source) = initial_ranges(&cfg);
+        let tgranges = TgRefresh::new(&cfg, now, tg_source);
         let mut r = Reactor {
             poll,
             listener,
@@ -109,7 +111,7 @@ impl Reactor {
                 ee_keys,
                 dc_table: DcTable::new(),
                 unknown_dsts: UnknownDsts::default(),
-                tg_ranges: TgRanges::builtin(),
+                tg_ranges,
                 cfg,
             },
             clock,
@@ -131,6 +133,7 @@ impl Reactor {
             bind_retry,
             control,
             cflist,
+            tgranges,
             trim,
             ways,
         };

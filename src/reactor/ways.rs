@@ -68,7 +68,7 @@ impl Ways {
     fn set(&mut self, i: usize, l: TcpListener) {
         let addr = l.local_addr().ok();
         if let Some(a) = addr {
-            info!("{} listening on {a}", EXTRA[i].name());
+            info!("{} listener on {a}", EXTRA[i].name());
         }
         self.bound[i] = addr;
         self.listeners[i] = Some(l);

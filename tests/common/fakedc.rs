@@ -474,6 +474,13 @@ impl FakeDc {
         FakeDc::start(cfg, Kind::Tcp)
     }
 
+    /// [`FakeDc::start_tcp`] listening on `bind` (e.g. a DC's own address inside a test's
+    /// network namespace).
+    pub fn start_tcp_at(bind: SocketAddr, cfg: DcConfig) -> io::Result<FakeDc> {
+        let listener = TcpListener::bind(bind)?;
+        Ok(FakeDc::start_on(listener, cfg, Kind::Tcp))
+    }
+
     /// Cloudflare Worker look-alike (docs/protocol.md §4.2): TLS with tests/data/server.pem (valid
     /// for `*.workers.dev` and 127.0.0.1), then one HTTP request: no `Upgrade: websocket` →
     /// 426, path other than `/apiws` → 404, missing/unparsable `dst` → 400; else faults apply,

@@ -27,6 +27,7 @@ pub mod plainrig;
 pub mod reader;
 pub mod records;
 pub mod signals;
+pub mod world;
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
@@ -418,6 +419,10 @@ pub fn run_args() -> Vec<&'static str> {
         // test's own `--cf-domain-list https://127.0.0.1…` later on the line wins).
         "--cf-domain-list",
         "off",
+        // Telegram's range list is fetched from core.telegram.org while --transparent is set:
+        // never in a test (a test's own loopback `--tg-ranges-url` later on the line wins).
+        "--tg-ranges-url",
+        "off",
     ]
 }
 
@@ -432,6 +437,8 @@ pub fn command(args: &[&str]) -> Command {
     // The shared CF domain list is fetched from GitHub by default: never from a test. A flag
     // (or a test's own `TG_CF_DOMAIN_LIST`) wins over this variable; a config file does not.
     cmd.env("TG_CF_DOMAIN_LIST", "off");
+    // Likewise Telegram's range list (transparent mode).
+    cmd.env("TG_TG_RANGES_URL", "off");
     cmd.args(args).stdin(Stdio::null());
     cmd
 }

@@ -18,10 +18,13 @@ use tg_ws_proxy::rng::Rng;
 pub struct MtSession<S> {
     pub stream: S,
     tag: Tag,
-    /// The 64-byte client init (already carrying the encrypted tag and DC).
+    /// The 64-byte client init (already carrying the encrypted tag and DC); for a plain
+    /// transport ([`MtSession::plain`]) its marker in the first `init_len` bytes.
     pub init: [u8; 64],
-    encrypt: Cipher,
-    decrypt: Cipher,
+    init_len: usize,
+    /// `None` for a plain transport (no obfuscation).
+    encrypt: Option<Cipher>,
+    decrypt: Option<Cipher>,
     decoder: Decoder,
     rng: Rng,
 }
@@ -29,31 +32,67 @@ pub struct MtSession<S> {
 impl<S: Read + Write> MtSession<S> {
     /// A session for secret `key`, transport `tag`, signed DC index `dc`.
     pub fn new(stream: S, key: &[u8; 16], tag: Tag, dc: i16, rng: &mut Rng) -> MtSession<S> {
-        let started = obfs2::initiate(tag, dc, Some(key), rng);
+        MtSession::keyed(stream, Some(key), tag, dc, rng)
+    }
+
+    /// A direct client's session (no proxy secret: what an app sends to a DC address itself,
+    /// docs/protocol.md §1.9).
+    pub fn direct(stream: S, tag: Tag, dc: i16, rng: &mut Rng) -> MtSession<S> {
+        MtSession::keyed(stream, None, tag, dc, rng)
+    }
+
+    fn keyed(stream: S, key: Option<&[u8; 16]>, tag: Tag, dc: i16, rng: &mut Rng) -> MtSession<S> {
+        let started = obfs2::initiate(tag, dc, key, rng);
         let mut seed = [0u8; 48];
         rng.fill(&mut seed);
         MtSession {
             stream,
             tag,
             init: started.init,
-            encrypt: started.encrypt,
-            decrypt: started.decrypt,
+            init_len: 64,
+            encrypt: Some(started.encrypt),
+            decrypt: Some(started.decrypt),
             decoder: Decoder::new(tag),
             rng: Rng::from_seed(seed),
         }
     }
 
-    /// Writes the 64-byte init.
+    /// An unobfuscated transport: its marker (`ef`, or `ee`×4 / `dd`×4) is the "init", packets
+    /// go as they are.
+    pub fn plain(stream: S, tag: Tag, rng: &mut Rng) -> MtSession<S> {
+        let mut seed = [0u8; 48];
+        rng.fill(&mut seed);
+        let mut init = [0u8; 64];
+        let len = match tag {
+            Tag::Abridged => 1,
+            _ => 4,
+        };
+        init[..4].copy_from_slice(&tag.bytes());
+        MtSession {
+            stream,
+            tag,
+            init,
+            init_len: len,
+            encrypt: None,
+            decrypt: None,
+            decoder: Decoder::new(tag),
+            rng: Rng::from_seed(seed),
+        }
+    }
+
+    /// Writes the 64-byte init (a plain transport's marker).
     pub fn send_init(&mut self) -> io::Result<()> {
         let init = self.init;
-        self.stream.write_all(&init)
+        self.stream.write_all(&init[..self.init_len])
     }
 
     /// One packet carrying `payload`, framed for this tag and encrypted (the cipher advances:
     /// the bytes must be sent, in order).
     pub fn wire_packet(&mut self, payload: &[u8]) -> Vec<u8> {
         let mut w = framing::encode(self.tag, payload, &mut self.rng);
-        self.encrypt.apply(&mut w);
+        if let Some(c) = &mut self.encrypt {
+            c.apply(&mut w);
+        }
         w
     }
 
@@ -79,7 +118,9 @@ impl<S: Read + Write> MtSession<S> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            self.decrypt.apply(&mut buf[..n]);
+            if let Some(c) = &mut self.decrypt {
+                c.apply(&mut buf[..n]);
+            }
             self.decoder.push(&buf[..n]);
         }
     }

@@ -1,8 +1,8 @@
 //! The shared Cloudflare domain list's I/O shell (`--cf-domain-list`, docs/design.md §4
-//! "Shared domain list"): one fetch at a time as a reactor-driven state machine (DNS from the
-//! reactor's resolver, TCP + TLS through `net::dial` with [`DialKind::Tls`], so the dial stages
-//! every upstream gets apply here too; then an HTTP/1.1 GET parsed by `route::cflist::http`),
-//! reading a FILE source, the cache file (read at start, written atomically: temp file, then
+//! "Shared domain list"): one fetch at a time through [`get::Getter`] (the reactor-driven HTTPS
+//! GET this list shares with Telegram's range list, `reactor::tgranges`: DNS from the reactor's
+//! resolver, TCP + TLS through `net::dial`, so the dial stages every upstream gets apply here
+//! too; then an HTTP/1.1 GET parsed by `route::cflist::http`), reading a FILE source, the cache file (read at start, written atomically: temp file, then
 //! rename) and handing accepted lists to the ladder as `Config::cf_shared_domains` the way a
 //! reload does (`Ladder::reconfigure`: new domains get routes, removed ones are retired,
 //! unchanged ones keep their health).
@@ -17,41 +17,26 @@
 //! reactor's child module `reactor::cflist` (`#[path]` in `src/reactor/mod.rs`): it is an
 //! `impl Reactor` driving the resolver, a dial and the ladder, and `route` must not import the
 //! reactor. The core never imports this file. Its file I/O (a FILE source, the cache file) is
-//! `files.rs`.
+//! `files.rs`; the GET itself is `get.rs` (`reactor::cflist::get`).
 
-use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use log::{info, warn};
-use mio::Registry;
 
 use super::Reactor;
 use crate::config::{CfEndpoint, Config};
-use crate::dns::{Lookup, Resolver};
-use crate::error::Failure;
-use crate::net::dial::{Dial, DialKind, DialSpec, DialStep, Upstream};
-use crate::net::io::Io;
-use crate::net::outbound::{self, Outbound};
-use crate::rng::Rng;
-use crate::route::cflist::http::{self, Outcome, Response};
-use crate::route::cflist::{self, Accepted, Schedule, Source, Url};
+use crate::route::cflist::{self, Accepted, Schedule, Source};
 use crate::token;
 
 mod files;
+pub(super) mod get;
 
 pub(crate) use files::cached_shared_domains;
 use files::{read_cache, read_list_file, write_cache};
+use get::{Deps, DialDeps, Gate, Getter};
 
 /// Largest list body taken (bytes).
 pub const MAX_BODY: usize = 64 * 1024;
-
-/// Redirects followed per fetch, at most (https only).
-pub const MAX_REDIRECTS: u8 = 3;
-
-/// How often a name still being resolved is looked up again (ms).
-const RESOLVE_RECHECK_MS: u64 = 20;
 
 /// Fetch counters and the last result, for `ctl status`.
 #[derive(Clone, Debug, Default)]
@@ -69,38 +54,14 @@ pub struct ListStatus {
     pub dropped: usize,
 }
 
-enum Step {
-    Resolve {
-        recheck_at: u64,
-    },
-    Dial(Box<Dial>),
-    Talk {
-        up: Box<Upstream>,
-        req: Vec<u8>,
-        sent: usize,
-        resp: Response,
-    },
-}
-
-struct Fetch {
-    url: Url,
-    redirects: u8,
-    deadline: u64,
-    step: Step,
-}
-
 /// The list's state in the reactor.
 pub(super) struct CfList {
     source: Option<Source>,
     cache: Option<PathBuf>,
-    timeout_ms: u64,
     schedule: Schedule,
     next_at: Option<u64>,
-    fetch: Option<Fetch>,
+    get: Getter,
     pub(super) status: ListStatus,
-    /// What the last dial through the outbound proxy said about it, for the ladder: `Ok` it
-    /// got past the proxy, `Err` the proxy's own failure.
-    proxy_news: Option<Result<(), Failure>>,
 }
 
 type Done = Result<Accepted, String>;
@@ -117,34 +78,30 @@ impl CfList {
             (Some(_), Some(path)) => read_cache(path),
             _ => None,
         };
+        let timeout_ms = cfg.cf_domain_list_timeout.as_millis() as u64;
         let list = CfList {
             next_at: source.is_some().then_some(now),
             source,
             cache: cfg.cf_domain_cache.clone(),
-            timeout_ms: cfg.cf_domain_list_timeout.as_millis() as u64,
             schedule: Schedule::new(
                 cfg.cf_domain_list_refresh.as_millis() as u64,
                 cfg.cf_domain_list_retry.as_millis() as u64,
             ),
-            fetch: None,
+            get: Getter::new(token::CFLIST, timeout_ms, MAX_BODY),
             status: ListStatus {
                 kept: cached.as_ref().map_or(0, Vec::len),
                 ..ListStatus::default()
             },
-            proxy_news: None,
         };
         (list, cached)
     }
 
     /// The next time [`CfList::tick`] has work.
     pub(super) fn next_deadline(&self) -> Option<u64> {
-        match &self.fetch {
-            Some(f) => match f.step {
-                Step::Resolve { recheck_at } => Some(recheck_at.min(f.deadline)),
-                _ => Some(f.deadline),
-            },
-            None => self.next_at,
+        if self.get.busy() {
+            return self.get.next_deadline();
         }
+        self.next_at
     }
 
     fn source_label(&self) -> String {
@@ -160,20 +117,12 @@ impl CfList {
     fn tick(
         &mut self,
         now: u64,
-        (registry, dns, outbound): Deps<'_>,
-        rng: &mut Rng,
+        deps: Deps<'_>,
+        rng: &mut crate::rng::Rng,
         gate: &mut Gate<'_>,
     ) -> Option<Done> {
-        if let Some(f) = &mut self.fetch {
-            if now >= f.deadline {
-                self.fetch = None;
-                let ms = self.timeout_ms;
-                return Some(Err(format!("no complete answer within {ms} ms")));
-            }
-            if matches!(f.step, Step::Resolve { recheck_at } if recheck_at <= now) {
-                return self.resolve(now, (registry, dns, outbound), gate);
-            }
-            return None;
+        if self.get.busy() {
+            return self.get.tick(now, deps, gate).map(decode);
         }
         if self.next_at.is_none_or(|t| t > now) {
             return None;
@@ -188,78 +137,7 @@ impl CfList {
                 url.path
                     .push(if url.path.contains('?') { '&' } else { '?' });
                 url.path.push_str(&format!("cb={q}"));
-                self.fetch = Some(Fetch {
-                    url,
-                    redirects: 0,
-                    deadline: now + self.timeout_ms.max(1),
-                    step: Step::Resolve { recheck_at: now },
-                });
-                self.resolve(now, (registry, dns, outbound), gate)
-            }
-        }
-    }
-
-    fn resolve(
-        &mut self,
-        now: u64,
-        (registry, dns, outbound): Deps<'_>,
-        gate: &mut Gate<'_>,
-    ) -> Option<Done> {
-        let f = self.fetch.as_mut()?;
-        // A name a `socks5h://` outbound proxy resolves needs no local answer (the dial sends
-        // it the name, as for Worker and CF names).
-        let remote = outbound::remote_name(outbound, &f.url.host);
-        let ip = match (f.url.host.parse::<IpAddr>(), remote) {
-            (Ok(ip), _) | (Err(_), Some(ip)) => ip,
-            (Err(_), None) => match dns.lookup(&f.url.host, now) {
-                Lookup::Ready(ip) => ip,
-                Lookup::Pending => {
-                    f.step = Step::Resolve {
-                        recheck_at: now + RESOLVE_RECHECK_MS,
-                    };
-                    return None;
-                }
-                Lookup::Failed(why) => {
-                    let host = f.url.host.clone();
-                    self.fetch = None;
-                    return Some(Err(format!("cannot resolve {host}: {why}")));
-                }
-            },
-        };
-        let spec = DialSpec {
-            addr: SocketAddr::new(ip, f.url.port),
-            kind: DialKind::Tls {
-                host: f.url.host.clone(),
-            },
-        };
-        if outbound::waits_for_proxy(outbound, spec.addr, Some(&f.url.host)) {
-            // The outbound proxy's own name has no address yet: wait for it within the fetch's
-            // deadline, as for the list host's name.
-            f.step = Step::Resolve {
-                recheck_at: now + RESOLVE_RECHECK_MS,
-            };
-            return None;
-        }
-        let proxied = outbound::goes_via_proxy(outbound, spec.addr, Some(&f.url.host));
-        if proxied {
-            if let Err(at) = gate(now) {
-                // The outbound proxy is down and its re-check is not due: wait for it within
-                // the fetch's deadline instead of dialling.
-                f.step = Step::Resolve { recheck_at: at };
-                return None;
-            }
-        }
-        match Dial::start(&spec, outbound, registry, token::CFLIST, Duration::ZERO) {
-            Ok(d) => {
-                f.step = Step::Dial(Box::new(d));
-                None
-            }
-            Err(failure) => {
-                if failure.is_proxy() {
-                    self.proxy_news = Some(Err(failure));
-                }
-                self.fetch = None;
-                Some(Err(format!("cannot connect to {}: {failure}", spec.addr)))
+                self.get.start(url, true, now, deps, gate).map(decode)
             }
         }
     }
@@ -268,117 +146,17 @@ impl CfList {
     fn on_event(
         &mut self,
         now: u64,
-        (registry, dns, outbound): Deps<'_>,
-        (tls, wall_s, rng): (&Arc<rustls::ClientConfig>, u64, &mut Rng),
+        deps: Deps<'_>,
+        dial: DialDeps<'_>,
         gate: &mut Gate<'_>,
     ) -> Option<Done> {
-        let f = self.fetch.as_mut()?;
-        let outcome = match drive(f, (tls, wall_s, rng), &mut self.proxy_news) {
-            Ok(None) => return None,
-            Ok(Some(o)) => o,
-            Err(why) => {
-                self.fetch = None;
-                return Some(Err(why));
-            }
-        };
-        let f = self.fetch.take()?;
-        match outcome {
-            Outcome::Body(b) => Some(cflist::accept(cflist::decode_list(
-                &String::from_utf8_lossy(&b),
-            ))),
-            Outcome::Status(code) => Some(Err(format!("{} answered HTTP {code}", f.url.host))),
-            Outcome::Redirect(_) if f.redirects >= MAX_REDIRECTS => {
-                Some(Err(format!("more than {MAX_REDIRECTS} redirects")))
-            }
-            Outcome::Redirect(url) => {
-                self.fetch = Some(Fetch {
-                    url,
-                    redirects: f.redirects + 1,
-                    deadline: f.deadline,
-                    step: Step::Resolve { recheck_at: now },
-                });
-                self.resolve(now, (registry, dns, outbound), gate)
-            }
-        }
+        self.get.on_event(now, deps, dial, gate).map(decode)
     }
 }
 
-/// What resolving and dialling borrow from the reactor: the registry, the resolver and the
-/// outbound setting in force.
-type Deps<'a> = (&'a Registry, &'a mut Resolver, Option<&'a Outbound>);
-
-/// Asks whether a dial through the outbound proxy may start at a time (ms): the ladder's
-/// [`Ladder::proxy_may_dial`](crate::route::ladder::Ladder::proxy_may_dial).
-type Gate<'a> = dyn FnMut(u64) -> Result<(), u64> + 'a;
-
-/// Advances the dial and the exchange as far as the socket allows. A dial through the
-/// outbound proxy that ended leaves what it says about the proxy in `proxy_news`.
-fn drive(
-    f: &mut Fetch,
-    (tls, wall_s, rng): (&Arc<rustls::ClientConfig>, u64, &mut Rng),
-    proxy_news: &mut Option<Result<(), Failure>>,
-) -> Result<Option<Outcome>, String> {
-    loop {
-        match &mut f.step {
-            Step::Resolve { .. } => return Ok(None),
-            Step::Dial(d) => match d.drive(tls, wall_s, rng) {
-                DialStep::Pending => return Ok(None),
-                DialStep::Failed {
-                    detail, failure, ..
-                } => {
-                    if d.via().is_some() {
-                        *proxy_news = Some(if failure.is_proxy() {
-                            Err(failure)
-                        } else {
-                            Ok(())
-                        });
-                    }
-                    return Err(format!("{}: {failure}: {detail}", f.url.host));
-                }
-                DialStep::Ready(up) => {
-                    if d.via().is_some() {
-                        *proxy_news = Some(Ok(()));
-                    }
-                    f.step = Step::Talk {
-                        up: Box::new(up),
-                        req: http::request(&f.url, ""),
-                        sent: 0,
-                        resp: Response::new(f.url.clone(), MAX_BODY),
-                    }
-                }
-            },
-            Step::Talk {
-                up,
-                req,
-                sent,
-                resp,
-            } => {
-                while *sent < req.len() {
-                    match up.write(&req[*sent..]) {
-                        Io::Done(n) => *sent += n,
-                        Io::Blocked => break,
-                        Io::Eof => return Err("closed while sending the request".into()),
-                        Io::Failed(e) => return Err(format!("{}: {e}", f.url.host)),
-                    }
-                }
-                up.flush().map_err(|e| format!("{}: {e}", f.url.host))?;
-                let mut buf = [0u8; 4096];
-                loop {
-                    match up.read(&mut buf) {
-                        Io::Done(n) => {
-                            if let Some(o) = resp.feed(&buf[..n]).map_err(|e| e.to_string())? {
-                                up.shutdown();
-                                return Ok(Some(o));
-                            }
-                        }
-                        Io::Blocked => return Ok(None),
-                        Io::Eof => return resp.eof().map(Some).map_err(|e| e.to_string()),
-                        Io::Failed(e) => return Err(format!("{}: {e}", f.url.host)),
-                    }
-                }
-            }
-        }
-    }
+/// A finished GET as a list: decoded and judged by the core's rule.
+fn decode(got: get::Got) -> Done {
+    got.and_then(|b| cflist::accept(cflist::decode_list(&String::from_utf8_lossy(&b))))
 }
 
 impl Reactor {
@@ -435,7 +213,7 @@ impl Reactor {
 
     /// Tells the ladder what the fetch's dial through the outbound proxy said about it.
     fn cflist_proxy_news(&mut self) {
-        match self.cflist.proxy_news.take() {
+        match self.cflist.get.proxy_news.take() {
             // Said as its handshake with the proxy ends: a fact of now.
             Some(Ok(())) => self.s.ladder.proxy_worked(self.now, self.now),
             Some(Err(f)) => self
