@@ -350,8 +350,9 @@ impl Draft {
 
     /// The SOCKS5 listener is never open to the internet by mistake (issue 21): `--socks5` on
     /// an address that is not loopback or private ([`is_lan_or_loopback`]: `0.0.0.0` and `::`
-    /// are not) needs `--socks5-public`, and `--socks5-public` needs `--socks5-auth` (a public
-    /// SOCKS5 port without users is the open relay not to repeat).
+    /// are not) needs `--socks5-public`, and with `--socks5` on, `--socks5-public` needs
+    /// `--socks5-auth` (a public SOCKS5 port without users is the open relay not to repeat).
+    /// Without `--socks5` the two switches open nothing and are not checked.
     fn socks5_exposure(&self) -> Result<(), CliError> {
         let c = &self.config;
         if let Some(a) = c
@@ -366,7 +367,7 @@ impl Draft {
             );
             return Err(self.error("--socks5", source, m));
         }
-        if c.socks5_public && c.socks5_auth.is_none() {
+        if c.socks5.is_some() && c.socks5_public && c.socks5_auth.is_none() {
             let source = self.source("--socks5-public").unwrap_or(Source::Flag);
             let m = "requires --socks5-auth FILE: a public SOCKS5 port without users is an open \
                      relay"

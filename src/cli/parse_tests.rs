@@ -319,11 +319,13 @@ fn socks5_listens_on_loopback_or_lan_unless_public_with_users() {
     }
     let env: Pairs = &[("TG_SECRET", KEY), ("TG_SOCKS5", "0.0.0.0:1080")];
     assert!(err_line("", env).starts_with("--socks5 (TG_SOCKS5): 0.0.0.0:1080 is not"));
-    // --socks5-public needs users, with or without a public --socks5.
+    // --socks5-public needs users whenever --socks5 is on, public address or not; without a
+    // listener it opens nothing.
     let want = "--socks5-public: requires --socks5-auth FILE: a public SOCKS5 port without \
                 users is an open relay";
     assert_eq!(err_line("--socks5 0.0.0.0:1080 --socks5-public", S), want);
-    assert_eq!(err_line("--socks5-public", S), want);
+    assert_eq!(err_line("--socks5 127.0.0.1:1080 --socks5-public", S), want);
+    assert!(parse("--socks5-public", S).unwrap().config.socks5_public);
     let env: Pairs = &[("TG_SECRET", KEY), ("TG_SOCKS5_PUBLIC", "1")];
     assert!(err_line("--socks5 0.0.0.0:1080", env)
         .starts_with("--socks5-public (TG_SOCKS5_PUBLIC): requires"));
