@@ -192,6 +192,43 @@ fn errors_never_echo_a_secret() {
     assert!(!stderr(&o).contains(bad));
 }
 
+/// Issue 21: a SOCKS5 listener reachable from the internet without users never starts, and a
+/// users file that cannot be read or parsed stops the start with the file and the line. Each
+/// case fails while parsing: nothing is bound.
+#[test]
+fn socks5_exposure_and_a_bad_users_file_stop_the_start() {
+    let env = [("TG_SECRET", KEY)];
+    for addr in ["0.0.0.0:1080", "[::]:1080", "203.0.113.5:1080"] {
+        let a: std::net::SocketAddr = addr.parse().unwrap();
+        let prefix = format!("--socks5: {a} is not a loopback or private address");
+        assert_usage_error(&["run", "--socks5", addr], &env, &prefix);
+        assert_usage_error(&["link", "--socks5", addr], &env, &prefix);
+    }
+    let public = ["run", "--socks5", "0.0.0.0:1080", "--socks5-public"];
+    assert_usage_error(
+        &public,
+        &env,
+        "--socks5-public: requires --socks5-auth FILE",
+    );
+    let dir = temp_dir("socks5-users");
+    let users = dir.join("users");
+    let path = users.to_str().unwrap();
+    let run = ["run", "--socks5", "127.0.0.1:1080", "--socks5-auth", path];
+    assert_usage_error(&run, &env, &format!("--socks5-auth: cannot read {path}: "));
+    std::fs::write(&users, "alice:s3cret\nbob\n").unwrap();
+    let want = format!("--socks5-auth: {path}: line 2: expected user:password");
+    assert_usage_error(&run, &env, &want);
+    let o = run_with(&run, &env);
+    assert!(!stderr(&o).contains("s3cret"), "{}", stderr(&o));
+    let env_only = [
+        ("TG_SECRET", KEY),
+        ("TG_SOCKS5", "127.0.0.1:1080"),
+        ("TG_SOCKS5_AUTH", path),
+    ];
+    assert_usage_error(&["run"], &env_only, "--socks5-auth (TG_SOCKS5_AUTH): ");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn help_texts_exit_zero_and_list_their_flags() {
     let cases: &[(&[&str], &[&str])] = &[
@@ -242,7 +279,14 @@ fn help_texts_exit_zero_and_list_their_flags() {
         (&["--port", "5", "--help"], &["tg-ws-proxy run"]),
         (
             &["link", "-h"],
-            &["--server", "--link-ip", "--secret-file", "--port"],
+            &[
+                "--server",
+                "--link-ip",
+                "--secret-file",
+                "--port",
+                "--socks5",
+                "tg://socks",
+            ],
         ),
         (&["genkey", "--help"], &["--dd", "--ee DOMAIN"]),
         (&["probe", "--help"], &["probe"]),

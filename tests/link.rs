@@ -121,6 +121,68 @@ fn link_qr_draws_one_code_per_secret_after_its_links() {
     assert_eq!(r.stdout.lines().count(), 2, "{r:?}");
 }
 
+/// Issue 21: with `--socks5` the SOCKS5 pair follows the proxy links, its server chosen as for
+/// them with the listener's address in place of `--host`, the first user of `--socks5-auth`
+/// percent-encoded in it, and with `--qr` its QR code after it.
+#[test]
+fn link_prints_the_socks5_links_with_the_first_user_and_their_qr() {
+    let dd = format!("dd{SECRET}");
+    let base = ["link", "--host", "127.0.0.1", "-s", SECRET];
+    let mut args = base.to_vec();
+    args.extend(["--socks5", "127.0.0.2:1080"]);
+    let r = run_bin(&args, &[], T);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("tg://proxy?server=127.0.0.1&port=1443&secret={dd}"),
+            format!("https://t.me/proxy?server=127.0.0.1&port=1443&secret={dd}"),
+            "tg://socks?server=127.0.0.2&port=1080".to_string(),
+            "https://t.me/socks?server=127.0.0.2&port=1080".to_string(),
+        ]
+    );
+    // Without --socks5: no SOCKS5 links.
+    let r = run_bin(&base, &[], T);
+    assert!(!r.stdout.contains("socks"), "{r:?}");
+    // With users: the first one, percent-encoded; --server settles both servers.
+    let users = temp_dir().join("socks5.users");
+    std::fs::write(&users, "# users\nal ice:p&s=s%#+\nbob:other\n").unwrap();
+    let path = users.to_str().unwrap();
+    let mut args = base.to_vec();
+    args.extend(["--socks5", "[::1]:1080", "--socks5-auth", path]);
+    args.extend(["--server", "192.0.2.1", "--qr"]);
+    let r = run_bin(&args, &[], T);
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let q = "server=192.0.2.1&port=1080&user=al%20ice&pass=p%26s%3Ds%25%23%2B";
+    let https = format!("https://t.me/socks?{q}");
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("tg://socks?"))
+        .unwrap_or_else(|| panic!("no tg://socks link: {}", r.stdout));
+    assert_eq!(lines[at], format!("tg://socks?{q}"));
+    assert_eq!(lines[at + 1], https);
+    let code = qr::draw(&https).unwrap();
+    assert_eq!(lines[at + 2..], code[..], "{}", r.stdout);
+    // The proxy pair and its QR code come first.
+    let proxy_qr = qr::draw(lines[1]).unwrap();
+    assert_eq!(at, 2 + proxy_qr.len());
+    assert!(
+        !r.stdout.contains("bob") && !r.stdout.contains("other"),
+        "{r:?}"
+    );
+    // Port 0 cannot go in a link.
+    let mut args = base.to_vec();
+    args.extend(["--socks5", "127.0.0.1:0"]);
+    let r = run_bin(&args, &[], T);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert_eq!(
+        r.stderr,
+        "tg-ws-proxy: --socks5: port 0 (any free port) cannot be put in a link\n"
+    );
+}
+
 /// The `tg-ws-proxy link …` commands of README's "By hand, on any Linux box" section.
 fn readme_link_commands() -> Vec<Vec<String>> {
     let readme = include_str!("../README.md");

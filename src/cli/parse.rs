@@ -6,7 +6,7 @@
 //! Owns precedence (a flag beats its variable, a variable beats the `--config` file; the first
 //! set variable of an entry is used; a list from a flag or variable replaces the file's), the
 //! order of checks (leftover arguments first, then the configuration file's lines, then values
-//! in table order, the secret file last) and the error's flag/variable/file-line naming. It
+//! in table order, the secret file and the `--socks5-auth` users last) and the error's flag/variable/file-line naming. It
 //! knows no flag by value grammar: that lives in the table's writers.
 
 use std::path::PathBuf;
@@ -16,9 +16,9 @@ use pico_args::Arguments;
 
 use super::config_file::{self, Entry, CONFIG_FLAG};
 pub(crate) use super::draft::{Draft, Source};
-use super::secret_file::load_or_create_secret_file;
+use super::secret_file::{load_or_create_secret_file, load_socks5_users};
 use super::table::{Kind, Opt, RUN_OPTIONS};
-use super::values::{parse_bool, parse_in_range};
+use super::values::{is_lan_or_loopback, parse_bool, parse_in_range};
 use super::{pico_error, reject_leftovers, CliError, Env};
 use crate::config::{self, Config, Tier};
 
@@ -310,7 +310,8 @@ impl Draft {
 
     /// The rules that join several flags: default WS fronts when `--dc-ip` gave none,
     /// `--cf-priority` unless `--tier-order` was given, `--cooldown-max` at least the base,
-    /// `--outbound-proxy-backoff-max` at least its base, `-v` against `-q`.
+    /// `--outbound-proxy-backoff-max` at least its base, two ways in on one address, the SOCKS5
+    /// exposure rules ([`Draft::socks5_exposure`]), `-v` against `-q`.
     pub(super) fn settle(&mut self) -> Result<(), CliError> {
         let tier_order_given = self.source("--tier-order").is_some();
         let level = log_level(
@@ -344,12 +345,43 @@ impl Draft {
                 return Err(self.error("--quiet", source, msg));
             }
         };
+        self.socks5_exposure()
+    }
+
+    /// The SOCKS5 listener is never open to the internet by mistake (issue 21): `--socks5` on
+    /// an address that is not loopback or private ([`is_lan_or_loopback`]: `0.0.0.0` and `::`
+    /// are not) needs `--socks5-public`, and with `--socks5` on, `--socks5-public` needs
+    /// `--socks5-auth` (a public SOCKS5 port without users is the open relay not to repeat).
+    /// Without `--socks5` the two switches open nothing and are not checked.
+    fn socks5_exposure(&self) -> Result<(), CliError> {
+        let c = &self.config;
+        if let Some(a) = c
+            .socks5
+            .filter(|a| !is_lan_or_loopback(a.ip()) && !c.socks5_public)
+        {
+            let source = self.source("--socks5").unwrap_or(Source::Flag);
+            let m = format!(
+                "{a} is not a loopback or private address (0.0.0.0 and :: listen on every \
+                 interface, the WAN side too): give the LAN address, or --socks5-public with \
+                 --socks5-auth to listen there anyway"
+            );
+            return Err(self.error("--socks5", source, m));
+        }
+        if c.socks5.is_some() && c.socks5_public && c.socks5_auth.is_none() {
+            let source = self.source("--socks5-public").unwrap_or(Source::Flag);
+            let m = "requires --socks5-auth FILE: a public SOCKS5 port without users is an open \
+                     relay"
+                .to_string();
+            return Err(self.error("--socks5-public", source, m));
+        }
         Ok(())
     }
 
     /// [`Draft::settle`], then the secrets: the secret file is read (or created) only now,
     /// once every other value passed; at least one secret is required; duplicates are dropped.
-    /// With `create_secret_file` false (a reload) a missing secret file is an error.
+    /// With `create_secret_file` false (a reload) a missing secret file is an error. The
+    /// `--socks5-auth` users are read here too, at start and at every reload (never created):
+    /// an unreadable or malformed file is an error naming the file and the line.
     fn finish(mut self, create_secret_file: bool) -> Result<RunArgs, CliError> {
         self.settle()?;
         let secret_file_source = self.source("--secret-file").unwrap_or(Source::Flag);
@@ -368,6 +400,13 @@ impl Draft {
                 .map_err(|m| self.error("--secret-file", secret_file_source, m))?;
             let c = &mut self.config;
             c.secrets.extend(file_secrets);
+            notes.extend(note);
+        }
+        if let Some(path) = &self.config.socks5_auth {
+            let source = self.source("--socks5-auth").unwrap_or(Source::Flag);
+            let (users, note) =
+                load_socks5_users(path).map_err(|m| self.error("--socks5-auth", source, m))?;
+            self.config.socks5_users = Some(users);
             notes.extend(note);
         }
         let c = &mut self.config;

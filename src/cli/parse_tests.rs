@@ -293,6 +293,102 @@ fn secret_file_errors() {
 }
 
 #[test]
+fn socks5_listens_on_loopback_or_lan_unless_public_with_users() {
+    for ok in [
+        "127.0.0.1:1080",
+        "192.168.1.1:1080",
+        "[::1]:1080",
+        "[fd00::1]:1080",
+    ] {
+        let c = parse(&format!("--socks5 {ok}"), S).unwrap().config;
+        assert_eq!(c.socks5, Some(ok.parse().unwrap()));
+        assert!(!c.socks5_public && c.socks5_users.is_none());
+    }
+    assert_eq!(parse("--socks5 off", S).unwrap().config.socks5, None);
+    for public in [
+        "0.0.0.0:1080",
+        "[::]:1080",
+        "203.0.113.5:1080",
+        "100.64.0.1:1080",
+    ] {
+        let e = err_line(&format!("--socks5 {public}"), S);
+        let a: std::net::SocketAddr = public.parse().unwrap();
+        let want = format!("--socks5: {a} is not a loopback or private address");
+        assert!(e.starts_with(&want), "{e}");
+        assert!(e.contains("--socks5-public with --socks5-auth"), "{e}");
+    }
+    let env: Pairs = &[("TG_SECRET", KEY), ("TG_SOCKS5", "0.0.0.0:1080")];
+    assert!(err_line("", env).starts_with("--socks5 (TG_SOCKS5): 0.0.0.0:1080 is not"));
+    // --socks5-public needs users whenever --socks5 is on, public address or not; without a
+    // listener it opens nothing.
+    let want = "--socks5-public: requires --socks5-auth FILE: a public SOCKS5 port without \
+                users is an open relay";
+    assert_eq!(err_line("--socks5 0.0.0.0:1080 --socks5-public", S), want);
+    assert_eq!(err_line("--socks5 127.0.0.1:1080 --socks5-public", S), want);
+    assert!(parse("--socks5-public", S).unwrap().config.socks5_public);
+    let env: Pairs = &[("TG_SECRET", KEY), ("TG_SOCKS5_PUBLIC", "1")];
+    assert!(err_line("--socks5 0.0.0.0:1080", env)
+        .starts_with("--socks5-public (TG_SOCKS5_PUBLIC): requires"));
+    let dir = temp_dir("socks5-public");
+    let users = dir.join("users");
+    std::fs::write(&users, "alice:s3cret\n").unwrap();
+    std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cmd = format!(
+        "--socks5 0.0.0.0:1080 --socks5-public --socks5-auth {}",
+        users.display()
+    );
+    let r = parse(&cmd, S).unwrap();
+    assert_eq!(r.config.socks5, Some("0.0.0.0:1080".parse().unwrap()));
+    assert_eq!(
+        r.config.socks5_users.as_ref().and_then(|u| u.first()),
+        Some(("alice", "s3cret"))
+    );
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn socks5_users_are_read_at_start_and_at_reload_and_errors_name_the_line() {
+    let dir = temp_dir("socks5-auth");
+    let path = dir.join("users");
+    let cmd = format!("--socks5 127.0.0.1:1080 --socks5-auth {}", path.display());
+    let shown = path.display();
+    let e = err_line(&cmd, S);
+    assert!(
+        e.starts_with(&format!("--socks5-auth: cannot read {shown}: ")),
+        "{e}"
+    );
+    std::fs::write(&path, "# users\nalice:s3cret\nbob\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let e = err_line(&cmd, S);
+    assert_eq!(
+        e,
+        format!("--socks5-auth: {shown}: line 3: expected user:password")
+    );
+    std::fs::write(&path, "alice:s3cret\n").unwrap();
+    let r = parse(&cmd, S).unwrap();
+    let users = r.config.socks5_users.clone().expect("users read");
+    assert!(users.check(b"alice", b"s3cret"));
+    assert!(r.notes.is_empty());
+    // A reload reads the file again: a changed user list is a change of socks5-auth.
+    std::fs::write(&path, "alice:n3w\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let argv: Vec<std::ffi::OsString> = cmd.split_whitespace().map(Into::into).collect();
+    let reloaded = parse_run_reload(Arguments::from_vec(argv), &env_of(S)).unwrap();
+    let new_users = reloaded.config.socks5_users.as_ref().unwrap();
+    assert!(new_users.check(b"alice", b"n3w") && !new_users.check(b"alice", b"s3cret"));
+    assert_eq!(r.config.changed(&reloaded.config), ["socks5-auth"]);
+    // The mode is checked as the secret file's: a warning, not a refusal.
+    assert_eq!(reloaded.notes.len(), 1);
+    assert_eq!(reloaded.notes[0].0, Level::Warn);
+    assert!(reloaded.notes[0]
+        .1
+        .contains("is readable by others (mode 640)"));
+    assert!(!reloaded.notes[0].1.contains("n3w"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn control_timeout_takes_a_duration_above_zero() {
     assert_eq!(
         parse("", S).unwrap().config.control_timeout,

@@ -1,7 +1,11 @@
-//! `--secret-file`: parse a secret file's text, or create the file with a fresh secret.
+//! `--secret-file`: parse a secret file's text, or create the file with a fresh secret; and the
+//! other file of credentials, `--socks5-auth` (read here, its format is
+//! `net::socks5_server::Users`').
 //!
-//! Owns the file's format (one secret per line or comma-separated, `#` comments) and its
-//! creation (exclusive, mode 0600). Messages name the file and the line, never a secret.
+//! Owns the secret file's format (one secret per line or comma-separated, `#` comments) and its
+//! creation (exclusive, mode 0600), the bounded non-blocking read both files share, and the one
+//! mode check (a warning when group or others may read a file of credentials). Messages name the
+//! file and the line, never a secret or a password.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -12,6 +16,7 @@ use log::Level;
 
 use super::Note;
 use crate::mtproto::obfs2::Secret;
+use crate::net::socks5_server::Users;
 use crate::rng::Rng;
 
 /// Secrets in a secret file's text: one per line or comma-separated, `#` starts a comment.
@@ -68,19 +73,7 @@ pub(super) fn load_or_create_secret_file(
     match read_small_file(path, MAX_SECRET_FILE_BYTES) {
         Ok(text) => {
             let secrets = parse_secret_text(&text).map_err(|e| format!("{shown}: {e}"))?;
-            let mode = std::fs::metadata(path)
-                .map(|m| m.permissions().mode())
-                .unwrap_or(0);
-            let note = (mode & 0o077 != 0).then(|| {
-                (
-                    Level::Warn,
-                    format!(
-                        "secret file {shown} is readable by others (mode {:o}); chmod 600 it",
-                        mode & 0o777
-                    ),
-                )
-            });
-            Ok((secrets, note))
+            Ok((secrets, readable_by_others(path, "secret file")))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut rng =
@@ -104,6 +97,40 @@ pub(super) fn load_or_create_secret_file(
         }
         Err(e) => Err(format!("cannot read {shown}: {e}")),
     }
+}
+
+/// A warning when `path` (a file of credentials, called `what` in the message) may be read by
+/// its group or by others (any of mode bits 077), else `None` (also when its mode cannot be
+/// read: the read that follows reports that).
+fn readable_by_others(path: &Path, what: &str) -> Option<Note> {
+    let mode = std::fs::metadata(path)
+        .map(|m| m.permissions().mode())
+        .unwrap_or(0);
+    (mode & 0o077 != 0).then(|| {
+        (
+            Level::Warn,
+            format!(
+                "{what} {} is readable by others (mode {:o}); chmod 600 it",
+                path.display(),
+                mode & 0o777
+            ),
+        )
+    })
+}
+
+/// Largest `--socks5-auth` file read, bytes (64 KiB, as the secret file); longer is refused.
+pub const MAX_SOCKS5_AUTH_BYTES: usize = 64 * 1024;
+
+/// Reads the users of `--socks5-auth FILE` (a regular file of at most
+/// [`MAX_SOCKS5_AUTH_BYTES`], `user:password` lines, `net::socks5_server::Users::parse`), with a
+/// warning note when its mode lets others read it, as for the secret file. Never created.
+/// Errors: `FILE: …` with the OS error, or the line that is wrong (never a password).
+pub(super) fn load_socks5_users(path: &Path) -> Result<(Users, Option<Note>), String> {
+    let shown = path.display();
+    let text = read_small_file(path, MAX_SOCKS5_AUTH_BYTES)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let users = Users::parse(&text).map_err(|e| format!("{shown}: {e}"))?;
+    Ok((users, readable_by_others(path, "SOCKS5 user file")))
 }
 
 #[cfg(test)]
@@ -138,6 +165,51 @@ mod tests {
         assert!(e.contains("not a regular file"), "{e}");
         let _ = std::fs::remove_file(&p);
         let e = load_or_create_secret_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    fn write_mode(p: &Path, text: &str, mode: u32) {
+        std::fs::write(p, text).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn socks5_users_load_with_the_secret_files_mode_check() {
+        let p = temp("socks-ok");
+        write_mode(&p, "# users\nalice:s3cret\n", 0o600);
+        let (users, note) = load_socks5_users(&p).unwrap();
+        assert_eq!(users.first(), Some(("alice", "s3cret")));
+        assert_eq!(note, None);
+        write_mode(&p, "alice:s3cret\n", 0o644);
+        let (_, note) = load_socks5_users(&p).unwrap();
+        let (level, msg) = note.expect("others may read it");
+        assert_eq!(level, Level::Warn);
+        let want = format!(
+            "SOCKS5 user file {} is readable by others (mode 644); chmod 600 it",
+            p.display()
+        );
+        assert_eq!(msg, want);
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn a_bad_socks5_user_file_is_an_error_naming_file_and_line_never_the_password() {
+        let p = temp("socks-bad");
+        write_mode(&p, "alice:s3cret\nbob\n", 0o600);
+        let e = load_socks5_users(&p).unwrap_err();
+        assert_eq!(
+            e,
+            format!("{}: line 2: expected user:password", p.display())
+        );
+        assert!(!e.contains("s3cret"), "{e}");
+        let _ = std::fs::remove_file(&p);
+        let e = load_socks5_users(&p).unwrap_err();
+        assert!(
+            e.starts_with(&format!("cannot read {}: ", p.display())),
+            "{e}"
+        );
+        assert!(e.contains("No such file"), "{e}");
+        let e = load_socks5_users(Path::new("/dev/zero")).unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
     }
 }

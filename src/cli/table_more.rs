@@ -540,8 +540,9 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
     Opt {
         reload: Live, long: "--socks5", short: None, aliases: &[], env: &["TG_SOCKS5"],
         meta: "HOST:PORT", default: "off", group: Listen,
-        help: "SOCKS5 listener (RFC 1928 CONNECT to Telegram DC addresses only); refused on a \
-               public address unless --socks5-public; off = none",
+        help: "SOCKS5 listener (RFC 1928 CONNECT to Telegram DC addresses only); refused on an \
+               address that is not loopback or private (0.0.0.0 and :: too) unless \
+               --socks5-public; off = none",
         kind: Value(|d, s| parse_listen_addr(s).map(|a| d.config.socks5 = a)),
     },
     Opt {

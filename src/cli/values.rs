@@ -238,6 +238,23 @@ pub fn parse_fronting_domain(s: &str) -> Result<String, String> {
     Ok(host)
 }
 
+/// True for an address only this machine or its LAN can reach: loopback (127/8, `::1`), RFC 1918
+/// (10/8, 172.16/12, 192.168/16), link-local (169.254/16, `fe80::/10`) and IPv6 unique local
+/// (`fc00::/7`, RFC 4193); IPv4-mapped IPv6 judged as IPv4. False for everything else, the
+/// any-addresses `0.0.0.0` and `::` (they listen on the WAN side too) and carrier-grade NAT
+/// space (100.64/10, the ISP's side of a router) included. Where `--socks5` may listen without
+/// `--socks5-public`.
+pub fn is_lan_or_loopback(ip: IpAddr) -> bool {
+    match ip.to_canonical() {
+        IpAddr::V4(a) => a.is_loopback() || a.is_private() || a.is_link_local(),
+        IpAddr::V6(a) => {
+            a.is_loopback()
+                || a.segments()[0] & 0xfe00 == 0xfc00
+                || a.segments()[0] & 0xffc0 == 0xfe80
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +289,20 @@ mod tests {
             "https://a b",
         ] {
             assert!(parse_url_or_off(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn lan_or_loopback_addresses() {
+        let lan = "127.0.0.1 127.9.9.9 10.0.0.1 172.16.0.1 172.31.255.255 192.168.1.1 \
+                   169.254.1.1 ::1 fd00::1 fc12::3 fe80::1 ::ffff:192.168.1.1";
+        for a in lan.split_whitespace() {
+            assert!(is_lan_or_loopback(a.parse().unwrap()), "{a}");
+        }
+        let not = "0.0.0.0 :: 8.8.8.8 100.64.0.1 172.32.0.1 192.169.0.1 203.0.113.5 \
+                   149.154.167.51 2001:db8::1 2a00::1 ::ffff:8.8.8.8 224.0.0.1 255.255.255.255";
+        for a in not.split_whitespace() {
+            assert!(!is_lan_or_loopback(a.parse().unwrap()), "{a}");
         }
     }
 
