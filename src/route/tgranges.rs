@@ -21,6 +21,13 @@ pub const MIN_V4: usize = 8;
 /// Fewest IPv6 prefixes a list must have to be accepted.
 pub const MIN_V6: usize = 2;
 
+/// Shortest IPv4 prefix a list may hold: a /0–/7 would send a large part of the internet to
+/// us (the real list's widest is a /20).
+pub const MIN_V4_LEN: u8 = 8;
+
+/// Shortest IPv6 prefix a list may hold (the real list's widest is a /32).
+pub const MIN_V6_LEN: u8 = 16;
+
 /// Most lines a list may have (the real one has 14).
 pub const MAX_LINES: usize = 4096;
 
@@ -53,6 +60,8 @@ pub enum RangesError {
     TooFew { v4: usize, v6: usize },
     /// More than [`MAX_LINES`] lines.
     TooLong,
+    /// A line (1-based) whose prefix is shorter than [`MIN_V4_LEN`] / [`MIN_V6_LEN`].
+    TooWide(usize),
 }
 
 impl fmt::Display for RangesError {
@@ -64,6 +73,10 @@ impl fmt::Display for RangesError {
                 "too few prefixes ({v4} IPv4, {v6} IPv6; at least {MIN_V4} and {MIN_V6} expected)"
             ),
             RangesError::TooLong => write!(f, "more than {MAX_LINES} lines"),
+            RangesError::TooWide(n) => write!(
+                f,
+                "line {n} is wider than /{MIN_V4_LEN} (IPv4) or /{MIN_V6_LEN} (IPv6): not Telegram's"
+            ),
         }
     }
 }
@@ -86,7 +99,8 @@ impl TgRanges {
 
     /// Parses cidr.txt's format: one `ADDR/LEN` per line (IPv4 or IPv6), blank lines and `#`
     /// comments allowed, surrounding whitespace and CR ignored. Any other line refuses the whole
-    /// list, and so does a list with fewer than [`MIN_V4`] v4 or [`MIN_V6`] v6 prefixes.
+    /// list, and so does a prefix wider than [`MIN_V4_LEN`] / [`MIN_V6_LEN`] or a list with
+    /// fewer than [`MIN_V4`] v4 or [`MIN_V6`] v6 prefixes.
     pub fn parse(text: &str) -> Result<TgRanges, RangesError> {
         let mut r = TgRanges {
             v4: Vec::new(),
@@ -103,7 +117,12 @@ impl TgRanges {
             let bad = RangesError::BadLine(i + 1);
             let (addr, len) = line.split_once('/').ok_or(bad.clone())?;
             let len: u8 = len.parse().map_err(|_| bad.clone())?;
-            match addr.parse::<IpAddr>().map_err(|_| bad.clone())? {
+            let ip = addr.parse::<IpAddr>().map_err(|_| bad.clone())?;
+            let min = if ip.is_ipv4() { MIN_V4_LEN } else { MIN_V6_LEN };
+            if len < min {
+                return Err(RangesError::TooWide(i + 1));
+            }
+            match ip {
                 IpAddr::V4(a) if len <= 32 => {
                     let p = (Ipv4Addr::from(u32::from(a) & mask32(len)), len);
                     if !r.v4.contains(&p) {
@@ -270,18 +289,37 @@ mod tests {
         let bad6 = BUILTIN.replace("2a0a:f280::/32", "2a0a:f280::/129");
         assert_eq!(TgRanges::parse(&bad6), Err(RangesError::BadLine(15)));
         assert!(TgRanges::parse(&"#\n".repeat(MAX_LINES + 1)) == Err(RangesError::TooLong));
+        // A hijacked list must not send the whole internet here: /0-/7 (v4), /0-/15 (v6).
+        let wide4 = BUILTIN.replace("185.76.151.0/24", "0.0.0.0/0");
+        assert_eq!(TgRanges::parse(&wide4), Err(RangesError::TooWide(10)));
+        let wide6 = BUILTIN.replace("2a0a:f280::/32", "2000::/3");
+        assert_eq!(TgRanges::parse(&wide6), Err(RangesError::TooWide(15)));
+        let edge = BUILTIN
+            .replace("185.76.151.0/24", "10.0.0.0/8")
+            .replace("2a0a:f280::/32", "fd00::/16");
+        assert!(
+            TgRanges::parse(&edge).is_ok(),
+            "/8 and /16 are the widest allowed"
+        );
         assert!(RangesError::TooFew { v4: 1, v6: 0 }
             .to_string()
             .contains("at least 8"));
     }
 
     #[test]
-    fn zero_length_prefixes_are_whole_families() {
-        let mut text = String::from("0.0.0.0/0\n::/0\n2001:db8::/32\n");
-        for i in 0..7 {
-            text.push_str(&format!("10.{i}.0.0/16\n"));
-        }
-        let r = TgRanges::parse(&text).unwrap();
-        assert!(r.contains(ip("1.2.3.4")) && r.contains(ip("2001:db8::1")));
+    fn masks_keep_the_network_bits_only() {
+        assert_eq!(mask(ip("1.2.3.4"), 0), ip("0.0.0.0"));
+        assert_eq!(mask(ip("1.2.3.4"), 16), ip("1.2.0.0"));
+        assert_eq!(
+            mask(ip("::ffff:1.2.3.4"), 24),
+            ip("1.2.3.0"),
+            "mapped as IPv4"
+        );
+        assert_eq!(mask(ip("2001:db8::1"), 0), ip("::"));
+        assert_eq!(
+            mask(ip("2001:db8::1"), 200),
+            ip("2001:db8::1"),
+            "capped at /128"
+        );
     }
 }
