@@ -133,6 +133,8 @@ fn lan_clients_reach_dcs_through_the_transparent_proxy_and_go_direct_without_it(
     ];
     args.extend([c1.as_str(), c2.as_str()]);
     args.extend(&fl);
+    // A short web request that waits for its answer is relayed at this deadline.
+    args.extend(["--handshake-timeout", "1s"]);
     let proxy = w.within(&w.router, || Proxy::start(&args));
     let mut rng = os_rng();
 
@@ -175,7 +177,16 @@ fn lan_clients_reach_dcs_through_the_transparent_proxy_and_go_direct_without_it(
     web.read_exact(&mut back).expect("echo through the proxy");
     assert_eq!(&back[..], &hello[..], "web bytes relayed untouched");
 
-    for s in [desktop.stream, android.stream, plain.stream, web] {
+    // A request shorter than an init that waits for its answer: relayed at the deadline.
+    let mut put = lan_connect(&w, addr(WEB_V4, 443)).expect("LAN client, short PUT");
+    let req = b"PUT /x HTTP/1.1\r\n\r\n";
+    put.write_all(req).unwrap();
+    let mut back = vec![0u8; req.len()];
+    put.read_exact(&mut back)
+        .expect("the short request relayed at the deadline");
+    assert_eq!(&back[..], &req[..]);
+
+    for s in [desktop.stream, android.stream, plain.stream, web, put] {
         drop(s);
     }
     let want = |s: &serde_json::Value, dst: &str| s["way"] == "transparent" && s["dst"] == dst;
@@ -183,8 +194,8 @@ fn lan_clients_reach_dcs_through_the_transparent_proxy_and_go_direct_without_it(
     let v6 = format!("[{DC2_V6}]:443");
     let web_dst = format!("{WEB_V4}:443");
     assert!(
-        wait_until(T, || proxy.sessions().len() >= 4),
-        "four session records\n{}",
+        wait_until(T, || proxy.sessions().len() >= 5),
+        "five session records\n{}",
         proxy.dump()
     );
     let recs = proxy.sessions();
@@ -205,9 +216,15 @@ fn lan_clients_reach_dcs_through_the_transparent_proxy_and_go_direct_without_it(
             .any(|s| want(s, &v4) && s["relay_mode"] == "plain"),
         "plain record: {recs:?}"
     );
-    let webrec = recs.iter().find(|s| s["mask_why"] == "not-mtproto");
-    let webrec = webrec.unwrap_or_else(|| panic!("web record: {recs:?}"));
-    assert_eq!(webrec["mask_target"], web_dst);
+    let webrecs: Vec<_> = recs
+        .iter()
+        .filter(|s| s["mask_why"] == "not-mtproto")
+        .collect();
+    assert_eq!(webrecs.len(), 2, "TLS and the short PUT: {recs:?}");
+    assert!(
+        webrecs.iter().all(|r| r["mask_target"] == web_dst),
+        "{webrecs:?}"
+    );
     // What the DC saw: the clients' own inits with DC 2 (the Android one patched), and the
     // plain client's fresh relay init.
     let inits = dc4.init_dcs();

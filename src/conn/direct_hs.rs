@@ -14,6 +14,8 @@
 //!        ─ no DC for `dst` ─────────► closed `unknown-dst` (counted per address for `ctl status`)
 //!        ─ anything else ───────────► closed `bad-init`
 //! ```
+//! At the handshake deadline a transparent client whose few bytes start like HTTP or a TLS
+//! record (a short request waiting for its answer) is relayed to its destination too.
 //! Owns [`Direct`] (the phase's state) and the steps above; the classification is
 //! `mtproto::direct`'s, the DC choice `route::dc_table`'s.
 
@@ -27,6 +29,7 @@ use crate::config::WayIn;
 use crate::error::CloseReason;
 use crate::mtproto::direct::{classify, plain_marker_len, Classified};
 use crate::mtproto::obfs2::INIT_LEN;
+use crate::mtproto::sniff;
 use crate::net::io::{read_once, Io};
 use crate::relay::end::client_read_failure;
 use crate::relay::ClientSide;
@@ -128,6 +131,26 @@ impl Conn {
                 Step::Close(CloseReason::BadInit)
             }
         }
+    }
+
+    /// The handshake deadline fired before the first bytes were classified. A transparent
+    /// client whose bytes so far start like web traffic (an HTTP method of
+    /// `sniff::looks_http`, e.g. a short `PUT` waiting for its answer, or a TLS record header)
+    /// is relayed to its destination with them, as `classify` would have at 64 bytes; anything
+    /// else closes as `handshake-timeout`.
+    pub(super) fn direct_timeout(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let Phase::Direct(d) = &mut self.phase else {
+            return Step::Close(CloseReason::HandshakeTimeout);
+        };
+        let prefix = &d.buf[..d.got];
+        let web = sniff::looks_http(prefix) || sniff::tls_record_len(prefix).is_some();
+        if self.way != WayIn::Transparent || !web {
+            return Step::Close(CloseReason::HandshakeTimeout);
+        }
+        let mut captured = prefix.to_vec();
+        captured.extend_from_slice(&d.carry);
+        let dst = d.dst;
+        self.start_mask(MaskWhy::NotMtproto(dst), captured, None, ctx)
     }
 
     /// Chooses the DC for `dst` (the init's DC index `packet`, `None` for a plain transport)

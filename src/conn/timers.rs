@@ -62,9 +62,8 @@ impl Conn {
                 match self.phase {
                     Phase::Handshake(_) => self.handshake_timeout(ctx),
                     Phase::Pre(_) => self.proxy_header_timeout(ctx),
-                    Phase::Direct(_) | Phase::Socks(_) => {
-                        Step::Close(CloseReason::HandshakeTimeout)
-                    }
+                    Phase::Direct(_) => self.direct_timeout(ctx),
+                    Phase::Socks(_) => Step::Close(CloseReason::HandshakeTimeout),
                     _ => Step::Progress,
                 }
             }

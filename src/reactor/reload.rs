@@ -360,7 +360,12 @@ mod tests {
             "lan-iface" => "eth1",
             "transparent-skip" => "192.168.1.10",
             "nft" => "/usr/sbin/nft",
-            "tg-ranges" | "tg-ranges-cache" | "socks5-auth" => {
+            "socks5-auth" => {
+                let path = dir.join(name);
+                std::fs::write(&path, "alice:s3cret\n").unwrap();
+                return Some(path.display().to_string());
+            }
+            "tg-ranges" | "tg-ranges-cache" => {
                 return Some(dir.join(name).display().to_string());
             }
             "fronting-domain" => "allowed.example.org",
