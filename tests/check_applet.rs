@@ -179,6 +179,60 @@ fn black_holed_ws_shows_timeout_and_tcp_carries_the_verdict() {
 }
 
 #[test]
+fn ways_in_lines_say_what_each_listener_needs() {
+    let refused = closed_port();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_addr = busy.local_addr().unwrap().to_string();
+    let dir = temp_dir();
+    let users = dir.join("users");
+    std::fs::write(&users, "alice:secret1\nbob:secret2\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let r = check(&[
+        "--tcp-dc-ip",
+        &format!("2:127.0.0.1:{refused}"),
+        "--tier-order",
+        "tcp",
+        "--probe-timeout",
+        "1",
+        "--transparent",
+        "127.0.0.1:0",
+        "--nft",
+        "/nonexistent/nft",
+        "--lan-iface",
+        "eth1,br-guest",
+        "--socks5",
+        &busy_addr,
+        "--socks5-auth",
+        users.to_str().unwrap(),
+    ]);
+    let line = |way: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("way in {way}: ")))
+            .unwrap_or_else(|| panic!("no {way} line:\n{}\n{}", r.stdout, r.stderr))
+            .to_string()
+    };
+    assert!(line("proxy").contains("(free)"));
+    let t = line("transparent");
+    assert!(t.contains("LAN eth1,br-guest"), "{t}");
+    assert!(t.contains("ranges: built-in, 9 IPv4 + 5 IPv6"), "{t}");
+    assert!(t.contains("PROBLEM nft: /nonexistent/nft"), "{t}");
+    let s = line("socks5");
+    assert!(s.contains("cannot bind now"), "the address is taken: {s}");
+    assert!(s.contains("user/password required (2 users)"), "{s}");
+    assert!(!r.stdout.contains("secret1"), "no password is printed");
+    assert_eq!(
+        r.code,
+        Some(1),
+        "the exit status is the routes' (all dead here)"
+    );
+    drop(busy);
+}
+
+#[test]
 fn everything_dead_exits_1() {
     let hole = BlackHole::new();
     let refused = closed_port();

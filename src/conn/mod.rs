@@ -2,15 +2,22 @@
 //!
 //! ```text
 //! accept ─► Pre ─► Handshake ─► Connecting ─► Relay ─► (closed, one log line)
-//!            │         │ bad init  │ all attempts failed
-//!            │         ├─► Mask ───┼───────────────────► closed (masked, one log line)
-//!            ▼         ▼           ▼
-//!         closed    Draining ───► closed
+//!   │        │ │       │ bad init  ▲  │ all attempts failed
+//!   │        │ │       ├─► Mask ───┼──┼────────────────► closed (masked, one log line)
+//!   │        │ ├─► Direct ─────────┤  (transparent: its original destination; web → Mask)
+//!   │        │ └─► Socks ─► Direct ┘  (SOCKS5: CONNECT to a DC address only)
+//!   ▼        ▼         ▼           ▼
+//! refused  closed   Draining ───► closed
 //! ```
-//! `proxy_step` reads the PROXY header (`--proxy-protocol`) and admits the client's address
-//! (`per_ip`, released once at close); `mask` relays a client that is not ours (a fake-TLS
-//! hello not ours, not TLS on an ee-only port) to the mask host. `handshake` reads and checks
-//! the 64-byte init (after the fake-TLS handshake for `ee` secrets); `race` is the sans-IO core
+//! `proxy_step` reads the PROXY header (`--proxy-protocol`, proxy listener only) and admits the
+//! client's address (`per_ip`, released once at close; shared by every way in); `mask` relays a
+//! client that is not ours (a fake-TLS hello not ours, not TLS on an ee-only port) to the mask
+//! host, and a transparent client's web traffic untouched to its destination. `handshake` reads
+//! and checks a proxy client's 64-byte init (after the fake-TLS handshake for `ee` secrets);
+//! `direct_hs` a direct client's first bytes (transparent mode, SOCKS5: no secret, the DC from
+//! the destination) and `socks_step` the SOCKS5 exchange before them; all three hand over to
+//! connecting with the client's side (`relay::ClientSide`: a direct client gets the cheap
+//! relay). `race` is the sans-IO core
 //! of the connect phase (which candidate of the ladder's plan is dialled when, the hedge, the
 //! budget, the losers' fate) and `connect` its shell; `relay` is the shell around the sans-IO
 //! relay core (`crate::relay`); a session whose pooled upstream stays silent goes back from

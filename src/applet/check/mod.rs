@@ -3,6 +3,10 @@
 //! with the proxy's own [`Prober`] — and print one table line per dial option, then one verdict
 //! line per DC.
 //!
+//! After the verdicts, one line per way in (`ways`: the listeners' addresses, transparent
+//! mode's ranges and `nft`, SOCKS5's exposure and authentication); they do not change the exit
+//! code.
+//!
 //! Owns: its two flags (`--count`, `--dc`), its own `mio::Poll` (DNS first, then the probes of
 //! one round in parallel in a [`Prober`], each bounded by `--probe-timeout`), the outbound
 //! setting its dials take and the wall clock they are stamped with, the table and the exit code; `report` formats the results. It takes `run`'s flags through [`cli::parse_run`]
@@ -33,6 +37,7 @@ use crate::route::table::{Route, Table};
 use crate::token::{self, Role, DNS};
 
 mod report;
+mod ways;
 pub use report::{dc_ids, median, render, verdicts, Attempt, Row, Verdict};
 
 /// Placeholder secret handed to `parse_run` (which requires one); never used on the wire.
@@ -79,6 +84,11 @@ network-unreachable, host-unreachable, no-address, local-ports), latency in ms (
 OK rounds; of all rounds when none was OK), detail of the first failure. A route works when more than half
 of its rounds got a resPQ. A DC whose routes all failed with network-unreachable or no-address
 is reported as `network unreachable from this host`: the WAN link, not the routes.
+
+Then one line per way in (`way in proxy|transparent|socks5: ...`): the listener's address and
+whether it can be bound now; for --transparent the LAN interfaces, Telegram's ranges in use,
+the nft binary (a PROBLEM line without it) and whether our table is installed; for --socks5 its
+authentication and exposure. These lines do not change the exit status.
 
 Exit status: 0 if every checked DC, non-media and media, has a working route; 1 otherwise;
 2 on bad flags.
@@ -127,6 +137,9 @@ pub fn main(mut args: Arguments) -> i32 {
     let verdicts = verdicts(&rows, &parsed.dcs);
     for v in &verdicts {
         println!("{}", crate::logging::redact_configured(v.line.clone()));
+    }
+    for line in ways::lines(&parsed.config, &ways::facts(&parsed.config)) {
+        println!("{line}");
     }
     if verdicts.iter().all(|v| v.ok) {
         0
