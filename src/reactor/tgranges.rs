@@ -97,20 +97,10 @@ fn read_list(path: &Path) -> Result<TgRanges, String> {
     TgRanges::parse(&String::from_utf8_lossy(&text)).map_err(|e| format!("refused: {e}"))
 }
 
-/// Writes `ranges` to `path` atomically (a temp file beside it, then rename); a file that
-/// already holds this text is left alone (flash on a router).
+/// Writes `ranges` to `path` atomically; a file that already holds this text is left alone
+/// (flash on a router): `cflist::write_if_changed`.
 fn write_cache(path: &Path, ranges: &TgRanges) -> io::Result<()> {
-    let text = ranges.to_text();
-    if std::fs::read(path).is_ok_and(|old| old == text.as_bytes()) {
-        return Ok(());
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    super::cflist::write_if_changed(path, &ranges.to_text())
 }
 
 /// The refresh's counters and last results, for `ctl status`.

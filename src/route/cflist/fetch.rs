@@ -31,7 +31,7 @@ use crate::token;
 mod files;
 pub(super) mod get;
 
-pub(crate) use files::cached_shared_domains;
+pub(crate) use files::{cached_shared_domains, write_if_changed};
 use files::{read_cache, read_list_file, write_cache};
 use get::{Deps, DialDeps, Gate, Getter};
 

@@ -70,11 +70,16 @@ pub(super) fn read_cache(path: &Path) -> Option<Vec<String>> {
     }
 }
 
-/// Writes `domains` to `path` atomically (a temp file next to it, then rename). A file that
-/// already holds exactly this text is left alone: on a router the cache sits on flash, and the
-/// list is accepted again at every refresh, nearly always unchanged.
+/// Writes `domains` to `path` atomically ([`write_if_changed`]).
 pub(super) fn write_cache(path: &Path, domains: &[String]) -> std::io::Result<()> {
-    let text = cflist::cache_text(domains);
+    write_if_changed(path, &cflist::cache_text(domains))
+}
+
+/// Writes `text` to `path` atomically (a temp file next to it, then rename). A file that
+/// already holds exactly this text is left alone: on a router a cache sits on flash, and a
+/// list is accepted again at every refresh, nearly always unchanged. Shared by the CF domain
+/// list's cache and Telegram's range cache (`reactor::tgranges`).
+pub(crate) fn write_if_changed(path: &Path, text: &str) -> std::io::Result<()> {
     if std::fs::read(path).is_ok_and(|old| old == text.as_bytes()) {
         return Ok(());
     }
