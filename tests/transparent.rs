@@ -251,12 +251,30 @@ fn lan_clients_reach_dcs_through_the_transparent_proxy_and_go_direct_without_it(
             "closed unread: {to}"
         );
     }
+    // An init that opens to no valid tag without a secret: a clear close, nothing relayed.
+    let garbage: Vec<u8> = (0..64u32).map(|i| (i * 37 + 11) as u8 ^ 0x5c).collect();
+    assert!(matches!(
+        tg_ws_proxy::mtproto::direct::classify(&garbage),
+        tg_ws_proxy::mtproto::direct::Classified::Bad
+    ));
+    let inits_before = dc4.init_dcs().len();
+    let mut s = lan_connect(&w, addr(DC2_V4, 443)).expect("LAN client with garbage");
+    s.write_all(&garbage).unwrap();
+    let mut b = [0u8; 1];
+    assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "garbage closed");
     let st = ctl
         .wait(&proxy, T, |s| {
-            closed(s, "dst-loop") >= 1 && closed(s, "not-telegram") >= 1
+            closed(s, "dst-loop") >= 1
+                && closed(s, "not-telegram") >= 1
+                && closed(s, "bad-init") >= 1
         })
         .unwrap_or_else(|| panic!("guard closes counted\n{}", proxy.dump()));
     assert_eq!(st["ways"]["transparent"]["sessions"], 0);
+    assert_eq!(
+        dc4.init_dcs().len(),
+        inits_before,
+        "nothing of the garbage went upstream"
+    );
 
     // Stop as the init script does: the proxy drains, then the table goes; LAN clients reach
     // Telegram directly (the fake DC answers them itself).
