@@ -344,6 +344,18 @@ fn a_direct_client_on_a_dead_pooled_upstream_is_replayed() {
     // keeps no replay, so a pooled start must fall back to re-encryption (`Relay::reencrypt`)
     // for its request to be replayed on a fresh route like a proxy client's. The greeting, the
     // CONNECT, the init and the request go in one write (the request pipelined past the init).
+    direct_on_a_dead_pool(false);
+}
+
+#[test]
+fn a_plain_client_on_a_dead_pooled_upstream_is_replayed() {
+    // The same for a plain (unobfuscated) transport: no client cipher, and still a replay.
+    direct_on_a_dead_pool(true);
+}
+
+/// A SOCKS5 client with a direct (`plain`: unobfuscated) transport on a dead pool: its
+/// pipelined `req_pq_multi` is answered through a replay on a fresh route.
+fn direct_on_a_dead_pool(plain: bool) {
     let dc = FakeDc::start_tls_ws(DcConfig::default());
     let proxy = start(
         &dc,
@@ -370,10 +382,14 @@ fn a_direct_client_on_a_dead_pooled_upstream_is_replayed() {
     let t = Instant::now();
     let c = std::net::TcpStream::connect(socks).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut s = MtSession::direct(&c, Tag::Intermediate, 2, &mut rng);
+    let (mut s, init_len) = if plain {
+        (MtSession::plain(&c, Tag::Intermediate, &mut rng), 4)
+    } else {
+        (MtSession::direct(&c, Tag::Intermediate, 2, &mut rng), 64)
+    };
     let mut hello = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
     hello.extend_from_slice(&443u16.to_be_bytes());
-    hello.extend_from_slice(&s.init);
+    hello.extend_from_slice(&s.init[..init_len]);
     let (req, nonce) = s.wire_req_pq();
     hello.extend_from_slice(&req);
     (&c).write_all(&hello).unwrap();

@@ -134,7 +134,7 @@ impl Connecting {
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
         let crate::relay::Resume {
-            accepted,
+            side,
             up,
             client_eof,
         } = resume;
@@ -144,7 +144,6 @@ impl Connecting {
             peer,
         };
         let start = (Origin::Retry, watch);
-        let side = ClientSide::Proxy(accepted);
         Connecting::start(side, dc, who, (up, client_eof), start, ctx)
     }
 
