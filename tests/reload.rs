@@ -411,8 +411,7 @@ fn way_listener(proxy: &Proxy, way: &str, ip: &str) -> SocketAddr {
         found = proxy
             .logs()
             .into_iter()
-            .filter(|l| l.contains(&needle) && !l.ends_with("closed"))
-            .last();
+            .rfind(|l| l.contains(&needle) && !l.ends_with("closed"));
         found.is_some()
     });
     assert!(ok, "no {needle:?} line: {}", proxy.dump());
