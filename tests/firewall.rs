@@ -377,3 +377,53 @@ fn the_proxy_refreshes_the_ranges_into_the_sets_and_refuses_a_short_list() {
         },
     );
 }
+
+/// A sets update that failed (our table not installed yet: the init script installs it after
+/// the start, from the list it finds) is retried with the next fetch, though the list is
+/// unchanged by then: the sets end up holding the list in force. Regression: the list became
+/// the one in force at once and every later fetch found it unchanged, so the sets kept the
+/// built-in list for good.
+#[test]
+fn a_failed_sets_update_is_retried_with_the_next_fetch() {
+    netns::run_inside(
+        "a_failed_sets_update_is_retried_with_the_next_fetch",
+        || {
+            assert!(our_table().is_none());
+            let body = Arc::new(Mutex::new(LIST_A.to_string()));
+            let port = list_server(body);
+            let ctl = Ctl::new();
+            let url = format!("http://127.0.0.1:{port}/cidr.txt");
+            let mut args = vec![
+                "--secret",
+                SECRET,
+                "--transparent",
+                "127.0.0.1:1445",
+                "--tg-ranges-url",
+                &url,
+                "--tg-ranges-refresh",
+                "300ms",
+                "--tg-ranges-retry",
+                "100ms",
+            ];
+            let ca = ctl.args();
+            args.extend(ca.iter().map(String::as_str));
+            let p = Proxy::start(&args);
+            ctl.wait(&p, WAIT, |s| {
+                s["tg_ranges"]["nft"]["ok"] == false && s["tg_ranges"]["v4"] == 8
+            })
+            .unwrap_or_else(|| panic!("no failed update without a table:\n{}", p.dump()));
+            // The table arrives with the built-in list (no cache).
+            let r = firewall(&["install", "--transparent", "127.0.0.1:1445"]);
+            assert_eq!(r.code, Some(0), "{r:?}");
+            let set = nft(&["list", "set", "inet", "tg_ws_proxy", "tg4"]);
+            assert!(set.contains("91.108"), "{set}");
+            ctl.wait(&p, WAIT, |s| s["tg_ranges"]["nft"]["ok"] == true)
+                .unwrap_or_else(|| panic!("the update was not retried:\n{}", p.dump()));
+            let set = nft(&["list", "set", "inet", "tg_ws_proxy", "tg4"]);
+            assert!(
+                set.contains("198.18.7.0/24") && !set.contains("91.108"),
+                "{set}"
+            );
+        },
+    );
+}

@@ -22,6 +22,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use common::fakedc::{bulk_payload, bulk_request, DcConfig, FakeDc};
+use common::mtsession::MtSession;
 use common::reader::Reader;
 use common::{client_opts, data_path, temp_dir, Proxy, LOOPBACK_DEAD_DCS, LOOPBACK_DEAD_TEST_DCS};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
@@ -400,4 +401,91 @@ fn download_of_64_mib_survives_reload() {
         ws_before,
         "the new session went to the ws tier"
     );
+}
+
+/// The address of the `WAY listener on ADDR` line with `ip` (the newest such line).
+fn way_listener(proxy: &Proxy, way: &str, ip: &str) -> SocketAddr {
+    let needle = format!("{way} listener on {ip}:");
+    let mut found = None;
+    let ok = common::wait_until(LOG_WAIT, || {
+        found = proxy
+            .logs()
+            .into_iter()
+            .rfind(|l| l.contains(&needle) && !l.ends_with("closed"));
+        found.is_some()
+    });
+    assert!(ok, "no {needle:?} line: {}", proxy.dump());
+    let line = found.expect("waited for it");
+    let tail = line.rsplit(&format!("{way} listener on ")).next();
+    tail.and_then(|a| a.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+}
+
+/// A SOCKS5 direct session to DC 2's address (127.0.0.2 by `dc-addr`) through `socks`, its
+/// first `resPQ` received.
+fn socks_session(socks: SocketAddr, rng: &mut Rng) -> MtSession<TcpStream> {
+    let c = TcpStream::connect(socks).expect("connect");
+    c.set_read_timeout(Some(LOG_WAIT)).unwrap();
+    let mut s = MtSession::direct(c, Tag::Intermediate, 2, rng);
+    let mut hello = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
+    hello.extend_from_slice(&443u16.to_be_bytes());
+    hello.extend_from_slice(&s.init);
+    s.stream.write_all(&hello).unwrap();
+    let mut answers = [0u8; 12];
+    std::io::Read::read_exact(&mut s.stream, &mut answers).expect("SOCKS5 answers");
+    assert_eq!(answers[..4], [5, 0, 5, 0], "{answers:?}");
+    s.req_pq().expect("resPQ");
+    s
+}
+
+#[test]
+fn socks5_and_transparent_listeners_follow_reloads_and_live_sessions_stay() {
+    fn lines(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let secrets = secret_file();
+    let config = secrets.with_file_name("proxy.conf");
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let tcp = format!("tcp-dc-ip 2:{}", dc.addr());
+    let base = [tcp.as_str(), "tier-order tcp", "dc-addr 127.0.0.2=2"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    write_config(&config, &secrets, &lines(&with(&["socks5 127.0.0.1:0"])));
+    let proxy = start_with_config(&config);
+    let mut rng = Rng::new().expect("OS randomness");
+    let old = way_listener(&proxy, "socks5", "127.0.0.1");
+    let mut live = socks_session(old, &mut rng);
+    // Moved, and the transparent listener added.
+    let moved = with(&["socks5 127.0.0.3:0", "transparent 127.0.0.4:0"]);
+    write_config(&config, &secrets, &lines(&moved));
+    let ev = reload_and_wait(&proxy, 1);
+    assert_eq!(ev["result"], "applied", "{ev}\n{}", proxy.dump());
+    let new = way_listener(&proxy, "socks5", "127.0.0.3");
+    let transparent = way_listener(&proxy, "transparent", "127.0.0.4");
+    match TcpStream::connect_timeout(&old, Duration::from_secs(3)) {
+        Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}"),
+        Ok(_) => panic!("old socks5 listener {old} still accepts after the reload"),
+    }
+    let mut fresh = socks_session(new, &mut rng);
+    assert!(TcpStream::connect(transparent).is_ok());
+    live.req_pq().expect("the live session outlives the move");
+    // Removed: the listeners close, the sessions stay.
+    write_config(&config, &secrets, &lines(&with(&[])));
+    let ev = reload_and_wait(&proxy, 2);
+    assert_eq!(ev["result"], "applied", "{ev}\n{}", proxy.dump());
+    for addr in [new, transparent] {
+        let gone = common::wait_until(LOG_WAIT, || {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+                .is_err_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
+        });
+        assert!(
+            gone,
+            "{addr} still accepts after the removal\n{}",
+            proxy.dump()
+        );
+    }
+    live.req_pq()
+        .expect("the live session outlives the removal");
+    fresh.req_pq().expect("the second one too");
 }

@@ -262,3 +262,116 @@ fn a_direct_client_through_socks5_reaches_its_dc_with_the_init_pipelined() {
     assert!(wait_until(T, || dc.inits() == 2), "{}", proxy.dump());
     assert_eq!(closed_as(&proxy, "socks5-refused"), 0);
 }
+
+/// The SOCKS5 listener's address from `proxy`'s `socks5 listener on ADDR` line.
+fn socks_addr(proxy: &Proxy) -> SocketAddr {
+    let line = proxy
+        .wait_line(&["socks5 listener on "], T)
+        .unwrap_or_else(|| panic!("no socks5 listener line: {}", proxy.dump()));
+    line.rsplit("socks5 listener on ")
+        .next()
+        .and_then(|a| a.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+}
+
+/// A direct client (`plain`: unobfuscated intermediate) whose greeting, CONNECT to DC 2's
+/// address, init and `req_pq_multi` go in one write, before any answer: the request must reach
+/// the DC intact behind the init and its `resPQ` come back.
+fn pipelined_session(proxy: &Proxy, socks: SocketAddr, plain: bool, rng: &mut Rng) {
+    let c = TcpStream::connect(socks).expect("connect");
+    c.set_read_timeout(Some(T)).unwrap();
+    let (mut s, init_len) = if plain {
+        (MtSession::plain(&c, Tag::Intermediate, rng), 4)
+    } else {
+        (MtSession::direct(&c, Tag::Intermediate, 2, rng), 64)
+    };
+    let mut hello = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
+    hello.extend_from_slice(&443u16.to_be_bytes());
+    hello.extend_from_slice(&s.init[..init_len]);
+    let (req, nonce) = s.wire_req_pq();
+    hello.extend_from_slice(&req);
+    (&c).write_all(&hello).unwrap();
+    let mut answers = [0u8; 12];
+    (&c).read_exact(&mut answers)
+        .unwrap_or_else(|e| panic!("plain={plain}: no answers: {e}\n{}", proxy.dump()));
+    assert_eq!(answers[..2], [5, 0]);
+    assert_eq!(answers[2..], rep(0)[..], "REP 00");
+    s.expect_res_pq(&nonce)
+        .unwrap_or_else(|e| panic!("plain={plain}: {e}\n{}", proxy.dump()));
+}
+
+#[test]
+fn a_request_pipelined_behind_the_init_reaches_the_dc_on_every_tier() {
+    let mut rng = Rng::new().expect("OS randomness");
+    let dc_addr = format!("{DC2}=2");
+    let base = ["--socks5", "127.0.0.1:0", "--dc-addr", dc_addr.as_str()];
+    // tcp.
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let tcp_dc = format!("2:{}", dc.addr());
+    let (proxy, socks) = start(&["--tier-order", "tcp", "--tcp-dc-ip", &tcp_dc]);
+    for plain in [false, true] {
+        pipelined_session(&proxy, socks, plain, &mut rng);
+    }
+    drop(proxy);
+    // ws (Telegram's front), no pool.
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let ws_dc = format!("2:{}", ws.addr());
+    let (proxy, socks) = start(&["--tier-order", "ws", "--dc-ip", &ws_dc, "--pool-size", "0"]);
+    for plain in [false, true] {
+        pipelined_session(&proxy, socks, plain, &mut rng);
+    }
+    assert_eq!(ws.upgrades(), 2, "both went over ws\n{}", proxy.dump());
+    drop(proxy);
+    // worker.
+    let worker = FakeDc::start_worker(DcConfig::default());
+    let mut args: Vec<String> = [
+        "--tier-order",
+        "worker",
+        "--startup-probes",
+        "off",
+        "--pool-size",
+        "0",
+        "--tcp-dc-ip",
+        &tcp_dc,
+    ]
+    .iter()
+    .chain(base.iter())
+    .map(|s| s.to_string())
+    .collect();
+    args.push("--cf-worker-domain".into());
+    args.push(format!("w1.workers.dev:{}", worker.port()));
+    let proxy = common::ladder_proxy(&["w1.workers.dev"], &args);
+    let socks = socks_addr(&proxy);
+    for plain in [false, true] {
+        pipelined_session(&proxy, socks, plain, &mut rng);
+    }
+    assert_eq!(
+        worker.upgrades(),
+        2,
+        "both went over the worker\n{}",
+        proxy.dump()
+    );
+    drop(proxy);
+    // mtproto: an upstream proxy of ours (tcp to the fake DC) behind the front.
+    let up_secret = "fedcba9876543210fedcba9876543210";
+    let up = Proxy::start(&[
+        "--secret",
+        up_secret,
+        "--tcp-dc-ip",
+        &tcp_dc,
+        "--tier-order",
+        "tcp",
+        "--no-mask",
+    ]);
+    let chain = format!("127.0.0.1:{}:{up_secret}", up.port());
+    let (proxy, socks) = start(&["--tier-order", "mtproto", "--mtproto-proxy", &chain]);
+    for plain in [false, true] {
+        pipelined_session(&proxy, socks, plain, &mut rng);
+    }
+    assert!(
+        wait_until(T, || dc.inits() == 6),
+        "tcp, worker and mtproto sessions: {}\n{}",
+        dc.inits(),
+        up.dump()
+    );
+}

@@ -304,3 +304,49 @@ fn lan_clients_reach_dcs_through_the_transparent_proxy_and_go_direct_without_it(
     assert_eq!(dc4.connections(), before + 1);
     assert!(dc4.init_dcs().contains(&(Tag::Intermediate, 2)));
 }
+
+/// Web traffic to a Telegram address is the user's own, relayed untouched: it idles like a
+/// session (`--idle-timeout`), not like a masked prober (`--mask-idle-timeout`). Regression: a
+/// transparent TLS connection silent for the mask's idle time (60 s by default; a long-poll or
+/// an idle WebSocket of a web client) was cut, where going direct it would have lived on.
+#[test]
+fn a_web_client_through_the_transparent_proxy_idles_like_a_session() {
+    let Some(w) = World::try_new("transparent web idle") else {
+        return;
+    };
+    echo_server(&w, addr(WEB_V4, 443));
+    let flags = fw_flags();
+    let fl: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut install = vec!["install"];
+    install.extend(&fl);
+    let (code, text) = firewall(&w, &install);
+    assert_eq!(code, Some(0), "firewall install: {text}");
+    let ctl = Ctl::new();
+    let [c1, c2] = ctl.args();
+    let mut args = vec![
+        "--secret",
+        SECRET,
+        "--mask-idle-timeout",
+        "300ms",
+        "--handshake-timeout",
+        "1s",
+    ];
+    args.extend([c1.as_str(), c2.as_str()]);
+    args.extend(&fl);
+    let proxy = w.within(&w.router, || Proxy::start(&args));
+    let mut web = lan_connect(&w, addr(WEB_V4, 443)).expect("LAN client to the web address");
+    let hello = b"\x16\x03\x01\x00\x40 not a real hello, but a TLS record header and 64 bytes ....";
+    web.write_all(hello).unwrap();
+    let mut back = vec![0u8; hello.len()];
+    web.read_exact(&mut back).expect("echo through the proxy");
+    // A silent client to a DC address: its handshake deadline (1 s) shows the web session has
+    // been silent for more than the mask's idle time.
+    let _silent = lan_connect(&w, addr(DC2_V4, 443)).expect("silent LAN client");
+    ctl.wait(&proxy, T, |s| closed(s, "handshake-timeout") >= 1)
+        .unwrap_or_else(|| panic!("no handshake timeout\n{}", proxy.dump()));
+    web.write_all(b"still here").unwrap();
+    let mut back = [0u8; 10];
+    web.read_exact(&mut back)
+        .unwrap_or_else(|e| panic!("the web session was cut: {e}\n{}", proxy.dump()));
+    assert_eq!(&back, b"still here");
+}

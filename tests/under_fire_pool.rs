@@ -5,11 +5,12 @@
 //! to replay ends cleanly at the deadline.
 mod common;
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
 use common::ctl::Ctl;
 use common::fakedc::{DcConfig, DcHandle, FakeDc, Fault};
+use common::mtsession::MtSession;
 use common::{client_opts, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, ClientOptions, MtClient, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
@@ -335,4 +336,74 @@ fn a_replayed_request_does_not_carry_the_dead_upstreams_wait_into_a_stall_of_the
     let stalled = proxy.events("route").into_iter();
     let stalled: Vec<_> = stalled.filter(|e| e["failure"] == "stalled").collect();
     assert!(stalled.is_empty(), "{stalled:?}\n{}", logs());
+}
+
+#[test]
+fn a_direct_client_on_a_dead_pooled_upstream_is_replayed() {
+    // A direct client (SOCKS5, no secret) takes a dead pooled upstream: its pass-through relay
+    // keeps no replay, so a pooled start must fall back to re-encryption (`Relay::reencrypt`)
+    // for its request to be replayed on a fresh route like a proxy client's. The greeting, the
+    // CONNECT, the init and the request go in one write (the request pipelined past the init).
+    direct_on_a_dead_pool(false);
+}
+
+#[test]
+fn a_plain_client_on_a_dead_pooled_upstream_is_replayed() {
+    // The same for a plain (unobfuscated) transport: no client cipher, and still a replay.
+    direct_on_a_dead_pool(true);
+}
+
+/// A SOCKS5 client with a direct (`plain`: unobfuscated) transport on a dead pool: its
+/// pipelined `req_pq_multi` is answered through a replay on a fresh route.
+fn direct_on_a_dead_pool(plain: bool) {
+    let dc = FakeDc::start_tls_ws(DcConfig::default());
+    let proxy = start(
+        &dc,
+        &[
+            "--tier-order",
+            "ws",
+            "--socks5",
+            "127.0.0.1:0",
+            "--dc-addr",
+            "127.0.0.2=2",
+        ],
+    );
+    let line = proxy
+        .wait_line(&["socks5 listener on "], Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("no socks5 listener line: {}", proxy.dump()));
+    let socks: std::net::SocketAddr = line
+        .rsplit("socks5 listener on ")
+        .next()
+        .and_then(|a| a.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let mut rng = Rng::new().unwrap();
+    warm(&proxy, &mut rng);
+    dc.freeze_live();
+    let t = Instant::now();
+    let c = std::net::TcpStream::connect(socks).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (mut s, init_len) = if plain {
+        (MtSession::plain(&c, Tag::Intermediate, &mut rng), 4)
+    } else {
+        (MtSession::direct(&c, Tag::Intermediate, 2, &mut rng), 64)
+    };
+    let mut hello = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
+    hello.extend_from_slice(&443u16.to_be_bytes());
+    hello.extend_from_slice(&s.init[..init_len]);
+    let (req, nonce) = s.wire_req_pq();
+    hello.extend_from_slice(&req);
+    (&c).write_all(&hello).unwrap();
+    let mut answers = [0u8; 12];
+    (&c).read_exact(&mut answers)
+        .expect("method choice and reply");
+    assert_eq!(answers[..3], [5, 0, 5], "{answers:?}");
+    assert_eq!(answers[3], 0, "REP 00: {answers:?}");
+    let logs = || proxy.logs().join("\n");
+    s.expect_res_pq(&nonce)
+        .unwrap_or_else(|e| panic!("after {:?}: {e}\n{}", t.elapsed(), logs()));
+    assert!(
+        dc.frozen_reads() >= 1,
+        "the dead pooled upstream was not taken"
+    );
+    assert_replayed(&proxy);
 }

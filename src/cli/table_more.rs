@@ -345,7 +345,8 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
     Opt {
         reload: Live, long: "--mask-idle-timeout", short: None, aliases: &[], env: &["TG_MASK_IDLE_TIMEOUT"],
         meta: "D", default: "60s", group: Clients,
-        help: "close a masked session with no byte either way for D",
+        help: "close a masked session with no byte either way for D (a transparent client's \
+               web traffic idles like a session: --idle-timeout)",
         kind: Value(|d, s| positive(s).map(|v| d.config.mask_idle_timeout = v)),
     },
     Opt {

@@ -134,7 +134,7 @@ impl Connecting {
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
         let crate::relay::Resume {
-            accepted,
+            side,
             up,
             client_eof,
         } = resume;
@@ -144,7 +144,6 @@ impl Connecting {
             peer,
         };
         let start = (Origin::Retry, watch);
-        let side = ClientSide::Proxy(accepted);
         Connecting::start(side, dc, who, (up, client_eof), start, ctx)
     }
 
@@ -443,11 +442,14 @@ impl Conn {
         if let Some(key) = proxy_key {
             relay.toward_proxy(&key, crate::mtproto::upstream::client_index(c.dc), ctx.rng);
         }
-        self.info.relay_mode = Some(relay.mode());
         let first_byte_ms = ctx.cfg.pool_first_byte_timeout.as_millis() as u64;
         if race::keeps_replay(pooled_start, first_byte_ms) {
+            // A pooled upstream may be dead without a sign: the request must stay replayable,
+            // and a pass-through keeps no replay (`Relay::keep_replay`), so it re-encrypts.
+            relay.reencrypt(ctx.rng);
             relay.keep_replay(ctx.scratch);
         }
+        self.info.relay_mode = Some(relay.mode());
         self.phase = Phase::Relay(Box::new(relay));
         self.arm_ping(tier, ctx);
         Step::Progress

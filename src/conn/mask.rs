@@ -500,7 +500,7 @@ impl Conn {
             self.last_activity = ctx.now;
         }
         if just_connected {
-            let at = ctx.now + ctx.cfg.mask_idle_timeout.as_millis() as u64;
+            let at = ctx.now + self.mask_idle_ms(ctx);
             self.arm(at, SessionTimer::Mask, ctx);
         }
         if progress || just_connected {
@@ -510,9 +510,19 @@ impl Conn {
         }
     }
 
+    /// How long a masked session may stay silent, ms: `--mask-idle-timeout` for a client that
+    /// is not ours; a transparent client's web traffic (`MaskWhy::NotMtproto`) is the user's
+    /// own, relayed untouched, and idles like a session (`--idle-timeout`, kept from its start).
+    fn mask_idle_ms(&self, ctx: &Ctx<'_>) -> u64 {
+        match &self.phase {
+            Phase::Mask(m) if matches!(m.why, MaskWhy::NotMtproto(_)) => self.kept.idle_ms(),
+            _ => ctx.cfg.mask_idle_timeout.as_millis() as u64,
+        }
+    }
+
     /// [`SessionTimer::Mask`] fired: the connect deadline, or the (lazily re-armed) idle one.
     pub(super) fn mask_timer(&mut self, ctx: &mut Ctx<'_>) -> Step {
-        let idle_ms = ctx.cfg.mask_idle_timeout.as_millis() as u64;
+        let idle_ms = self.mask_idle_ms(ctx);
         let last = self.last_activity;
         let Phase::Mask(m) = &mut self.phase else {
             return Step::Progress;

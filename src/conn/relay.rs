@@ -118,6 +118,12 @@ impl Relaying {
         self.core.init_toward_proxy(key, dc_index, rng);
     }
 
+    /// Falls back from pass-through to re-encryption before the first step
+    /// ([`Relay::reencrypt`]; a no-op in the other modes).
+    pub fn reencrypt(&mut self, rng: &mut Rng) {
+        self.core.reencrypt(rng);
+    }
+
     /// Keeps the client's request replayable until the upstream's first byte (a pooled
     /// upstream), in a replay buffer of `scratch` if one is free once the client has sent
     /// something.

@@ -127,6 +127,41 @@ struct NftRun {
     stderr: Option<ChildStderr>,
     err_text: Vec<u8>,
     deadline: u64,
+    /// The list this run puts into the sets.
+    list: TgRanges,
+}
+
+/// What an accepted list does to our table's sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SetsUpdate {
+    /// Nothing: the list is the one in force and the sets hold it.
+    Nothing,
+    /// An update runs already (for an older list): this one follows when it ends.
+    AfterTheRunning,
+    /// Update them now.
+    Now,
+}
+
+/// What an accepted list does to the sets: `changed` (not the list in force), `stale` (the sets
+/// may not hold the list in force: an update failed or was left for later), `running` (an
+/// `nft` child runs).
+fn sets_update(changed: bool, stale: bool, running: bool) -> SetsUpdate {
+    match (changed || stale, running) {
+        (false, _) => SetsUpdate::Nothing,
+        (true, true) => SetsUpdate::AfterTheRunning,
+        (true, false) => SetsUpdate::Now,
+    }
+}
+
+/// After an `nft` run ended (`ok` or not) for a list that is (`current`) or is no longer the
+/// one in force: whether the sets are still stale, and whether to run again at once (a newer
+/// list came during the run). A failure is retried with the next accepted list, not at once.
+fn after_run(ok: bool, current: bool) -> (bool, bool) {
+    match (ok, current) {
+        (true, true) => (false, false),
+        (true, false) => (true, true),
+        (false, _) => (true, false),
+    }
 }
 
 /// The refresh's state in the reactor.
@@ -140,6 +175,9 @@ pub(super) struct TgRefresh {
     next_at: Option<u64>,
     get: Getter,
     run: Option<NftRun>,
+    /// Our table's sets may not hold the list in force (an update failed, or was left for
+    /// later while another ran): the next accepted list updates them even if unchanged.
+    stale: bool,
     /// The last failure logged as a warning: the same one again is logged at debug only.
     said: Option<String>,
     pub(super) status: RefreshStatus,
@@ -172,6 +210,7 @@ impl TgRefresh {
             ),
             get: Getter::new(token::TGRANGES, timeout_ms, MAX_BODY),
             run: None,
+            stale: false,
             said: None,
             status: RefreshStatus {
                 source,
@@ -202,7 +241,8 @@ impl TgRefresh {
     }
 
     /// Starts `nft -f -` with `script`; an error starting it is returned.
-    fn start_nft(&mut self, script: String, now: u64) -> Result<(), String> {
+    fn start_nft(&mut self, list: &TgRanges, now: u64) -> Result<(), String> {
+        let script = firewall::sets_update_script(list);
         let mut child = Command::new(&self.nft)
             .args(["-f", "-"])
             .stdin(Stdio::piped())
@@ -231,12 +271,14 @@ impl TgRefresh {
             stderr,
             err_text: Vec::new(),
             deadline: now + self.timeout_ms.max(1),
+            list: list.clone(),
         });
         Ok(())
     }
 
-    /// Feeds and reaps the `nft` child: `Some` once it ended (or was ended at its deadline).
-    fn poll_nft(&mut self, now: u64) -> Option<Result<(), String>> {
+    /// Feeds and reaps the `nft` child: `Some` once it ended (or was ended at its deadline),
+    /// with the list it was putting into the sets.
+    fn poll_nft(&mut self, now: u64) -> Option<(Result<(), String>, TgRanges)> {
         let run = self.run.as_mut()?;
         if let Some((pipe, script, sent)) = &mut run.stdin {
             while *sent < script.len() {
@@ -271,28 +313,27 @@ impl TgRefresh {
                 // Past its deadline: ours to end (a child we started, by its own handle).
                 let _ = run.child.kill();
                 let _ = run.child.wait();
-                self.run = None;
-                return Some(Err(format!(
-                    "nft did not finish within {} ms",
-                    self.timeout_ms
-                )));
+                let list = self.run.take()?.list;
+                let why = format!("nft did not finish within {} ms", self.timeout_ms);
+                return Some((Err(why), list));
             }
             Err(e) => {
-                self.run = None;
-                return Some(Err(format!("nft: {e}")));
+                let list = self.run.take()?.list;
+                return Some((Err(format!("nft: {e}")), list));
             }
         };
         let text = String::from_utf8_lossy(&run.err_text)
             .trim()
             .replace('\n', " | ");
-        self.run = None;
-        Some(if status.success() {
+        let list = self.run.take()?.list;
+        let done = if status.success() {
             Ok(())
         } else if text.is_empty() {
             Err(format!("nft: {status}"))
         } else {
             Err(format!("nft: {text}"))
-        })
+        };
+        Some((done, list))
     }
 }
 
@@ -318,8 +359,8 @@ impl Reactor {
     /// `nft` child.
     pub(super) fn tgranges_tick(&mut self) {
         let now = self.now;
-        if let Some(done) = self.tgranges.poll_nft(now) {
-            self.tgranges_nft_done(done);
+        if let Some((done, list)) = self.tgranges.poll_nft(now) {
+            self.tgranges_nft_done(done, &list);
         }
         let s = &mut self.s;
         let ladder = &mut s.ladder;
@@ -398,25 +439,35 @@ impl Reactor {
                 warn!("tg-ranges: cache {}: cannot write: {e}", path.display());
             }
         }
-        if ranges == self.s.tg_ranges {
+        let changed = ranges != self.s.tg_ranges;
+        let update = sets_update(changed, t.stale, t.run.is_some());
+        if changed {
+            info!("tg-ranges: {src}: {what}");
+        } else {
             log::debug!("tg-ranges: {src}: {what}, unchanged");
+        }
+        if update == SetsUpdate::Nothing {
             return;
         }
-        info!("tg-ranges: {src}: {what}");
-        let script = firewall::sets_update_script(&ranges);
         self.s.tg_ranges = ranges;
-        if t.run.is_some() {
-            // The running update is for an older list: the next accepted one updates again.
+        t.stale = true;
+        if update == SetsUpdate::AfterTheRunning {
+            // The running update is for an older list: this one follows when it ends.
             return;
         }
-        if let Err(e) = t.start_nft(script, now) {
-            self.tgranges_nft_done(Err(e));
+        if let Err(e) = t.start_nft(&self.s.tg_ranges, now) {
+            let list = self.s.tg_ranges.clone();
+            self.tgranges_nft_done(Err(e), &list);
         }
     }
 
-    fn tgranges_nft_done(&mut self, done: Result<(), String>) {
+    /// An `nft` run for `list` ended: logged, the sets marked fresh or stale, and run again at
+    /// once for the list in force if a newer one came meanwhile.
+    fn tgranges_nft_done(&mut self, done: Result<(), String>, list: &TgRanges) {
         let now = self.now;
+        let (stale, again) = after_run(done.is_ok(), *list == self.s.tg_ranges);
         let t = &mut self.tgranges;
+        t.stale = stale;
         match done {
             Ok(()) => {
                 info!(
@@ -431,6 +482,12 @@ impl Reactor {
                     firewall::TABLE
                 ));
                 t.status.nft = Some((false, e, now));
+            }
+        }
+        if again {
+            if let Err(e) = t.start_nft(&self.s.tg_ranges, now) {
+                let list = self.s.tg_ranges.clone();
+                self.tgranges_nft_done(Err(e), &list);
             }
         }
     }
@@ -453,8 +510,11 @@ impl Reactor {
         }
         let status = std::mem::take(&mut self.tgranges.status);
         let run = self.tgranges.run.take();
+        let mut stale = self.tgranges.stale;
         let mut next = if source_changed {
             let (ranges, source) = initial_ranges(cfg);
+            // A list the sets may not hold: the next accepted fetch puts it there.
+            stale |= ranges != self.s.tg_ranges;
             self.s.tg_ranges = ranges;
             TgRefresh::new(cfg, self.now, source)
         } else {
@@ -467,6 +527,7 @@ impl Reactor {
             ..status
         };
         next.run = run;
+        next.stale = stale;
         self.tgranges = next;
     }
 
@@ -511,6 +572,27 @@ mod tests {
         assert!(TgRefresh::new(&cfg, 1, "built-in".into())
             .next_deadline()
             .is_none());
+    }
+
+    #[test]
+    fn a_list_accepted_while_an_update_runs_reaches_the_sets_after_it() {
+        // Regression: a changed list accepted while `nft` ran for an older one became the list
+        // in force without an update, and every later fetch found it unchanged: the sets kept
+        // the older list for good. A failed update was never retried either.
+        use SetsUpdate::*;
+        assert_eq!(sets_update(false, false, false), Nothing);
+        assert_eq!(sets_update(false, false, true), Nothing);
+        assert_eq!(sets_update(true, false, true), AfterTheRunning);
+        assert_eq!(sets_update(true, false, false), Now);
+        // Unchanged, but the sets may not hold it: updated all the same.
+        assert_eq!(sets_update(false, true, false), Now);
+        assert_eq!(sets_update(false, true, true), AfterTheRunning);
+        // The run for the list in force worked: fresh. For an older one: again at once.
+        assert_eq!(after_run(true, true), (false, false));
+        assert_eq!(after_run(true, false), (true, true));
+        // A failure stays stale until the next accepted list, never a tight retry.
+        assert_eq!(after_run(false, true), (true, false));
+        assert_eq!(after_run(false, false), (true, false));
     }
 
     #[test]

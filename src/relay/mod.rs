@@ -171,10 +171,11 @@ pub struct Relay {
 
 /// What [`Relay::rewind`] hands back to replay a session on a fresh upstream.
 pub struct Resume {
-    /// The client's side: its tag and ciphers, advanced over everything relayed so far (the
-    /// client→proxy one over every byte read; the proxy→client one untouched, since no byte
-    /// went down).
-    pub accepted: Accepted,
+    /// The client's side: a re-encrypting relay's client as [`ClientSide::Proxy`], its tag and
+    /// ciphers advanced over everything relayed so far (the client→proxy one over every byte
+    /// read; the proxy→client one untouched, since no byte went down); a plain transport's as
+    /// [`ClientSide::Plain`] (no ciphers to carry).
+    pub side: ClientSide,
     /// Every client byte since the start of its stream, plaintext, unprocessed: the `up` buffer
     /// of the next relay.
     pub up: RelayBuf,
@@ -391,9 +392,10 @@ impl Relay {
     ///
     /// Pass-through keeps none (the replay holds plaintext and would need the client's whole
     /// stream re-sent from its init): call [`Relay::reencrypt`] first on a start that may be
-    /// replayed (a pooled upstream). Plain keeps none either (a replay resumes from ciphers).
+    /// replayed (a pooled upstream). Plain keeps one like re-encryption (its `up` is plaintext
+    /// too, and a replay needs no client cipher).
     pub fn keep_replay(&mut self, buf: Option<RelayBuf>) {
-        if self.mode != RelayMode::Reencrypt {
+        if self.mode == RelayMode::PassThrough {
             return;
         }
         self.replay = Replay::keep(buf, self.up.unprocessed());
@@ -403,7 +405,7 @@ impl Relay {
     /// is something to keep: now if client bytes were read while connecting, else with the
     /// first ones [`Relay::step`] reads (a client that sends nothing holds none).
     pub fn arm_replay(&mut self, scratch: &Scratch) {
-        if self.mode != RelayMode::Reencrypt {
+        if self.mode == RelayMode::PassThrough {
             return;
         }
         if self.up.unprocessed().is_empty() {
@@ -441,19 +443,20 @@ impl Relay {
         let up = self.replay.take()?;
         let client_eof = !self.end.reads_client();
         self.release(scratch);
-        // Only a re-encrypting relay keeps a replay, and it has both client ciphers.
-        let (Some(decrypt), Some(encrypt)) = (self.client_dec, self.client_enc) else {
-            return None;
-        };
-        let accepted = Accepted {
-            tag: self.tag,
-            dc: self.init_dc,
-            secret_index: self.secret_index,
-            decrypt,
-            encrypt,
+        // Only a re-encrypting relay (both client ciphers) or a plain one keeps a replay.
+        let side = match (self.mode, self.client_dec, self.client_enc) {
+            (RelayMode::Plain, _, _) => ClientSide::Plain(self.tag),
+            (RelayMode::Reencrypt, Some(decrypt), Some(encrypt)) => ClientSide::Proxy(Accepted {
+                tag: self.tag,
+                dc: self.init_dc,
+                secret_index: self.secret_index,
+                decrypt,
+                encrypt,
+            }),
+            _ => return None,
         };
         Some(Resume {
-            accepted,
+            side,
             up,
             client_eof,
         })

@@ -7,7 +7,8 @@
 //!
 //! What a tier allows is the caller's to say: pass-through needs a fresh upstream that carries a
 //! raw MTProto transport to the DC. [`Relay`](super::Relay) falls back to re-encryption by
-//! itself when asked for an MTProto proxy's init or a replay (pooled upstreams).
+//! itself when asked for an MTProto proxy's init, and when the caller asks (`Relay::reencrypt`:
+//! a pooled start, whose request must stay replayable).
 
 use crate::mtproto::obfs2::{Accepted, Cipher, Tag, INIT_LEN};
 

@@ -207,10 +207,35 @@ fn plain_clients_have_no_client_cipher() {
         assert_eq!(rig.app_wire_out, packets.concat(), "the app sent plaintext");
         assert_eq!(rig.front_plain, packets.concat(), "{kind:?}");
         assert_eq!(rig.app_wire_in, down, "{kind:?}: plaintext down");
-        // A plain relay keeps no replay (it resumes from ciphers it has not got).
-        rig.relay.keep_replay(Some(RelayBuf::new(4096)));
-        assert!(!rig.relay.replayable());
     }
+}
+
+#[test]
+fn a_plain_client_on_a_pooled_start_is_replayable() {
+    // Regression: a plain relay kept no replay, so a plain client on a dead pooled upstream
+    // waited with no first-byte deadline (no wait tracked) instead of being replayed.
+    let mut rng = Rng::from_seed([14; 48]);
+    let req = packet(40, 3);
+    let mut up = RelayBuf::new(4096);
+    up.space()[..req.len()].copy_from_slice(&req);
+    up.fill(req.len());
+    let side = ClientSide::Plain(Tag::Intermediate);
+    let mut relay = Relay::with_client(
+        side,
+        2,
+        LinkKind::Raw,
+        up,
+        RelayBuf::new(4096),
+        false,
+        &mut rng,
+    );
+    relay.keep_replay(Some(RelayBuf::new(4096)));
+    assert!(relay.replayable(), "a plain relay keeps its replay");
+    let resume = relay
+        .rewind(&mut Scratch::new(1, None))
+        .expect("replayable");
+    assert!(matches!(resume.side, ClientSide::Plain(Tag::Intermediate)));
+    assert_eq!(resume.up.unprocessed(), &req[..]);
 }
 
 #[test]

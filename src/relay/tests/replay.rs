@@ -8,8 +8,8 @@ use super::*;
 /// Carries a rewound session on over a fresh `kind` upstream with `down` as its downstream
 /// buffer: the relay [`Relay::new`] builds from `resume`, the rig pointed at it by [`refront`].
 fn resume_on(rig: &mut Rig, resume: crate::relay::Resume, kind: LinkKind, down: RelayBuf) {
-    let relay = Relay::new(
-        resume.accepted,
+    let relay = Relay::with_client(
+        resume.side,
         2,
         kind,
         resume.up,
