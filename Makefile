@@ -23,7 +23,7 @@ CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 # `make dist` targets (all five by default); e.g. make dist DIST_TARGETS="mips-unknown-linux-musl"
 DIST_TARGETS ?= $(CROSS_ALL_TARGETS)
 
-.PHONY: help test lint demo bench bench-burst bench-returned bench-pit bench-freeze bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
+.PHONY: help test lint demo bench bench-burst bench-direct bench-returned bench-pit bench-freeze bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
 	cross-bench
 
 help:
@@ -33,6 +33,7 @@ help:
 	@echo "  make demo           release build, then examples/demo.rs: fake DC + real proxy + probes"
 	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
 	@echo "  make bench-burst    only the burst of new sessions, with its --handshake-pace 0 reference (\$$BENCH_ARGS appended)"
+	@echo "  make bench-direct   only issue 21's cheap relay end to end (reencrypt / passthrough / plain, tcp and ws; \$$BENCH_ARGS appended)"
 	@echo "  make bench-returned only the memory-returned bursts (600 masked, 600 relayed; glibc and musl), ~6 min"
 	@echo "  make bench-pit      run bench/pit.sh: the pit / flapping / Worker-requests A/B (report in target/bench/)"
 	@echo "  make bench-freeze   run bench/freeze.sh: the 16 KB freeze, both forms x three client behaviours (OLD=BIN adds a baseline)"
@@ -70,6 +71,9 @@ bench:
 
 bench-burst:
 	sh bench/run.sh --only burst --burst-ref $(BENCH_ARGS)
+
+bench-direct:
+	BENCH_MUSL=0 sh bench/run.sh --only direct $(BENCH_ARGS)
 
 bench-returned:
 	sh bench/run.sh --only returned $(BENCH_ARGS)

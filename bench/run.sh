@@ -11,7 +11,8 @@
 #
 # Extra arguments go to the driver, e.g. `bench/run.sh --large 200 --gib 0.5` for a quick run,
 # `bench/run.sh --only burst --burst-ref` for the burst alone (what `make bench-burst` runs),
-# `bench/run.sh --only returned` for the memory-returned bursts (`make bench-returned`).
+# `bench/run.sh --only returned` for the memory-returned bursts (`make bench-returned`),
+# `bench/run.sh --only direct` for issue 21's cheap relay end to end (`make bench-direct`).
 set -eu
 cd "$(dirname "$0")/.."
 

@@ -17,6 +17,11 @@
 //!   `--cg-ee` adds each tier with an ee (fake-TLS) secret, `--cg-handshakes N` the Ir per
 //!   session of N sessions opened and closed (plain, and ee with `--cg-ee`); `--cg-ee` also
 //!   adds ee to the strace transfers of `cpu`, which `--only strace` runs without the timed runs;
+//! * direct — issue 21's cheap relay end to end: on the tcp and the ws tier, a proxy client
+//!   with the secret (`reencrypt`), a SOCKS5 direct client (`passthrough`) and a SOCKS5 plain
+//!   abridged one (`plain`), each relaying `--gib` GiB over `--streams` sessions (proxy CPU
+//!   s/GiB) and `--cg-mib` MiB each way under callgrind (Ir per byte), with ratios to the proxy
+//!   client; the session records' `relay_mode` is checked per row (`bench/direct.rs`);
 //! * ee-idle — only when named (`--only ee-idle`): idle RSS with the plain and the ee secret,
 //!   and after `--ee-idle-n` sessions opened and closed (`bench/memory.rs`);
 //! * size — the release binary, and musl cross builds if `make cross-test` left any;
@@ -42,6 +47,10 @@
 
 #[path = "../tests/common/fakedc.rs"]
 mod fakedc;
+// The rig's packet session: plain (unobfuscated) and secretless clients for `direct`.
+#[allow(dead_code)]
+#[path = "../tests/common/mtsession.rs"]
+mod mtsession;
 
 #[path = "bench/burst.rs"]
 mod burst;
@@ -53,6 +62,8 @@ mod client;
 mod cpu;
 #[path = "bench/crypto.rs"]
 mod crypto;
+#[path = "bench/direct.rs"]
+mod direct;
 #[path = "bench/frames.rs"]
 mod frames;
 #[path = "bench/memory.rs"]
@@ -133,7 +144,7 @@ struct Opts {
     returned_secs: u64,
     returned_every: u64,
     returned_hold: u64,
-    /// Scenarios to run (`--only memory,frames,cpu,callgrind,size,burst,returned,soak`); empty = all
+    /// Scenarios to run (`--only memory,frames,cpu,callgrind,direct,size,burst,returned,soak`); empty = all
     /// but the soak, which runs only when named.
     only: Vec<String>,
 }
@@ -460,6 +471,10 @@ fn run(o: &Opts) -> Result<String, String> {
                 "### Instructions per relayed byte\n\nvalgrind not found: not measured.\n"
             );
         }
+    }
+    if o.only("direct") {
+        let rows = direct::run(o)?;
+        direct::report(&mut r, o, &rows);
     }
     if o.only("ee-idle") {
         let mut notes = Vec::new();

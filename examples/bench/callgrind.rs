@@ -22,10 +22,10 @@ use super::proxy::ProxyProc;
 use super::{check_live, client, crypto, step, tier_dc, Opts, MIB};
 
 /// Waits under valgrind: start-up and the `listening on` line, and the exit after SIGTERM.
-const VG_START: Duration = Duration::from_secs(120);
-const VG_EXIT: Duration = Duration::from_secs(120);
+pub const VG_START: Duration = Duration::from_secs(120);
+pub const VG_EXIT: Duration = Duration::from_secs(120);
 /// Bound on one transfer under callgrind (about 1 MiB/s at opt-level "z").
-const VG_TRANSFER: Duration = Duration::from_secs(600);
+pub const VG_TRANSFER: Duration = Duration::from_secs(600);
 
 /// One callgrind measurement of the proxy.
 pub struct IrRun {
@@ -69,7 +69,7 @@ fn out_dir() -> PathBuf {
     PathBuf::from("target/bench/callgrind")
 }
 
-fn valgrind(out: &Path) -> Vec<String> {
+pub fn valgrind(out: &Path) -> Vec<String> {
     vec![
         "valgrind".into(),
         "--tool=callgrind".into(),
@@ -79,7 +79,7 @@ fn valgrind(out: &Path) -> Vec<String> {
 }
 
 /// The `totals:` (or `summary:`) Ir count of a callgrind output file.
-fn total_ir(out: &Path) -> Result<u64, String> {
+pub fn total_ir(out: &Path) -> Result<u64, String> {
     let text = std::fs::read_to_string(out).map_err(|e| format!("read {}: {e}", out.display()))?;
     text.lines()
         .rev()
@@ -182,6 +182,7 @@ fn proxy_ir(
         &o.ca,
         secret,
         &proxy_args(tier, &dc, kind, 16),
+        None,
     )?;
     let mut clients = client::open_many_with(p.addr(), 0, 1, 1, secret)?;
     check_live(&mut p, &dc, 1, tier)?;
@@ -208,7 +209,7 @@ fn secret_of(kind: &str) -> &'static str {
 
 /// The proxy's arguments under callgrind: `--pool-size 0`; with ee, `--mask-host` on loopback
 /// (only given then, so a proxy from before fake-TLS takes the plain runs' arguments).
-fn proxy_args(tier: &str, dc: &FakeDc, kind: &str, max: usize) -> Vec<String> {
+pub fn proxy_args(tier: &str, dc: &FakeDc, kind: &str, max: usize) -> Vec<String> {
     let dc_flag = if tier == "ws" {
         "--dc-ip"
     } else {
@@ -251,6 +252,7 @@ fn handshake_ir(o: &Opts, kind: &'static str, n: usize) -> Result<u64, String> {
         &o.ca,
         secret,
         &proxy_args("tcp", &dc, kind, 64),
+        None,
     )?;
     let mut rng = tg_ws_proxy::rng::Rng::new().map_err(|e| format!("rng: {e}"))?;
     for i in 0..n {

@@ -18,6 +18,7 @@ use tg_ws_proxy::mtproto::packet;
 use tg_ws_proxy::rng::Rng;
 
 use super::fakedc::{bulk_request, BULK_KEY, SINK};
+use super::mtsession::MtSession;
 
 /// The bench secret (plain 32 hex); the proxy gets it through `TG_SECRET`.
 pub const SECRET: &str = "00112233445566778899aabbccddeeff";
@@ -318,12 +319,106 @@ pub fn transfer_within(
     })
 }
 
-/// Download only, through [`MtClient`] (so it works with an `ee` secret, whose stream
-/// [`transfer_within`]'s raw reader cannot unwrap): asks for `count` packets of `size` bytes and
-/// reads them, checking each one's length and sequence number. `limit` bounds the whole wait.
-/// The session is consumed; the bytes are socket bytes (with `ee`: TLS record headers included).
+/// A packet session the bulk helpers ([`download`], [`upload`]) drive: the probe applet's
+/// [`MtClient`] (proxy secret, ee, or none), or the test rig's `MtSession` over a
+/// [`Counted`] socket (a plain, unobfuscated transport too; `bench/direct.rs`).
+pub trait Wire {
+    /// Frames (and encrypts, if the transport does) one packet and writes it.
+    fn send_packet(&mut self, payload: &[u8]) -> io::Result<()>;
+    /// The next whole packet's payload, waiting until `deadline` at most.
+    fn recv_packet_until(&mut self, deadline: Instant) -> io::Result<Vec<u8>>;
+    /// Socket bytes written / read so far.
+    fn bytes_up(&self) -> usize;
+    fn bytes_down(&self) -> usize;
+    /// The socket (timeouts).
+    fn stream(&self) -> &TcpStream;
+}
+
+impl Wire for MtClient {
+    fn send_packet(&mut self, payload: &[u8]) -> io::Result<()> {
+        MtClient::send_packet(self, payload)
+    }
+    fn recv_packet_until(&mut self, deadline: Instant) -> io::Result<Vec<u8>> {
+        MtClient::recv_packet_until(self, deadline)
+    }
+    fn bytes_up(&self) -> usize {
+        MtClient::bytes_up(self)
+    }
+    fn bytes_down(&self) -> usize {
+        MtClient::bytes_down(self)
+    }
+    fn stream(&self) -> &TcpStream {
+        MtClient::stream(self)
+    }
+}
+
+/// A TCP socket that counts the bytes written to and read from it.
+pub struct Counted {
+    pub sock: TcpStream,
+    pub up: usize,
+    pub down: usize,
+}
+
+impl Counted {
+    pub fn new(sock: TcpStream) -> Counted {
+        Counted {
+            sock,
+            up: 0,
+            down: 0,
+        }
+    }
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        self.down += n;
+        Ok(n)
+    }
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.sock.write(buf)?;
+        self.up += n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.sock.flush()
+    }
+}
+
+impl Wire for MtSession<Counted> {
+    fn send_packet(&mut self, payload: &[u8]) -> io::Result<()> {
+        MtSession::send_packet(self, payload)
+    }
+    /// `MtSession` reads with the socket's own timeout: set to what is left before each packet.
+    fn recv_packet_until(&mut self, deadline: Instant) -> io::Result<Vec<u8>> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.sock.set_read_timeout(Some(left))?;
+        self.recv_packet()
+    }
+    fn bytes_up(&self) -> usize {
+        self.stream.up
+    }
+    fn bytes_down(&self) -> usize {
+        self.stream.down
+    }
+    fn stream(&self) -> &TcpStream {
+        &self.stream.sock
+    }
+}
+
+/// Download only, packet by packet through `c` (so it works with an `ee` secret, whose stream
+/// [`transfer_within`]'s raw reader cannot unwrap, and with any transport tag): asks for
+/// `count` packets of `size` bytes and reads them, checking each one's length and sequence
+/// number. `limit` bounds the whole wait. The bytes are socket bytes (with `ee`: TLS record
+/// headers included).
 pub fn download(
-    mut c: MtClient,
+    c: &mut impl Wire,
     count: u32,
     size: usize,
     limit: Duration,
@@ -348,8 +443,13 @@ pub fn download(
 
 /// Upload only: sends `count` packets of `size` bytes (multiple of 4, ≥ 8) that the fake DC
 /// swallows ([`SINK`]), then one 8-byte echo; its reply proves every packet arrived (one ordered
-/// stream). `limit` bounds each socket write and the wait for the echo. The session is consumed.
-pub fn upload(mut c: MtClient, count: u32, size: usize, limit: Duration) -> Result<Moved, String> {
+/// stream). `limit` bounds each socket write and the wait for the echo.
+pub fn upload(
+    c: &mut impl Wire,
+    count: u32,
+    size: usize,
+    limit: Duration,
+) -> Result<Moved, String> {
     let (up0, down0) = (c.bytes_up(), c.bytes_down());
     let _ = c.stream().set_write_timeout(Some(limit));
     let mut p = vec![0x3cu8; size.max(8).div_ceil(4) * 4];
@@ -386,6 +486,16 @@ pub fn transfer_all(
         .into_iter()
         .map(|c| std::thread::spawn(move || transfer(c, bulk, echo)))
         .collect();
+    let total = join_moved(hs);
+    let secs = t0.elapsed().as_secs_f64();
+    total.map(|t| (t, secs))
+}
+
+/// Joins transfer threads and adds up what they moved; a thread's failure (or panic) is the
+/// error (the last one seen), after every thread has been joined.
+pub fn join_moved(
+    hs: Vec<std::thread::JoinHandle<Result<Moved, String>>>,
+) -> Result<Moved, String> {
     let mut total = Moved::default();
     let mut err = None;
     for h in hs {
@@ -398,8 +508,7 @@ pub fn transfer_all(
             Err(_) => err = Some("transfer thread panicked".into()),
         }
     }
-    let secs = t0.elapsed().as_secs_f64();
-    err.map_or(Ok((total, secs)), Err)
+    err.map_or(Ok(total), Err)
 }
 
 /// Incremental intermediate-transport parser that keeps only a packet's first 12 bytes (an

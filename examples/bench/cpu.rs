@@ -154,14 +154,14 @@ pub fn runs(o: &Opts) -> Result<Vec<CpuRun>, String> {
 /// Runs `dir`'s transfer of `packets` packets on one session within `limit`; the session is
 /// consumed.
 pub fn move_one(
-    c: tg_ws_proxy::applet::probe::MtClient,
+    mut c: tg_ws_proxy::applet::probe::MtClient,
     dir: Dir,
     packets: u32,
     limit: Duration,
 ) -> Result<client::Moved, String> {
     match dir {
         Dir::Down => client::transfer_within(c, (packets, PACKET), (0, 0), limit),
-        Dir::Up => client::upload(c, packets, PACKET, limit),
+        Dir::Up => client::upload(&mut c, packets, PACKET, limit),
     }
 }
 
@@ -169,7 +169,7 @@ pub fn move_one(
 /// `callgrind::IrRun::kind`): downloads other than plain's go through [`client::download`]
 /// (`MtClient` unwraps the ee records).
 pub fn move_kind(
-    c: tg_ws_proxy::applet::probe::MtClient,
+    mut c: tg_ws_proxy::applet::probe::MtClient,
     kind: &str,
     dir: Dir,
     packets: u32,
@@ -177,7 +177,7 @@ pub fn move_kind(
 ) -> Result<client::Moved, String> {
     match (kind, dir) {
         ("plain", _) | (_, Dir::Up) => move_one(c, dir, packets, limit),
-        _ => client::download(c, packets, PACKET, limit),
+        _ => client::download(&mut c, packets, PACKET, limit),
     }
 }
 
@@ -214,34 +214,24 @@ fn transfer(
         .into_iter()
         .map(|c| std::thread::spawn(move || move_one(c, dir, packets, client::BULK_TIMEOUT)))
         .collect();
-    let (mut up, mut down, mut err) = (0, 0, None);
-    for h in hs {
-        match h.join() {
-            Ok(Ok(m)) => {
-                up += m.up;
-                down += m.down;
-            }
-            Ok(Err(e)) => err = Some(e),
-            Err(_) => err = Some("transfer thread panicked".into()),
-        }
-    }
+    let moved = client::join_moved(hs);
     let secs = t0.elapsed().as_secs_f64();
     let (u1, s1) = p.cpu_split();
     let n1 = p.cpu().1;
     let (r1, w1) = procfs::io_syscalls(p.pid()).unwrap_or((0, 0));
-    if let Some(e) = err {
-        return Err(format!(
+    let moved = moved.map_err(|e| {
+        format!(
             "throughput {tier} {}: {e}; proxy log tail:\n{}",
             dir.name(),
             p.tail()
-        ));
-    }
+        )
+    })?;
     Ok(CpuRun {
         rep,
         tier,
         dir,
-        up,
-        down,
+        up: moved.up,
+        down: moved.down,
         secs,
         utime: u1.saturating_sub(u0),
         stime: s1.saturating_sub(s0),

@@ -45,11 +45,12 @@ impl ProxyProc {
         secret: &str,
         args: &[String],
     ) -> Result<ProxyProc, String> {
-        Self::start_wrapped(&[], START_TIMEOUT, bin, ca, secret, args)
+        Self::start_wrapped(&[], START_TIMEOUT, bin, ca, secret, args, None)
     }
 
     /// [`ProxyProc::start`] as `wrapper… bin run …` (e.g. `valgrind --tool=callgrind …`; empty:
-    /// none), waiting up to `timeout` for the `listening on` line.
+    /// none), waiting up to `timeout` for the `listening on` line; with `events`, the session
+    /// records (`TG_EVENTS`, one JSON object per line) are appended to that file.
     pub fn start_wrapped(
         wrapper: &[String],
         timeout: Duration,
@@ -57,6 +58,7 @@ impl ProxyProc {
         ca: &Path,
         secret: &str,
         args: &[String],
+        events: Option<&Path>,
     ) -> Result<ProxyProc, String> {
         let mut cmd = match wrapper.split_first() {
             Some((w, rest)) => {
@@ -94,6 +96,7 @@ impl ProxyProc {
         .arg(ca)
         .args(args)
         .env("TG_SECRET", secret)
+        .envs(events.map(|e| ("TG_EVENTS", e)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

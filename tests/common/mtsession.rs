@@ -1,6 +1,7 @@
 //! A blocking obfuscated2 MTProto client over any `Read + Write` stream ([`MtSession`]), so the
 //! rig speaks MTProto inside its own fake-TLS stream ([`super::faketls::TlsClient`]) the way
-//! `applet::probe::MtClient` does over a bare TCP socket.
+//! `applet::probe::MtClient` does over a bare TCP socket. The bench driver includes it too
+//! (`examples/bench/direct.rs`: its secretless and plain clients).
 //!
 //! Owns only the plumbing: the init and ciphers come from `mtproto::obfs2` (§1.3 of
 //! docs/protocol.md), framing from `mtproto::framing`, `req_pq_multi`/`resPQ` from
