@@ -237,6 +237,23 @@ fn byte_exact_refusals_for_what_curl_never_asks() {
 }
 
 #[test]
+fn a_dc_address_of_a_dc_without_a_route_gets_rep_03_before_any_success() {
+    // 127.0.0.9 means DC 7: in the DC table (by --dc-addr) but no DC we have a route for.
+    let (proxy, socks) = start(&["--dc-addr", "127.0.0.9=7"]);
+    let request = [5, 1, 0, 1, 127, 0, 0, 9, 1, 187];
+    assert_eq!(
+        raw_request(socks, &request),
+        rep(3),
+        "REP 03, never REP 00 first"
+    );
+    assert!(
+        wait_until(T, || closed_as(&proxy, "unknown-dc") == 1),
+        "{}",
+        proxy.dump()
+    );
+}
+
+#[test]
 fn a_direct_client_through_socks5_reaches_its_dc_with_the_init_pipelined() {
     let dc = FakeDc::start_tcp(DcConfig::default());
     let tcp_dc = format!("2:{}", dc.addr());

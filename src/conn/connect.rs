@@ -104,9 +104,13 @@ impl Connecting {
         ctx: &mut Ctx<'_>,
     ) -> Connecting {
         let mut up = ctx.scratch.own_buffer(ctx.cfg.buf_size);
-        if !extra.is_empty() && ctx.scratch.attach(&mut up) {
+        if !extra.is_empty() {
             // What a direct client sent past its init (pipelined after SOCKS5): plaintext in
             // `up`, like every byte read while connecting. At most a SOCKS5 message's size.
+            // With the pool exhausted the bytes still get a (heap) buffer: never dropped.
+            if !ctx.scratch.attach(&mut up) {
+                up = RelayBuf::new(ctx.cfg.buf_size);
+            }
             let space = up.space();
             let n = extra.len().min(space.len());
             space[..n].copy_from_slice(&extra[..n]);

@@ -4,7 +4,8 @@
 //! exact DC table knows (`route::dc_table::DcTable::lookup`: flag, built-in or learned; never a
 //! packet's word and never a subnet); any other destination gets REP 02 and is never relayed.
 //! An allowed one gets the success reply at once, before anything is dialled, and the session
-//! goes on as a direct-transport client of that destination (`direct_hs`), with the bytes the
+//! goes on as a direct-transport client of that destination (a table address of a DC we have
+//! no route for gets REP 03 and a close as `unknown-dc` instead) (`direct_hs`), with the bytes the
 //! client pipelined after its request carried over. Every refusal is one rate-limited line and
 //! a close as `socks5-refused`.
 //! Owns [`Socks`] (the phase's state) and [`Conn::step_socks`].
@@ -17,6 +18,7 @@ use crate::error::CloseReason;
 use crate::net::io::{read_once, write_once, Io};
 use crate::net::socks5_server::{reply, Rep, Reply, Socks5, Socks5Step, MAX_MESSAGE};
 use crate::relay::end::client_read_failure;
+use crate::route::table::known_dc;
 
 /// After our reply is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,8 +107,19 @@ impl Conn {
                 }
                 Socks5Step::Send(r) => (r, Then::Read),
                 Socks5Step::Connect(dst) => {
-                    if ctx.dc_table.lookup(dst.ip()).is_some() {
+                    let dc = ctx.dc_table.lookup(dst.ip());
+                    if dc.is_some_and(|dc| known_dc(dc, ctx.cfg)) {
                         (reply(Rep::Succeeded, None), Then::Direct(dst))
+                    } else if let Some(dc) = dc {
+                        // A DC address of a DC we have no route for (a test DC, say): refused
+                        // before the success reply, not after it.
+                        self.log_bad(
+                            CloseReason::UnknownDc,
+                            format_args!("CONNECT to {dst}: {dc} is not a known DC (REP 03)"),
+                            ctx,
+                        );
+                        let close = Then::Close(CloseReason::UnknownDc);
+                        (reply(Rep::NetUnreachable, None), close)
                     } else {
                         ctx.unknown_dsts.record(dst.ip(), ctx.now);
                         self.log_bad(
