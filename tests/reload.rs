@@ -217,7 +217,9 @@ fn a_reload_with_nothing_changed_says_so() {
     assert_eq!(ev["result"], "applied", "{ev}");
     assert_eq!(ev["changed"], "", "{ev}");
     assert_eq!(ev["restart"], "", "{ev}");
-    // Kept on the log: "(no changes)" is the listing an operator reads.
+    // Kept on the log: "(no changes)" is the listing an operator reads. The line follows the
+    // event (the event is written inside the reload, the line by its caller): wait for it.
+    proxy.wait_log("reload: applied (no changes)", LOG_WAIT);
     assert_eq!(
         proxy.count_log("reload: applied (no changes)"),
         1,
