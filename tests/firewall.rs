@@ -183,6 +183,35 @@ fn an_install_nft_refuses_leaves_the_firewall_as_it_was() {
 }
 
 #[test]
+fn without_nft_install_and_remove_say_so_and_a_missing_interface_is_named() {
+    // Before any nft run: no namespace needed, and nothing is changed anywhere.
+    for verb in ["install", "remove"] {
+        let r = firewall(&[verb, "--transparent", "[::]:1444", "--nft", "/nonexistent/nft"]);
+        assert_eq!(r.code, Some(1), "{verb}: {r:?}");
+        assert!(
+            r.stderr.contains("/nonexistent/nft not found") && r.stderr.contains("install nftables"),
+            "{verb}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("refused"), "nft refused nothing: {}", r.stderr);
+    }
+    let r = firewall(&[
+        "install",
+        "--transparent",
+        "[::]:1444",
+        "--lan-iface",
+        "nosuchif0",
+        "--nft",
+        "/nonexistent/nft",
+    ]);
+    assert!(
+        r.stderr.contains("interface nosuchif0 does not exist now"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn ranges_come_from_the_file_else_the_cache_else_built_in() {
     netns::run_inside(
         "ranges_come_from_the_file_else_the_cache_else_built_in",

@@ -51,6 +51,7 @@ fn link_guesses_only_private_addresses_and_says_so_or_asks_for_link_ip() {
             explicit: None,
             listen: listen.parse().unwrap(),
             host_given,
+            flag: "--host",
         };
         let r = run_bin(args, &[("TG_SECRET", SECRET)], T);
         match choose_server(facts, &addrs) {

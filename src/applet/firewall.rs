@@ -100,6 +100,13 @@ pub fn main(mut args: Arguments) -> i32 {
                 print!("{text}");
                 return 0;
             }
+            for name in missing_ifaces(&parsed.config) {
+                eprintln!(
+                    "tg-ws-proxy: firewall: warning: interface {name} does not exist now: nothing \
+                     is redirected from it until it appears (br-lan is OpenWrt's LAN bridge; \
+                     elsewhere give --lan-iface)"
+                );
+            }
             install(&parsed.config.nft, &text, &summary)
         }
     }
@@ -179,8 +186,36 @@ pub fn render(cfg: &Config, iptables: bool) -> Result<(String, String), String> 
     Ok((text, summary))
 }
 
+/// Whether `nft` can be run at all (`--version`); the message says what to do when not.
+fn nft_present(nft: &Path) -> Result<(), String> {
+    match Command::new(nft)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!(
+            "{} not found or not runnable ({e}): install nftables, or give --nft PATH",
+            nft.display()
+        )),
+    }
+}
+
+/// The LAN interfaces of `cfg` that do not exist now (`/sys/class/net/NAME`): the redirect
+/// starts only when they appear, so `install` and `check` say so.
+pub fn missing_ifaces(cfg: &Config) -> Vec<String> {
+    cfg.lan_ifaces()
+        .into_iter()
+        .filter(|n| !Path::new("/sys/class/net").join(n).exists())
+        .collect()
+}
+
 /// `nft -c -f -` then `nft -f -` with `script`.
 fn install(nft: &Path, script: &str, summary: &str) -> i32 {
+    if let Err(e) = nft_present(nft) {
+        eprintln!("tg-ws-proxy: firewall: {e}; the firewall is unchanged");
+        return 1;
+    }
     if let Err(e) = run_nft(nft, &["-c", "-f", "-"], script) {
         eprintln!("tg-ws-proxy: firewall: nft refused the table; the firewall is unchanged:\n{e}");
         return 1;
@@ -198,6 +233,10 @@ fn install(nft: &Path, script: &str, summary: &str) -> i32 {
 
 /// Deletes our table if it is there.
 fn remove(nft: &Path) -> i32 {
+    if let Err(e) = nft_present(nft) {
+        eprintln!("tg-ws-proxy: firewall: {e}");
+        return 1;
+    }
     let listed = match run_nft(nft, &["list", "tables"], "") {
         Ok(out) => out,
         Err(e) => {

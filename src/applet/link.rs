@@ -97,6 +97,7 @@ fn links(mut args: Arguments) -> Result<Vec<String>, CliError> {
         ));
     }
     let facts = address::Facts {
+        flag: "--host",
         explicit: server.as_deref().or(c.link_ip.as_deref()),
         listen: c.listen.ip(),
         host_given: parsed.host_given,
@@ -139,6 +140,7 @@ fn socks5_facts<'a>(
     socks: SocketAddr,
 ) -> address::Facts<'a> {
     address::Facts {
+        flag: "--socks5",
         explicit: server.or(c.link_ip.as_deref()),
         listen: socks.ip(),
         host_given: true,
@@ -176,6 +178,7 @@ pub fn startup_links(
         return Err("--port 0: the port is known only once bound".into());
     }
     let facts = address::Facts {
+        flag: "--host",
         explicit: c.link_ip.as_deref(),
         listen: c.listen.ip(),
         host_given,

@@ -409,6 +409,7 @@ impl Draft {
             self.config.socks5_users = Some(users);
             notes.extend(note);
         }
+        notes.extend(way_in_notes(&self.config));
         let c = &mut self.config;
         if c.secrets.is_empty() {
             return Err(CliError::flag(
@@ -431,6 +432,29 @@ impl Draft {
             notes,
         })
     }
+}
+
+/// Warnings about the ways in that parse but cannot work as meant: a transparent listener on
+/// loopback (nftables' `redirect` delivers to the address the packet arrived at, never
+/// loopback), and `--socks5-auth` without `--socks5` (nothing listens).
+fn way_in_notes(c: &config::Config) -> Vec<Note> {
+    let mut notes = Vec::new();
+    if let Some(a) = c.transparent.filter(|a| a.ip().is_loopback()) {
+        notes.push((
+            Level::Warn,
+            format!(
+                "--transparent {a}: a loopback address never receives redirected connections \
+                 (they arrive at the LAN address): listen on 0.0.0.0, [::] or the LAN address"
+            ),
+        ));
+    }
+    if c.socks5_auth.is_some() && c.socks5.is_none() {
+        notes.push((
+            Level::Warn,
+            "--socks5-auth is set but --socks5 is not: no SOCKS5 listener runs".to_string(),
+        ));
+    }
+    notes
 }
 
 /// Two ways in on one address (a fixed port; port 0 picks a free one each): the flag to blame

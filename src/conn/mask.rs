@@ -57,6 +57,15 @@ pub enum MaskWhy {
 }
 
 impl MaskWhy {
+    /// The close line's first word: `masked` for a client that is not ours, `web` for a
+    /// transparent client's web traffic relayed to its own destination.
+    pub fn verb(self) -> &'static str {
+        match self {
+            MaskWhy::NotMtproto(_) => "web",
+            _ => "masked",
+        }
+    }
+
     /// Index into `stats::MASK_WHY_NAMES` (and `Stats::masked`).
     pub fn index(self) -> usize {
         match self {
@@ -433,7 +442,8 @@ impl Conn {
                 String::new()
             };
             warn!(
-                "masked {} why={why} to {target}: {what} reason={reason}{folded}",
+                "{} {} why={why} to {target}: {what} reason={reason}{folded}",
+                why.verb(),
                 self.peer
             );
         }
@@ -564,7 +574,8 @@ impl Conn {
         let dur = ctx.now.saturating_sub(self.started) as f64 / 1000.0;
         let end = if m.end.is_empty() { "-" } else { &m.end };
         info!(
-            "masked {} why={} to {} up={} down={} dur={dur:.1}s end={end} reason={reason}{folded}",
+            "{} {} why={} to {} up={} down={} dur={dur:.1}s end={end} reason={reason}{folded}",
+            m.why.verb(),
             self.peer,
             m.why,
             m.target,

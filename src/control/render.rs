@@ -188,10 +188,15 @@ fn table_tail(out: &mut String, s: &Status) {
         );
     }
     if let Some(r) = &s.tg_ranges {
-        let said = |x: &Option<(bool, String, u64)>| {
-            x.as_ref().map_or("none yet".to_string(), |(_, what, age)| {
+        let said = |x: &Option<(bool, String, u64)>, none: &str| {
+            x.as_ref().map_or(none.to_string(), |(_, what, age)| {
                 format!("{what} ({}s ago)", age / 1000)
             })
+        };
+        let no_fetch = if r.url.is_some() {
+            "none yet"
+        } else {
+            "none (no refresh)"
         };
         let _ = writeln!(
             out,
@@ -203,8 +208,11 @@ fn table_tail(out: &mut String, s: &Status) {
             r.url.as_deref().unwrap_or("off"),
             r.fetches,
             r.failures,
-            said(&r.last),
-            said(&r.nft)
+            said(&r.last, no_fetch),
+            said(
+                &r.nft,
+                "not updated by the proxy yet (`firewall install` sets them)"
+            )
         );
     }
     if let Some(l) = &s.shared_list {

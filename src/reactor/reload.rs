@@ -120,6 +120,7 @@ impl Reactor {
             self.s.listen = self.swap_listener(l);
         }
         self.swap_ways(ways);
+        Self::firewall_hint(&plan.applied, self.s.cfg.transparent.is_some());
         if self.listener.is_none() && self.bind_retry.waiting() {
             // Still waiting for the address: the next try uses the new one.
             self.retry_bind();
@@ -132,6 +133,26 @@ impl Reactor {
             reload_event("applied", &plan.applied, &plan.restart, listen)
         });
         Ok(plan.summary())
+    }
+
+    /// After a reload that changed what our nftables table is made of, one line saying the table
+    /// must follow (the proxy cannot change it: it may not even run as root); the OpenWrt service
+    /// re-installs it after every reload by itself.
+    fn firewall_hint(applied: &[&str], transparent: bool) {
+        let table: Vec<&str> = applied
+            .iter()
+            .copied()
+            .filter(|n| matches!(*n, "transparent" | "lan-iface" | "transparent-skip"))
+            .collect();
+        if table.is_empty() {
+            return;
+        }
+        let verb = if transparent { "install" } else { "remove" };
+        log::warn!(
+            "reload: {} changed: run `tg-ws-proxy firewall {verb}` so the firewall table follows \
+         (the OpenWrt service does it after a reload)",
+            table.join(", ")
+        );
     }
 
     /// Applies a validated `cfg` (restart-only settings already reset) to everything but the

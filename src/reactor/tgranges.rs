@@ -331,9 +331,26 @@ impl TgRefresh {
         } else if text.is_empty() {
             Err(format!("nft: {status}"))
         } else {
-            Err(format!("nft: {text}"))
+            Err(nft_failure(&text))
         };
         Some((done, list))
+    }
+}
+
+/// What a failed sets update says, in one short line: our table missing (nft's "No such file or
+/// directory" on the set) and a refused permission are named with what to do; anything else is
+/// nft's own first line.
+fn nft_failure(stderr: &str) -> String {
+    let first = stderr.split(" | ").next().unwrap_or(stderr);
+    if stderr.contains("No such file or directory") {
+        format!(
+            "table {} is not installed: run `tg-ws-proxy firewall install` (nft: {first})",
+            firewall::TABLE
+        )
+    } else if stderr.contains("Operation not permitted") {
+        format!("nft may not change the firewall here (needs CAP_NET_ADMIN) (nft: {first})")
+    } else {
+        format!("nft: {first}")
     }
 }
 
@@ -551,6 +568,21 @@ impl Reactor {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_failed_update_says_what_to_do_in_one_line() {
+        let missing = "/dev/stdin:1:16-26: Error: No such file or directory | flush set inet \
+                       tg_ws_proxy tg4 | ^^^^ | add element inet tg_ws_proxy tg4 { 1.2.3.0/24 }";
+        let m = super::nft_failure(missing);
+        assert!(
+            m.starts_with("table inet tg_ws_proxy is not installed: run"),
+            "{m}"
+        );
+        assert!(!m.contains("add element"), "one line, not the script: {m}");
+        let p = super::nft_failure("Error: Could not process rule: Operation not permitted");
+        assert!(p.contains("CAP_NET_ADMIN"), "{p}");
+        assert_eq!(super::nft_failure("x | y"), "nft: x");
+    }
+
     use super::*;
 
     #[test]

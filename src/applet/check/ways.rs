@@ -20,8 +20,11 @@ pub struct Facts {
     pub ranges: (String, usize, usize),
     /// `nft --version`'s first line, or why it did not run.
     pub nft: Result<String, String>,
-    /// Whether our table is installed now (`None`: not asked, or `nft` did not run).
-    pub table: Option<bool>,
+    /// Whether our table is installed now (`None`: not asked, or `nft` did not run): its
+    /// listing (`nft list table`), `Some(None)` when it is not installed.
+    pub table: Option<Option<String>>,
+    /// LAN interfaces of `--lan-iface` that do not exist now.
+    pub missing_ifaces: Vec<String>,
 }
 
 /// The facts for `cfg`: each listener address bound and released at once; `nft` asked only
@@ -36,26 +39,53 @@ pub fn facts(cfg: &Config) -> Facts {
     });
     let (r, source, _) = crate::reactor::load_ranges(cfg);
     let ranges = (source, r.v4().len(), r.v6().len());
-    if cfg.transparent.is_none() {
-        let nft = Err("not needed".into());
-        return Facts {
-            bind,
-            ranges,
-            nft,
-            table: None,
-        };
-    }
-    let nft = run(cfg, &["--version"]).map(|o| o.lines().next().unwrap_or("").to_string());
-    let (family, name) = TABLE.split_once(' ').unwrap_or(("inet", TABLE));
-    let table = nft
-        .is_ok()
-        .then(|| run(cfg, &["list", "table", family, name]).is_ok());
-    Facts {
+    let mut f = Facts {
         bind,
         ranges,
-        nft,
-        table,
+        nft: Err("not needed".into()),
+        table: None,
+        missing_ifaces: Vec::new(),
+    };
+    if cfg.transparent.is_none() {
+        return f;
     }
+    f.missing_ifaces = crate::applet::firewall::missing_ifaces(cfg);
+    f.nft = run(cfg, &["--version"]).map(|o| o.lines().next().unwrap_or("").to_string());
+    let (family, name) = TABLE.split_once(' ').unwrap_or(("inet", TABLE));
+    f.table = f
+        .nft
+        .is_ok()
+        .then(|| run(cfg, &["list", "table", family, name]).ok());
+    f
+}
+
+/// What an installed table's listing (`nft list table`) says against `cfg`: `Ok` when it
+/// redirects to the `--transparent` port from every `--lan-iface`, else what differs (a table
+/// left from before a reload that changed them).
+pub fn table_matches(listing: &str, cfg: &Config) -> Result<(), String> {
+    let want = cfg.transparent.map_or(0, |a| a.port()).to_string();
+    let ports: Vec<&str> = listing
+        .split("redirect to :")
+        .skip(1)
+        .map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap_or("")
+        })
+        .collect();
+    if ports.is_empty() || ports.iter().any(|p| *p != want) {
+        let got = ports.first().copied().unwrap_or("?");
+        return Err(format!("it redirects to :{got}, not :{want}"));
+    }
+    let absent: Vec<String> = cfg
+        .lan_ifaces()
+        .into_iter()
+        .filter(|n| !listing.contains(&format!("\"{n}\"")))
+        .collect();
+    if !absent.is_empty() {
+        return Err(format!("it does not redirect from {}", absent.join(", ")));
+    }
+    Ok(())
 }
 
 /// `nft ARGS`: its stdout, or why it failed.
@@ -99,19 +129,39 @@ fn transparent(cfg: &Config, addr: SocketAddr, free: &str, f: &Facts) -> String 
         Ok(v) => format!("nft: {}", v.trim()),
         Err(e) => format!("PROBLEM nft: {e} (install nftables: `firewall install` needs it)"),
     };
-    let table = match f.table {
-        Some(true) => "our table is installed",
-        Some(false) => "our table is NOT installed (`tg-ws-proxy firewall install`)",
-        None => "table unknown",
+    let table = match &f.table {
+        Some(Some(listing)) => match table_matches(listing, cfg) {
+            Ok(()) => "our table is installed".to_string(),
+            Err(why) => format!(
+                "PROBLEM our table is stale: {why} (run `tg-ws-proxy firewall install` after a \
+                 change)"
+            ),
+        },
+        Some(None) => "our table is NOT installed (`tg-ws-proxy firewall install`)".into(),
+        None => "table unknown".into(),
     };
+    let mut problems = String::new();
+    if addr.ip().is_loopback() {
+        problems.push_str(
+            "; PROBLEM a loopback address never gets redirected connections (they arrive at the \
+             LAN address): listen on 0.0.0.0, [::] or the LAN address",
+        );
+    }
+    if !f.missing_ifaces.is_empty() {
+        problems.push_str(&format!(
+            "; PROBLEM no such interface now: {} (nothing is redirected from it)",
+            f.missing_ifaces.join(", ")
+        ));
+    }
     format!(
-        "{addr} ({free}); LAN {}; ranges: {source}, {v4} IPv4 + {v6} IPv6; {nft}; {table}",
+        "{addr} ({free}); LAN {}; ranges: {source}, {v4} IPv4 + {v6} IPv6; {nft}; {table}{problems}",
         cfg.lan_ifaces().join(",")
     )
 }
 
 fn socks5(cfg: &Config, addr: SocketAddr, free: &str) -> String {
     let auth = match &cfg.socks5_users {
+        Some(u) if u.len() == 1 => "user/password required (1 user)".to_string(),
         Some(u) => format!("user/password required ({} users)", u.len()),
         None => "no authentication (anyone who reaches the address may use it)".to_string(),
     };
@@ -137,6 +187,7 @@ mod tests {
             ranges: ("built-in".into(), 9, 5),
             nft: Err("nft: No such file or directory".into()),
             table: None,
+            missing_ifaces: vec!["br-lan".into()],
         }
     }
 
@@ -156,10 +207,33 @@ mod tests {
             "{l:?}"
         );
         assert!(l[1].contains("PROBLEM nft"), "{l:?}");
+        assert!(
+            l[1].contains("PROBLEM no such interface now: br-lan"),
+            "{l:?}"
+        );
+        assert!(!l[1].contains("loopback"), "[::] is not loopback: {l:?}");
         assert!(l[2].contains("cannot bind now: Address in use"), "{l:?}");
         assert!(l[2].contains("no authentication"), "{l:?}");
+        cfg.transparent = Some("127.0.0.1:1444".parse().unwrap());
+        assert!(lines(&cfg, &facts_ok())[1].contains("PROBLEM a loopback address"));
         cfg.transparent = None;
         cfg.socks5 = None;
         assert_eq!(lines(&cfg, &facts_ok()).len(), 1, "only the proxy listener");
+    }
+
+    #[test]
+    fn an_installed_table_is_compared_with_the_flags() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.transparent = Some("[::]:1444".parse().unwrap());
+        let listing = "table inet tg_ws_proxy {\n\tchain prerouting {\n\t\tiifname \"br-lan\" \
+                       meta l4proto tcp ip daddr @tg4 redirect to :1444\n\t}\n}\n";
+        assert_eq!(table_matches(listing, &cfg), Ok(()));
+        cfg.transparent = Some("[::]:1446".parse().unwrap());
+        let e = table_matches(listing, &cfg).unwrap_err();
+        assert!(e.contains(":1444, not :1446"), "{e}");
+        cfg.transparent = Some("[::]:1444".parse().unwrap());
+        cfg.lan_ifaces = vec!["eth9".into()];
+        let e = table_matches(listing, &cfg).unwrap_err();
+        assert!(e.contains("eth9"), "{e}");
     }
 }

@@ -35,6 +35,8 @@ pub struct Facts<'a> {
     pub listen: IpAddr,
     /// `--host` was given (flag, variable or file).
     pub host_given: bool,
+    /// The flag `listen` came from, for the note: `--host`, or `--socks5` for its links.
+    pub flag: &'static str,
 }
 
 /// [`choose_server`] with this machine's addresses, read only when a guess is needed: with
@@ -63,7 +65,7 @@ pub fn choose_server(
     let v6_ok = facts.listen.is_ipv6();
     let family_ok = |ip: &IpAddr| ip.is_ipv4() || v6_ok;
     let why = if facts.host_given {
-        format!("--host is {}", facts.listen)
+        format!("{} is {}", facts.flag, facts.listen)
     } else {
         "--host not given".to_string()
     };
@@ -225,6 +227,7 @@ mod tests {
 
     fn facts(listen: &str, host_given: bool) -> Facts<'static> {
         Facts {
+            flag: "--host",
             explicit: None,
             listen: listen.parse().unwrap(),
             host_given,
