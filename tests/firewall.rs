@@ -186,14 +186,25 @@ fn an_install_nft_refuses_leaves_the_firewall_as_it_was() {
 fn without_nft_install_and_remove_say_so_and_a_missing_interface_is_named() {
     // Before any nft run: no namespace needed, and nothing is changed anywhere.
     for verb in ["install", "remove"] {
-        let r = firewall(&[verb, "--transparent", "[::]:1444", "--nft", "/nonexistent/nft"]);
+        let r = firewall(&[
+            verb,
+            "--transparent",
+            "[::]:1444",
+            "--nft",
+            "/nonexistent/nft",
+        ]);
         assert_eq!(r.code, Some(1), "{verb}: {r:?}");
         assert!(
-            r.stderr.contains("/nonexistent/nft not found") && r.stderr.contains("install nftables"),
+            r.stderr.contains("/nonexistent/nft not found")
+                && r.stderr.contains("install nftables"),
             "{verb}: {}",
             r.stderr
         );
-        assert!(!r.stderr.contains("refused"), "nft refused nothing: {}", r.stderr);
+        assert!(
+            !r.stderr.contains("refused"),
+            "nft refused nothing: {}",
+            r.stderr
+        );
     }
     let r = firewall(&[
         "install",

@@ -143,12 +143,18 @@ fn reload_adds_moves_and_removes_listeners_and_the_drain_closes_them() {
     reload(&proxy, 2);
     // The table is the owner's to follow (the proxy may not be root): said once.
     assert!(
-        proxy.wait_log("reload: transparent changed: run `tg-ws-proxy firewall install`", T),
+        proxy.wait_log(
+            "reload: transparent changed: run `tg-ws-proxy firewall install`",
+            T
+        ),
         "{}",
         proxy.dump()
     );
     // And the loopback address that never gets a redirected connection is warned about.
-    assert!(proxy.wait_log("--transparent 127.0.0.1:0: a loopback address never receives", T));
+    assert!(proxy.wait_log(
+        "--transparent 127.0.0.1:0: a loopback address never receives",
+        T
+    ));
     let st = ctl.status(&proxy);
     assert_eq!(listen(&st, "socks5"), None, "{st}");
     let transparent = listen(&st, "transparent").expect("transparent listener added");

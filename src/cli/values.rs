@@ -62,17 +62,15 @@ pub fn parse_prefix(s: &str) -> Result<(IpAddr, u8), String> {
     Ok((crate::route::tgranges::mask(ip, len), len))
 }
 
-/// A network interface name (`--lan-iface`): 1–15 bytes of letters, digits, `-`, `_`, `.`, `@`
-/// (Linux's IFNAMSIZ less the terminator; nothing an nftables script would have to quote).
+/// A network interface name (`--lan-iface`): what our nftables table may name
+/// (`route::firewall::valid_iface`: 1–15 bytes of letters, digits, `-`, `_`, `.`, not `.` or
+/// `..`), so a name the flag takes is one `firewall install` takes too.
 pub fn parse_iface(s: &str) -> Result<String, String> {
-    let ok = (1..=15).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'));
-    if ok {
+    if crate::route::firewall::valid_iface(s) {
         Ok(s.to_string())
     } else {
         Err(format!(
-            "'{s}' is not an interface name (1-15 letters, digits, - _ . @)"
+            "'{s}' is not an interface name (1-15 letters, digits, - _ .)"
         ))
     }
 }
@@ -274,7 +272,16 @@ mod tests {
         assert_eq!(p("fd00::1/64"), Ok("fd00::/64".into()));
         assert!(p("10.0.0.0/33").is_err() && p("fd00::/129").is_err() && p("x/8").is_err());
         assert_eq!(parse_iface("br-lan"), Ok("br-lan".into()));
-        for bad in ["", "a b", "eth0;", "sixteen-bytes-xx", "\"a\""] {
+        for bad in [
+            "",
+            "a b",
+            "eth0;",
+            "sixteen-bytes-xx",
+            "\"a\"",
+            "a@b",
+            ".",
+            "..",
+        ] {
             assert!(parse_iface(bad).is_err(), "{bad:?}");
         }
         assert_eq!(parse_url_or_off("OFF"), Ok(None));
