@@ -197,6 +197,10 @@ pub struct Config {
     /// Ordered tiers to try (`--tier-order`, default every tier:
     /// `ws,front,worker,cfproxy,mtproto,tcp`).
     pub tier_order: Vec<Tier>,
+    /// Ordered tiers for media DCs (`--media-tier-order`); `None` = the same as `tier_order`.
+    /// Media downloads are the heavy traffic: a router owner may send them down another tier
+    /// (a Worker's quota, a CF domain's throttling) than the control traffic.
+    pub media_tier_order: Option<Vec<Tier>>,
     /// Bound on TCP connect + TLS + WS upgrade for one `ws` attempt (`--ws-connect-timeout`, 10 s).
     pub ws_connect_timeout: Duration,
     /// Bound on a `tcp` tier connect (`--tcp-connect-timeout`, 10 s).
@@ -426,6 +430,15 @@ impl Config {
         }
     }
 
+    /// The tiers a session of `dc` tries, in order: `--media-tier-order` for a media DC when it
+    /// is set, else `--tier-order`.
+    pub fn tier_order_for(&self, dc: DcId) -> &[Tier] {
+        match &self.media_tier_order {
+            Some(order) if dc.media => order,
+            _ => &self.tier_order,
+        }
+    }
+
     /// The LAN interfaces our firewall table redirects: `--lan-iface`, or `br-lan` (OpenWrt's
     /// LAN bridge) when none is given.
     pub fn lan_ifaces(&self) -> Vec<String> {
@@ -481,6 +494,7 @@ impl Config {
             socks5_public: false,
             socks5_users: None,
             tier_order: Tier::ALL.to_vec(),
+            media_tier_order: None,
             ws_connect_timeout: Duration::from_secs(10),
             tcp_connect_timeout: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(10),
@@ -589,6 +603,7 @@ settings! {
     secrets => "secrets",
     listen => "listen",
     tier_order => "tier-order",
+    media_tier_order => "media-tier-order",
     ws_addrs => "dc-ip",
     tcp_addrs => "tcp-dc-ip",
     dc_addrs => "dc-addr",

@@ -432,3 +432,25 @@ fn worker_look_alike_pipes_a_plain_stream_to_dst_and_obeys_its_faults() {
     assert_eq!(dc.inits(), 1);
     assert!(w.violations().is_empty(), "{:?}", w.violations());
 }
+
+/// `--media-tier-order`: media sessions (DC -2) take their own order, the others keep
+/// `--tier-order`; each tier's fake DC sees only its own.
+#[test]
+fn media_sessions_follow_the_media_tier_order() {
+    let ws = FakeDc::start_tls_ws(DcConfig::default());
+    let tcp = FakeDc::start_tcp(DcConfig::default());
+    let mut extra = vec![
+        s("--tier-order"),
+        s("ws"),
+        s("--media-tier-order"),
+        s("tcp"),
+    ];
+    extra.extend(ws_flag(ws.addr()));
+    extra.extend(tcp_flag(&tcp));
+    let p = proxy(&extra);
+    assert_ok(&probe(&p, 2), &p);
+    assert_eq!((ws.inits(), tcp.inits()), (1, 0), "DC 2 over ws");
+    assert_ok(&probe(&p, -2), &p);
+    assert_eq!((ws.inits(), tcp.inits()), (1, 1), "media DC 2 over tcp");
+    assert_eq!(tcp.init_dcs(), vec![(Tag::Intermediate, -2)]);
+}

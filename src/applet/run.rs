@@ -137,19 +137,25 @@ pub fn summary(c: &Config) -> Vec<String> {
 fn head_line(c: &Config) -> String {
     let secrets: Vec<String> = c.secrets.iter().map(|s| s.masked()).collect();
     // Skip tiers with nothing configured so the line says what will really be tried.
-    let tiers: Vec<&str> = c
-        .tier_order
-        .iter()
-        .filter(|&&t| c.tier_configured(t))
-        .map(|t| t.name())
-        .collect();
+    let names = |order: &[crate::config::Tier]| {
+        let n: Vec<&str> = order
+            .iter()
+            .filter(|&&t| c.tier_configured(t))
+            .map(|t| t.name())
+            .collect();
+        n.join(",")
+    };
+    let mut tiers = names(&c.tier_order);
+    if let Some(media) = &c.media_tier_order {
+        tiers = format!("{tiers} (media {})", names(media));
+    }
     format!(
         "tg-ws-proxy {} on {}: {} secret(s) [{}], tiers {}, max {} sessions, buffers {} KiB",
         env!("CARGO_PKG_VERSION"),
         c.listen,
         c.secrets.len(),
         secrets.join(", "),
-        tiers.join(","),
+        tiers,
         c.max_connections,
         c.buf_size / 1024,
     )

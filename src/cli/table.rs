@@ -167,6 +167,13 @@ const LISTEN_UPSTREAM: &[Opt] = &[
         kind: Value(|d, s| parse_tier_order(s).map(|t| d.config.tier_order = t)),
     },
     Opt {
+        reload: Live, long: "--media-tier-order", short: None, aliases: &[], env: &["TG_MEDIA_TIER_ORDER"],
+        meta: "LIST", default: "as --tier-order", group: Upstream,
+        help: "tiers to try for media DCs (downloads: DC -N), in order, e.g. to keep the heavy \
+               traffic off a Worker's daily quota",
+        kind: Value(|d, s| parse_tier_order(s).map(|t| d.config.media_tier_order = Some(t))),
+    },
+    Opt {
         reload: Live, long: "--cf-priority", short: None, aliases: &[], env: &["TG_CF_PRIORITY"],
         meta: "", default: "off", group: Upstream,
         help: "Cloudflare tiers first: worker,cfproxy,ws,front,mtproto,tcp (--tier-order wins)",
@@ -271,8 +278,9 @@ mod tests {
     use super::*;
 
     /// Defaults shown as words rather than as a value the flag would accept.
-    const DESCRIBED_DEFAULTS: [&str; 9] = [
+    const DESCRIBED_DEFAULTS: [&str; 10] = [
         "none",
+        "as --tier-order",
         "built in",
         "Telegram's cidr.txt",
         "the original's GitHub list",

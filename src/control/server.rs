@@ -425,10 +425,11 @@ impl Reactor {
     /// domain configured for it), if so.
     fn tier_unused(&self, t: Tier) -> Option<String> {
         let cfg = &self.s.cfg;
-        if !cfg.tier_order.contains(&t) {
+        let media = cfg.media_tier_order.as_deref().unwrap_or(&[]);
+        if !cfg.tier_order.contains(&t) && !media.contains(&t) {
             let order: Vec<&str> = cfg.tier_order.iter().map(|t| t.name()).collect();
             return Some(format!(
-                "the tier is not in --tier-order ({})",
+                "the tier is not in --tier-order ({}) or --media-tier-order",
                 order.join(",")
             ));
         }

@@ -399,7 +399,7 @@ mod tests {
             }
             "ca-file" => concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
             "cf-domain-list-port" => "8443",
-            "tier-order" => "tcp",
+            "tier-order" | "media-tier-order" => "tcp",
             "tls-cipher" => "chacha20",
             "outbound-proxy" => "socks5://127.0.0.1:1080",
             "handshake-burst" | "pool-size" | "max-connections" => "2",

@@ -299,7 +299,7 @@ impl Table {
     /// tier and target, appending the others.
     fn derive(&mut self, dc: DcId, cfg: &Config, listen: SocketAddr) -> Vec<usize> {
         let mut ids = Vec::new();
-        for &tier in &cfg.tier_order {
+        for &tier in cfg.tier_order_for(dc) {
             for target in targets(tier, dc, cfg) {
                 if let Target::Ws { addr, .. } | Target::Front { addr, .. } | Target::Tcp { addr } =
                     &target
@@ -543,6 +543,30 @@ mod tests {
         let mut t = Table::new();
         let ids = t.routes_for(dc2(), &cfg, "0.0.0.0:1443".parse().unwrap());
         assert!(ids.iter().all(|&i| t.routes[i].tier != Tier::Ws));
+    }
+
+    #[test]
+    fn media_dcs_follow_the_media_tier_order_when_it_is_set() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::Ws, Tier::Tcp];
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let tiers = |cfg: &Config, dc: i16| {
+            let mut t = Table::new();
+            let ids = t.routes_for(DcId::from_index(dc).unwrap(), cfg, listen);
+            ids.iter().map(|&i| t.routes[i].tier).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            tiers(&cfg, -2),
+            vec![Tier::Ws, Tier::Tcp],
+            "unset: as --tier-order"
+        );
+        cfg.media_tier_order = Some(vec![Tier::Tcp]);
+        assert_eq!(tiers(&cfg, -2), vec![Tier::Tcp], "media DC 2");
+        assert_eq!(
+            tiers(&cfg, 2),
+            vec![Tier::Ws, Tier::Tcp],
+            "non-media keeps its order"
+        );
     }
 
     #[test]
