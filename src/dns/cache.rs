@@ -195,9 +195,9 @@ impl Core {
         match resp.rcode {
             RCODE_NOERROR => match resp.addrs.first() {
                 Some(ip) => Some(self.succeed(i, *ip, resp.ttl, now)),
-                None => Some(self.fail(i, "no A record".into(), now)),
+                None => Some(self.fail_for(i, "no A record".into(), zone_neg(&resp), now)),
             },
-            RCODE_NXDOMAIN => Some(self.fail(i, "NXDOMAIN".into(), now)),
+            RCODE_NXDOMAIN => Some(self.fail_for(i, "NXDOMAIN".into(), zone_neg(&resp), now)),
             rcode => {
                 let what = match rcode {
                     1 => "FORMERR",
@@ -430,7 +430,13 @@ impl Core {
     /// kept (refresh retried in half a negative TTL); otherwise the name is negatively cached
     /// for `negative_ttl_ms`.
     fn fail(&mut self, i: usize, reason: String, now: u64) -> String {
-        let neg = self.cfg.negative_ttl_ms;
+        self.fail_for(i, reason, None, now)
+    }
+
+    /// [`Core::fail`] with the zone's own negative TTL (`zone_ms`, from the SOA of an
+    /// NXDOMAIN / NODATA answer, RFC 2308 §5) in place of `negative_ttl_ms` where it was given.
+    fn fail_for(&mut self, i: usize, reason: String, zone_ms: Option<u64>, now: u64) -> String {
+        let neg = zone_ms.unwrap_or(self.cfg.negative_ttl_ms);
         self.counters.failures += 1;
         let e = &mut self.entries[i];
         // Judged while the query still counts as running, so the grace period applies.
@@ -454,6 +460,16 @@ impl Core {
         }
         e.name.clone()
     }
+}
+
+/// Longest negative TTL a zone's SOA may set (ms): RFC 2308 §5 suggests at most 3 hours; a
+/// zone asking for more gets this.
+const MAX_ZONE_NEGATIVE_MS: u64 = 3 * 3600 * 1000;
+
+/// The negative TTL (ms) a negative answer's SOA gives, floored and capped.
+fn zone_neg(resp: &wire::Response) -> Option<u64> {
+    resp.negative_ttl
+        .map(|s| (u64::from(s) * 1000).clamp(TTL_FLOOR_MS, MAX_ZONE_NEGATIVE_MS))
 }
 
 /// Whether `e`'s address answer may be served at `now` (see [`Answer::Addr`]).

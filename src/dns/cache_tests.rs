@@ -367,3 +367,67 @@ fn full_cache_evicts_least_recently_used_unwatched() {
         Lookup::Failed("dns cache full".into())
     );
 }
+
+/// An NXDOMAIN for `q` whose authority section holds the zone's SOA with record TTL `ttl` and
+/// MINIMUM `minimum` (seconds).
+fn nxdomain_with_soa(q: &Send, ttl: u32, minimum: u32) -> Vec<u8> {
+    let mut p = response(&q.packet, 0x8183, &[]);
+    p[8..10].copy_from_slice(&1u16.to_be_bytes()); // NSCOUNT
+    p.extend_from_slice(&[0xc0, 12]); // owner: the question name (close enough for a zone)
+    p.extend_from_slice(&6u16.to_be_bytes()); // SOA
+    p.extend_from_slice(&1u16.to_be_bytes()); // IN
+    p.extend_from_slice(&ttl.to_be_bytes());
+    let mut rdata = b"\x02ns\x00\x04host\x00".to_vec(); // MNAME, RNAME
+    for v in [1u32, 7200, 3600, 1_209_600, minimum] {
+        rdata.extend_from_slice(&v.to_be_bytes()); // SERIAL REFRESH RETRY EXPIRE MINIMUM
+    }
+    p.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    p.extend_from_slice(&rdata);
+    p
+}
+
+#[test]
+fn nxdomain_is_cached_for_the_zones_negative_ttl() {
+    // kws2-1.<a CF domain> that does not exist: one query per zone negative TTL, however many
+    // media sessions ask meanwhile.
+    let name = "kws2-1.example.com";
+    let mut c = core();
+    let mut out = Vec::new();
+    let mut queries = 0;
+    c.lookup(name, 0, &mut out);
+    queries += out.len();
+    let q = out.pop().unwrap();
+    // min(TTL 300, MINIMUM 900) = 300 s (RFC 2308 §5).
+    assert!(c
+        .on_datagram(q.to, &nxdomain_with_soa(&q, 300, 900), 1, &mut out)
+        .is_some());
+    for now in (2..300_000).step_by(997) {
+        assert_eq!(
+            c.lookup(name, now, &mut out),
+            Lookup::Failed("NXDOMAIN".into())
+        );
+    }
+    queries += out.len();
+    assert_eq!(
+        queries, 1,
+        "no repeated query inside the zone's negative TTL"
+    );
+    assert_eq!(c.lookup(name, 300_002, &mut out), Lookup::Pending);
+    assert_eq!(out.len(), 1, "asked again once it passed");
+    // A zone asking for less than the floor or more than 3 h is held to 1 s .. 3 h.
+    let q = out.pop().unwrap();
+    c.on_datagram(
+        q.to,
+        &nxdomain_with_soa(&q, 86_400, 86_400),
+        300_003,
+        &mut out,
+    );
+    assert_eq!(
+        c.lookup(name, 300_002 + 3 * 3600 * 1000, &mut out),
+        Lookup::Failed("NXDOMAIN".into())
+    );
+    assert_eq!(
+        c.lookup(name, 300_004 + 3 * 3600 * 1000, &mut out),
+        Lookup::Pending
+    );
+}

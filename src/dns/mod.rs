@@ -82,8 +82,10 @@ pub struct ResolverConfig {
     pub min_ttl_ms: u64,
     /// TTL ceiling (default 1 h).
     pub max_ttl_ms: u64,
-    /// How long NXDOMAIN / NODATA / all-tries-failed is remembered (default 60 s); also the
-    /// grace an old answer is served past its expiry while a refresh runs or after it failed.
+    /// How long NXDOMAIN / NODATA / all-tries-failed is remembered (default 60 s) — an NXDOMAIN
+    /// or NODATA whose authority section carries the zone's SOA is remembered for the zone's
+    /// own negative TTL instead (RFC 2308 §5, 1 s to 3 h); also the grace an old answer is
+    /// served past its expiry while a refresh runs or after it failed.
     pub negative_ttl_ms: u64,
     /// Refresh an answer once this share of its TTL has passed (default 80; clamped to 10–100).
     pub refresh_ahead_pct: u32,

@@ -16,6 +16,9 @@ pub const TYPE_A: u16 = 1;
 pub const TYPE_CNAME: u16 = 5;
 /// RR type AAAA (RFC 3596 §2.1).
 pub const TYPE_AAAA: u16 = 28;
+/// SOA (RFC 1035 §3.3.13): in the authority section of a negative answer it gives the zone's
+/// negative TTL (RFC 2308 §5).
+pub const TYPE_SOA: u16 = 6;
 /// Class IN.
 const CLASS_IN: u16 = 1;
 
@@ -89,6 +92,10 @@ pub struct Response {
     /// Smallest TTL (seconds) along the chain and over `addrs`; 0 when `addrs` is empty. TTLs
     /// with the top bit set count as 0 (RFC 2181 §8).
     pub ttl: u32,
+    /// The zone's negative TTL (seconds) when the authority section carries its SOA: the lesser
+    /// of the SOA record's TTL and its MINIMUM field (RFC 2308 §5). `None` without one (or when
+    /// the answer section was longer than we read).
+    pub negative_ttl: Option<u32>,
 }
 
 /// Builds a standard query (opcode QUERY, RD set) with one question `name`/`qtype`/IN.
@@ -193,6 +200,13 @@ pub fn parse_response(pkt: &[u8]) -> Result<Response, WireError> {
     }
 
     let (addrs, ttl) = follow_chain(&records, &qname, qtype);
+    let nscount = be16(pkt, 8)? as usize;
+    let negative_ttl = if ancount <= MAX_ANSWERS {
+        // A malformed authority section spoils no answer: no zone TTL then.
+        soa_negative_ttl(pkt, pos, nscount).unwrap_or(None)
+    } else {
+        None
+    };
     Ok(Response {
         id,
         rcode: (flags & 0xf) as u8,
@@ -201,7 +215,43 @@ pub fn parse_response(pkt: &[u8]) -> Result<Response, WireError> {
         qtype,
         addrs,
         ttl,
+        negative_ttl,
     })
+}
+
+/// The negative TTL an SOA in the authority section (its `nscount` records from `pos`) gives:
+/// min(TTL, MINIMUM) of the first SOA of class IN (RFC 2308 §5); its RDATA is MNAME, RNAME,
+/// then SERIAL, REFRESH, RETRY, EXPIRE, MINIMUM (RFC 1035 §3.3.13).
+fn soa_negative_ttl(pkt: &[u8], mut pos: usize, nscount: usize) -> Result<Option<u32>, WireError> {
+    for _ in 0..nscount.min(MAX_ANSWERS) {
+        let mut owner = String::new();
+        pos = read_name(pkt, pos, &mut owner)?;
+        let rtype = be16(pkt, pos)?;
+        let class = be16(pkt, pos + 2)?;
+        let raw_ttl = u32::from_be_bytes(take::<4>(pkt, pos + 4)?);
+        let rdlen = be16(pkt, pos + 8)? as usize;
+        let rdata_at = pos + 10;
+        let end = rdata_at + rdlen;
+        pkt.get(rdata_at..end).ok_or(WireError::Truncated)?;
+        pos = end;
+        if rtype != TYPE_SOA || class != CLASS_IN {
+            continue;
+        }
+        let (mut mname, mut rname) = (String::new(), String::new());
+        let at = read_name(pkt, rdata_at, &mut mname)?;
+        let at = read_name(pkt, at, &mut rname)?;
+        if at + 20 > end {
+            return Err(WireError::BadRecord);
+        }
+        let minimum = u32::from_be_bytes(take::<4>(pkt, at + 16)?);
+        let ttl = if raw_ttl & 0x8000_0000 != 0 {
+            0
+        } else {
+            raw_ttl
+        };
+        return Ok(Some(ttl.min(minimum)));
+    }
+    Ok(None)
 }
 
 /// One answer record we care about.
@@ -427,6 +477,41 @@ pub(crate) mod tests {
             ],
         );
         assert!(parse_response(&p).unwrap().addrs.is_empty());
+    }
+
+    #[test]
+    fn the_zones_negative_ttl_comes_from_the_soa_in_the_authority_section() {
+        let q = encode_query(7, "kws2-1.example.com", TYPE_A).unwrap();
+        let with_soa = |ttl: u32, minimum: u32, cut: usize| {
+            let mut p = response(&q, 0x8183, &[]);
+            p[8..10].copy_from_slice(&1u16.to_be_bytes());
+            p.extend_from_slice(&QNAME);
+            p.extend_from_slice(&TYPE_SOA.to_be_bytes());
+            p.extend_from_slice(&CLASS_IN.to_be_bytes());
+            p.extend_from_slice(&ttl.to_be_bytes());
+            let mut rdata = b"\x02ns\x00\x04host\x00".to_vec();
+            for v in [1u32, 2, 3, 4, minimum] {
+                rdata.extend_from_slice(&v.to_be_bytes());
+            }
+            rdata.truncate(rdata.len() - cut);
+            p.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+            p.extend_from_slice(&rdata);
+            p
+        };
+        // RFC 2308 §5: the lesser of the SOA's TTL and its MINIMUM.
+        assert_eq!(
+            parse_response(&with_soa(300, 900, 0)).unwrap().negative_ttl,
+            Some(300)
+        );
+        assert_eq!(
+            parse_response(&with_soa(3600, 60, 0)).unwrap().negative_ttl,
+            Some(60)
+        );
+        // A short SOA spoils nothing but the zone TTL.
+        let r = parse_response(&with_soa(300, 900, 3)).unwrap();
+        assert_eq!((r.rcode, r.negative_ttl), (3, None));
+        let bare = parse_response(&response(&q, 0x8183, &[])).unwrap();
+        assert_eq!(bare.negative_ttl, None);
     }
 
     #[test]
