@@ -28,6 +28,8 @@ const MAX_STEP: Duration = Duration::from_millis(50);
 enum Rec {
     A([u8; 4], u32),
     Nx,
+    /// NXDOMAIN with the zone's SOA in the authority section: its TTL and MINIMUM (seconds).
+    NxSoa(u32, u32),
     ServFail,
 }
 
@@ -115,6 +117,9 @@ fn serve(sock: UdpSocket, state: Arc<Mutex<State>>, stop: Arc<AtomicBool>) {
         };
         match rec {
             Rec::Nx => drop(sock.send_to(&reply(query, 3, None), from)),
+            Rec::NxSoa(ttl, minimum) => {
+                drop(sock.send_to(&with_soa(reply(query, 3, None), ttl, minimum), from))
+            }
             Rec::ServFail => drop(sock.send_to(&reply(query, 2, None), from)),
             Rec::A(ip, ttl) => {
                 if spoof {
@@ -129,6 +134,21 @@ fn serve(sock: UdpSocket, state: Arc<Mutex<State>>, stop: Arc<AtomicBool>) {
             }
         }
     }
+}
+
+/// `p` (a reply with no records) with one SOA in its authority section (RFC 1035 §3.3.13):
+/// owner the question name, record TTL `ttl`, MINIMUM `minimum`.
+fn with_soa(mut p: Vec<u8>, ttl: u32, minimum: u32) -> Vec<u8> {
+    p[9] = 1; // NSCOUNT
+    p.extend_from_slice(&[0xc0, 12, 0, 6, 0, 1]);
+    p.extend_from_slice(&ttl.to_be_bytes());
+    let mut rdata = b"\x02ns\x00\x04host\x00".to_vec();
+    for v in [1u32, 7200, 3600, 1_209_600, minimum] {
+        rdata.extend_from_slice(&v.to_be_bytes());
+    }
+    p.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+    p.extend_from_slice(&rdata);
+    p
 }
 
 /// (lowercase question name, end of the question section) of a query.
@@ -308,6 +328,40 @@ fn nxdomain_is_negatively_cached() {
         Lookup::Failed("NXDOMAIN".into())
     );
     assert_eq!(ns.queries("nx.test").len(), 1);
+}
+
+#[test]
+fn nxdomain_is_cached_for_the_zones_negative_ttl_not_the_default() {
+    // A kwsN-1 name the CF domain does not have: the zone says 1 s (min(TTL 1, MINIMUM 900)),
+    // the resolver's own default is 60 s. Asked again right after 1 s, never before.
+    let ns = FakeDns::start();
+    ns.set("kws2-1.example.com", Rec::NxSoa(1, 900));
+    let mut d = Driver::new(config("nxsoa", vec![ns.addr]));
+    let name = "kws2-1.example.com";
+    assert_eq!(d.resolve(name), Lookup::Failed("NXDOMAIN".into()));
+    let first = Instant::now();
+    while first.elapsed() < Duration::from_millis(800) {
+        assert_eq!(
+            d.res.lookup(name, d.now()),
+            Lookup::Failed("NXDOMAIN".into())
+        );
+        d.step();
+    }
+    assert_eq!(
+        ns.queries(name).len(),
+        1,
+        "no query inside the zone's negative TTL"
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while d.res.lookup(name, d.now()) != Lookup::Pending {
+        assert!(
+            Instant::now() < until,
+            "not asked again after the zone's 1 s"
+        );
+        d.step();
+    }
+    d.wait(name, Duration::from_secs(5));
+    assert_eq!(ns.queries(name).len(), 2);
 }
 
 #[test]
