@@ -78,8 +78,10 @@ fn reloads(proxy: &Proxy, result: &str) -> usize {
         .count()
 }
 
-/// The first log line containing `needle`, or "" if none has.
+/// The first log line containing `needle` (waited for up to [`LOG_WAIT`]: a reload's line
+/// follows its event), or "" if none came.
 fn first_log(proxy: &Proxy, needle: &str) -> String {
+    proxy.wait_log(needle, LOG_WAIT);
     proxy
         .logs()
         .into_iter()

@@ -561,6 +561,9 @@ pub fn temp_dir() -> PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("tg-ws-proxy-test-{}-{n}", std::process::id()));
+    // A directory of an earlier run whose process had the same pid may still be there, with
+    // whatever its test left in it (a directory where a file is expected): start empty.
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create test temp dir");
     dir
 }
