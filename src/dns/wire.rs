@@ -153,22 +153,17 @@ pub fn parse_response(pkt: &[u8]) -> Result<Response, WireError> {
 
     let mut records: Vec<Record> = Vec::new();
     for _ in 0..ancount.min(MAX_ANSWERS) {
-        let mut owner = String::new();
-        pos = read_name(pkt, pos, &mut owner)?;
-        let rtype = be16(pkt, pos)?;
-        let class = be16(pkt, pos + 2)?;
-        let raw_ttl = u32::from_be_bytes(take::<4>(pkt, pos + 4)?);
-        let rdlen = be16(pkt, pos + 8)? as usize;
-        let rdata_at = pos + 10;
-        let rdata = pkt
-            .get(rdata_at..rdata_at + rdlen)
-            .ok_or(WireError::Truncated)?;
-        pos = rdata_at + rdlen;
-        let ttl = if raw_ttl & 0x8000_0000 != 0 {
-            0
-        } else {
-            raw_ttl
-        };
+        let rr = read_rr(pkt, pos)?;
+        pos = rr.end;
+        let RrHeader {
+            owner,
+            rtype,
+            class,
+            ttl,
+            rdata_at,
+            end,
+        } = rr;
+        let rdata = &pkt[rdata_at..end];
         if class != CLASS_IN {
             continue;
         }
@@ -184,7 +179,7 @@ pub fn parse_response(pkt: &[u8]) -> Result<Response, WireError> {
             TYPE_CNAME => {
                 let mut target = String::new();
                 // The name may be compressed, but its own bytes must stay inside the RDATA.
-                if read_name(pkt, rdata_at, &mut target)? > rdata_at + rdlen {
+                if read_name(pkt, rdata_at, &mut target)? > end {
                     return Err(WireError::BadRecord);
                 }
                 Data::Cname(target)
@@ -224,34 +219,61 @@ pub fn parse_response(pkt: &[u8]) -> Result<Response, WireError> {
 /// then SERIAL, REFRESH, RETRY, EXPIRE, MINIMUM (RFC 1035 §3.3.13).
 fn soa_negative_ttl(pkt: &[u8], mut pos: usize, nscount: usize) -> Result<Option<u32>, WireError> {
     for _ in 0..nscount.min(MAX_ANSWERS) {
-        let mut owner = String::new();
-        pos = read_name(pkt, pos, &mut owner)?;
-        let rtype = be16(pkt, pos)?;
-        let class = be16(pkt, pos + 2)?;
-        let raw_ttl = u32::from_be_bytes(take::<4>(pkt, pos + 4)?);
-        let rdlen = be16(pkt, pos + 8)? as usize;
-        let rdata_at = pos + 10;
-        let end = rdata_at + rdlen;
-        pkt.get(rdata_at..end).ok_or(WireError::Truncated)?;
-        pos = end;
-        if rtype != TYPE_SOA || class != CLASS_IN {
+        let rr = read_rr(pkt, pos)?;
+        pos = rr.end;
+        if rr.rtype != TYPE_SOA || rr.class != CLASS_IN {
             continue;
         }
         let (mut mname, mut rname) = (String::new(), String::new());
-        let at = read_name(pkt, rdata_at, &mut mname)?;
+        let at = read_name(pkt, rr.rdata_at, &mut mname)?;
         let at = read_name(pkt, at, &mut rname)?;
-        if at + 20 > end {
+        if at + 20 > rr.end {
             return Err(WireError::BadRecord);
         }
         let minimum = u32::from_be_bytes(take::<4>(pkt, at + 16)?);
-        let ttl = if raw_ttl & 0x8000_0000 != 0 {
-            0
-        } else {
-            raw_ttl
-        };
-        return Ok(Some(ttl.min(minimum)));
+        return Ok(Some(rr.ttl.min(minimum)));
     }
     Ok(None)
+}
+
+/// A resource record's fixed part (RFC 1035 §4.1.3), read by [`read_rr`].
+struct RrHeader {
+    owner: String,
+    rtype: u16,
+    class: u16,
+    /// Seconds; a TTL with the top bit set counts as 0 (RFC 2181 §8).
+    ttl: u32,
+    /// Where its RDATA starts.
+    rdata_at: usize,
+    /// Where its RDATA ends: the next record's start.
+    end: usize,
+}
+
+/// Reads the record starting at `pos`: owner, type, class, TTL and the RDATA's bounds, which
+/// must lie inside `pkt` ([`WireError::Truncated`] otherwise).
+fn read_rr(pkt: &[u8], pos: usize) -> Result<RrHeader, WireError> {
+    let mut owner = String::new();
+    let pos = read_name(pkt, pos, &mut owner)?;
+    let rtype = be16(pkt, pos)?;
+    let class = be16(pkt, pos + 2)?;
+    let raw_ttl = u32::from_be_bytes(take::<4>(pkt, pos + 4)?);
+    let rdlen = be16(pkt, pos + 8)? as usize;
+    let rdata_at = pos + 10;
+    let end = rdata_at + rdlen;
+    pkt.get(rdata_at..end).ok_or(WireError::Truncated)?;
+    let ttl = if raw_ttl & 0x8000_0000 != 0 {
+        0
+    } else {
+        raw_ttl
+    };
+    Ok(RrHeader {
+        owner,
+        rtype,
+        class,
+        ttl,
+        rdata_at,
+        end,
+    })
 }
 
 /// One answer record we care about.
