@@ -431,9 +431,8 @@ fn socks_session(socks: SocketAddr, rng: &mut Rng) -> MtSession<TcpStream> {
     let c = TcpStream::connect(socks).expect("connect");
     c.set_read_timeout(Some(LOG_WAIT)).unwrap();
     let mut s = MtSession::direct(c, Tag::Intermediate, 2, rng);
-    let mut hello = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
-    hello.extend_from_slice(&443u16.to_be_bytes());
-    hello.extend_from_slice(&s.init);
+    let mut hello = common::socks5::noauth_connect(common::socks5::dc2());
+    hello.extend_from_slice(s.init_bytes());
     s.stream.write_all(&hello).unwrap();
     let mut answers = [0u8; 12];
     std::io::Read::read_exact(&mut s.stream, &mut answers).expect("SOCKS5 answers");

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use common::fakedc::{DcConfig, FakeDc};
 use common::mtsession::MtSession;
+use common::socks5;
 use common::{temp_dir, wait_until, Proxy, SECRET};
 use tg_ws_proxy::mtproto::obfs2::Tag;
 use tg_ws_proxy::rng::Rng;
@@ -263,9 +264,8 @@ fn a_direct_client_through_socks5_reaches_its_dc_with_the_init_pipelined() {
         let c = TcpStream::connect(socks).expect("connect");
         c.set_read_timeout(Some(T)).unwrap();
         // Greeting, CONNECT 127.0.0.2:443 and the direct init in one go, before any answer.
-        let mut hello = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
-        hello.extend_from_slice(&443u16.to_be_bytes());
-        (&c).write_all(&hello).unwrap();
+        (&c).write_all(&socks5::noauth_connect(socks5::dc2()))
+            .unwrap();
         let mut s = MtSession::direct(&c, tag, 2, &mut rng);
         s.send_init().unwrap();
         let mut answers = [0u8; 12];
@@ -297,14 +297,13 @@ fn socks_addr(proxy: &Proxy) -> SocketAddr {
 fn pipelined_session(proxy: &Proxy, socks: SocketAddr, plain: bool, rng: &mut Rng) {
     let c = TcpStream::connect(socks).expect("connect");
     c.set_read_timeout(Some(T)).unwrap();
-    let (mut s, init_len) = if plain {
-        (MtSession::plain(&c, Tag::Intermediate, rng), 4)
+    let mut s = if plain {
+        MtSession::plain(&c, Tag::Intermediate, rng)
     } else {
-        (MtSession::direct(&c, Tag::Intermediate, 2, rng), 64)
+        MtSession::direct(&c, Tag::Intermediate, 2, rng)
     };
-    let mut hello = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
-    hello.extend_from_slice(&443u16.to_be_bytes());
-    hello.extend_from_slice(&s.init[..init_len]);
+    let mut hello = socks5::noauth_connect(socks5::dc2());
+    hello.extend_from_slice(s.init_bytes());
     let (req, nonce) = s.wire_req_pq();
     hello.extend_from_slice(&req);
     (&c).write_all(&hello).unwrap();

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::ctl::Ctl;
 use common::fakedc::{DcConfig, DcHandle, FakeDc, Fault};
 use common::mtsession::MtSession;
+use common::socks5;
 use common::{client_opts, wait_until, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, ClientOptions, MtClient, Outcome};
 use tg_ws_proxy::mtproto::obfs2::Tag;
@@ -382,14 +383,13 @@ fn direct_on_a_dead_pool(plain: bool) {
     let t = Instant::now();
     let c = std::net::TcpStream::connect(socks).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let (mut s, init_len) = if plain {
-        (MtSession::plain(&c, Tag::Intermediate, &mut rng), 4)
+    let mut s = if plain {
+        MtSession::plain(&c, Tag::Intermediate, &mut rng)
     } else {
-        (MtSession::direct(&c, Tag::Intermediate, 2, &mut rng), 64)
+        MtSession::direct(&c, Tag::Intermediate, 2, &mut rng)
     };
-    let mut hello = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
-    hello.extend_from_slice(&443u16.to_be_bytes());
-    hello.extend_from_slice(&s.init[..init_len]);
+    let mut hello = socks5::noauth_connect(socks5::dc2());
+    hello.extend_from_slice(s.init_bytes());
     let (req, nonce) = s.wire_req_pq();
     hello.extend_from_slice(&req);
     (&c).write_all(&hello).unwrap();

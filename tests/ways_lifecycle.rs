@@ -87,10 +87,7 @@ fn socks_connect(at: SocketAddr, dst: &str) -> io::Result<TcpStream> {
     let SocketAddr::V4(v4) = dst else {
         unreachable!()
     };
-    let mut req = vec![5, 1, 0, 5, 1, 0, 1];
-    req.extend(v4.ip().octets());
-    req.extend(v4.port().to_be_bytes());
-    s.write_all(&req)?;
+    s.write_all(&common::socks5::noauth_connect(v4))?;
     let mut back = [0u8; 12];
     s.read_exact(&mut back)?;
     assert_eq!(&back[..2], &[5, 0], "method 00 chosen");

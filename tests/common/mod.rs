@@ -27,6 +27,7 @@ pub mod plainrig;
 pub mod reader;
 pub mod records;
 pub mod signals;
+pub mod socks5;
 pub mod world;
 
 use std::io::{BufRead, BufReader};

@@ -81,6 +81,11 @@ impl<S: Read + Write> MtSession<S> {
         }
     }
 
+    /// The bytes [`MtSession::send_init`] writes: the 64-byte init, or a plain marker.
+    pub fn init_bytes(&self) -> &[u8] {
+        &self.init[..self.init_len]
+    }
+
     /// Writes the 64-byte init (a plain transport's marker).
     pub fn send_init(&mut self) -> io::Result<()> {
         let init = self.init;
