@@ -16,7 +16,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::plainrig::mask_server;
 use common::{client_opts, os_rng, tcp_dc2_proxy, Proxy, SECRET};
 use tg_ws_proxy::applet::probe::{probe_once, MtClient, Outcome};
-use tg_ws_proxy::mtproto::faketls::client::{check_server_hello, client_hello, CLIENT_HELLO_LEN};
+use tg_ws_proxy::mtproto::faketls::client::{
+    check_server_hello, client_hello, Shape, MAX_CLIENT_HELLO,
+};
 use tg_ws_proxy::mtproto::obfs2::{self, Secret, Tag};
 use tg_ws_proxy::mtproto::packet;
 
@@ -30,7 +32,7 @@ const SLOW_MS: u64 = 2000;
 /// Connects to `addr` and completes the fake-TLS handshake for [`EE`] (our ServerHello
 /// verified); returns the socket at a record boundary.
 fn tls_client(addr: std::net::SocketAddr) -> TcpStream {
-    tls_client_in(addr, CLIENT_HELLO_LEN)
+    tls_client_in(addr, MAX_CLIENT_HELLO)
 }
 
 /// [`tls_client`] writing the hello `chunk` bytes at a time (each its own segment).
@@ -39,7 +41,10 @@ fn tls_client_in(addr: std::net::SocketAddr, chunk: usize) -> TcpStream {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(WAIT)).unwrap();
     let (hello, random) = signed_hello(&secret.key, "example.com");
-    assert_eq!(hello.len(), CLIENT_HELLO_LEN);
+    assert!(
+        hello.len() > 1200,
+        "Chrome's hello with its post-quantum share"
+    );
     s.set_nodelay(true).unwrap();
     for part in hello.chunks(chunk) {
         s.write_all(part).unwrap();
@@ -143,10 +148,8 @@ fn signed_hello(key: &[u8; 16], domain: &str) -> (Vec<u8>, [u8; 32]) {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let mut hello = [0u8; CLIENT_HELLO_LEN];
     let mut rng = os_rng();
-    let (len, random) = client_hello(&mut hello, key, domain, now, &mut |b| rng.fill(b));
-    (hello[..len].to_vec(), random)
+    client_hello(Shape::Chrome, key, domain, now, &mut |b| rng.fill(b)).expect("a hello")
 }
 
 /// A masked session as [`mask_server`]`(b"site answer")` saw it: the mask host got exactly

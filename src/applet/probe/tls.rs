@@ -8,9 +8,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::mtproto::faketls::client::{
-    check_server_hello, client_hello, ClientError, CLIENT_HELLO_LEN,
-};
+use crate::mtproto::faketls::client::{check_server_hello, client_hello, ClientError, Shape};
 use crate::mtproto::faketls::{
     CCS_RECORD, CT_ALERT, CT_APPDATA, CT_CCS, MAX_PAYLOAD, MAX_RECORD_IN, RECORD_HEADER,
 };
@@ -35,15 +33,17 @@ pub fn handshake(
     let wall_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut hello = [0u8; CLIENT_HELLO_LEN];
-    let (n, random) = client_hello(&mut hello, key, domain, wall_s, &mut |b| rng.fill(b));
-    if n == 0 {
+    // the classic shape: the probe must also pass the official MTProxy's 512..=767 rule
+    let Some((hello, random)) = client_hello(Shape::ChromeClassic, key, domain, wall_s, &mut |b| {
+        rng.fill(b)
+    }) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "ee secret domain too long for a ClientHello",
         ));
-    }
-    write_all(stream, &hello[..n])?;
+    };
+    let n = hello.len();
+    write_all(stream, &hello)?;
     let mut answer = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -171,8 +171,11 @@ mod tests {
 
         s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
             .unwrap();
-        let mut hello = [0u8; CLIENT_HELLO_LEN];
-        s.read_exact(&mut hello).unwrap();
+        let mut head = [0u8; 5];
+        s.read_exact(&mut head).unwrap();
+        let mut hello = head.to_vec();
+        hello.resize(5 + usize::from(u16::from_be_bytes([head[3], head[4]])), 0);
+        s.read_exact(&mut hello[5..]).unwrap();
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -266,7 +269,10 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut rng = Rng::from_seed([2; 48]);
         let (rest, up, down) = handshake(&mut c, &key, "example.com", deadline, &mut rng).unwrap();
-        assert_eq!(up, CLIENT_HELLO_LEN);
+        assert_eq!(
+            up, 517,
+            "the classic shape: a 512-byte payload for a short name"
+        );
         assert!(down >= rest.len() + 138 + 2048);
         let mut plain = Vec::new();
         let mut u = Unwrap::default();

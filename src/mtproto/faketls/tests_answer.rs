@@ -1,7 +1,9 @@
 //! White-box tests of `faketls::server_hello` and `faketls::client`: our answer verifies with
 //! the client-side check, its layout, and the client check's refusals.
 
-use super::client::{check_server_hello, client_hello, ClientError, CLIENT_HELLO_LEN, MAX_DOMAIN};
+use super::client::{
+    check_server_hello, client_hello, ClientError, Shape, MAX_CLIENT_HELLO, MAX_DOMAIN,
+};
 use super::gate::{Accept, EeKey, Gate};
 use super::server_hello::{server_hello, APPDATA_MAX, APPDATA_MIN, MAX_SERVER_HELLO};
 use super::tests_hello::{rng, signed, DOMAIN, KEY, NOW};
@@ -173,46 +175,45 @@ fn client_check_bounds_records_types_and_lengths() {
 }
 
 #[test]
-fn client_hello_is_what_mtproxy_requires_and_carries_the_timestamp() {
-    let mut out = [0u8; CLIENT_HELLO_LEN];
-    let mut r = rng(12);
-    let (n, random) = client_hello(&mut out, &KEY, DOMAIN, NOW, &mut |b| r.fill(b));
-    assert_eq!(n, CLIENT_HELLO_LEN);
-    assert_eq!(&out[..4], &[0x16, 0x03, 0x01, 0x02]);
-    assert_eq!(&out[11..43], &random);
-    // first cipher suite 13 01
-    assert_eq!(&out[76..80], &[0x00, 0x1e, 0x13, 0x01]);
-    let mut g = Gate::new(120, 64, NOW, 0);
-    let keys = [EeKey {
-        index: 0,
-        key: KEY,
-        domain: DOMAIN.into(),
-    }];
-    assert_eq!(g.check(&out, &keys, NOW + 7, 0).unwrap().skew_s, -7);
+fn classic_client_hello_is_what_mtproxy_requires_and_carries_the_timestamp() {
+    for (seed, domain) in [(12, DOMAIN), (13, "a.b"), (14, &*"a".repeat(MAX_DOMAIN))] {
+        let mut r = rng(seed);
+        let (out, random) =
+            client_hello(Shape::ChromeClassic, &KEY, domain, NOW, &mut |b| r.fill(b)).unwrap();
+        // MTProxy: the first four bytes 16 03 01 02 (a 512..=767-byte record), ≤ 4096 in all
+        assert_eq!(&out[..4], &[0x16, 0x03, 0x01, 0x02], "{domain}");
+        assert!(out.len() <= 4096);
+        assert_eq!(&out[11..43], &random);
+        // a GREASE suite, then 13 01 (MTProxy: the first non-GREASE suite is 13 0x)
+        assert_eq!(&out[76..78], &[0x00, 0x20]);
+        assert!(super::hello::is_grease(u16::from_be_bytes([
+            out[78], out[79]
+        ])));
+        assert_eq!(&out[80..82], &[0x13, 0x01]);
+        let mut g = Gate::new(120, 64, NOW, 0);
+        let keys = [EeKey {
+            index: 0,
+            key: KEY,
+            domain: domain.into(),
+        }];
+        assert_eq!(g.check(&out, &keys, NOW + 7, 0).unwrap().skew_s, -7);
+    }
 }
 
 #[test]
 fn client_hello_domain_bounds() {
-    let mut out = [0u8; CLIENT_HELLO_LEN];
     let long = "a".repeat(MAX_DOMAIN);
-    let (n, _) = client_hello(&mut out, &KEY, &long, NOW, &mut |b| b.fill(3));
-    assert_eq!(n, CLIENT_HELLO_LEN);
-    assert_eq!(
-        super::hello::parse(&out).unwrap().sni,
-        Some(long.as_bytes())
-    );
-    let longer = "a".repeat(MAX_DOMAIN + 1);
-    assert_eq!(
-        client_hello(&mut out, &KEY, &longer, NOW, &mut |b| b.fill(3)).0,
-        0
-    );
-    assert_eq!(
-        client_hello(&mut out, &KEY, "", NOW, &mut |b| b.fill(3)).0,
-        0
-    );
-    let mut short = [0u8; CLIENT_HELLO_LEN - 1];
-    assert_eq!(
-        client_hello(&mut short, &KEY, DOMAIN, NOW, &mut |b| b.fill(3)).0,
-        0
-    );
+    for shape in [Shape::Chrome, Shape::ChromeClassic] {
+        let (out, _) = client_hello(shape, &KEY, &long, NOW, &mut |b| b.fill(3)).unwrap();
+        assert!(out.len() <= MAX_CLIENT_HELLO);
+        assert_eq!(
+            super::hello::parse(&out).unwrap().sni,
+            Some(long.as_bytes())
+        );
+        let longer = "a".repeat(MAX_DOMAIN + 1);
+        assert!(client_hello(shape, &KEY, &longer, NOW, &mut |b| b.fill(3)).is_none());
+        assert!(client_hello(shape, &KEY, "", NOW, &mut |b| b.fill(3)).is_none());
+        // a source stuck at 0xff still ends (GREASE values distinct, ML-KEM coefficients < q)
+        assert!(client_hello(shape, &KEY, DOMAIN, NOW, &mut |b| b.fill(0xff)).is_some());
+    }
 }

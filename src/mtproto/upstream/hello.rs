@@ -11,7 +11,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 
 use crate::mtproto::faketls::client::{
-    check_server_hello, client_hello, ClientError, CLIENT_HELLO_LEN, MAX_DOMAIN,
+    check_server_hello, client_hello, ClientError, Shape, MAX_DOMAIN,
 };
 use crate::rng::Rng;
 
@@ -49,7 +49,7 @@ impl fmt::Display for HelloError {
 /// One fake-TLS client handshake in progress.
 pub struct TlsHello {
     key: [u8; 16],
-    hello: [u8; CLIENT_HELLO_LEN],
+    hello: Vec<u8>,
     sent: usize,
     client_random: [u8; 32],
     answer: Vec<u8>,
@@ -65,18 +65,16 @@ impl fmt::Debug for TlsHello {
 }
 
 impl TlsHello {
-    /// A handshake for secret key `key` and SNI `domain`, signed at `wall_s` (Unix seconds).
-    /// `None` when `domain` is empty or longer than 253 bytes (`faketls::client::MAX_DOMAIN`).
+    /// A handshake for secret key `key` and SNI `domain`, signed at `wall_s` (Unix seconds),
+    /// with Chrome's hello ([`Shape::Chrome`], post-quantum key share included: about 1.7 KB,
+    /// docs/protocol.md §2.6, §4.4). `None` when `domain` is empty or longer than 253 bytes
+    /// (`faketls::client::MAX_DOMAIN`).
     pub fn new(key: &[u8; 16], domain: &str, wall_s: u64, rng: &mut Rng) -> Option<TlsHello> {
         if domain.is_empty() || domain.len() > MAX_DOMAIN {
             return None;
         }
-        let mut hello = [0u8; CLIENT_HELLO_LEN];
-        let (n, client_random) =
-            client_hello(&mut hello, key, domain, wall_s, &mut |b| rng.fill(b));
-        if n != CLIENT_HELLO_LEN {
-            return None;
-        }
+        let (hello, client_random) =
+            client_hello(Shape::Chrome, key, domain, wall_s, &mut |b| rng.fill(b))?;
         Some(TlsHello {
             key: *key,
             hello,
@@ -86,7 +84,8 @@ impl TlsHello {
         })
     }
 
-    /// The ClientHello record (517 bytes), as sent.
+    /// The ClientHello record (one record, ≤ `faketls::client::MAX_CLIENT_HELLO` bytes), as
+    /// sent.
     pub fn hello(&self) -> &[u8] {
         &self.hello
     }

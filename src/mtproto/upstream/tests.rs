@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 
 use super::hello::{HelloError, TlsHello};
 use super::*;
-use crate::mtproto::faketls::client::ClientError;
+use crate::mtproto::faketls::client::{ClientError, MAX_CLIENT_HELLO};
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
 use crate::net::faketls_stream::FakeTlsStream;
@@ -126,8 +126,11 @@ const NOW: u64 = 1_800_000_000;
 /// Our server side of the handshake over `srv`: reads the hello, checks it with the gate,
 /// writes our ServerHello. Returns the accepted random.
 fn serve(srv: &mut PipeEnd, key: [u8; 16], domain: &str, seed: u8) -> [u8; 32] {
-    let mut hello = [0u8; 517];
-    srv.read_exact(&mut hello).unwrap();
+    let mut head = [0u8; 5];
+    srv.read_exact(&mut head).unwrap();
+    let mut hello = head.to_vec();
+    hello.resize(5 + usize::from(u16::from_be_bytes([head[3], head[4]])), 0);
+    srv.read_exact(&mut hello[5..]).unwrap();
     let keys = [EeKey {
         index: 0,
         key,
@@ -150,7 +153,14 @@ fn hello_passes_our_gate_and_verifies_our_answer_then_records_carry_the_stream()
     let mut r = rng(1);
     let mut h = TlsHello::new(&p.secret.key, "c.example", NOW, &mut r).unwrap();
     assert!(!h.drive(&mut cli).unwrap(), "waits for the answer");
-    assert_eq!(&h.hello()[..5], &[0x16, 0x03, 0x01, 0x02, 0x00]);
+    // one record, Chrome's hello with its post-quantum share (over MTProxy's 767)
+    let len = h.hello().len();
+    assert_eq!(&h.hello()[..3], &[0x16, 0x03, 0x01]);
+    assert_eq!(
+        usize::from(u16::from_be_bytes([h.hello()[3], h.hello()[4]])),
+        len - 5
+    );
+    assert!(len > 1200 && len <= MAX_CLIENT_HELLO, "{len}");
     serve(&mut srv, p.secret.key, "c.example", 2);
     assert!(h.drive(&mut cli).unwrap());
     // After it: application_data records both ways, read back by the server's record layer.
@@ -177,8 +187,11 @@ fn hello_refuses_a_wrong_key_early_data_an_early_close_and_an_endless_answer() {
     let (mut cli, mut srv) = pair(1 << 20, 1 << 20);
     let mut h = TlsHello::new(&key, "d.example", NOW, &mut rng(3)).unwrap();
     let _ = h.drive(&mut cli).unwrap();
-    let mut hello = [0u8; 517];
-    srv.read_exact(&mut hello).unwrap();
+    let mut head = [0u8; 5];
+    srv.read_exact(&mut head).unwrap();
+    let mut hello = head.to_vec();
+    hello.resize(5 + usize::from(u16::from_be_bytes([head[3], head[4]])), 0);
+    srv.read_exact(&mut hello[5..]).unwrap();
     // Re-sign the hello with the other key so our gate accepts it and answers with that key.
     let other = [8u8; 16];
     let (mut cli2, mut srv2) = pair(1 << 20, 1 << 20);
