@@ -88,6 +88,8 @@ pub(crate) fn put(out: &mut [u8], w: &mut usize, bytes: &[u8]) {
 #[cfg(test)]
 mod tests_answer;
 #[cfg(test)]
+mod tests_fingerprint;
+#[cfg(test)]
 mod tests_gate;
 #[cfg(test)]
 mod tests_hello;
