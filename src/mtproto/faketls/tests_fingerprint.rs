@@ -68,7 +68,7 @@ fn fields(rec: &[u8]) -> Fields {
     }
 }
 
-fn ext<'a>(f: &'a Fields, ty: u16) -> &'a [u8] {
+fn ext(f: &Fields, ty: u16) -> &[u8] {
     &f.exts.iter().find(|(t, _)| *t == ty).expect("extension").1
 }
 
