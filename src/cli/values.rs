@@ -389,3 +389,20 @@ mod tests {
         }
     }
 }
+
+/// A `--doh` value: an `https://HOST[:PORT][/PATH]` URL (RFC 8484; path `/dns-query` when
+/// none is given). Errors: another scheme (DoH is HTTPS only), or what
+/// [`parse_url`](crate::route::cflist::parse_url) rejects (user info, bad host or port).
+pub fn parse_doh_url(s: &str) -> Result<crate::route::cflist::Url, String> {
+    if !s.starts_with("https://") {
+        return Err(format!(
+            "{s:?}: a DoH server must be an https:// URL (RFC 8484), e.g. \
+             https://1.1.1.1/dns-query"
+        ));
+    }
+    let mut url = crate::route::cflist::parse_url(s)?;
+    if !s["https://".len()..].contains(['/', '?']) {
+        url.path = "/dns-query".into();
+    }
+    Ok(url)
+}
