@@ -535,7 +535,8 @@ fn with_fallback_the_nameservers_follow_the_doh_servers_and_bootstrap_names_go_p
     c.lookup("w.example.dev", 0, &mut out);
     let q = out.pop().unwrap();
     assert_eq!(q.to, Upstream::Doh(0));
-    c.on_doh_reply(0, q.id, Err("refused".into()), 1, &mut out);
+    let (_, v) = c.on_doh_reply(0, q.id, Err("refused".into()), 1, &mut out);
+    assert!(v.is_err());
     let q = out.pop().unwrap();
     assert_eq!(q.to, Upstream::Udp(ns(NS1)));
     // The try's deadline is the plain one (2 s), a DoH try's was --doh-timeout (3 s).
