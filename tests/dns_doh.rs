@@ -418,3 +418,54 @@ fn a_non_https_doh_url_is_a_start_error() {
         }
     }
 }
+
+/// `check` resolves through `--doh` too: with the poisoning nameserver in resolv.conf, the
+/// Worker route is proved through the DoH answer and the nameserver is never asked.
+#[test]
+fn check_resolves_over_doh() {
+    let dns = Poisoner::start();
+    let doh = FakeDoh::start(Mode::Right);
+    let worker = FakeDc::start_worker(DcConfig::default());
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let ca = common::data_path("ca.pem").display().to_string();
+    let w = format!("{WORKER}:{}", worker.port());
+    let d = format!("2:{}", dc.addr());
+    let hosts = common::hosts_file(&[]).display().to_string();
+    let resolv = dns.resolv_conf();
+    let url = doh.url();
+    let r = common::run_bin(
+        &[
+            "check",
+            "--dc",
+            "2",
+            "--ca-file",
+            &ca,
+            "--cf-worker-domain",
+            &w,
+            "--tcp-dc-ip",
+            &d,
+            "--tier-order",
+            "worker",
+            "--probe-timeout",
+            "3",
+            "--hosts-file",
+            &hosts,
+            "--resolv-conf",
+            &resolv,
+            "--doh",
+            &url,
+        ],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(worker.requests() >= 1, "{}", r.stdout);
+    assert!(doh.asked_for(WORKER) >= 1);
+    assert_eq!(dns.asked_for(WORKER), 0, "the plain nameserver was asked");
+}
