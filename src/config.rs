@@ -295,8 +295,9 @@ pub struct Config {
     /// Resolver configuration (`--resolv-conf`, /etc/resolv.conf).
     pub resolv_conf: PathBuf,
     /// DNS-over-HTTPS resolvers for our own lookups (`--doh`, repeatable; none by default):
-    /// `https://` URLs, tried in order (docs/design.md §6).
-    pub doh: Vec<crate::route::cflist::Url>,
+    /// `https://HOST[:PORT]/PATH` URLs as `cli::values::parse_doh_url` normalised them (so
+    /// `route::cflist::parse_url` takes each), tried in order (docs/design.md §6).
+    pub doh: Vec<String>,
     /// With `doh` set, ask the plain nameservers once every DoH server failed
     /// (`--doh-fallback`, off).
     pub doh_fallback: bool,

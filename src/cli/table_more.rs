@@ -182,7 +182,7 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
         help: "DNS-over-HTTPS resolver for our own lookups (RFC 8484, https://IP[:PORT]/PATH; \
                a host name is looked up once over the plain resolver); repeatable, comma \
                list, tried in order",
-        kind: List(|d, s| parse_doh_url(s).map(|u| d.config.doh.push(u))),
+        kind: List(|d, s| parse_doh_url(s).map(|u| d.config.doh.push(u.to_string()))),
     },
     Opt {
         reload: Restart, long: "--doh-fallback", short: None, aliases: &[], env: &["TG_DOH_FALLBACK"],

@@ -19,7 +19,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::conf::canonical_name;
-use super::wire::{self, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A};
+use super::wire::{self, RCODE_NOERROR, RCODE_NXDOMAIN, TYPE_A};
 use super::{Counters, Lookup, ResolverConfig};
 use crate::rng::Rng;
 
@@ -230,7 +230,7 @@ impl Core {
             },
             RCODE_NXDOMAIN => Some(self.fail_for(i, "NXDOMAIN".into(), zone_neg(&resp), now)),
             rcode => {
-                let what = rcode_name(rcode);
+                let what = wire::rcode_name(rcode);
                 self.try_failed(i, format!("{what} (rcode {rcode}) from {from}"), now, out)
             }
         }
@@ -566,17 +566,6 @@ impl Core {
             }
         }
         e.name.clone()
-    }
-}
-
-/// The name of an error RCODE, for reasons.
-pub(super) fn rcode_name(rcode: u8) -> &'static str {
-    match rcode {
-        1 => "FORMERR",
-        RCODE_SERVFAIL => "SERVFAIL",
-        4 => "NOTIMP",
-        5 => "REFUSED",
-        _ => "error",
     }
 }
 

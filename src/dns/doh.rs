@@ -21,18 +21,28 @@ pub fn get_path(path: &str, packet: &[u8]) -> String {
         msg[0] = 0;
         msg[1] = 0;
     }
-    let b64 = crate::net::outbound::http::base64(&msg);
-    let b64url: String = b64
-        .trim_end_matches('=')
-        .chars()
-        .map(|c| match c {
-            '+' => '-',
-            '/' => '_',
-            c => c,
-        })
-        .collect();
+    let b64url = base64url(&msg);
     let sep = if path.contains('?') { '&' } else { '?' };
     format!("{path}{sep}dns={b64url}")
+}
+
+/// base64url without padding (RFC 4648 §5), as RFC 8484 §4.1 wants the `dns` parameter.
+fn base64url(data: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        // 1 byte → 2 characters, 2 → 3, 3 → 4: no padding.
+        for k in 0..=chunk.len() {
+            out.push(ABC[(n >> (18 - 6 * k) & 63) as usize] as char);
+        }
+    }
+    out
 }
 
 /// Judges an answer body to an A query for `asked` (canonical name; `None` when the query
@@ -59,7 +69,7 @@ pub fn check_reply(body: &[u8], asked: Option<&str>) -> Result<wire::Response, S
     }
     match resp.rcode {
         RCODE_NOERROR | RCODE_NXDOMAIN => Ok(resp),
-        c => Err(format!("{} (rcode {c})", super::cache::rcode_name(c))),
+        c => Err(format!("{} (rcode {c})", wire::rcode_name(c))),
     }
 }
 
@@ -78,21 +88,16 @@ mod tests {
         let p = get_path("/dns-query", &q);
         let b64 = p.strip_prefix("/dns-query?dns=").unwrap();
         assert!(!b64.contains(['=', '+', '/']), "{b64}");
-        // Decode by hand: base64url back to bytes.
-        let std: String = b64
-            .chars()
-            .map(|c| match c {
-                '-' => '+',
-                '_' => '/',
-                c => c,
-            })
-            .collect();
-        let pad = (4 - std.len() % 4) % 4;
-        let std = format!("{std}{}", "=".repeat(pad));
         let mut zero = q.clone();
         zero[0] = 0;
         zero[1] = 0;
-        assert_eq!(std, crate::net::outbound::http::base64(&zero));
+        assert_eq!(b64, base64url(&zero));
+        // RFC 4648 §10 vectors, unpadded, and the two characters base64url changes.
+        let v = ["", "Zg", "Zm8", "Zm9v", "Zm9vYg", "Zm9vYmE", "Zm9vYmFy"];
+        for (n, want) in v.iter().enumerate() {
+            assert_eq!(base64url(&b"foobar"[..n]), *want);
+        }
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
         assert!(get_path("/q?x=1", &q).starts_with("/q?x=1&dns="));
     }
 

@@ -56,7 +56,10 @@ impl Doh {
     /// The exchanges for `cfg.doh` (at most `dns::MAX_DOH` servers), each bounded by
     /// `--doh-timeout`.
     pub(super) fn new(cfg: &Config) -> Doh {
-        let urls: Vec<Url> = cfg.doh.iter().take(crate::dns::MAX_DOH).cloned().collect();
+        let urls: Vec<Url> = (cfg.doh.iter())
+            .take(crate::dns::MAX_DOH)
+            .filter_map(|u| crate::route::cflist::parse_url(u).ok())
+            .collect();
         let timeout_ms = cfg.doh_timeout.as_millis() as u64;
         let n = if urls.is_empty() { 0 } else { MAX_DOH_CONNS };
         Doh {

@@ -220,6 +220,7 @@ fn start_resolver(cfg: &Config, registry: &Registry) -> io::Result<Resolver> {
     // A DoH server given by name is looked up over the nameservers (bootstrap), never over
     // DoH itself.
     let doh_bootstrap = (cfg.doh.iter())
+        .filter_map(|u| crate::route::cflist::parse_url(u).ok())
         .filter(|u| u.host.parse::<std::net::IpAddr>().is_err())
         .filter_map(|u| crate::dns::canonical_name(&u.host).ok())
         .collect();

@@ -21,6 +21,7 @@ pub(super) fn servers(cfg: &Config) -> Vec<(Url, Result<IpAddr, String>)> {
     cfg.doh
         .iter()
         .take(crate::dns::MAX_DOH)
+        .filter_map(|u| crate::route::cflist::parse_url(u).ok())
         .map(|u| {
             let ip = crate::dns::oneshot::resolve(
                 &cfg.hosts_file,
