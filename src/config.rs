@@ -294,6 +294,15 @@ pub struct Config {
     pub hosts_file: PathBuf,
     /// Resolver configuration (`--resolv-conf`, /etc/resolv.conf).
     pub resolv_conf: PathBuf,
+    /// DNS-over-HTTPS resolvers for our own lookups (`--doh`, repeatable; none by default):
+    /// `https://HOST[:PORT]/PATH` URLs as `cli::values::parse_doh_url` normalised them (so
+    /// `route::cflist::parse_url` takes each), tried in order (docs/design.md §6).
+    pub doh: Vec<String>,
+    /// With `doh` set, ask the plain nameservers once every DoH server failed
+    /// (`--doh-fallback`, off).
+    pub doh_fallback: bool,
+    /// Bound on one DoH query to one server (`--doh-timeout`, 5 s).
+    pub doh_timeout: Duration,
     /// Most verbose level logged (`-q` → Warn, default Info, `-v` → Debug, `-v -v` → Trace).
     pub log_level: log::LevelFilter,
     /// Append log lines to this file instead of stderr (`--log-file`); `None` = stderr.
@@ -544,6 +553,9 @@ impl Config {
             close_linger: Duration::from_secs(2),
             hosts_file: PathBuf::from("/etc/hosts"),
             resolv_conf: PathBuf::from("/etc/resolv.conf"),
+            doh: Vec::new(),
+            doh_fallback: false,
+            doh_timeout: Duration::from_secs(5),
             log_level: log::LevelFilter::Info,
             log_file: None,
             log_fold_interval: Duration::from_secs(6),
@@ -709,6 +721,9 @@ settings! {
     control_socket => "control-socket",
     hosts_file => "hosts-file",
     resolv_conf => "resolv-conf",
+    doh => "doh",
+    doh_fallback => "doh-fallback",
+    doh_timeout => "doh-timeout",
 }
 
 /// The default WS fronts (`--dc-ip`): DC 2 and DC 4 → 149.154.167.220:443.

@@ -7,7 +7,7 @@
 //! slot, bits 24–31 generation. Tokens whose slot field is all ones (2^22 − 1, never a slot) are
 //! the reactor's own sockets: the listener, the DNS socket, the signal pipe, the control socket's
 //! listener and its connections ([`control_conn`]), the shared CF domain list's fetch ([`CFLIST`]),
-//! Telegram's range list fetch ([`TGRANGES`]).
+//! Telegram's range list fetch ([`TGRANGES`]), the DNS-over-HTTPS exchanges ([`doh_conn`]).
 
 use mio::Token;
 
@@ -37,6 +37,24 @@ pub const WAY_LISTENERS: [Token; 2] = [
     Token((0xfe << 24) | (OWN << 2)),
     Token((0xfe << 24) | (OWN << 2) | 1),
 ];
+
+/// DNS-over-HTTPS exchanges running at once, at most (each has a [`doh_conn`] token).
+pub const MAX_DOH_CONNS: usize = 8;
+
+/// Token of DoH exchange slot `i` (< [`MAX_DOH_CONNS`], `reactor::doh`): slot field all ones,
+/// role 3, generation byte `i` (role 3 with the slot field all ones is otherwise only
+/// [`LISTENER`], generation 0xff).
+pub fn doh_conn(i: usize) -> Token {
+    debug_assert!(i < MAX_DOH_CONNS);
+    Token(((i & 0xff) << 24) | (OWN << 2) | 3)
+}
+
+/// The index of a [`doh_conn`] token, else `None`.
+pub fn doh_index(t: Token) -> Option<usize> {
+    let v = t.0;
+    let i = (v >> 24) & 0xff;
+    (v & 3 == 3 && (v >> 2) & OWN == OWN && v >> 24 == i && i < MAX_DOH_CONNS).then_some(i)
+}
 
 /// Control connections open at once, at most (each has a [`control_conn`] token).
 pub const MAX_CONTROL_CONNS: usize = 16;
@@ -153,5 +171,23 @@ mod tests {
         }
         assert_eq!(decode(DNS), None);
         assert_eq!(decode(Token(3)), Some((0, 0, Role::Probe)));
+    }
+
+    #[test]
+    fn doh_tokens_are_their_own() {
+        let fixed = [LISTENER, DNS, SIGNAL, CONTROL, CFLIST, TGRANGES];
+        for i in 0..MAX_DOH_CONNS {
+            let t = doh_conn(i);
+            assert_eq!(doh_index(t), Some(i));
+            assert_eq!(decode(t), None);
+            assert_eq!(control_index(t), None);
+            assert!(!fixed.contains(&t) && !WAY_LISTENERS.contains(&t));
+        }
+        for other in fixed
+            .into_iter()
+            .chain([control_conn(3), encode(9, 9, Role::Probe)])
+        {
+            assert_eq!(doh_index(other), None);
+        }
     }
 }

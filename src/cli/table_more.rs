@@ -7,8 +7,8 @@ use std::net::IpAddr;
 use super::opt::MAX_CONNECTIONS_LIMIT;
 use super::opt::{duration, positive, positive_ms, tls_window, Group, Kind, Opt, Reload};
 use super::values::{
-    parse_bool, parse_cf_endpoint, parse_iface, parse_in_range, parse_ip, parse_link_host,
-    parse_listen_addr, parse_prefix, parse_url_or_off,
+    parse_bool, parse_cf_endpoint, parse_doh_url, parse_iface, parse_in_range, parse_ip,
+    parse_link_host, parse_listen_addr, parse_prefix, parse_url_or_off,
 };
 use crate::mtproto::dc::DcId;
 use crate::route::dc_table::normalise;
@@ -175,6 +175,27 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
         meta: "PATH", default: "/etc/resolv.conf", group: Ladder,
         help: "nameservers for the resolver",
         kind: Path(|d, p| { d.config.resolv_conf = p; Ok(()) }),
+    },
+    Opt {
+        reload: Restart, long: "--doh", short: None, aliases: &[], env: &["TG_DOH"],
+        meta: "URL", default: "none", group: Ladder,
+        help: "DNS-over-HTTPS resolver for our own lookups (RFC 8484, https://IP[:PORT]/PATH; \
+               a host name is looked up once over the plain resolver); repeatable, comma \
+               list, tried in order",
+        kind: List(|d, s| parse_doh_url(s).map(|u| d.config.doh.push(u.to_string()))),
+    },
+    Opt {
+        reload: Restart, long: "--doh-fallback", short: None, aliases: &[], env: &["TG_DOH_FALLBACK"],
+        meta: "on|off", default: "off", group: Ladder,
+        help: "with --doh: when every DoH server failed, ask the plain nameservers too (off: a \
+               name DoH cannot resolve stays unresolved, so a poisoned plain answer never wins)",
+        kind: Value(|d, s| parse_bool(s).map(|v| d.config.doh_fallback = v)),
+    },
+    Opt {
+        reload: Restart, long: "--doh-timeout", short: None, aliases: &[], env: &["TG_DOH_TIMEOUT"],
+        meta: "D", default: "5s", group: Ladder,
+        help: "bound on one DoH query to one server (connect, TLS, request, answer)",
+        kind: Value(|d, s| positive(s).map(|v| d.config.doh_timeout = v)),
     },
     Opt {
         reload: Live, long: "--short-session", short: None, aliases: &[], env: &["TG_SHORT_SESSION"],

@@ -270,6 +270,23 @@ pub fn is_lan_or_loopback(ip: IpAddr) -> bool {
     }
 }
 
+/// A `--doh` value: an `https://HOST[:PORT][/PATH]` URL (RFC 8484; path `/dns-query` when
+/// none is given). Errors: another scheme (DoH is HTTPS only), or what
+/// [`parse_url`](crate::route::cflist::parse_url) rejects (user info, bad host or port).
+pub fn parse_doh_url(s: &str) -> Result<crate::route::cflist::Url, String> {
+    if !s.starts_with("https://") {
+        return Err(format!(
+            "{s:?}: a DoH server must be an https:// URL (RFC 8484), e.g. \
+             https://1.1.1.1/dns-query"
+        ));
+    }
+    let mut url = crate::route::cflist::parse_url(s)?;
+    if !s["https://".len()..].contains(['/', '?']) {
+        url.path = "/dns-query".into();
+    }
+    Ok(url)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,5 +441,21 @@ mod tests {
         for bad in ["", "-a.b", "a..b", "a_b", "a b", &"x".repeat(64)] {
             assert!(parse_link_host(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn doh_urls_are_https_with_a_default_path() {
+        let u = parse_doh_url("https://1.1.1.1").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("1.1.1.1", 443, "/dns-query")
+        );
+        let u = parse_doh_url("https://dns.example:8443/q?x=1").unwrap();
+        assert_eq!((u.port, u.path.as_str()), (8443, "/q?x=1"));
+        for bad in ["http://1.1.1.1/dns-query", "1.1.1.1", "tls://1.1.1.1"] {
+            let e = parse_doh_url(bad).unwrap_err();
+            assert!(e.contains("https://"), "{bad}: {e}");
+        }
+        assert!(parse_doh_url("https://u@1.1.1.1/").is_err());
     }
 }

@@ -12,7 +12,7 @@ use crate::config::{Tier, WayIn};
 use crate::logging::events::quote;
 use crate::route::ladder::RouteStatus;
 
-use super::status::{Counters, RangesStatus, SharedList, Status};
+use super::status::{Counters, DnsStatus, RangesStatus, SharedList, Status};
 
 /// The human form: a header, the route table with aligned columns, budgets and counters.
 pub fn table(s: &Status) -> String {
@@ -228,6 +228,7 @@ fn table_tail(out: &mut String, s: &Status) {
             )
         );
     }
+    table_dns(out, &s.dns);
     if let Some(l) = &s.shared_list {
         let last = l
             .last
@@ -248,6 +249,76 @@ fn table_tail(out: &mut String, s: &Status) {
             l.failures
         );
     }
+}
+
+/// The resolver's lines: counters, and one line per DoH server.
+fn table_dns(out: &mut String, d: &DnsStatus) {
+    let c = &d.counters;
+    let doh = if d.doh.is_empty() {
+        "plain DNS".to_string()
+    } else {
+        format!(
+            "DoH ({} server(s), fallback to plain DNS {})",
+            d.doh.len(),
+            if d.doh_fallback { "on" } else { "off" }
+        )
+    };
+    let _ = writeln!(
+        out,
+        "dns: {doh}; queries {}, answers {}, ignored {}, failed {}",
+        c.queries, c.answers, c.ignored, c.failures
+    );
+    for (i, h) in d.doh.iter().enumerate() {
+        let last = h.last_error.as_ref().map_or(String::new(), |(why, age)| {
+            format!("; last error {}s ago: {why}", age / 1000)
+        });
+        let _ = writeln!(
+            out,
+            "dns: doh {} {}: {}, {} exchanges ({} answered, {} failed){last}",
+            i + 1,
+            h.url,
+            h.state,
+            h.queries,
+            h.answers,
+            h.failures
+        );
+    }
+}
+
+/// The `dns` object of the `--json` form.
+fn dns_json(d: &DnsStatus) -> String {
+    let mut o = Obj::new();
+    let c = &d.counters;
+    o.num("queries", c.queries);
+    o.num("answers", c.answers);
+    o.num("ignored", c.ignored);
+    o.num("failures", c.failures);
+    o.raw(
+        "doh_fallback",
+        if d.doh_fallback { "true" } else { "false" },
+    );
+    let servers: Vec<String> = d
+        .doh
+        .iter()
+        .map(|h| {
+            let mut so = Obj::new();
+            so.str("url", &h.url);
+            so.str("state", h.state);
+            so.num("queries", h.queries);
+            so.num("answers", h.answers);
+            so.num("failures", h.failures);
+            match &h.last_error {
+                Some((why, age)) => {
+                    so.str("last_error", why);
+                    so.num("last_error_age_ms", *age);
+                }
+                None => so.raw("last_error", "null"),
+            }
+            so.end()
+        })
+        .collect();
+    o.raw("doh", &format!("[{}]", servers.join(",")));
+    o.end()
 }
 
 /// The `--json` form: one object, one line.
@@ -306,6 +377,7 @@ pub fn json(s: &Status) -> String {
         .as_ref()
         .map_or("null".into(), shared_list_json);
     o.raw("shared_list", &shared);
+    o.raw("dns", &dns_json(&s.dns));
     let ranges = s.tg_ranges.as_ref().map_or("null".into(), ranges_json);
     o.raw("tg_ranges", &ranges);
     let frozen: Vec<String> = s
@@ -640,6 +712,12 @@ mod tests {
         assert_eq!(v["accounts"][0]["held_for_ms"], 7_200_000);
         assert_eq!(v["accounts"][0]["requests_today"], 1_000);
         assert_eq!(v["fds"]["used"], 12);
+        assert_eq!(v["dns"]["queries"], 9);
+        assert_eq!(v["dns"]["doh_fallback"], false);
+        assert_eq!(v["dns"]["doh"][0]["state"], "down");
+        assert_eq!(v["dns"]["doh"][0]["last_error"], "HTTP 502");
+        assert_eq!(v["dns"]["doh"][0]["last_error_age_ms"], 1_500);
+        assert!(table(&sample()).contains("dns: doh 1 https://127.0.0.1:8443/dns-query: down"));
         assert!(v["reloads"].is_null());
         assert_eq!(v["counters"]["closed_by_reason"]["client-eof"], 2);
         assert_eq!(v["counters"]["attempts"]["ws"]["ok"], 3);

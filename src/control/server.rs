@@ -537,6 +537,7 @@ impl Reactor {
             reloads: Some((s.stats.reloads, s.stats.reloads_rejected)),
             counters,
             shared_list: self.cflist_status(),
+            dns: self.doh.status(s.dns.counters(), now),
             tg_ranges: self.tgranges_status(),
             frozen: s
                 .stats

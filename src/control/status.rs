@@ -47,6 +47,8 @@ pub struct Status {
     pub counters: Counters,
     /// The shared CF domain list (`--cf-domain-list`), `None` when it is off.
     pub shared_list: Option<SharedList>,
+    /// The resolver: its counters and the DoH servers' state (`--doh`).
+    pub dns: DnsStatus,
     /// Telegram's range list (transparent mode), `None` without `--transparent`.
     pub tg_ranges: Option<RangesStatus>,
     /// The most recent frozen sessions (docs/design.md §4 rule 7), oldest first, with how long
@@ -96,6 +98,35 @@ pub struct RangesStatus {
     pub last: Option<(bool, String, u64)>,
     /// The last update of the firewall sets by `nft`: done, what (nft's message), age in ms.
     pub nft: Option<(bool, String, u64)>,
+}
+
+/// The resolver in `ctl status`.
+#[derive(Clone, Debug, Default)]
+pub struct DnsStatus {
+    /// Resolver counters since start (every try, UDP or DoH).
+    pub counters: crate::dns::Counters,
+    /// `--doh-fallback` (meaningful with DoH servers only).
+    pub doh_fallback: bool,
+    /// One per `--doh` URL, in order (empty: plain DNS only).
+    pub doh: Vec<DohServerStatus>,
+}
+
+/// One DoH server in `ctl status`.
+#[derive(Clone, Debug, Default)]
+pub struct DohServerStatus {
+    /// The URL as configured (`https://…`).
+    pub url: String,
+    /// `unknown` (not asked yet), `up` (its last exchange gave a usable answer) or `down` (its
+    /// last exchange failed: `last_error` says why).
+    pub state: &'static str,
+    /// Exchanges finished, and of them usable answers and failures.
+    pub queries: u64,
+    /// Of `queries`.
+    pub answers: u64,
+    /// Of `queries`.
+    pub failures: u64,
+    /// The latest failure and how long ago (ms).
+    pub last_error: Option<(String, u64)>,
 }
 
 /// The shared CF domain list's state, for `ctl status`.
@@ -278,6 +309,23 @@ pub(crate) mod tests {
             reloads: None,
             counters: Counters::from_stats(&s),
             shared_list: None,
+            dns: DnsStatus {
+                counters: crate::dns::Counters {
+                    queries: 9,
+                    answers: 7,
+                    ignored: 1,
+                    failures: 2,
+                },
+                doh_fallback: false,
+                doh: vec![DohServerStatus {
+                    url: "https://127.0.0.1:8443/dns-query".into(),
+                    state: "down",
+                    queries: 3,
+                    answers: 2,
+                    failures: 1,
+                    last_error: Some(("HTTP 502".into(), 1_500)),
+                }],
+            },
             tg_ranges: None,
             frozen: vec![(
                 FrozenSession {

@@ -6,13 +6,20 @@
 //! [`Core::on_datagram`]. Wire details live in `dns::wire`, text parsing in `dns::conf`.
 //!
 //! Per name there is one [`Entry`]: what a lookup gets (its [`Answer`]) and at most one
-//! [`Query`] in flight. A query keeps one id across its tries; try `k` goes to nameserver
-//! `k mod n`, `attempts × n` tries in all, each waiting `timeout_ms`.
+//! [`Query`] in flight. A query keeps one id across its tries; try `k` goes to upstream
+//! `k mod n`, `attempts × n` tries in all, each waiting `timeout_ms` (`doh_timeout_ms` for a
+//! DoH server).
+//!
+//! Upstreams ([`Upstream`]) are plain nameservers over UDP or DoH servers (`--doh`, whose
+//! exchanges the reactor runs: answers come back through [`Core::on_doh_reply`]). With DoH
+//! configured a name is asked of the DoH servers only — then of the plain nameservers too when
+//! `doh_fallback` is on — except the DoH servers' own host names (`doh_bootstrap`), which only
+//! the plain nameservers are asked (a DoH server cannot resolve its own name).
 
 use std::net::{IpAddr, SocketAddr};
 
 use super::conf::canonical_name;
-use super::wire::{self, RCODE_NOERROR, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A};
+use super::wire::{self, RCODE_NOERROR, RCODE_NXDOMAIN, TYPE_A};
 use super::{Counters, Lookup, ResolverConfig};
 use crate::rng::Rng;
 
@@ -20,10 +27,19 @@ use crate::rng::Rng;
 /// with TTL 0 from being re-queried in a tight loop.
 const TTL_FLOOR_MS: u64 = 1_000;
 
-/// A datagram for the shell to send.
+/// Where a query goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upstream {
+    /// A plain nameserver over UDP.
+    Udp(SocketAddr),
+    /// DoH server `i` (index into `--doh`): the shell runs an HTTPS exchange.
+    Doh(u8),
+}
+
+/// A query for the shell to send: a datagram, or a DoH exchange.
 #[derive(Debug)]
 pub struct Send {
-    pub to: SocketAddr,
+    pub to: Upstream,
     pub id: u16,
     pub packet: Vec<u8>,
 }
@@ -52,8 +68,11 @@ struct Query {
     packet: Vec<u8>,
     /// Tries sent so far.
     tries: u32,
-    /// Bit `i` set once nameserver `i` has been asked (answers are accepted only from these).
-    asked: u8,
+    /// Bit `i` set once upstream `i` of the query's list has been asked (answers are accepted
+    /// only from these).
+    asked: u32,
+    /// Asked of the plain nameservers only (a DoH server's own name).
+    plain: bool,
     deadline: u64,
     /// Why the last try failed, reported if it was the last one.
     last_error: String,
@@ -76,7 +95,11 @@ struct Entry {
 /// binary than hash maps, and no hashing of peer-chosen ids.
 pub struct Core {
     cfg: ResolverConfig,
-    servers: Vec<SocketAddr>,
+    /// Upstreams for names: the DoH servers (then, with fallback, the nameservers), or the
+    /// nameservers when no DoH server is configured.
+    servers: Vec<Upstream>,
+    /// The plain nameservers: for the DoH servers' own names.
+    plain: Vec<Upstream>,
     hosts: Vec<(String, IpAddr)>,
     entries: Vec<Entry>,
     rng: Rng,
@@ -84,8 +107,9 @@ pub struct Core {
 }
 
 impl Core {
-    /// `servers` must be non-empty and at most 8 (the shell passes ≤ 3 from resolv.conf, or
-    /// the override list truncated to 8). `hosts` as from `conf::parse_hosts`.
+    /// `servers` (the plain nameservers) must be non-empty and at most 8 (the shell passes ≤ 3
+    /// from resolv.conf, or the override list truncated to 8); `cfg.doh_servers` at most
+    /// [`MAX_DOH`](super::MAX_DOH). `hosts` as from `conf::parse_hosts`.
     pub fn new(
         cfg: ResolverConfig,
         servers: Vec<SocketAddr>,
@@ -93,9 +117,16 @@ impl Core {
         rng: Rng,
     ) -> Core {
         debug_assert!(!servers.is_empty() && servers.len() <= 8);
+        debug_assert!(cfg.doh_servers <= super::MAX_DOH);
+        let plain: Vec<Upstream> = servers.into_iter().map(Upstream::Udp).collect();
+        let mut list: Vec<Upstream> = (0..cfg.doh_servers as u8).map(Upstream::Doh).collect();
+        if list.is_empty() || cfg.doh_fallback {
+            list.extend(plain.iter().copied());
+        }
         Core {
             cfg,
-            servers,
+            servers: list,
+            plain,
             hosts,
             entries: Vec::new(),
             rng,
@@ -178,7 +209,7 @@ impl Core {
         now: u64,
         out: &mut Vec<Send>,
     ) -> Option<String> {
-        let Some((i, resp)) = self.match_response(from, pkt) else {
+        let Some((i, resp)) = self.match_response(Upstream::Udp(from), pkt) else {
             self.counters.ignored += 1;
             return None;
         };
@@ -199,14 +230,63 @@ impl Core {
             },
             RCODE_NXDOMAIN => Some(self.fail_for(i, "NXDOMAIN".into(), zone_neg(&resp), now)),
             rcode => {
-                let what = match rcode {
-                    1 => "FORMERR",
-                    RCODE_SERVFAIL => "SERVFAIL",
-                    4 => "NOTIMP",
-                    5 => "REFUSED",
-                    _ => "error",
-                };
+                let what = wire::rcode_name(rcode);
                 self.try_failed(i, format!("{what} (rcode {rcode}) from {from}"), now, out)
+            }
+        }
+    }
+
+    /// Takes the end of DoH exchange `id` with DoH server `server`: the `200` body of type
+    /// `application/dns-message`, or why the exchange failed (connect, TLS, HTTP status,
+    /// content type, deadline). A body that is not a DNS response, answers another name or
+    /// type, is truncated or carries an error RCODE other than NXDOMAIN fails the try just as a
+    /// transport error does — the next upstream is asked at once if this was the query's
+    /// current try (an earlier try's failure changes nothing). No id check: the exchange
+    /// itself pairs question and answer (RFC 8484 §4.1 asks for id 0).
+    ///
+    /// Returns the name whose query completed, if any, and what the reply says about the
+    /// server: `Ok` for a usable answer (an address, NXDOMAIN or NODATA), else the reason.
+    pub fn on_doh_reply(
+        &mut self,
+        server: u8,
+        id: u16,
+        reply: Result<&[u8], String>,
+        now: u64,
+        out: &mut Vec<Send>,
+    ) -> (Option<String>, Result<(), String>) {
+        let from = Upstream::Doh(server);
+        let Some(i) = self.entries.iter().position(|e| {
+            e.query
+                .as_ref()
+                .is_some_and(|q| q.id == id && q.asked & self.bit(q, from) != 0)
+        }) else {
+            // The query ended meanwhile (an answer from another upstream, or it gave up).
+            let verdict = reply.and_then(|b| super::doh::check_reply(b, None).map(|_| ()));
+            return (None, verdict);
+        };
+        let verdict = reply.and_then(|b| super::doh::check_reply(b, Some(&self.entries[i].name)));
+        match verdict {
+            Ok(resp) => {
+                self.counters.answers += 1;
+                let done = match resp.rcode {
+                    RCODE_NOERROR => match resp.addrs.first() {
+                        Some(ip) => self.succeed(i, *ip, resp.ttl, now),
+                        None => self.fail_for(i, "no A record".into(), zone_neg(&resp), now),
+                    },
+                    _ => self.fail_for(i, "NXDOMAIN".into(), zone_neg(&resp), now),
+                };
+                (Some(done), Ok(()))
+            }
+            Err(why) => {
+                self.counters.ignored += 1;
+                let reason = format!("DoH server {}: {why}", server + 1);
+                let q = self.entries[i].query.as_ref();
+                let done = if q.and_then(|q| self.current(q)) == Some(from) {
+                    self.try_failed(i, reason, now, out)
+                } else {
+                    None
+                };
+                (done, Err(why))
             }
         }
     }
@@ -268,6 +348,30 @@ impl Core {
                 None => background_at(e, self.cfg.idle_ms),
             })
             .min()
+    }
+
+    /// The upstreams query `q` is asked of.
+    fn list(&self, q: &Query) -> &[Upstream] {
+        if q.plain {
+            &self.plain
+        } else {
+            &self.servers
+        }
+    }
+
+    /// The upstream `q`'s latest try went to.
+    fn current(&self, q: &Query) -> Option<Upstream> {
+        let list = self.list(q);
+        let k = (q.tries as usize).checked_sub(1)?;
+        Some(list[k % list.len()])
+    }
+
+    /// `from`'s bit in `q.asked` (0 when `from` is not in `q`'s list).
+    fn bit(&self, q: &Query, from: Upstream) -> u32 {
+        self.list(q)
+            .iter()
+            .position(|s| *s == from)
+            .map_or(0, |p| 1 << p)
     }
 
     fn host(&self, key: &str) -> Option<IpAddr> {
@@ -332,11 +436,13 @@ impl Core {
                 return;
             }
         };
+        let plain = self.cfg.doh_bootstrap.contains(&self.entries[i].name);
         self.entries[i].query = Some(Query {
             id,
             packet,
             tries: 0,
             asked: 0,
+            plain,
             deadline: now,
             last_error: String::new(),
         });
@@ -351,37 +457,38 @@ impl Core {
 
     /// Sends the next try of entry `i`'s query.
     fn send_next(&mut self, i: usize, now: u64, out: &mut Vec<Send>) {
-        let n = self.servers.len();
         let Some(q) = self.entries[i].query.as_mut() else {
             return;
         };
-        let s = q.tries as usize % n;
+        let list = if q.plain { &self.plain } else { &self.servers };
+        let s = q.tries as usize % list.len();
+        let to = list[s];
         q.tries += 1;
         q.asked |= 1 << s;
-        q.deadline = now + self.cfg.timeout_ms.max(1);
+        let wait = match to {
+            Upstream::Udp(_) => self.cfg.timeout_ms,
+            Upstream::Doh(_) => self.cfg.doh_timeout_ms,
+        };
+        q.deadline = now + wait.max(1);
         q.last_error.clear();
         self.counters.queries += 1;
         out.push(Send {
-            to: self.servers[s],
+            to,
             id: q.id,
             packet: q.packet.clone(),
         });
     }
 
     /// The index of the entry whose query in flight a datagram answers, and the response.
-    fn match_response(&self, from: SocketAddr, pkt: &[u8]) -> Option<(usize, wire::Response)> {
+    fn match_response(&self, from: Upstream, pkt: &[u8]) -> Option<(usize, wire::Response)> {
         let resp = wire::parse_response(pkt).ok()?;
         let i = self
             .entries
             .iter()
             .position(|e| e.query.as_ref().is_some_and(|q| q.id == resp.id))?;
         let e = &self.entries[i];
-        let asked = e.query.as_ref()?.asked;
-        let server = self
-            .servers
-            .iter()
-            .position(|s| s.ip() == from.ip() && s.port() == from.port())?;
-        if asked & (1 << server) == 0 || resp.qname != e.name || resp.qtype != TYPE_A {
+        let q = e.query.as_ref()?;
+        if q.asked & self.bit(q, from) == 0 || resp.qname != e.name || resp.qtype != TYPE_A {
             return None;
         }
         Some((i, resp))
@@ -395,12 +502,12 @@ impl Core {
         now: u64,
         out: &mut Vec<Send>,
     ) -> Option<String> {
+        let q = self.entries[i].query.as_ref()?;
         let total = self
             .cfg
             .attempts
             .max(1)
-            .saturating_mul(self.servers.len() as u32);
-        let q = self.entries[i].query.as_mut()?;
+            .saturating_mul(self.list(q).len() as u32);
         if q.tries < total {
             self.send_next(i, now, out);
             return None;

@@ -11,6 +11,14 @@ fn ns(s: &str) -> SocketAddr {
     s.parse().unwrap()
 }
 
+/// The nameserver a datagram query goes to.
+fn udp(q: &Send) -> SocketAddr {
+    match q.to {
+        Upstream::Udp(a) => a,
+        Upstream::Doh(i) => panic!("a DoH try to server {i}"),
+    }
+}
+
 fn core_with(cfg: ResolverConfig, servers: &[&str]) -> Core {
     let hosts = vec![("router.lan".to_string(), IpAddr::from([10, 0, 0, 1]))];
     Core::new(
@@ -43,7 +51,7 @@ fn resolve(c: &mut Core, name: &str, ip: [u8; 4], ttl: u32, now: u64) {
     assert_eq!(c.lookup(name, now, &mut out), Lookup::Pending);
     assert_eq!(out.len(), 1);
     let q = out.pop().unwrap();
-    let done = c.on_datagram(q.to, &answer(&q, ip, ttl), now, &mut out);
+    let done = c.on_datagram(udp(&q), &answer(&q, ip, ttl), now, &mut out);
     assert_eq!(done.as_deref(), Some(name));
     assert!(out.is_empty());
     assert_eq!(
@@ -84,11 +92,11 @@ fn one_query_for_concurrent_lookups_and_case_folding() {
     assert_eq!(c.lookup("X.Example.COM.", 0, &mut out), Lookup::Pending);
     assert_eq!(c.lookup("x.example.com", 5, &mut out), Lookup::Pending);
     assert_eq!(out.len(), 1, "second lookup joins the query in flight");
-    assert_eq!(out[0].to, ns(NS1));
+    assert_eq!(out[0].to, Upstream::Udp(ns(NS1)));
     assert_eq!(c.next_deadline(), Some(2_000));
     let q = out.pop().unwrap();
     assert_eq!(
-        c.on_datagram(q.to, &answer(&q, IP1, 300), 10, &mut out)
+        c.on_datagram(udp(&q), &answer(&q, IP1, 300), 10, &mut out)
             .as_deref(),
         Some("x.example.com")
     );
@@ -142,7 +150,7 @@ fn refresh_before_expiry_serves_the_old_answer_meanwhile() {
     assert_eq!(out.len(), 1);
     let q = out.pop().unwrap();
     assert_eq!(
-        c.on_datagram(q.to, &answer(&q, IP2, 100), 81_500, &mut out)
+        c.on_datagram(udp(&q), &answer(&q, IP2, 100), 81_500, &mut out)
             .as_deref(),
         Some("w.example")
     );
@@ -236,7 +244,7 @@ fn nxdomain_is_negatively_cached() {
     let mut out = Vec::new();
     c.lookup("gone.example", 0, &mut out);
     let q = out.pop().unwrap();
-    assert!(c.on_datagram(q.to, &rcode(&q, 3), 1, &mut out).is_some());
+    assert!(c.on_datagram(udp(&q), &rcode(&q, 3), 1, &mut out).is_some());
     assert!(out.is_empty(), "NXDOMAIN is final, no failover");
     assert_eq!(
         c.lookup("gone.example", 2, &mut out),
@@ -256,7 +264,7 @@ fn nxdomain_is_negatively_cached() {
         0x8180,
         &[(&[0xc0, 12], TYPE_CNAME, 60, b"\x01z\x00")],
     );
-    c.on_datagram(q.to, &p, 60_002, &mut out);
+    c.on_datagram(udp(&q), &p, 60_002, &mut out);
     assert_eq!(
         c.lookup("gone.example", 60_003, &mut out),
         Lookup::Failed("no A record".into())
@@ -269,17 +277,19 @@ fn servfail_and_timeout_fail_over_then_fail() {
     let mut out = Vec::new();
     c.lookup("x.example", 0, &mut out);
     let q = out.pop().unwrap();
-    assert_eq!(q.to, ns(NS1));
-    assert!(c.on_datagram(q.to, &rcode(&q, 2), 10, &mut out).is_none());
+    assert_eq!(q.to, Upstream::Udp(ns(NS1)));
+    assert!(c
+        .on_datagram(udp(&q), &rcode(&q, 2), 10, &mut out)
+        .is_none());
     assert_eq!(out.len(), 1, "SERVFAIL: next server at once");
-    assert_eq!(out[0].to, ns(NS2));
+    assert_eq!(out[0].to, Upstream::Udp(ns(NS2)));
     assert_eq!(out[0].id, q.id, "one id per query");
     out.clear();
     assert_eq!(c.next_deadline(), Some(2_010));
     assert!(c.on_tick(2_010, &mut out).is_empty());
-    assert_eq!(out.pop().map(|s| s.to), Some(ns(NS1)));
+    assert_eq!(out.pop().map(|s| s.to), Some(Upstream::Udp(ns(NS1))));
     assert!(c.on_tick(4_010, &mut out).is_empty());
-    assert_eq!(out.pop().map(|s| s.to), Some(ns(NS2)));
+    assert_eq!(out.pop().map(|s| s.to), Some(Upstream::Udp(ns(NS2))));
     assert_eq!(c.lookup("x.example", 5_000, &mut out), Lookup::Pending);
     assert!(out.is_empty());
     assert_eq!(c.on_tick(6_010, &mut out), vec!["x.example".to_string()]);
@@ -292,7 +302,7 @@ fn servfail_and_timeout_fail_over_then_fail() {
     assert_eq!(c.counters.failures, 1);
     // A late answer to the finished query is ignored.
     assert!(c
-        .on_datagram(q.to, &answer(&q, IP1, 60), 6_100, &mut out)
+        .on_datagram(udp(&q), &answer(&q, IP1, 60), 6_100, &mut out)
         .is_none());
     assert_eq!(c.counters.ignored, 1);
 }
@@ -304,7 +314,7 @@ fn truncated_answer_counts_as_a_failed_try() {
     c.lookup("big.example", 0, &mut out);
     let q = out.pop().unwrap();
     let p = response(&q.packet, 0x8380, &[(&[0xc0, 12], TYPE_A, 60, &IP1)]);
-    assert!(c.on_datagram(q.to, &p, 1, &mut out).is_none());
+    assert!(c.on_datagram(udp(&q), &p, 1, &mut out).is_none());
     assert_eq!(out.len(), 1, "TC: next try");
 }
 
@@ -317,7 +327,7 @@ fn spoofed_and_stray_datagrams_are_ignored() {
     // Wrong id.
     let mut p = answer(&q, IP2, 60);
     p[0] ^= 0xff;
-    assert!(c.on_datagram(q.to, &p, 1, &mut out).is_none());
+    assert!(c.on_datagram(udp(&q), &p, 1, &mut out).is_none());
     // Right id, wrong source: another port, and the second server (not asked yet).
     let p = answer(&q, IP2, 60);
     assert!(c
@@ -327,17 +337,17 @@ fn spoofed_and_stray_datagrams_are_ignored() {
     // Right id and source, other question name.
     let other = wire::encode_query(q.id, "y.example", TYPE_A).unwrap();
     let p2 = response(&other, 0x8180, &[(&[0xc0, 12], TYPE_A, 60, &IP2)]);
-    assert!(c.on_datagram(q.to, &p2, 1, &mut out).is_none());
+    assert!(c.on_datagram(udp(&q), &p2, 1, &mut out).is_none());
     // Garbage and our own query echoed back.
     assert!(c
-        .on_datagram(q.to, b"\x00\x01garbage", 1, &mut out)
+        .on_datagram(udp(&q), b"\x00\x01garbage", 1, &mut out)
         .is_none());
-    assert!(c.on_datagram(q.to, &q.packet, 1, &mut out).is_none());
+    assert!(c.on_datagram(udp(&q), &q.packet, 1, &mut out).is_none());
     assert_eq!(c.counters.ignored, 6);
     assert_eq!(c.lookup("x.example", 2, &mut out), Lookup::Pending);
     // The genuine answer still works.
     assert!(c
-        .on_datagram(q.to, &answer(&q, IP1, 60), 3, &mut out)
+        .on_datagram(udp(&q), &answer(&q, IP1, 60), 3, &mut out)
         .is_some());
     assert_eq!(
         c.lookup("x.example", 4, &mut out),
@@ -399,7 +409,7 @@ fn nxdomain_is_cached_for_the_zones_negative_ttl() {
     let q = out.pop().unwrap();
     // min(TTL 300, MINIMUM 900) = 300 s (RFC 2308 §5).
     assert!(c
-        .on_datagram(q.to, &nxdomain_with_soa(&q, 300, 900), 1, &mut out)
+        .on_datagram(udp(&q), &nxdomain_with_soa(&q, 300, 900), 1, &mut out)
         .is_some());
     for now in (2..300_000).step_by(997) {
         assert_eq!(
@@ -417,7 +427,7 @@ fn nxdomain_is_cached_for_the_zones_negative_ttl() {
     // A zone asking for less than the floor or more than 3 h is held to 1 s .. 3 h.
     let q = out.pop().unwrap();
     c.on_datagram(
-        q.to,
+        udp(&q),
         &nxdomain_with_soa(&q, 86_400, 86_400),
         300_003,
         &mut out,
@@ -429,5 +439,125 @@ fn nxdomain_is_cached_for_the_zones_negative_ttl() {
     assert_eq!(
         c.lookup(name, 300_004 + 3 * 3600 * 1000, &mut out),
         Lookup::Pending
+    );
+}
+
+/// A core with `doh` DoH servers before the two nameservers, `fallback` as given, and
+/// `doh.example` as a DoH server's own name.
+fn doh_core(doh: usize, fallback: bool) -> Core {
+    let cfg = ResolverConfig {
+        doh_servers: doh,
+        doh_fallback: fallback,
+        doh_timeout_ms: 3_000,
+        doh_bootstrap: vec!["doh.example".into()],
+        ..ResolverConfig::default()
+    };
+    core_with(cfg, &[NS1, NS2])
+}
+
+#[test]
+fn with_doh_and_no_fallback_a_name_is_asked_of_the_doh_servers_only() {
+    let mut c = doh_core(2, false);
+    let mut out = Vec::new();
+    assert_eq!(c.lookup("w.example.dev", 0, &mut out), Lookup::Pending);
+    let q = out.pop().unwrap();
+    assert_eq!(q.to, Upstream::Doh(0));
+    // A (poisoned) datagram from a plain nameserver is not an answer to it.
+    let poisoned = answer(&q, [127, 0, 0, 66], 300);
+    assert!(c.on_datagram(ns(NS1), &poisoned, 1, &mut out).is_none());
+    assert_eq!(c.counters.ignored, 1);
+    // The DoH answer is cached with its TTL.
+    let good = answer(&q, [127, 0, 0, 9], 300);
+    let (done, verdict) = c.on_doh_reply(0, q.id, Ok(&good), 2, &mut out);
+    assert_eq!((done.as_deref(), verdict), (Some("w.example.dev"), Ok(())));
+    let ip = IpAddr::from([127, 0, 0, 9]);
+    assert_eq!(c.lookup("w.example.dev", 3, &mut out), Lookup::Ready(ip));
+    assert_eq!(
+        c.lookup("w.example.dev", 239_000, &mut out),
+        Lookup::Ready(ip)
+    );
+    assert!(out.is_empty(), "no refresh before 80 % of the TTL");
+    // Every DoH try failing (2 servers × 2 attempts) leaves the name unresolved: never a
+    // try to a plain nameserver.
+    let mut c = doh_core(2, false);
+    c.lookup("w.example.dev", 0, &mut out);
+    let mut now = 0;
+    for k in 0..4u8 {
+        let q = out.pop().expect("a try");
+        assert_eq!(q.to, Upstream::Doh(k % 2));
+        now += 10;
+        let (done, v) =
+            c.on_doh_reply(k % 2, q.id, Err("connection refused".into()), now, &mut out);
+        assert_eq!(v, Err("connection refused".into()));
+        assert_eq!(done.is_some(), k == 3);
+    }
+    assert!(out.is_empty());
+    match c.lookup("w.example.dev", now, &mut out) {
+        Lookup::Failed(why) => assert!(why.contains("connection refused"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_doh_answer_for_another_name_or_garbage_fails_the_try_and_the_next_server_is_asked() {
+    let mut c = doh_core(2, false);
+    let mut out = Vec::new();
+    c.lookup("w.example.dev", 0, &mut out);
+    let q = out.pop().unwrap();
+    let other = wire::encode_query(q.id, "evil.example", TYPE_A).unwrap();
+    let other = answer(
+        &Send {
+            to: q.to,
+            id: q.id,
+            packet: other,
+        },
+        [127, 0, 0, 66],
+        300,
+    );
+    let (done, v) = c.on_doh_reply(0, q.id, Ok(&other), 5, &mut out);
+    assert!(done.is_none());
+    assert!(v.unwrap_err().contains("evil.example"));
+    let q2 = out.pop().expect("the next server is asked at once");
+    assert_eq!(q2.to, Upstream::Doh(1));
+    assert_eq!(c.lookup("w.example.dev", 6, &mut out), Lookup::Pending);
+    // A late failure of the first try changes nothing; garbage from the current one moves on.
+    let (_, v) = c.on_doh_reply(0, q.id, Err("timeout".into()), 7, &mut out);
+    assert!(v.is_err() && out.is_empty());
+    let (_, v) = c.on_doh_reply(1, q.id, Ok(b"garbage"), 8, &mut out);
+    assert!(v.unwrap_err().contains("not a DNS response"));
+    assert_eq!(out.pop().map(|s| s.to), Some(Upstream::Doh(0)));
+}
+
+#[test]
+fn with_fallback_the_nameservers_follow_the_doh_servers_and_bootstrap_names_go_plain() {
+    let mut c = doh_core(1, true);
+    let mut out = Vec::new();
+    c.lookup("w.example.dev", 0, &mut out);
+    let q = out.pop().unwrap();
+    assert_eq!(q.to, Upstream::Doh(0));
+    let (_, v) = c.on_doh_reply(0, q.id, Err("refused".into()), 1, &mut out);
+    assert!(v.is_err());
+    let q = out.pop().unwrap();
+    assert_eq!(q.to, Upstream::Udp(ns(NS1)));
+    // The try's deadline is the plain one (2 s), a DoH try's was --doh-timeout (3 s).
+    assert_eq!(c.next_deadline(), Some(1 + 2_000));
+    let done = c.on_datagram(ns(NS1), &answer(&q, [127, 0, 0, 8], 60), 2, &mut out);
+    assert_eq!(done.as_deref(), Some("w.example.dev"));
+
+    let mut c = doh_core(2, false);
+    c.lookup("doh.example", 0, &mut out);
+    let q = out.pop().unwrap();
+    assert_eq!(
+        q.to,
+        Upstream::Udp(ns(NS1)),
+        "a DoH server's own name goes plain"
+    );
+    assert_eq!(c.next_deadline(), Some(2_000));
+    let mut c = doh_core(2, false);
+    c.lookup("x.example", 0, &mut out);
+    assert_eq!(
+        c.next_deadline(),
+        Some(3_000),
+        "a DoH try waits --doh-timeout"
     );
 }

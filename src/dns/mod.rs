@@ -24,6 +24,12 @@
 //! specs; a session skips a route whose name is not resolved yet and a probe is retried later.
 //! So the names that `on_readable` / `on_tick` return are not used by the reactor.
 //!
+//! DNS over HTTPS (`--doh`, RFC 8484): with DoH servers configured, the cache asks them instead
+//! of (or, with `--doh-fallback on`, before) the nameservers. The HTTPS exchanges are not run
+//! here: a try for a DoH server is queued ([`Resolver::take_doh`], which the reactor's
+//! `reactor::doh` drains into HTTPS GETs) and its end comes back through
+//! [`Resolver::on_doh_reply`]; the query's wire form and the answer's check are `doh`'s.
+//!
 //! Limits (documented, not bugs): A records only (IPv6-only upstreams go unresolved); no
 //! search list; no TCP fallback — a truncated (TC) answer counts as a failed try; nameservers
 //! are asked one after another, not in parallel; one socket, so nameservers of the other
@@ -31,6 +37,7 @@
 
 mod cache;
 mod conf;
+pub mod doh;
 pub mod oneshot;
 // Public for the fuzz target (fuzz/fuzz_targets/dns_reply.rs); the resolver is its only user.
 pub mod wire;
@@ -42,7 +49,7 @@ use std::path::PathBuf;
 
 use mio::net::UdpSocket;
 
-use self::cache::{Core, Send};
+use self::cache::{Core, Send, Upstream};
 pub use self::conf::{canonical_name, normalize_host};
 
 /// Resolves `host` from the cache without waiting: `None` while a query runs or after a
@@ -63,6 +70,8 @@ const READ_BATCH: usize = 64;
 const RECV_BUF: usize = 1_500;
 /// Most nameservers taken from the override list.
 const MAX_OVERRIDE: usize = 8;
+/// Most DoH servers used (`--doh` values past this are ignored).
+pub const MAX_DOH: usize = 8;
 
 /// Resolver settings. Times are milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +103,16 @@ pub struct ResolverConfig {
     pub idle_ms: u64,
     /// Names cached at most (default 256); the least recently used unwatched name is evicted.
     pub max_names: usize,
+    /// DoH servers configured (`--doh`, ≤ [`MAX_DOH`]; default 0: plain DNS only). Server `i`
+    /// is the `i`-th `--doh` URL; the shell that runs the exchanges knows the URLs.
+    pub doh_servers: usize,
+    /// With DoH servers: ask the nameservers too once every DoH server was tried
+    /// (`--doh-fallback`, default false).
+    pub doh_fallback: bool,
+    /// Wait for one DoH try (`--doh-timeout`, default 5000).
+    pub doh_timeout_ms: u64,
+    /// Canonical host names of the DoH servers given by name: asked of the nameservers only.
+    pub doh_bootstrap: Vec<String>,
 }
 
 impl Default for ResolverConfig {
@@ -110,6 +129,10 @@ impl Default for ResolverConfig {
             refresh_ahead_pct: 80,
             idle_ms: 6 * 3_600_000,
             max_names: 256,
+            doh_servers: 0,
+            doh_fallback: false,
+            doh_timeout_ms: 5_000,
+            doh_bootstrap: Vec::new(),
         }
     }
 }
@@ -139,12 +162,26 @@ pub struct Counters {
     pub failures: u64,
 }
 
+/// A DoH try for the shell to run: a GET of [`doh::get_path`]`(path, packet)` on DoH server
+/// `server`, whose end goes back to [`Resolver::on_doh_reply`] with `server` and `id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DohQuery {
+    /// Index of the `--doh` URL.
+    pub server: u8,
+    /// The query's id (the wire form sent carries 0).
+    pub id: u16,
+    /// The query in wire form.
+    pub packet: Vec<u8>,
+}
+
 /// The resolver: one non-blocking UDP socket plus the cache. See the module docs.
 pub struct Resolver {
     core: Core,
     socket: UdpSocket,
     buf: Vec<u8>,
     sends: Vec<Send>,
+    /// DoH tries waiting for the shell ([`Resolver::take_doh`]).
+    doh_out: Vec<DohQuery>,
     /// `on_readable` stopped at [`READ_BATCH`] before `WouldBlock`.
     backlog: bool,
 }
@@ -176,12 +213,15 @@ impl Resolver {
             SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))
         };
         let socket = UdpSocket::bind(bind)?;
+        let mut cfg = cfg;
+        cfg.doh_servers = cfg.doh_servers.min(MAX_DOH);
         let rng = Rng::new().map_err(|e| io::Error::other(format!("randomness: {e}")))?;
         Ok(Resolver {
             core: Core::new(cfg, servers, hosts, rng),
             socket,
             buf: vec![0; RECV_BUF],
             sends: Vec::new(),
+            doh_out: Vec::new(),
             backlog: false,
         })
     }
@@ -244,7 +284,7 @@ impl Resolver {
     /// When [`Resolver::on_tick`] next has work (ms, same clock as `now`; 0 = at once), or
     /// `None` when idle.
     pub fn next_deadline(&self) -> Option<u64> {
-        if self.backlog {
+        if self.backlog || !self.doh_out.is_empty() {
             return Some(0);
         }
         self.core.next_deadline()
@@ -263,6 +303,31 @@ impl Resolver {
         self.core.cached(name)
     }
 
+    /// The DoH tries queued since the last call, for the shell to run (see [`DohQuery`]).
+    /// Non-empty makes [`Resolver::next_deadline`] 0.
+    pub fn take_doh(&mut self) -> Vec<DohQuery> {
+        std::mem::take(&mut self.doh_out)
+    }
+
+    /// The end of a DoH try (see [`DohQuery`]): the `200` body of the right media type, or
+    /// why the exchange failed. Returns the name whose query completed, if any, and what the
+    /// reply says about the server (`Err(reason)`: a transport failure, or an answer that is
+    /// garbage, for another name, truncated or an error RCODE). The next upstream is asked at
+    /// once when this was the query's latest try.
+    pub fn on_doh_reply(
+        &mut self,
+        server: u8,
+        id: u16,
+        reply: Result<&[u8], String>,
+        now: u64,
+    ) -> (Option<String>, Result<(), String>) {
+        let r = self
+            .core
+            .on_doh_reply(server, id, reply, now, &mut self.sends);
+        self.flush();
+        r
+    }
+
     /// Counters since start.
     pub fn counters(&self) -> Counters {
         self.core.counters
@@ -272,8 +337,17 @@ impl Resolver {
     /// usual) and its error becomes the reason if it was the last try.
     fn flush(&mut self) {
         for s in self.sends.drain(..) {
-            if let Err(e) = self.socket.send_to(&s.packet, s.to) {
-                self.core.note_send_error(s.id, &e.to_string());
+            match s.to {
+                Upstream::Udp(to) => {
+                    if let Err(e) = self.socket.send_to(&s.packet, to) {
+                        self.core.note_send_error(s.id, &e.to_string());
+                    }
+                }
+                Upstream::Doh(server) => self.doh_out.push(DohQuery {
+                    server,
+                    id: s.id,
+                    packet: s.packet,
+                }),
             }
         }
     }

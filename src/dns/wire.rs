@@ -98,6 +98,18 @@ pub struct Response {
     pub negative_ttl: Option<u32>,
 }
 
+/// The name of an error RCODE (RFC 1035 §4.1.1), for reasons: `FORMERR`, `SERVFAIL`,
+/// `NOTIMP`, `REFUSED`, else `error`.
+pub fn rcode_name(rcode: u8) -> &'static str {
+    match rcode {
+        1 => "FORMERR",
+        RCODE_SERVFAIL => "SERVFAIL",
+        4 => "NOTIMP",
+        5 => "REFUSED",
+        _ => "error",
+    }
+}
+
 /// Builds a standard query (opcode QUERY, RD set) with one question `name`/`qtype`/IN.
 ///
 /// `name` is dot-separated ASCII without a trailing dot (see `dns::conf::canonical_name`).

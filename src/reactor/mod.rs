@@ -30,6 +30,7 @@
 mod accept;
 #[path = "../route/cflist/fetch.rs"]
 mod cflist;
+mod doh;
 mod drain;
 mod listen;
 mod memory;
@@ -155,6 +156,8 @@ struct Reactor {
     cflist: cflist::CfList,
     /// Telegram's range list refresh (`--tg-ranges-url`, transparent mode).
     tgranges: tgranges::TgRefresh,
+    /// The DNS-over-HTTPS exchanges (`--doh`).
+    doh: doh::Doh,
     /// The transparent and SOCKS5 listeners (`ways`).
     ways: ways::Ways,
     /// When to give freed memory back after a burst (`mem::trim`, `--mem-trim-delay`).
@@ -244,6 +247,7 @@ impl Reactor {
                 .and_then(control::Control::next_deadline),
             self.cflist.next_deadline(),
             self.tgranges_deadline(),
+            self.doh.next_deadline(),
             self.trim.next_deadline(),
         ]
         .into_iter()
@@ -289,6 +293,10 @@ impl Reactor {
             }
             if tok == token::TGRANGES {
                 self.tgranges_event();
+                continue;
+            }
+            if let Some(i) = token::doh_index(tok) {
+                self.doh_event(i);
                 continue;
             }
             if tok == token::CONTROL || token::control_index(tok).is_some() {
@@ -362,6 +370,7 @@ impl Reactor {
         {
             self.s.resolve_outbound_proxy();
         }
+        self.doh_tick();
     }
 
     fn on_global(&mut self, g: Global) {

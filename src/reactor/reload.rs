@@ -24,10 +24,10 @@ use crate::route::table::private_names;
 
 /// Settings a reload cannot change, by flag name: they size memory at start (`max-connections`,
 /// `buf-kb`, `replay-cache` once an ee secret is in use), own a file or socket opened at start
-/// (`log-file`, `log-max-kb`, `control-socket`) or configure the resolver's socket
-/// (`hosts-file`, `resolv-conf`). A reload that changes one keeps the old value and says
+/// (`log-file`, `log-max-kb`, `control-socket`) or configure the resolver
+/// (`hosts-file`, `resolv-conf`, `doh`, `doh-fallback`, `doh-timeout`). A reload that changes one keeps the old value and says
 /// "needs a restart: NAME".
-pub const RESTART_ONLY: [&str; 8] = [
+pub const RESTART_ONLY: [&str; 11] = [
     "max-connections",
     "buf-kb",
     "replay-cache",
@@ -36,6 +36,9 @@ pub const RESTART_ONLY: [&str; 8] = [
     "control-socket",
     "hosts-file",
     "resolv-conf",
+    "doh",
+    "doh-fallback",
+    "doh-timeout",
 ];
 
 /// The `reload` event (`logging::events`): `result` (`applied`, `rejected`), `changed` and
@@ -233,6 +236,9 @@ pub fn keep_restart_only(old: &Config, new: &mut Config, ee_live: bool) -> Vec<&
     keep!(control_socket, "control-socket");
     keep!(hosts_file, "hosts-file");
     keep!(resolv_conf, "resolv-conf");
+    keep!(doh, "doh");
+    keep!(doh_fallback, "doh-fallback");
+    keep!(doh_timeout, "doh-timeout");
     names
 }
 
@@ -394,6 +400,8 @@ mod tests {
             "cf-domain" | "no-outbound-proxy-for" => "example.com",
             "mtproto-proxy" => "10.0.0.1:443:0123456789abcdef0123456789abcdef",
             "cf-domain-list" => "off",
+            "doh" => "https://127.0.0.1:8443/dns-query",
+            "doh-fallback" => "on",
             "cf-domain-cache" | "log-file" | "hosts-file" | "resolv-conf" | "control-socket" => {
                 return Some(dir.join(name).display().to_string());
             }

@@ -81,6 +81,7 @@ impl Reactor {
         let trim = Trim::new(cfg.mem_trim_delay.as_millis() as u64);
         let (tg_ranges, tg_source) = initial_ranges(&cfg);
         let tgranges = TgRefresh::new(&cfg, now, tg_source);
+        let doh = super::doh::Doh::new(&cfg);
         let mut r = Reactor {
             poll,
             listener,
@@ -134,6 +135,7 @@ impl Reactor {
             control,
             cflist,
             tgranges,
+            doh,
             trim,
             ways,
         };
@@ -212,11 +214,23 @@ fn bind_at_start(
     Ok((listener, bind_retry))
 }
 
-/// The resolver over `--hosts-file` and `--resolv-conf`, its socket registered as [`DNS`].
+/// The resolver over `--hosts-file`, `--resolv-conf` and `--doh`, its socket registered as
+/// [`DNS`].
 fn start_resolver(cfg: &Config, registry: &Registry) -> io::Result<Resolver> {
+    // A DoH server given by name is looked up over the nameservers (bootstrap), never over
+    // DoH itself.
+    let doh_bootstrap = (cfg.doh.iter())
+        .filter_map(|u| crate::route::cflist::parse_url(u).ok())
+        .filter(|u| u.host.parse::<std::net::IpAddr>().is_err())
+        .filter_map(|u| crate::dns::canonical_name(&u.host).ok())
+        .collect();
     let mut dns = Resolver::new(ResolverConfig {
         hosts_path: cfg.hosts_file.clone(),
         resolv_path: cfg.resolv_conf.clone(),
+        doh_servers: cfg.doh.len(),
+        doh_fallback: cfg.doh_fallback,
+        doh_timeout_ms: cfg.doh_timeout.as_millis() as u64,
+        doh_bootstrap,
         ..ResolverConfig::default()
     })?;
     registry.register(dns.socket(), DNS, Interest::READABLE)?;

@@ -36,6 +36,8 @@ use crate::route::prober::{Finished, Prober};
 use crate::route::table::{Route, Table};
 use crate::token::{self, Role, DNS};
 
+mod doh;
+
 mod report;
 mod ways;
 pub use report::{dc_ids, median, render, verdicts, Attempt, Row, Verdict};
@@ -335,8 +337,9 @@ fn route_rows(
     rows
 }
 
-/// Resolves `hosts` with the proxy's own resolver (hosts file, resolv.conf), waiting up to
-/// `--probe-timeout`. Names still pending at the deadline map to an error.
+/// Resolves `hosts` with the proxy's own resolver (hosts file, resolv.conf, and `--doh` as the
+/// proxy uses it: DoH tries run here one at a time, blocking, by `doh::exchange`), waiting up
+/// to `--probe-timeout`. Names still pending at the deadline map to an error.
 fn resolve_all(
     cfg: &Config,
     hosts: &BTreeSet<String>,
@@ -345,11 +348,26 @@ fn resolve_all(
     if hosts.is_empty() {
         return Ok(out);
     }
+    let doh_servers = doh::servers(cfg);
     let mut dns = Resolver::new(ResolverConfig {
         hosts_path: cfg.hosts_file.clone(),
         resolv_path: cfg.resolv_conf.clone(),
+        doh_servers: doh_servers.len(),
+        doh_fallback: cfg.doh_fallback,
+        doh_timeout_ms: cfg.doh_timeout.as_millis() as u64,
         ..ResolverConfig::default()
     })?;
+    let tls = if doh_servers.is_empty() {
+        None
+    } else {
+        let c = tls::client_config_with(
+            cfg.ca_file.as_deref(),
+            cfg.accept_invalid_certs,
+            cfg.tls_cipher,
+        )
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Some(c)
+    };
     let mut poll = Poll::new()?;
     poll.registry()
         .register(dns.socket(), DNS, Interest::READABLE)?;
@@ -372,6 +390,20 @@ fn resolve_all(
                     out.insert(h.clone(), Err(format!("DNS: {e}")));
                 }
                 Lookup::Pending => pending = true,
+            }
+        }
+        if let Some(tls) = &tls {
+            for q in dns.take_doh() {
+                let Some(server) = doh_servers.get(usize::from(q.server)) else {
+                    continue;
+                };
+                let got = doh::exchange(server, &q, tls, cfg.doh_timeout);
+                let reply = got.as_deref().map_err(Clone::clone);
+                let (_, verdict) = dns.on_doh_reply(q.server, q.id, reply, now_ms());
+                if let Err(why) = verdict {
+                    eprintln!("tg-ws-proxy: check: doh {}: {why}", server.0);
+                }
+                pending = true; // look again: the answer is in the cache now
             }
         }
         if !pending {

@@ -72,6 +72,9 @@ pub(in crate::reactor) struct Getter {
     token: Token,
     timeout_ms: u64,
     max_body: usize,
+    /// The media type asked for and, when set, required of a `200` (DoH); `None`: a plain
+    /// text download (`Accept: text/plain`, any type taken).
+    media: Option<&'static str>,
     fetch: Option<Fetch>,
     /// What the last dial through the outbound proxy said about it, for the ladder: `Ok` it
     /// got past the proxy, `Err` the proxy's own failure. The owner takes it after each call.
@@ -86,9 +89,17 @@ impl Getter {
             token,
             timeout_ms,
             max_body,
+            media: None,
             fetch: None,
             proxy_news: None,
         }
+    }
+
+    /// The same machinery asking for `media` (`Accept`) and failing a `200` of another
+    /// `Content-Type` (the DNS-over-HTTPS exchanges, `application/dns-message`).
+    pub(in crate::reactor) fn for_media(mut self, media: &'static str) -> Getter {
+        self.media = Some(media);
+        self
     }
 
     /// True while a fetch runs.
@@ -223,7 +234,7 @@ impl Getter {
         gate: &mut Gate<'_>,
     ) -> Option<Got> {
         let f = self.fetch.as_mut()?;
-        let outcome = match drive(f, dial, self.max_body, &mut self.proxy_news) {
+        let outcome = match drive(f, dial, (self.max_body, self.media), &mut self.proxy_news) {
             Ok(None) => return None,
             Ok(Some(o)) => o,
             Err(why) => {
@@ -254,12 +265,13 @@ impl Getter {
     }
 }
 
-/// Advances the dial and the exchange as far as the socket allows. A dial through the
-/// outbound proxy that ended leaves what it says about the proxy in `proxy_news`.
+/// Advances the dial and the exchange as far as the socket allows (bodies up to `max_body`,
+/// `media` as in [`Getter::for_media`]). A dial through the outbound proxy that ended leaves
+/// what it says about the proxy in `proxy_news`.
 fn drive(
     f: &mut Fetch,
     (tls, wall_s, rng): DialDeps<'_>,
-    max_body: usize,
+    (max_body, media): (usize, Option<&'static str>),
     proxy_news: &mut Option<Result<(), Failure>>,
 ) -> Result<Option<Outcome>, String> {
     loop {
@@ -285,9 +297,12 @@ fn drive(
                     }
                     f.step = Step::Talk {
                         up: Box::new(up),
-                        req: http::request(&f.url, ""),
+                        req: http::request_accepting(&f.url, "", media.unwrap_or("text/plain")),
                         sent: 0,
-                        resp: Response::new(f.url.clone(), max_body),
+                        resp: match media {
+                            Some(m) => Response::new(f.url.clone(), max_body).requiring_type(m),
+                            None => Response::new(f.url.clone(), max_body),
+                        },
                     }
                 }
             },

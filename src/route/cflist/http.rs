@@ -1,6 +1,8 @@
-//! The HTTP/1.1 GET of the shared domain list, sans-IO: the request bytes ([`request`]) and an
-//! incremental response parser with hard limits ([`Response`]): head size, body size
-//! (`Content-Length`, `chunked`, or read to the close), redirects reported with their target.
+//! The HTTP/1.1 GET of the shared domain list (and of Telegram's range list and DNS-over-HTTPS
+//! answers, through the same `reactor::cflist::get`), sans-IO: the request bytes ([`request`],
+//! [`request_accepting`]) and an incremental response parser with hard limits ([`Response`]):
+//! head size, body size (`Content-Length`, `chunked`, or read to the close), redirects reported
+//! with their target, a required `Content-Type` where the caller names one.
 //! RFC 9112 framing, only as much of it as a plain-text download needs. No socket, no clock:
 //! The shell (`fetch.rs`, compiled as `reactor::cflist`) feeds the bytes and owns the deadline.
 
@@ -13,6 +15,11 @@ pub const MAX_HEAD: usize = 8 * 1024;
 /// `Accept: text/plain`, `Connection: close`. `query` (a cache-buster, may be empty) is
 /// appended to the path (`?query` or `&query`).
 pub fn request(url: &Url, query: &str) -> Vec<u8> {
+    request_accepting(url, query, "text/plain")
+}
+
+/// [`request`] asking for `accept` (a media type) in place of `text/plain`.
+pub fn request_accepting(url: &Url, query: &str, accept: &str) -> Vec<u8> {
     let mut path = url.path.clone();
     if !query.is_empty() {
         path.push(if path.contains('?') { '&' } else { '?' });
@@ -25,7 +32,7 @@ pub fn request(url: &Url, query: &str) -> Vec<u8> {
     };
     format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: tg-ws-proxy\r\n\
-         Accept: text/plain\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n"
+         Accept: {accept}\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n"
     )
     .into_bytes()
 }
@@ -52,6 +59,9 @@ pub enum HttpError {
     Malformed(String),
     /// The connection ended before the response did.
     Truncated,
+    /// A `200` whose `Content-Type` (media type, parameters aside; `None`: no header) is not
+    /// the one required ([`Response::requiring_type`]).
+    ContentType(Option<String>, &'static str),
 }
 
 impl std::fmt::Display for HttpError {
@@ -61,6 +71,10 @@ impl std::fmt::Display for HttpError {
             HttpError::HeadTooLarge => write!(f, "response head larger than {MAX_HEAD} bytes"),
             HttpError::Malformed(w) => write!(f, "malformed response: {w}"),
             HttpError::Truncated => write!(f, "connection closed before the response ended"),
+            HttpError::ContentType(got, want) => match got {
+                Some(t) => write!(f, "content type {t:?}, not {want}"),
+                None => write!(f, "no content type, not {want}"),
+            },
         }
     }
 }
@@ -78,6 +92,8 @@ enum Framing {
 pub struct Response {
     base: Url,
     max_body: usize,
+    /// The media type a `200` must carry, if any.
+    want_type: Option<&'static str>,
     buf: Vec<u8>,
     /// Body start in `buf` and framing, once the head is parsed.
     head: Option<(usize, Framing)>,
@@ -89,9 +105,18 @@ impl Response {
         Response {
             base,
             max_body,
+            want_type: None,
             buf: Vec::new(),
             head: None,
         }
+    }
+
+    /// The same parser, failing a `200` whose `Content-Type` media type is not `media`
+    /// (compared case-insensitively, parameters such as `charset` ignored) with
+    /// [`HttpError::ContentType`].
+    pub fn requiring_type(mut self, media: &'static str) -> Response {
+        self.want_type = Some(media);
+        self
     }
 
     /// Takes `data`; `Ok(Some)` once the response is complete (later bytes are ignored).
@@ -139,6 +164,7 @@ impl Response {
         let mut length = None;
         let mut chunked = false;
         let mut location = None;
+        let mut ctype: Option<String> = None;
         for line in lines {
             let Some((name, value)) = line.split_once(':') else {
                 return Err(HttpError::Malformed(format!("header line {line:?}")));
@@ -159,6 +185,9 @@ impl Response {
                 }
             } else if name.eq_ignore_ascii_case("location") {
                 location = Some(value.to_string());
+            } else if name.eq_ignore_ascii_case("content-type") {
+                let media = value.split(';').next().unwrap_or("").trim();
+                ctype = Some(media.to_ascii_lowercase());
             }
         }
         match code {
@@ -170,6 +199,11 @@ impl Response {
                 return self.redirect(&loc).map(|u| Err(Outcome::Redirect(u)));
             }
             _ => return Ok(Err(Outcome::Status(code))),
+        }
+        if let Some(want) = self.want_type {
+            if ctype.as_deref() != Some(want) {
+                return Err(HttpError::ContentType(ctype, want));
+            }
         }
         Ok(Ok(match (chunked, length) {
             (true, _) => Framing::Chunked,

@@ -1,7 +1,7 @@
 //! Unit tests of the shared list core: decoding, validation, the accept rule, the cache
 //! format, the schedule, URL parsing and the HTTP response parser. Every name here is made up.
 
-use super::http::{request, HttpError, Outcome, Response};
+use super::http::{request, request_accepting, HttpError, Outcome, Response};
 use super::*;
 
 #[test]
@@ -207,6 +207,32 @@ fn request_bytes() {
     assert!(r.contains("\r\nUser-Agent: tg-ws-proxy\r\n"), "{r}");
     assert!(r.contains("\r\nConnection: close\r\n"), "{r}");
     assert!(r.ends_with("\r\n\r\n"));
+}
+
+#[test]
+fn a_request_for_another_media_type_and_a_required_content_type() {
+    let r = String::from_utf8(request_accepting(&url(), "", "application/dns-message")).unwrap();
+    assert!(r.contains("\r\nAccept: application/dns-message\r\n"), "{r}");
+    assert!(!r.contains("text/plain"), "{r}");
+    let want = "application/dns-message";
+    let ok = b"HTTP/1.1 200 OK\r\nContent-Type: Application/DNS-Message; x=1\r\nContent-Length: 2\r\n\r\nab";
+    let mut r = Response::new(url(), 100).requiring_type(want);
+    assert_eq!(r.feed(ok).unwrap(), Some(Outcome::Body(b"ab".to_vec())));
+    let html = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 2\r\n\r\nab";
+    let mut r = Response::new(url(), 100).requiring_type(want);
+    assert_eq!(
+        r.feed(html),
+        Err(HttpError::ContentType(Some("text/html".into()), want))
+    );
+    let none = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab";
+    let mut r = Response::new(url(), 100).requiring_type(want);
+    assert_eq!(r.feed(none), Err(HttpError::ContentType(None, want)));
+    // Not required: any type is taken; a non-200 is its status whatever the type.
+    let mut r = Response::new(url(), 100);
+    assert_eq!(r.feed(html).unwrap(), Some(Outcome::Body(b"ab".to_vec())));
+    let mut r = Response::new(url(), 100).requiring_type(want);
+    let e = b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\n\r\n";
+    assert_eq!(r.feed(e).unwrap(), Some(Outcome::Status(502)));
 }
 
 #[test]
