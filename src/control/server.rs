@@ -506,6 +506,7 @@ impl Reactor {
             sessions_per_tier: per_tier,
             sessions_waiting_on_client: waiting_on_client,
             routes: s.ladder.snapshot(now),
+            edges: s.ladder.edges_status(now),
             budgets,
             fds_used: fds_used(),
             fds_limit: fds_limit(),
