@@ -175,11 +175,11 @@ pub fn parse_cf_ip(s: &str) -> Result<CfIp, String> {
                     CfIp::Range(c)
                 }
             })
-            .map_err(|e| format!("bad --cf-ip {e}"));
+            ;
     }
     let bare = t.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(t);
     bare.parse::<IpAddr>().map(CfIp::Addr).map_err(|_| {
-        format!("bad --cf-ip {t:?}: not an IP address, ADDR/LEN range, auto or auto6")
+        format!("{t:?}: not an IP address, ADDR/LEN range, auto or auto6")
     })
 }
 

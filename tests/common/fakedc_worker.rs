@@ -294,6 +294,9 @@ fn drain(
             Err(RecvTimeoutError::Disconnected) => return false,
         };
         let n = chunk.len();
+        if matches!(fault, Fault::StallAfterSent(limit) if *bytes_out >= limit) {
+            continue; // frozen: read and discard, never answer, never close
+        }
         if ws.send(Message::binary(chunk)).is_err() {
             return false;
         }
