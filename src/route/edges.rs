@@ -12,7 +12,7 @@
 //!
 //! An edge is only a TCP address: the TLS SNI and the HTTP `Host` stay the Worker's or the
 //! domain's name, and Cloudflare's anycast edges serve every proxied name on every edge
-//! address (docs/protocol.md §4.7).
+//! address (docs/protocol.md §4.8).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -31,7 +31,7 @@ pub const DEFAULT_COUNT: usize = 3;
 
 /// Cloudflare's published IPv4 ranges (source: <https://www.cloudflare.com/ips-v4>). This copy
 /// is the list as published in 2024 (it had been unchanged for years then); it could not be
-/// re-read from the build machine when it was put here (2026-12-06). Also docs/protocol.md §4.7.
+/// re-read from the build machine when it was put here (2026-12-06). Also docs/protocol.md §4.8.
 pub const CF_RANGES_V4: [&str; 15] = [
     "173.245.48.0/20",
     "103.21.244.0/22",
