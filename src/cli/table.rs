@@ -109,7 +109,7 @@ const LISTEN_UPSTREAM: &[Opt] = &[
     },
     Opt {
         reload: Live, long: "--cf-ip", short: None, aliases: &[], env: &["TG_CF_IP"],
-        meta: "IP|CIDR|auto", default: "none (DNS)", group: Upstream,
+        meta: "LIST", default: "none", group: Upstream,
         help: "Cloudflare edge for the worker and cfproxy tiers (SNI/Host unchanged): an \
                address, a range to sample from, auto (Cloudflare's IPv4 ranges) or auto6; one \
                route per edge instead of the DNS answer; a failed sampled edge is replaced; \
