@@ -81,7 +81,11 @@ fn sessions_move_to_the_working_edge_and_status_shows_the_frozen_one() {
         "a transfer after the edge was left did not complete: {}",
         log()
     );
-    assert!(frozen.upgrades() >= 1, "the first edge was never tried: {}", log());
+    assert!(
+        frozen.upgrades() >= 1,
+        "the first edge was never tried: {}",
+        log()
+    );
     assert!(ok.upgrades() >= 1, "{}", log());
     // Status: the frozen edge frozen (its routes through 127.0.0.2), the other ok.
     let mut last = serde_json::Value::Null;
@@ -110,17 +114,34 @@ fn sessions_move_to_the_working_edge_and_status_shows_the_frozen_one() {
 #[test]
 fn a_bad_cf_ip_stops_the_start_naming_the_item() {
     for (bad, want) in [
-        ("104.16.0.1/13", "--cf-ip: \"104.16.0.1/13\": host bits are set"),
+        (
+            "104.16.0.1/13",
+            "--cf-ip: \"104.16.0.1/13\": host bits are set",
+        ),
         ("cf.example", "--cf-ip: \"cf.example\": not an IP address"),
-        ("1.2.3.4/40", "--cf-ip: \"1.2.3.4/40\": prefix length must be 0-32"),
+        (
+            "1.2.3.4/40",
+            "--cf-ip: \"1.2.3.4/40\": prefix length must be 0-32",
+        ),
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_tg-ws-proxy"))
-            .args(["run", "--secret", SECRET, "--cf-ip", "127.0.0.2", "--cf-ip", bad])
+            .args([
+                "run",
+                "--secret",
+                SECRET,
+                "--cf-ip",
+                "127.0.0.2",
+                "--cf-ip",
+                bad,
+            ])
             .env_remove("TG_CF_IP")
             .output()
             .expect("spawn");
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
-        assert!(err.starts_with(&format!("tg-ws-proxy: {want}")), "{bad}: {err}");
+        assert!(
+            err.starts_with(&format!("tg-ws-proxy: {want}")),
+            "{bad}: {err}"
+        );
     }
 }

@@ -174,7 +174,10 @@ fn table_tail(out: &mut String, s: &Status) {
         );
     }
     for e in &s.edges {
-        let why = e.why.as_deref().map_or(String::new(), |w| format!(" ({w})"));
+        let why = e
+            .why
+            .as_deref()
+            .map_or(String::new(), |w| format!(" ({w})"));
         let _ = writeln!(
             out,
             "cf edge {}: {}{why}, {}, {} route(s)",

@@ -88,7 +88,10 @@ impl Cidr {
             .ok_or_else(|| format!("{s:?}: prefix length must be 0-{max}"))?;
         let c = Cidr { base, len };
         if to_u128(base) & c.host_mask() != 0 {
-            return Err(format!("{s:?}: host bits are set (the range starts at {})", c.first()));
+            return Err(format!(
+                "{s:?}: host bits are set (the range starts at {})",
+                c.first()
+            ));
         }
         Ok(c)
     }
@@ -167,20 +170,21 @@ pub fn parse_cf_ip(s: &str) -> Result<CfIp, String> {
         _ => {}
     }
     if t.contains('/') {
-        return Cidr::parse(t)
-            .map(|c| {
-                if c.host_mask() == 0 {
-                    CfIp::Addr(c.base) // a /32 or /128 is one address
-                } else {
-                    CfIp::Range(c)
-                }
-            })
-            ;
+        return Cidr::parse(t).map(|c| {
+            if c.host_mask() == 0 {
+                CfIp::Addr(c.base) // a /32 or /128 is one address
+            } else {
+                CfIp::Range(c)
+            }
+        });
     }
-    let bare = t.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(t);
-    bare.parse::<IpAddr>().map(CfIp::Addr).map_err(|_| {
-        format!("{t:?}: not an IP address, ADDR/LEN range, auto or auto6")
-    })
+    let bare = t
+        .strip_prefix('[')
+        .and_then(|x| x.strip_suffix(']'))
+        .unwrap_or(t);
+    bare.parse::<IpAddr>()
+        .map(CfIp::Addr)
+        .map_err(|_| format!("{t:?}: not an IP address, ADDR/LEN range, auto or auto6"))
 }
 
 /// The ranges `items` sample from, in order, each once (`auto` expands to [`CF_RANGES_V4`],
@@ -305,7 +309,11 @@ impl Edges {
     /// A range to sample from: by size among IPv4 ranges when their sizes add up within u32
     /// (so a /13 gets 128 times the samples of a /20), else uniformly.
     fn pick_range(&self, rng: &mut Rng) -> Cidr {
-        let total: u64 = self.ranges.iter().map(|c| c.size()).fold(0, u64::saturating_add);
+        let total: u64 = self
+            .ranges
+            .iter()
+            .map(|c| c.size())
+            .fold(0, u64::saturating_add);
         if let Ok(total) = u32::try_from(total) {
             let mut at = u64::from(rng.below(total));
             for c in &self.ranges {
@@ -494,7 +502,14 @@ mod tests {
         );
         assert_eq!(parse_cf_ip("AUTO").unwrap(), CfIp::Auto);
         assert_eq!(parse_cf_ip("auto6").unwrap(), CfIp::Auto6);
-        for bad in ["104.16.0.1/13", "104.16.0.0/33", "1.2.3", "cf.example", "", "1.2.3.4/x"] {
+        for bad in [
+            "104.16.0.1/13",
+            "104.16.0.0/33",
+            "1.2.3",
+            "cf.example",
+            "",
+            "1.2.3.4/x",
+        ] {
             let e = parse_cf_ip(bad).unwrap_err();
             assert!(e.contains(bad), "{e:?} names {bad:?}");
         }
@@ -503,7 +518,11 @@ mod tests {
     #[test]
     fn every_built_in_range_parses() {
         let r = ranges(&[CfIp::Auto, CfIp::Auto6, CfIp::Auto]);
-        assert_eq!(r.len(), CF_RANGES_V4.len() + CF_RANGES_V6.len(), "each once");
+        assert_eq!(
+            r.len(),
+            CF_RANGES_V4.len() + CF_RANGES_V6.len(),
+            "each once"
+        );
         assert!(r[..CF_RANGES_V4.len()].iter().all(|c| c.base.is_ipv4()));
     }
 
@@ -566,7 +585,10 @@ mod tests {
     #[test]
     fn only_sampled_edges_are_replaced_and_only_after_a_cooldown_with_no_probe_running() {
         let mut rng = rng();
-        let items = [parse_cf_ip("127.0.0.2").unwrap(), parse_cf_ip("127.2.0.0/16").unwrap()];
+        let items = [
+            parse_cf_ip("127.0.0.2").unwrap(),
+            parse_cf_ip("127.2.0.0/16").unwrap(),
+        ];
         let (mut e, _) = Edges::new(&items, 1, &mut rng);
         let given: IpAddr = "127.0.0.2".parse().unwrap();
         let sampled = e.list()[1].ip;
@@ -575,14 +597,23 @@ mod tests {
             last_failure: Some(f),
             probing: false,
         };
-        let frozen = edge_state(&[down(1_000, Failure::Stalled), down(1_000, Failure::Timeout)], 1_000);
+        let frozen = edge_state(
+            &[down(1_000, Failure::Stalled), down(1_000, Failure::Timeout)],
+            1_000,
+        );
         assert_eq!(frozen.state, EdgeState::Frozen);
         assert_eq!(frozen.why, Some(Failure::Stalled));
         assert!(e.should_replace(sampled, &frozen));
-        assert!(!e.should_replace(given, &frozen), "a given edge is only cooled");
+        assert!(
+            !e.should_replace(given, &frozen),
+            "a given edge is only cooled"
+        );
         // Still cooling: not yet.
         let cooling = edge_state(&[down(5_000, Failure::Timeout)], 1_000);
-        assert_eq!((cooling.state, cooling.expired), (EdgeState::Cooling, false));
+        assert_eq!(
+            (cooling.state, cooling.expired),
+            (EdgeState::Cooling, false)
+        );
         assert!(!e.should_replace(sampled, &cooling));
         // One route of the edge works: kept.
         let up = RouteView {

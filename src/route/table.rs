@@ -944,6 +944,48 @@ mod tests {
     }
 
     #[test]
+    fn cfproxy_through_an_edge_dials_the_edge_with_the_names_unchanged() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::CfProxy];
+        cfg.cf_domains = vec![CfEndpoint {
+            host: "mydomain.com".into(),
+            port: 8443,
+        }];
+        cfg.cf_ips = vec![crate::route::edges::parse_cf_ip("127.0.0.7").unwrap()];
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let mut t = Table::new();
+        let mut rng = crate::rng::Rng::from_seed([1; 48]);
+        let (edges, _) = Edges::new(&cfg.cf_ips, 3, &mut rng);
+        t.set_edges(edges, &cfg, listen);
+        let media = t.routes_for(DcId::from_index(-4).unwrap(), &cfg, listen);
+        assert_eq!(media.len(), 1, "one route per edge, no DNS route beside it");
+        let r = &t.routes[media[0]];
+        assert_eq!(r.label(), "cfproxy:DC4m kws4.my…@127.0.0.7:8443");
+        assert_eq!(r.edge(), Some("127.0.0.7".parse().unwrap()));
+        // DNS is asked only whether the media name exists; the dial goes to the edge.
+        assert_eq!(r.hosts(), vec!["kws4-1.mydomain.com"]);
+        let hosts = |known: bool| -> Vec<(String, SocketAddr)> {
+            let mut resolve = |_: &str| known.then(|| "10.9.9.9".parse().unwrap());
+            r.dial_specs(&mut resolve)
+                .into_iter()
+                .map(|s| match s.kind {
+                    DialKind::Ws { host, .. } => (host, s.addr),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let at: SocketAddr = "127.0.0.7:8443".parse().unwrap();
+        assert_eq!(
+            hosts(true),
+            vec![
+                ("kws4-1.mydomain.com".to_string(), at),
+                ("kws4.mydomain.com".to_string(), at)
+            ]
+        );
+        assert_eq!(hosts(false), vec![("kws4.mydomain.com".to_string(), at)]);
+    }
+
+    #[test]
     fn redaction_hides_private_names() {
         assert_eq!(redact("myproxy.someone.workers.dev"), "my…workers.dev");
         assert_eq!(redact("127.0.0.1"), "127.0.0.1");
