@@ -232,6 +232,9 @@ pub struct Config {
     pub stats_interval: Duration,
     /// Cloudflare Workers (`--cf-worker-domain`, repeatable), in order.
     pub worker_domains: Vec<CfEndpoint>,
+    /// The account groups named with `--cf-worker-domain NAME@GROUP` (`route::quota`): a
+    /// Worker without an entry is grouped by its `workers.dev` account label, else alone.
+    pub worker_groups: Vec<(CfEndpoint, String)>,
     /// Cloudflare-proxied domains (`--cf-domain`, repeatable): `kwsN.<domain>`.
     pub cf_domains: Vec<CfEndpoint>,
     /// Cloudflare edge addresses and ranges the Worker and cfproxy routes dial instead of
@@ -436,6 +439,16 @@ impl Config {
         }
     }
 
+    /// The account group named for Worker `ep` with `--cf-worker-domain NAME@GROUP`, if any
+    /// (`route::quota::account_of` decides the rest).
+    pub fn worker_group(&self, ep: &CfEndpoint) -> Option<&str> {
+        self.worker_groups
+            .iter()
+            .rev()
+            .find(|(e, _)| e == ep)
+            .map(|(_, g)| g.as_str())
+    }
+
     /// The tiers a session of `dc` tries, in order: `--media-tier-order` for a media DC when it
     /// is set, else `--tier-order`.
     pub fn tier_order_for(&self, dc: DcId) -> &[Tier] {
@@ -514,6 +527,7 @@ impl Config {
             tls_cipher: CipherPref::Auto,
             stats_interval: Duration::from_secs(300),
             worker_domains: Vec::new(),
+            worker_groups: Vec::new(),
             cf_domains: Vec::new(),
             cf_ips: Vec::new(),
             cf_ip_count: crate::route::edges::DEFAULT_COUNT,
@@ -630,6 +644,7 @@ settings! {
     socks5_public => "socks5-public",
     socks5_users => "socks5-auth",
     worker_domains => "cf-worker-domain",
+    worker_groups => "cf-worker-domain",
     cf_domain_list => "cf-domain-list",
     cf_domain_list_refresh => "cf-domain-list-refresh",
     cf_domain_list_retry => "cf-domain-list-retry",

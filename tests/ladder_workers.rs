@@ -253,3 +253,148 @@ fn cfproxy_media_without_a_dash_one_record_uses_the_base_name() {
     assert_eq!(front.snis(), vec!["kws2.example.com"], "{}", p.dump());
     assert_eq!(front.init_dcs(), vec![(Tag::Intermediate, -2)]);
 }
+
+/// Three Workers on two accounts (`a`, `b` on alice's, `c` alone)
+/// in front of one fake DC, with `ctl` and `extra`.
+fn three_workers_two_accounts(
+    ctl: &common::ctl::Ctl,
+    extra: &[&str],
+) -> (FakeDc, [FakeDc; 3], Proxy) {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let ws = [(); 3].map(|_| FakeDc::start_worker(DcConfig::default()));
+    let names = [A_ALICE, B_ALICE, C_BOB];
+    let mut args = vec![
+        s("--tier-order"),
+        s("worker"),
+        s("--startup-probes"),
+        s("off"),
+        s("--tcp-dc-ip"),
+        format!("2:{}", dc.addr()),
+    ];
+    for ((n, w), group) in names.iter().zip(&ws).zip(["@alice", "@Alice", ""]) {
+        args.push(s("--cf-worker-domain"));
+        args.push(format!("{n}:{}{group}", w.port()));
+    }
+    args.extend(ctl.args());
+    args.extend(extra.iter().map(|a| s(a)));
+    let p = common::ladder_proxy(&names, &args);
+    (dc, ws, p)
+}
+
+// Custom domains (the test certificate covers `*.example.com`, one label deep): alice's two are
+// grouped with `@alice`, `c` is an account of its own. The `NAME.ACCOUNT.workers.dev` grouping
+// is `route::quota`'s unit test.
+const A_ALICE: &str = "a.example.com";
+const B_ALICE: &str = "b.example.com";
+const C_BOB: &str = "c.example.com";
+
+/// The `accounts` entry of `ctl status --json` whose name starts with `prefix`.
+fn account(st: &serde_json::Value, prefix: &str) -> serde_json::Value {
+    st["accounts"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .find(|x| x["account"].as_str().is_some_and(|n| n.starts_with(prefix)))
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no account {prefix}: {st}"))
+}
+
+/// Issue 22 part 5: a Worker's 429 is its account's daily quota. Both of alice's Workers stop
+/// getting sessions at once (the sibling is never dialled into the same wall), bob's Worker
+/// takes them all, the hold is said once, and `ctl status` shows each account's state and the
+/// requests it was sent today.
+#[test]
+fn a_429_holds_every_worker_of_the_account_and_the_other_account_serves() {
+    let ctl = common::ctl::Ctl::new();
+    let (_dc, [a, b, c], p) = three_workers_two_accounts(&ctl, &[]);
+    sessions(&p, 6);
+    assert!(
+        a.upgrades() >= 1 && b.upgrades() >= 1 && c.upgrades() >= 1,
+        "all three served before the 429: {} {} {}\n{}",
+        a.upgrades(),
+        b.upgrades(),
+        c.upgrades(),
+        p.dump()
+    );
+    let st = ctl.status(&p);
+    assert_eq!(account(&st, "al")["state"], "serving", "{st}");
+    let sent_alice = account(&st, "al")["requests_today"].as_u64().unwrap_or(0);
+    assert!(
+        sent_alice >= (a.requests() + b.requests()) as u64,
+        "alice's requests counted: {sent_alice} < {} + {}\n{st}",
+        a.requests(),
+        b.requests()
+    );
+    // Alice's quota is spent; `a` says so with a 429 and no Retry-After. `b` would say the
+    // same when asked (the quota is the account's); here it still answers, so a session that
+    // reaches it shows that the hold did not cover it.
+    a.set_fault(Fault::HttpStatus(429));
+    let (ra, ub, uc) = (a.requests(), b.upgrades(), c.upgrades());
+    sessions(&p, 10);
+    assert!(a.requests() - ra >= 1, "a was asked\n{}", p.dump());
+    // Only the plan that met the 429 may have gone on to `b` (it was planned before the hold).
+    assert!(
+        b.upgrades() - ub <= 1,
+        "b got sessions after its account's 429: {}\n{}",
+        b.upgrades() - ub,
+        p.dump()
+    );
+    assert!(c.upgrades() - uc >= 9, "c served the rest\n{}", p.dump());
+    let st = ctl.status(&p);
+    let alice = account(&st, "al");
+    assert_eq!(alice["state"], "held", "{st}");
+    assert_eq!(alice["why"], "daily-quota", "{st}");
+    assert_eq!(alice["workers"].as_array().map(Vec::len), Some(2), "{st}");
+    let left = alice["held_for_ms"].as_u64().unwrap_or(0);
+    assert!(
+        left > 0 && left <= 86_400_000,
+        "held until 00:00 UTC: {left} ms\n{st}"
+    );
+    let bob = account(&st, "c…");
+    assert_eq!(bob["state"], "serving", "{st}");
+    // Said once: one `account held` event for alice whatever the number of 429s.
+    let holds = p
+        .events("account")
+        .iter()
+        .filter(|e| e["state"] == "held")
+        .count();
+    assert_eq!(holds, 1, "{}", p.dump());
+}
+
+/// A 429 that says `Retry-After: 1` holds the account for that second only, not until
+/// 00:00 UTC: then its other Worker takes sessions again.
+#[test]
+fn an_accounts_hold_follows_retry_after_and_ends() {
+    let ctl = common::ctl::Ctl::new();
+    let (_dc, [a, b, _c], p) = three_workers_two_accounts(&ctl, &[]);
+    a.set_fault(Fault::HttpRetryAfter {
+        status: 429,
+        secs: 1,
+    });
+    // Until a plan meets `a`'s 429 (the round robin reaches it within three sessions).
+    sessions(&p, 3);
+    assert!(a.requests() >= 1, "{}", p.dump());
+    let st = ctl.status(&p);
+    let alice = account(&st, "al");
+    assert_eq!(
+        (&alice["state"], &alice["why"]),
+        (&"held".into(), &"retry-after".into()),
+        "{st}"
+    );
+    assert!(
+        alice["held_for_ms"].as_u64().is_some_and(|ms| ms <= 1_000),
+        "{st}"
+    );
+    // The limit is over (a 429 again would hold the account again, said anew).
+    a.set_fault(Fault::None);
+    assert!(
+        wait_until(WAIT, || account(&ctl.status(&p), "al")["state"]
+            == "serving"),
+        "the hold ends after Retry-After\n{}",
+        p.dump()
+    );
+    let ub = b.upgrades();
+    sessions(&p, 6);
+    assert!(b.upgrades() > ub, "b serves again\n{}", p.dump());
+}

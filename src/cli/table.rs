@@ -17,6 +17,7 @@
 use super::opt::positive;
 use super::values::{
     check_readable_file, parse_cf_endpoint, parse_dc_addr, parse_ip, parse_tier_order,
+    parse_worker_endpoint,
 };
 use crate::mtproto::obfs2::Secret;
 use crate::net::tls::CipherPref;
@@ -97,9 +98,17 @@ const LISTEN_UPSTREAM: &[Opt] = &[
     },
     Opt {
         reload: Live, long: "--cf-worker-domain", short: None, aliases: &["--cfproxy-worker-domain"],
-        env: &["TG_CF_WORKER_DOMAIN"], meta: "HOST", default: "none", group: Upstream,
-        help: "Cloudflare Worker (a pasted URL is fine); repeatable, comma list",
-        kind: List(|d, s| parse_cf_endpoint(s).map(|e| d.config.worker_domains.push(e))),
+        env: &["TG_CF_WORKER_DOMAIN"], meta: "HOST[@ACCOUNT]", default: "none", group: Upstream,
+        help: "Cloudflare Worker (a pasted URL is fine); @ACCOUNT groups custom domains that share \
+               one account's quota; repeatable, comma list",
+        kind: List(|d, s| {
+            let (ep, group) = parse_worker_endpoint(s)?;
+            if let Some(g) = group {
+                d.config.worker_groups.push((ep.clone(), g));
+            }
+            d.config.worker_domains.push(ep);
+            Ok(())
+        }),
     },
     Opt {
         reload: Live, long: "--cf-domain", short: None, aliases: &[], env: &["TG_CF_DOMAIN"],

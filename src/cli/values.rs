@@ -164,6 +164,23 @@ pub fn parse_cf_endpoint(s: &str) -> Result<CfEndpoint, String> {
     Ok(CfEndpoint { host, port })
 }
 
+/// A `--cf-worker-domain` value: [`parse_cf_endpoint`], optionally followed by `@ACCOUNT`, the
+/// account group its daily quota is shared with (`route::quota`; letters, digits, `.`, `-`, `_`,
+/// at most 63). Errors: a bad endpoint, or an empty or odd group name.
+pub fn parse_worker_endpoint(s: &str) -> Result<(CfEndpoint, Option<String>), String> {
+    let t = s.trim();
+    let Some((host, group)) = t.rsplit_once('@') else {
+        return Ok((parse_cf_endpoint(t)?, None));
+    };
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+    if group.is_empty() || group.len() > 63 || !group.chars().all(ok) {
+        return Err(format!(
+            "{t:?}: the account after '@' must be 1-63 letters, digits, '.', '-' or '_'"
+        ));
+    }
+    Ok((parse_cf_endpoint(host)?, Some(group.to_ascii_lowercase())))
+}
+
 /// `ws,tcp`: known tier names, each at most once, at least one.
 pub fn parse_tier_order(s: &str) -> Result<Vec<Tier>, String> {
     let mut tiers = Vec::new();
@@ -368,6 +385,26 @@ mod tests {
         assert_eq!((e.host.as_str(), e.port), ("x.example.com", 444));
         assert!(parse_cf_endpoint("bad host").is_err());
         assert!(parse_cf_endpoint("x.example.com:0").is_err());
+    }
+
+    #[test]
+    fn worker_endpoints_may_name_their_account() {
+        let (e, g) = parse_worker_endpoint("https://t.example.org/apiws@Alice").unwrap();
+        assert_eq!(
+            (e.host.as_str(), e.port, g.as_deref()),
+            ("t.example.org", 443, Some("alice"))
+        );
+        let (e, g) = parse_worker_endpoint("t.example.org:8443@bob_2").unwrap();
+        assert_eq!((e.port, g.as_deref()), (8443, Some("bob_2")));
+        assert_eq!(parse_worker_endpoint("a.b.workers.dev").unwrap().1, None);
+        for bad in [
+            "t.example.org@",
+            "t.example.org@a b",
+            "t.example.org@a/b",
+            "@alice",
+        ] {
+            assert!(parse_worker_endpoint(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

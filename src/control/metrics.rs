@@ -249,6 +249,30 @@ fn process_families(e: &mut Exposition, s: &Status) {
             u64::from(*left),
         );
     }
+    e.family(
+        "worker_account_held",
+        "gauge",
+        "1 while a Worker account is held by its daily quota or Retry-After (account = redacted).",
+    );
+    for a in &s.accounts {
+        e.sample(
+            "worker_account_held",
+            &[("account", &a.name)],
+            u64::from(a.held.is_some()),
+        );
+    }
+    e.family(
+        "worker_account_requests_today",
+        "gauge",
+        "Requests sent to a Worker account's Workers since 00:00 UTC.",
+    );
+    for a in &s.accounts {
+        e.sample(
+            "worker_account_requests_today",
+            &[("account", &a.name)],
+            u64::from(a.requests_today),
+        );
+    }
     if let Some(fds) = s.fds_used {
         e.single("fds_used", "gauge", "Open file descriptors.", fds);
     }
@@ -491,7 +515,8 @@ mod tests {
             for pair in split_labels(&labels) {
                 let (k, _) = pair.split_once('=').expect("k=v");
                 assert!(
-                    ["tier", "route", "dc", "reason", "state", "version", "form"].contains(&k),
+                    ["tier", "route", "dc", "reason", "state", "version", "form", "account"]
+                        .contains(&k),
                     "label {k}"
                 );
             }

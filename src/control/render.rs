@@ -22,6 +22,19 @@ pub fn table(s: &Status) -> String {
     for (worker, left) in &s.budgets {
         let _ = writeln!(out, "budget: worker {worker}: {left} requests left today");
     }
+    for a in &s.accounts {
+        let state = match a.held {
+            None => "serving".to_string(),
+            Some((why, ms)) => format!("held for {} ({why})", duration(ms)),
+        };
+        let _ = writeln!(
+            out,
+            "account: {} ({} worker(s)): {state}, {} requests sent today",
+            a.name,
+            a.workers.len(),
+            a.requests_today
+        );
+    }
     table_counters(&mut out, s);
     table_tail(&mut out, s);
     out
@@ -272,6 +285,22 @@ pub fn json(s: &Status) -> String {
         })
         .collect();
     o.raw("budgets", &format!("[{}]", budgets.join(",")));
+    let accounts: Vec<String> = s
+        .accounts
+        .iter()
+        .map(|a| {
+            let mut b = Obj::new();
+            b.str("account", &a.name);
+            let ws: Vec<String> = a.workers.iter().map(|w| quote(w)).collect();
+            b.raw("workers", &format!("[{}]", ws.join(",")));
+            b.str("state", if a.held.is_some() { "held" } else { "serving" });
+            b.raw("why", &a.held.map_or("null".into(), |(w, _)| quote(w)));
+            b.num("held_for_ms", a.held.map_or(0, |(_, ms)| ms));
+            b.num("requests_today", u64::from(a.requests_today));
+            b.end()
+        })
+        .collect();
+    o.raw("accounts", &format!("[{}]", accounts.join(",")));
     let c = &s.counters;
     o.num("zero_byte_closes", c.zero_byte_closes);
     let mut fds = Obj::new();
@@ -638,6 +667,10 @@ mod tests {
         assert_eq!(v["edges"][0]["why"], "stalled");
         assert_eq!(v["edges"][0]["source"], "sampled from 104.16.0.0/13");
         assert_eq!(v["edges"][0]["routes"][0], 1);
+        assert_eq!(v["accounts"][0]["state"], "held");
+        assert_eq!(v["accounts"][0]["why"], "daily-quota");
+        assert_eq!(v["accounts"][0]["held_for_ms"], 7_200_000);
+        assert_eq!(v["accounts"][0]["requests_today"], 1_000);
         assert_eq!(v["fds"]["used"], 12);
         assert!(v["reloads"].is_null());
         assert_eq!(v["counters"]["closed_by_reason"]["client-eof"], 2);

@@ -34,9 +34,10 @@ use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::config::{Tier, WayIn};
 use crate::control::request::{self, PinTarget, Request, RouteSel, MAX_REQUEST};
-use crate::control::status::{Counters, Status};
+use crate::control::status::{AccountStatus, Counters, Status};
 use crate::control::{self as core, metrics, render};
 use crate::route::ladder::{Pin, ProbeNow, RouteId};
+use crate::route::quota::Hold;
 use crate::token::{self, CONTROL, MAX_CONTROL_CONNS};
 
 use super::Reactor;
@@ -496,6 +497,28 @@ impl Reactor {
                 (format!("{host}:{}", ep.port), left)
             })
             .collect();
+        let accounts = s
+            .ladder
+            .accounts(now)
+            .into_iter()
+            .map(|g| AccountStatus {
+                name: crate::route::quota::redact_account(&g.name),
+                workers: g
+                    .members
+                    .iter()
+                    .filter_map(|&w| s.cfg.worker_domains.get(w))
+                    .map(|ep| format!("{}:{}", crate::route::table::redact(&ep.host), ep.port))
+                    .collect(),
+                held: g.held.map(|(h, ms)| {
+                    let why = match h {
+                        Hold::DailyQuota => "daily-quota",
+                        Hold::RetryAfter(_) => "retry-after",
+                    };
+                    (why, ms)
+                }),
+                requests_today: g.requests_today,
+            })
+            .collect();
         Status {
             version: env!("CARGO_PKG_VERSION"),
             uptime_ms: now.saturating_sub(1),
@@ -508,6 +531,7 @@ impl Reactor {
             routes: s.ladder.snapshot(now),
             edges: s.ladder.edges_status(now),
             budgets,
+            accounts,
             fds_used: fds_used(),
             fds_limit: fds_limit(),
             rss_kib: crate::stats::rss_kib(),

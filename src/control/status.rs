@@ -33,6 +33,8 @@ pub struct Status {
     pub routes: Vec<RouteStatus>,
     /// Requests left today per Worker (`--cf-worker-domain` order): (redacted host:port, left).
     pub budgets: Vec<(String, u32)>,
+    /// Each Worker account (`route::quota`), in the order of its first Worker.
+    pub accounts: Vec<AccountStatus>,
     /// Open file descriptors of the process, if `/proc/self/fd` was readable.
     pub fds_used: Option<u64>,
     /// The soft `RLIMIT_NOFILE`, if known (`None` also for "unlimited").
@@ -62,6 +64,19 @@ pub struct Status {
     pub edges: Vec<EdgeStatus>,
     /// Addresses the DC table learned from agreeing clients, with their DC's label.
     pub learned_dcs: Vec<(IpAddr, String)>,
+}
+
+/// One Worker account in `ctl status` (`route::quota::GroupStatus`, names redacted).
+#[derive(Clone, Debug, Default)]
+pub struct AccountStatus {
+    /// The account (`route::quota::redact_account`).
+    pub name: String,
+    /// Its Workers, redacted `host:port`.
+    pub workers: Vec<String>,
+    /// `None` while serving; else why it is held (`daily-quota`, `retry-after`) and the ms left.
+    pub held: Option<(&'static str, u64)>,
+    /// Requests sent to its Workers since the last 00:00 UTC.
+    pub requests_today: u32,
 }
 
 /// Telegram's range list in force and its refresh (`reactor::tgranges`), for `ctl status`.
@@ -253,6 +268,12 @@ pub(crate) mod tests {
             sessions_waiting_on_client: 1,
             routes: vec![route(0, Tier::Ws, "up"), route(1, Tier::Tcp, "down")],
             budgets: vec![("w…workers.dev:443".into(), 99_000)],
+            accounts: vec![AccountStatus {
+                name: "al…".into(),
+                workers: vec!["w…workers.dev:443".into()],
+                held: Some(("daily-quota", 7_200_000)),
+                requests_today: 1_000,
+            }],
             fds_used: Some(12),
             fds_limit: Some(1024),
             rss_kib: Some(3000),

@@ -195,6 +195,10 @@ impl Reactor {
             if self.s.wall_clock {
                 self.s.wall_s = wall_clock_s();
             }
+            // Workers' quotas reset at 00:00 UTC and count per UTC day (`route::quota`).
+            if !self.s.cfg.worker_domains.is_empty() {
+                self.s.ladder.set_wall_ms(wall_clock_ms());
+            }
             if !self.s.ee_keys.is_empty() {
                 self.s.gate.observe_clock(self.s.wall_s, self.now);
                 log_clock_events(&mut self.s.gate, &self.s.cfg);

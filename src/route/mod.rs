@@ -2,7 +2,8 @@
 //!
 //! Sans-IO policy: `table` (what the routes are), `health` (one route's state and cooldown
 //! math), `budget` (a Worker's daily request budget), `pace` (handshake pacing per address),
-//! `pool` (warm upstreams and the demand that sizes them), `reach` (the path to each address a
+//! `pool` (warm upstreams and the demand that sizes them), `quota` (Worker accounts: the daily
+//! quota shared by an account's Workers), `reach` (the path to each address a
 //! route dials, and whether the network as a whole is down), `outproxy` (the outbound proxy as
 //! a dependency: up, or down and re-checked with backoff), `ladder` (every decision: plans,
 //! observations, the probe schedule, pool policy), `dc_table` (a direct client's destination
@@ -26,6 +27,7 @@ pub mod pace;
 pub mod pool;
 pub mod probe;
 pub mod prober;
+pub mod quota;
 pub mod reach;
 pub mod table;
 pub mod tgranges;

@@ -161,6 +161,8 @@ impl Connecting {
             ctx.cfg.tcp_keepalive,
         ) {
             Ok(dial) => {
+                let route = self.race.cands()[cand].route;
+                ctx.ladder.note_dial(route);
                 let ready = Ready::default();
                 self.dials[slot] = Some(Box::new(Attempt { dial, ready }));
                 let mut view = View { ctx, dc: self.dc };

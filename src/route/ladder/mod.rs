@@ -41,6 +41,7 @@ use crate::route::health::{State, Use};
 use crate::route::outproxy::ProxyDep;
 use crate::route::pace::{PacePolicy, Pacer};
 use crate::route::pool::{Pool, Pooled, Swept};
+use crate::route::quota::{Accounts, GroupStatus};
 use crate::route::reach::Reach;
 use crate::route::table::{Route, Table};
 
@@ -188,6 +189,11 @@ pub struct Ladder<U> {
     pinned: Option<Pin>,
     /// How sessions are spread over several Workers (`spread.rs`).
     spread: spread::Spread,
+    /// The Workers' accounts: a 429 holds every Worker of the account (`route::quota`).
+    accounts: Accounts,
+    /// Unix time (ms, UTC) at the caller's last [`Ladder::set_wall_ms`]: where the day's
+    /// quota resets and which day requests count for.
+    wall_ms: u64,
 }
 
 impl<U: Pooled> Ladder<U> {
@@ -224,6 +230,8 @@ impl<U: Pooled> Ladder<U> {
             stopped: false,
             pinned: None,
             spread: spread::Spread::new(cfg.worker_domains.len()),
+            accounts: Accounts::new(cfg),
+            wall_ms: 0,
         };
         l.build_edges(cfg);
         if cfg.startup_probes {
@@ -263,6 +271,25 @@ impl<U: Pooled> Ladder<U> {
     /// Background jobs handed out and not reported yet.
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// The wall clock (Unix ms, UTC) now: the reactor hands it over each loop iteration while
+    /// Workers are configured (a 429's hold ends at the next 00:00 UTC; requests count per UTC
+    /// day).
+    pub fn set_wall_ms(&mut self, wall_ms: u64) {
+        self.wall_ms = wall_ms;
+    }
+
+    /// A client's dial of `route` started: one request to a Worker's account, if it is one.
+    pub fn note_dial(&mut self, route: RouteId) {
+        if let Some(w) = self.table.worker_index(route, &self.cfg) {
+            self.accounts.note_request(w, self.wall_ms);
+        }
+    }
+
+    /// Each Worker account's state at `now` (`route::quota`), in the order of its first Worker.
+    pub fn accounts(&self, now: u64) -> Vec<GroupStatus> {
+        self.accounts.status(now, self.wall_ms)
     }
 
     /// Requests left today in each Worker's budget.

@@ -15,6 +15,13 @@ impl<U: Pooled> Ladder<U> {
             self.observe_retired(route, obs);
             return None;
         }
+        if let Observation::ProbeDone {
+            route,
+            result: Ok(_),
+        } = obs
+        {
+            self.account_proven(route, now);
+        }
         match obs {
             Observation::AttemptFailed {
                 route,

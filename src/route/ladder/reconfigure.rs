@@ -19,7 +19,8 @@ impl<U: Pooled> Ladder<U> {
     ///   its pool closed; its id stays valid and later observations about it are ignored);
     ///   new routes are created as on first use;
     /// * Worker request budgets are carried over by Worker endpoint (host and port), with the
-    ///   new `--worker-budget` rate; a new Worker starts with a full burst;
+    ///   new `--worker-budget` rate; a new Worker starts with a full burst; an account that
+    ///   keeps its name keeps its hold and its count for the day (`route::quota`);
     ///   * the outbound proxy's outage is forgotten when another proxy (or none) is configured,
     ///     and addresses no route dials any more are forgotten;
     /// * pacing, health policy, timeouts, pool size and probe interval come from `cfg` from
@@ -54,6 +55,7 @@ impl<U: Pooled> Ladder<U> {
             .collect();
         self.spread
             .reconfigure(&self.cfg.worker_domains, &cfg.worker_domains);
+        self.accounts.reconfigure(cfg);
         self.pacer.set_policy(PacePolicy {
             pace_ms: ms(cfg.handshake_pace),
             burst: cfg.handshake_burst,

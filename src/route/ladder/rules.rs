@@ -33,7 +33,12 @@ impl<U: Pooled> Ladder<U> {
     ) {
         if f == Failure::Http(429) {
             if let Some(w) = self.table.worker_index(route, &self.cfg) {
-                self.budgets[w].on_throttled(now, retry_after);
+                // The quota is the account's: every Worker on it stops background requests.
+                for &s in self.accounts.siblings(w) {
+                    if let Some(b) = self.budgets.get_mut(s) {
+                        b.on_throttled(now, retry_after);
+                    }
+                }
             }
         }
     }
@@ -66,6 +71,9 @@ impl<U: Pooled> Ladder<U> {
         // and said by that dependency (`deps.rs`); no route is cooled down for it.
         if self.dependency_failed(route, f, now) {
             return None;
+        }
+        if f == Failure::Http(429) {
+            self.account_throttled(route, retry_after, now);
         }
         let r = &mut self.table.routes[route];
         let change = r
@@ -431,6 +439,7 @@ impl<U: Pooled> Ladder<U> {
                 self.counters.deferred += 1;
                 return Err(now + RETRY_MS);
             }
+            self.accounts.note_request(w, self.wall_ms);
         }
         self.in_flight += 1;
         Ok(spec)

@@ -11,7 +11,9 @@
 //! recovery probe, or Suspect), while its budget is spent or blocked by a 429 on a background
 //! request (weight 0), and after any 429 from it (a client's or a background one) on any DC
 //! until that route's cooldown ends ([`Spread::hold`]: Cloudflare's 429 is the account's, not
-//! one DC's; a held Worker is planned after the Suspect routes, as a last resort). The picked Worker
+//! one DC's; a held Worker is planned after the Suspect routes, as a last resort), and while its
+//! account is held (`route::quota`: a 429 from any Worker of the account, until 00:00 UTC or
+//! `Retry-After`; [`Ladder::account_throttled`], said once). The picked Worker
 //! is planned first within its tier (at the best rank among the Workers it was picked from);
 //! the others follow, those with budget left first, so a hedge starts the next Worker. If every
 //! healthy Worker's budget is spent they are spread with equal weights (sessions never wait for
@@ -22,8 +24,12 @@
 //! `cfg.worker_domains`, as the budgets), shared by all DCs, so the spread is per Worker
 //! endpoint whatever DC a session asks for. Sans-IO; time is a parameter (ms). Owns no route.
 
+use log::{info, warn};
+
+use crate::logging::events::{emit, Event};
 use crate::route::health::Use;
 use crate::route::pool::Pooled;
+use crate::route::quota::{redact_account, Hold};
 
 use super::{Ladder, RouteId};
 use crate::config::CfEndpoint;
@@ -124,10 +130,12 @@ struct W {
 impl<U: Pooled> Ladder<U> {
     /// The spread of `ids`' Worker routes for one plan at `now` (see the module docs); empty
     /// when the DC has fewer than two Worker routes or none of them may take a session now
-    /// (health's order then stands). Advances the round robin.
+    /// (health's order then stands), unless one is held: a held Worker is always planned after
+    /// the Suspect routes. Advances the round robin.
     pub(super) fn spread_workers(&mut self, ids: &[RouteId], now: u64) -> Vec<Spot> {
         let ws = self.worker_routes(ids, now);
-        if ws.len() < 2 {
+        let any_held = ws.iter().any(|x| x.held);
+        if ws.len() < 2 && !any_held {
             return Vec::new();
         }
         let funded = ws.iter().any(|x| x.eligible.is_some() && x.left > 0);
@@ -139,7 +147,19 @@ impl<U: Pooled> Ladder<U> {
             .map(|(i, x)| (i, if funded { x.left } else { 1 }))
             .collect();
         if pool.is_empty() {
-            return Vec::new();
+            if !any_held {
+                return Vec::new();
+            }
+            // Nobody may take a session: health's order, but a held Worker (its account's
+            // quota is spent) still goes after the Suspect routes.
+            return ws
+                .iter()
+                .map(|x| Spot {
+                    route: x.route,
+                    pos: x.pos,
+                    rank: x.held.then_some(2),
+                })
+                .collect();
         }
         let cands: Vec<(usize, u64)> = pool.iter().map(|&(i, wt)| (ws[i].w, wt)).collect();
         let picked = pool[self.spread.pick(&cands)].0;
@@ -186,7 +206,7 @@ impl<U: Pooled> Ladder<U> {
             let Some(w) = self.table.worker_index(route, &self.cfg) else {
                 continue;
             };
-            let held = self.spread.held(w, now);
+            let held = self.spread.held(w, now) || self.accounts.held(w, now);
             let rank = match self.table.routes[route].health.usable(now) {
                 Use::Preferred => Some(0),
                 Use::Untested => Some(1),
@@ -205,6 +225,54 @@ impl<U: Pooled> Ladder<U> {
             });
         }
         ws
+    }
+
+    /// `route` answered 429 at `now`: if it is a Worker's, its whole account is held from new
+    /// sessions until the next 00:00 UTC or the answer's `Retry-After` (`route::quota`), said
+    /// once when the hold begins.
+    pub(super) fn account_throttled(&mut self, route: RouteId, retry_after: Option<u32>, now: u64) {
+        let Some(w) = self.table.worker_index(route, &self.cfg) else {
+            return;
+        };
+        let Some(b) = self.accounts.on_429(w, now, self.wall_ms, retry_after) else {
+            return;
+        };
+        let why = match b.hold {
+            Hold::DailyQuota => "the daily quota (until 00:00 UTC)".to_string(),
+            Hold::RetryAfter(s) => format!("Retry-After {s}s"),
+        };
+        let name = redact_account(&b.group);
+        warn!(
+            "worker account {name}: 429, {} worker(s) held from new sessions for {:.0} min: {why}",
+            b.members.len(),
+            b.for_ms as f64 / 60_000.0
+        );
+        emit(|| {
+            Event::new("account")
+                .str("account", &name)
+                .str("state", "held")
+                .str("why", &why)
+                .num("for_ms", b.for_ms)
+        });
+    }
+
+    /// A probe of `route` got `resPQ` at `now`: a hold on its Worker's account ends early (the
+    /// 429 was a short limit, or the plan changed). Said once. Only probes count: a session
+    /// whose plan predates the hold may still reach a sibling once, and that proves nothing
+    /// about the quota's reset.
+    pub(super) fn account_proven(&mut self, route: RouteId, now: u64) {
+        let Some(w) = self.table.worker_index(route, &self.cfg) else {
+            return;
+        };
+        if let Some(group) = self.accounts.on_success(w, now) {
+            let name = redact_account(&group);
+            info!("worker account {name}: serving again (a Worker answered)");
+            emit(|| {
+                Event::new("account")
+                    .str("account", &name)
+                    .str("state", "serving")
+            });
+        }
     }
 
     /// A 429 put `route` Down until `until`: if it is a Worker's, every route of that Worker

@@ -3,20 +3,21 @@
 //! answered 429, hedges to the next Worker.
 
 use super::*;
+use crate::route::quota::Hold;
 
 const DC4: DcId = DcId::plain(4);
 
-/// Workers w1 and w2 (both resolved to 127.0.0.3), then tcp; `--worker-budget` 200/day
-/// (burst 4, one token per 432 s).
+/// Workers w1 and w2 on two accounts (alice, bob; both resolved to 127.0.0.3), then tcp;
+/// `--worker-budget` 200/day (burst 4, one token per 432 s).
 fn cfg2() -> Config {
     let mut c = cfg();
     c.worker_domains = vec![
         CfEndpoint {
-            host: "w1.example.workers.dev".into(),
+            host: "w1.alice.workers.dev".into(),
             port: 443,
         },
         CfEndpoint {
-            host: "w2.example.workers.dev".into(),
+            host: "w2.bob.workers.dev".into(),
             port: 443,
         },
     ];
@@ -152,6 +153,54 @@ fn a_worker_429_on_background_work_blocks_it_for_every_dc() {
 }
 
 #[test]
+fn a_429_holds_every_worker_of_the_account_until_midnight_utc() {
+    let mut c = cfg2();
+    c.worker_domains[1].host = "w2.alice.workers.dev".into();
+    let mut l = ladder(&c);
+    // 2026-12-05 23:00 UTC: an hour to the reset.
+    l.set_wall_ms(1_796_511_600_000);
+    let (a2, b2, tcp2) = trio(&mut l, DC2);
+    let (a4, b4, tcp4) = trio(&mut l, DC4);
+    probe_ok(&mut l, a2, 0);
+    probe_ok(&mut l, b2, 0);
+    // w1's client dial toward DC 4 meets the daily quota (no Retry-After).
+    l.observe(
+        Observation::AttemptFailed {
+            route: a4,
+            failure: Failure::Http(429),
+            retry_after: None,
+        },
+        1_000,
+    );
+    // Both of alice's Workers are held on every DC: planned after everything else.
+    for now in [1_001, 1_000 + 3_600_000 - 1] {
+        assert_eq!(plan_dc(&mut l, DC2, now)[0], tcp2, "w2 is held too");
+        assert_eq!(plan_dc(&mut l, DC4, now)[0], tcp4);
+    }
+    let acc = l.accounts(1_001);
+    assert_eq!(acc.len(), 1);
+    assert_eq!(acc[0].held, Some((Hold::DailyQuota, 3_600_000 - 1)));
+    // A background 429 would have blocked both budgets; this client's one did not.
+    assert_eq!(l.budgets_left(1_001), vec![4, 4]);
+    // 00:00 UTC: the quota is back and both serve again.
+    let f = firsts(&mut l, DC2, 4, 1_000 + 3_600_000);
+    assert_eq!((count(&f, a2), count(&f, b2)), (2, 2), "{f:?}");
+    // A background 429 blocks every budget of the account; a probe that gets through ends the
+    // hold at once.
+    l.observe(
+        Observation::ProbeDone {
+            route: b4,
+            result: Err((Failure::Http(429), Some(600))),
+        },
+        4_000_000,
+    );
+    assert_eq!(l.budgets_left(4_000_001), vec![0, 0]);
+    assert_eq!(plan_dc(&mut l, DC2, 4_000_001)[0], tcp2);
+    probe_ok(&mut l, a2, 4_000_002);
+    assert_ne!(plan_dc(&mut l, DC2, 4_000_003)[0], tcp2, "serving again");
+}
+
+#[test]
 fn a_client_429_holds_that_worker_from_new_sessions_until_its_cooldown_ends() {
     let c = cfg2();
     let mut l = ladder(&c);
@@ -259,6 +308,10 @@ fn a_reload_keeps_a_hold_by_endpoint() {
     for _ in 0..4 {
         assert_eq!(plan_dc(&mut l, DC2, 2_001)[0], c3);
     }
+    // The route's cooldown is over, but w2's account (bob, alone) answered 429 without
+    // Retry-After: it stays held until 00:00 UTC (the wall clock here is 1970-01-01 00:00).
     let f = firsts(&mut l, DC2, 4, until);
+    assert_eq!((count(&f, b2), count(&f, c3)), (0, 4), "{f:?}");
+    let f = firsts(&mut l, DC2, 4, 1_000 + 86_400_000);
     assert_eq!((count(&f, b2), count(&f, c3)), (2, 2), "{f:?}");
 }
