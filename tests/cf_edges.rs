@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::ctl::Ctl;
 use common::fakedc::{DcConfig, FakeDc, Fault};
 use common::freezeclient::{self, Client};
-use common::{wait_until, SECRET};
+use common::{data_path, name_args, run_bin, wait_until, SECRET};
 
 /// The Worker's name: in no hosts file, so it never resolves.
 const WORKER: &str = "w.workers.dev";
@@ -23,10 +23,15 @@ const FREEZE: usize = 16 * 1024;
 
 /// Two fake edges on one port: 127.0.0.2 (freezing) and 127.0.0.3 (healthy).
 fn edges() -> (FakeDc, FakeDc) {
+    edges_with(Fault::FreezeAfterBytes(FREEZE))
+}
+
+/// Two fake edges on one port: 127.0.0.2 with `fault`, 127.0.0.3 healthy.
+fn edges_with(fault: Fault) -> (FakeDc, FakeDc) {
     for _ in 0..20 {
         let frozen = FakeDc::try_start_worker_at(
             "127.0.0.2:0".parse().unwrap(),
-            DcConfig::with_fault(Fault::StallAfterSent(FREEZE)),
+            DcConfig::with_fault(fault),
         )
         .expect("bind 127.0.0.2");
         let at: SocketAddr = format!("127.0.0.3:{}", frozen.port()).parse().unwrap();
@@ -144,4 +149,55 @@ fn a_bad_cf_ip_stops_the_start_naming_the_item() {
             "{bad}: {err}"
         );
     }
+}
+
+#[test]
+fn check_lists_the_routes_through_each_edge_and_which_edges_work() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let (bad, _ok) = edges_with(Fault::HttpStatus(403));
+    let ca = data_path("ca.pem").display().to_string();
+    let mut args: Vec<String> = [
+        "check",
+        "--dc",
+        "2",
+        "--ca-file",
+        &ca,
+        "--tier-order",
+        "worker",
+        "--tcp-dc-ip",
+        &format!("2:{}", dc.addr()),
+        "--cf-worker-domain",
+        &format!("{WORKER}:{}", bad.port()),
+        "--cf-ip",
+        "127.0.0.2,127.0.0.3",
+        "--probe-timeout",
+        "3",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(name_args(&[])); // the Worker's name resolves nowhere
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = run_bin(&refs, &[], Duration::from_secs(30));
+    let out = &run.stdout;
+    let log = format!("{out}\n{}", run.stderr);
+    let port = bad.port();
+    for edge in ["127.0.0.2", "127.0.0.3"] {
+        let route = format!("w…workers.dev@{edge}:{port}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains("worker:DC2 ") && l.contains(&route)),
+            "no row for {route}: {log}"
+        );
+    }
+    assert!(
+        out.contains("cf edge 127.0.0.3: works (2 of 2 routes)"),
+        "{log}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("cf edge 127.0.0.2: failed: ") && l.contains("403")),
+        "{log}"
+    );
+    assert_eq!(run.code, Some(0), "DC 2 works through one edge: {log}");
 }

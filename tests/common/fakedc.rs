@@ -82,7 +82,8 @@ pub enum Fault {
     /// messages, the one that crosses it sent complete), the connection goes silent: it reads and discards,
     /// never answers, never closes (the "16 KB freeze").
     StallAfterSent(usize),
-    /// WS front and TCP DC: the middlebox form of the "16 KB freeze" cut where it falls: once
+    /// WS front, Worker (payload bytes) and TCP DC: the middlebox form of the "16 KB freeze"
+    /// cut where it falls: once
     /// this many bytes of its output went out (WS frames with their headers; raw bytes on
     /// TCP), the rest is never sent — the frame and the transport packet it was in stay
     /// half-delivered — and the connection reads and discards, never answers, never closes.
