@@ -237,6 +237,12 @@ pub struct Config {
     pub worker_groups: Vec<(CfEndpoint, String)>,
     /// Cloudflare-proxied domains (`--cf-domain`, repeatable): `kwsN.<domain>`.
     pub cf_domains: Vec<CfEndpoint>,
+    /// Cloudflare edge addresses and ranges the Worker and cfproxy routes dial instead of
+    /// their name's DNS answer (`--cf-ip`, repeatable; `route::edges`). Empty: DNS.
+    pub cf_ips: Vec<crate::route::edges::CfIp>,
+    /// Edges sampled from the `--cf-ip` ranges at once (`--cf-ip-count`, 3; at most
+    /// [`crate::route::edges::MAX_EDGES`] edges in all).
+    pub cf_ip_count: usize,
     /// Bound on one worker/cfproxy attempt (`--cf-connect-timeout`, 10 s).
     pub cf_connect_timeout: Duration,
     /// Start the next route in parallel if the first is not ready by then (`--hedge-delay`,
@@ -532,6 +538,8 @@ impl Config {
             worker_domains: Vec::new(),
             worker_groups: Vec::new(),
             cf_domains: Vec::new(),
+            cf_ips: Vec::new(),
+            cf_ip_count: crate::route::edges::DEFAULT_COUNT,
             cf_connect_timeout: Duration::from_secs(10),
             hedge_delay: Duration::from_millis(250),
             connect_budget: Duration::from_secs(3),
@@ -656,6 +664,8 @@ settings! {
     cf_domain_list_port => "cf-domain-list-port",
     cf_domain_cache => "cf-domain-cache",
     cf_domains => "cf-domain",
+    cf_ips => "cf-ip",
+    cf_ip_count => "cf-ip-count",
     mtproto_proxies => "mtproto-proxy",
     fronting_domains => "fronting-domain",
     ws_connect_timeout => "ws-connect-timeout",

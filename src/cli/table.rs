@@ -117,6 +117,24 @@ const LISTEN_UPSTREAM: &[Opt] = &[
         kind: List(|d, s| parse_cf_endpoint(s).map(|e| d.config.cf_domains.push(e))),
     },
     Opt {
+        reload: Live, long: "--cf-ip", short: None, aliases: &[], env: &["TG_CF_IP"],
+        meta: "LIST", default: "none", group: Upstream,
+        help: "Cloudflare edge for the worker and cfproxy tiers (SNI/Host unchanged): an \
+               address, a range to sample from, auto (Cloudflare's IPv4 ranges) or auto6; one \
+               route per edge instead of the DNS answer; a failed sampled edge is replaced; \
+               at most 8 edges; repeatable, comma list",
+        kind: List(|d, s| crate::route::edges::parse_cf_ip(s).map(|i| d.config.cf_ips.push(i))),
+    },
+    Opt {
+        reload: Live, long: "--cf-ip-count", short: None, aliases: &[], env: &["TG_CF_IP_COUNT"],
+        meta: "N", default: "3", group: Upstream,
+        help: "edges sampled from the --cf-ip ranges at once, 1-8",
+        kind: Value(|d, s| {
+            super::values::parse_in_range(s, 1, crate::route::edges::MAX_EDGES as u64)
+                .map(|n| d.config.cf_ip_count = n as usize)
+        }),
+    },
+    Opt {
         reload: Live, long: "--mtproto-proxy", short: None, aliases: &[], env: &["TG_MTPROTO_PROXY"],
         meta: "HOST:PORT:SECRET", default: "none", group: Upstream,
         help: "upstream MTProto proxy for the mtproto tier (IPv6 in brackets; secret plain, dd \

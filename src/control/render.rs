@@ -186,6 +186,20 @@ fn table_tail(out: &mut String, s: &Status) {
             duration(*ago)
         );
     }
+    for e in &s.edges {
+        let why = e
+            .why
+            .as_deref()
+            .map_or(String::new(), |w| format!(" ({w})"));
+        let _ = writeln!(
+            out,
+            "cf edge {}: {}{why}, {}, {} route(s)",
+            e.ip,
+            e.state,
+            e.source,
+            e.routes.len()
+        );
+    }
     for (ip, dc) in &s.learned_dcs {
         let _ = writeln!(out, "learned: {ip} is {dc}");
     }
@@ -411,6 +425,19 @@ pub fn json(s: &Status) -> String {
         })
         .collect();
     o.raw("unknown_destinations", &format!("[{}]", unknown.join(",")));
+    let edges: Vec<String> = (s.edges.iter())
+        .map(|e| {
+            let mut eo = Obj::new();
+            eo.str("address", &e.ip.to_string());
+            eo.str("source", &e.source);
+            eo.str("state", e.state);
+            eo.raw("why", &e.why.as_deref().map_or("null".into(), quote));
+            let ids: Vec<String> = e.routes.iter().map(|r| r.to_string()).collect();
+            eo.raw("routes", &format!("[{}]", ids.join(",")));
+            eo.end()
+        })
+        .collect();
+    o.raw("edges", &format!("[{}]", edges.join(",")));
     let mut learned = Obj::new();
     for (ip, dc) in &s.learned_dcs {
         learned.str(&ip.to_string(), dc);
@@ -707,6 +734,11 @@ mod tests {
         assert_eq!(r[1]["pinned"], true);
         assert_eq!(r[1]["dc"], "DC2");
         assert_eq!(v["budgets"][0]["left"], 99_000);
+        assert_eq!(v["edges"][0]["address"], "104.16.1.2");
+        assert_eq!(v["edges"][0]["state"], "frozen");
+        assert_eq!(v["edges"][0]["why"], "stalled");
+        assert_eq!(v["edges"][0]["source"], "sampled from 104.16.0.0/13");
+        assert_eq!(v["edges"][0]["routes"][0], 1);
         assert_eq!(v["accounts"][0]["state"], "held");
         assert_eq!(v["accounts"][0]["why"], "daily-quota");
         assert_eq!(v["accounts"][0]["held_for_ms"], 7_200_000);

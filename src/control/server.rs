@@ -529,6 +529,7 @@ impl Reactor {
             sessions_per_tier: per_tier,
             sessions_waiting_on_client: waiting_on_client,
             routes: s.ladder.snapshot(now),
+            edges: s.ladder.edges_status(now),
             budgets,
             accounts,
             fds_used: fds_used(),

@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use crate::config::Tier;
 use crate::error::CloseReason;
-use crate::route::ladder::RouteStatus;
+use crate::route::ladder::{EdgeStatus, RouteStatus};
 use crate::stats::{FrozenSession, Stats, MASK_WHY_NAMES};
 
 /// Everything `ctl status` shows.
@@ -62,6 +62,8 @@ pub struct Status {
     /// Destinations direct clients meant that found no DC (`unknown-dst`): address, closes,
     /// ms since the last; most closes first (`route::dc_table::UnknownDsts`).
     pub unknown_destinations: Vec<(IpAddr, u64, u64)>,
+    /// The Cloudflare edges in use (`--cf-ip`), empty without it.
+    pub edges: Vec<EdgeStatus>,
     /// Addresses the DC table learned from agreeing clients, with their DC's label.
     pub learned_dcs: Vec<(IpAddr, String)>,
 }
@@ -344,6 +346,13 @@ pub(crate) mod tests {
             ],
             dcs: vec![("DC2".into(), 2), ("DC4".into(), 1)],
             unknown_destinations: vec![("149.154.175.99".parse().unwrap(), 3, 1_200)],
+            edges: vec![EdgeStatus {
+                ip: "104.16.1.2".parse().unwrap(),
+                source: "sampled from 104.16.0.0/13".into(),
+                state: "frozen",
+                why: Some("stalled".into()),
+                routes: vec![1],
+            }],
             learned_dcs: vec![("149.154.175.77".parse().unwrap(), "DC1".into())],
         }
     }

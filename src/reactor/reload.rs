@@ -407,6 +407,8 @@ mod tests {
             }
             "ca-file" => concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
             "cf-domain-list-port" => "8443",
+            "cf-ip" => "127.0.0.2",
+            "cf-ip-count" => "5",
             "tier-order" | "media-tier-order" => "tcp",
             "tls-cipher" => "chacha20",
             "outbound-proxy" => "socks5://127.0.0.1:1080",

@@ -16,6 +16,7 @@ use crate::config::{CfEndpoint, Config, Tier};
 use crate::mtproto::dc::DcId;
 use crate::mtproto::upstream::MtprotoProxy;
 use crate::net::dial::{DialKind, DialSpec};
+use crate::route::edges::Edges;
 use crate::route::health::Health;
 
 mod spec;
@@ -41,6 +42,8 @@ pub enum Target {
         ep: CfEndpoint,
         /// `/apiws?dst=…&dc=…&media=…`.
         path: String,
+        /// The Cloudflare edge dialled (`--cf-ip`), else `None`: the name's DNS answer.
+        edge: Option<IpAddr>,
     },
     /// Telegram's front through a Cloudflare-proxied domain: `kwsN.<domain>`, and for a media
     /// DC `kwsN-1.<domain>` first (media order, as on the ws tier; docs/protocol.md §4.3).
@@ -55,6 +58,8 @@ pub enum Target {
         /// A domain of the shared list (`--cf-domain-list`): published, so its names are shown
         /// in full; a `--cf-domain` of the user's own is redacted.
         shared: bool,
+        /// The Cloudflare edge dialled (`--cf-ip`), else `None`: the names' DNS answers.
+        edge: Option<IpAddr>,
     },
     /// Another MTProto proxy, reached as its client (docs/protocol.md §4.4); the init names
     /// the route's DC. Its label never shows the secret, and a name is redacted.
@@ -115,11 +120,14 @@ impl Route {
             Target::Front {
                 addr, sni, hosts, ..
             } => format!("{sni}/{}@{addr}", hosts[0]),
-            Target::Worker { ep, .. } => format!("{}:{}", redact(&ep.host), ep.port),
+            Target::Worker { ep, edge, .. } => at_edge(redact(&ep.host), ep.port, *edge),
             Target::CfProxy {
-                ep, shared: true, ..
-            } => format!("{}:{}", ep.host, ep.port),
-            Target::CfProxy { ep, .. } => format!("{}:{}", redact_kws(&ep.host), ep.port),
+                ep,
+                shared: true,
+                edge,
+                ..
+            } => at_edge(ep.host.clone(), ep.port, *edge),
+            Target::CfProxy { ep, edge, .. } => at_edge(redact_kws(&ep.host), ep.port, *edge),
             Target::Mtproto { proxy } => mtproto_label(proxy),
             Target::Tcp { addr } => addr.to_string(),
         }
@@ -136,10 +144,20 @@ impl Route {
         }
     }
 
+    /// The Cloudflare edge this route dials (`--cf-ip`), if any.
+    pub fn edge(&self) -> Option<IpAddr> {
+        match &self.target {
+            Target::Worker { edge, .. } | Target::CfProxy { edge, .. } => *edge,
+            _ => None,
+        }
+    }
+
     /// The host name this route dials through (for DNS), if any: a Worker's, or a cfproxy
-    /// route's `kwsN.<domain>` (see [`Route::hosts`] for its media name too).
+    /// route's `kwsN.<domain>` (see [`Route::hosts`] for its media name too). A route through
+    /// a `--cf-ip` edge needs no DNS for its name: `None`.
     pub fn host(&self) -> Option<&str> {
         match &self.target {
+            Target::Worker { edge: Some(_), .. } | Target::CfProxy { edge: Some(_), .. } => None,
             Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => Some(&ep.host),
             Target::Mtproto { proxy } if proxy.ip().is_none() => Some(&proxy.host),
             _ => None,
@@ -147,9 +165,15 @@ impl Route {
     }
 
     /// Every host name this route dials through (for DNS), in the order they are tried: a
-    /// media cfproxy route's `kwsN-1.<domain>` then `kwsN.<domain>`; else [`Route::host`].
+    /// media cfproxy route's `kwsN-1.<domain>` then `kwsN.<domain>`; else [`Route::host`]. A
+    /// media cfproxy route through an edge asks DNS only whether `kwsN-1.<domain>` exists.
     pub fn hosts(&self) -> Vec<&str> {
         match &self.target {
+            Target::CfProxy {
+                media_host: Some(m),
+                edge: Some(_),
+                ..
+            } => vec![m.as_str()],
             Target::CfProxy {
                 ep,
                 media_host: Some(m),
@@ -157,6 +181,14 @@ impl Route {
             } => vec![m.as_str(), ep.host.as_str()],
             _ => self.host().into_iter().collect(),
         }
+    }
+}
+
+/// `name:port`, or `name@edge:port` for a route through a `--cf-ip` edge.
+fn at_edge(name: String, port: u16, edge: Option<IpAddr>) -> String {
+    match edge {
+        Some(ip) => format!("{name}@{}", SocketAddr::new(ip, port)),
+        None => format!("{name}:{port}"),
     }
 }
 
@@ -239,6 +271,9 @@ pub struct Table {
     /// Routes by index (stable for the process lifetime).
     pub routes: Vec<Route>,
     by_dc: BTreeMap<DcId, Vec<usize>>,
+    /// The Cloudflare edges in use (`--cf-ip`): each Worker and cfproxy target gets one route
+    /// per edge. Set by the ladder ([`Table::set_edges`]); empty: the names' DNS answers.
+    edges: Edges,
 }
 
 impl Table {
@@ -247,7 +282,35 @@ impl Table {
         Table {
             routes: Vec::new(),
             by_dc: BTreeMap::new(),
+            edges: Edges::default(),
         }
+    }
+
+    /// The Cloudflare edges in use.
+    pub fn edges(&self) -> &Edges {
+        &self.edges
+    }
+
+    /// Puts a new set of edges in force and re-derives every DC's routes for it (as a reload
+    /// does: the routes of an edge no longer in use are retired, those of a new edge created).
+    /// Returns the ids retired now.
+    pub fn set_edges(&mut self, edges: Edges, cfg: &Config, listen: SocketAddr) -> Vec<usize> {
+        self.edges = edges;
+        self.reconfigure(cfg, listen)
+    }
+
+    /// Replaces the sampled edge `ip` with a fresh sample of its range and re-derives the
+    /// routes (its routes retired, the new edge's created). Returns the new address and the
+    /// ids retired; `None` when the edge is not replaceable (given, or its range is spent).
+    pub fn replace_edge(
+        &mut self,
+        ip: IpAddr,
+        rng: &mut crate::rng::Rng,
+        cfg: &Config,
+        listen: SocketAddr,
+    ) -> Option<(IpAddr, Vec<usize>)> {
+        let new = self.edges.replace(ip, rng)?;
+        Some((new, self.reconfigure(cfg, listen)))
     }
 
     /// Route indices for `dc` in tier order, creating them on first use. Our own listen
@@ -300,7 +363,7 @@ impl Table {
     fn derive(&mut self, dc: DcId, cfg: &Config, listen: SocketAddr) -> Vec<usize> {
         let mut ids = Vec::new();
         for &tier in cfg.tier_order_for(dc) {
-            for target in targets(tier, dc, cfg) {
+            for target in with_edges(targets(tier, dc, cfg), &self.edges.ips()) {
                 if let Target::Ws { addr, .. } | Target::Front { addr, .. } | Target::Tcp { addr } =
                     &target
                 {
@@ -424,6 +487,7 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
                 .map(|ep| Target::Worker {
                     ep: ep.clone(),
                     path: worker_path(dst, dc),
+                    edge: None,
                 })
                 .collect(),
             None => Vec::new(),
@@ -481,7 +545,32 @@ pub fn cf_proxy_target(dc: DcId, domain: &CfEndpoint, shared: bool) -> Target {
         media_host: dc.media.then(|| format!("kws{}-1.{}", dc.dc, domain.host)),
         path: dc.ws_path(),
         shared,
+        edge: None,
     }
+}
+
+/// `targets` with each Worker and cfproxy target multiplied by the `edges` (one target per
+/// edge, in edge order, instead of the DNS-resolved one); unchanged without edges.
+fn with_edges(targets: Vec<Target>, edges: &[IpAddr]) -> Vec<Target> {
+    if edges.is_empty() {
+        return targets;
+    }
+    let mut out = Vec::new();
+    for t in targets {
+        match t {
+            Target::Worker { .. } | Target::CfProxy { .. } => {
+                for &ip in edges {
+                    let mut t = t.clone();
+                    if let Target::Worker { edge, .. } | Target::CfProxy { edge, .. } = &mut t {
+                        *edge = Some(ip);
+                    }
+                    out.push(t);
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The Worker URL path (docs/protocol.md §4.2): `dst` is the DC's table address (with `:port` only
@@ -852,6 +941,48 @@ mod tests {
                 "fa…example.net".to_string()
             )]
         );
+    }
+
+    #[test]
+    fn cfproxy_through_an_edge_dials_the_edge_with_the_names_unchanged() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::CfProxy];
+        cfg.cf_domains = vec![CfEndpoint {
+            host: "mydomain.com".into(),
+            port: 8443,
+        }];
+        cfg.cf_ips = vec![crate::route::edges::parse_cf_ip("127.0.0.7").unwrap()];
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let mut t = Table::new();
+        let mut rng = crate::rng::Rng::from_seed([1; 48]);
+        let (edges, _) = Edges::new(&cfg.cf_ips, 3, &mut rng);
+        t.set_edges(edges, &cfg, listen);
+        let media = t.routes_for(DcId::from_index(-4).unwrap(), &cfg, listen);
+        assert_eq!(media.len(), 1, "one route per edge, no DNS route beside it");
+        let r = &t.routes[media[0]];
+        assert_eq!(r.label(), "cfproxy:DC4m kws4.my…@127.0.0.7:8443");
+        assert_eq!(r.edge(), Some("127.0.0.7".parse().unwrap()));
+        // DNS is asked only whether the media name exists; the dial goes to the edge.
+        assert_eq!(r.hosts(), vec!["kws4-1.mydomain.com"]);
+        let hosts = |known: bool| -> Vec<(String, SocketAddr)> {
+            let mut resolve = |_: &str| known.then(|| "10.9.9.9".parse().unwrap());
+            r.dial_specs(&mut resolve)
+                .into_iter()
+                .map(|s| match s.kind {
+                    DialKind::Ws { host, .. } => (host, s.addr),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let at: SocketAddr = "127.0.0.7:8443".parse().unwrap();
+        assert_eq!(
+            hosts(true),
+            vec![
+                ("kws4-1.mydomain.com".to_string(), at),
+                ("kws4.mydomain.com".to_string(), at)
+            ]
+        );
+        assert_eq!(hosts(false), vec![("kws4.mydomain.com".to_string(), at)]);
     }
 
     #[test]

@@ -78,11 +78,12 @@ pub enum Fault {
     /// WS front and Worker: close the session at the first WS ping received (counted in
     /// `pings`), like a front that does not take client pings (docs/protocol.md §6.4).
     CloseOnPing,
-    /// WS front and TCP DC: once at least this many bytes went out (whole packets, the one
-    /// that crosses it sent complete), the connection goes silent: it reads and discards,
+    /// WS front, Worker and TCP DC: once at least this many bytes went out (whole packets or
+    /// messages, the one that crosses it sent complete), the connection goes silent: it reads and discards,
     /// never answers, never closes (the "16 KB freeze").
     StallAfterSent(usize),
-    /// WS front and TCP DC: the middlebox form of the "16 KB freeze" cut where it falls: once
+    /// WS front, Worker (payload bytes) and TCP DC: the middlebox form of the "16 KB freeze"
+    /// cut where it falls: once
     /// this many bytes of its output went out (WS frames with their headers; raw bytes on
     /// TCP), the rest is never sent — the frame and the transport packet it was in stay
     /// half-delivered — and the connection reads and discards, never answers, never closes.
@@ -492,6 +493,18 @@ impl FakeDc {
     /// bytes in/out of the WS side; `delay` holds the answer to the request.
     pub fn start_worker(cfg: DcConfig) -> FakeDc {
         FakeDc::start(cfg, Kind::Worker(server_tls_config()))
+    }
+
+    /// [`FakeDc::start_worker`] listening on `bind` (a loopback address such as 127.0.0.2,
+    /// port 0 for an ephemeral one), so several "Cloudflare edges" can share one port; `Err`
+    /// if the address cannot be bound (e.g. the port is taken there).
+    pub fn try_start_worker_at(bind: SocketAddr, cfg: DcConfig) -> io::Result<FakeDc> {
+        let listener = TcpListener::bind(bind)?;
+        Ok(FakeDc::start_on(
+            listener,
+            cfg,
+            Kind::Worker(server_tls_config()),
+        ))
     }
 
     fn start(cfg: DcConfig, kind: Kind) -> FakeDc {

@@ -293,7 +293,18 @@ fn drain(
             Err(RecvTimeoutError::Timeout) => return true,
             Err(RecvTimeoutError::Disconnected) => return false,
         };
+        let mut chunk = chunk;
+        if let Fault::FreezeAfterBytes(limit) = fault {
+            if *bytes_out >= limit {
+                continue; // frozen: read and discard, never answer, never close
+            }
+            // The message that crosses the limit is cut there: a reply half-delivered.
+            chunk.truncate(limit - *bytes_out);
+        }
         let n = chunk.len();
+        if matches!(fault, Fault::StallAfterSent(limit) if *bytes_out >= limit) {
+            continue; // frozen: read and discard, never answer, never close
+        }
         if ws.send(Message::binary(chunk)).is_err() {
             return false;
         }

@@ -140,6 +140,9 @@ pub fn main(mut args: Arguments) -> i32 {
     for v in &verdicts {
         println!("{}", crate::logging::redact_configured(v.line.clone()));
     }
+    for line in report::edge_lines(&rows) {
+        println!("{line}");
+    }
     for line in ways::lines(&parsed.config, &ways::facts(&parsed.config)) {
         println!("{line}");
     }
@@ -230,6 +233,11 @@ pub fn default_dcs(cfg: &Config) -> Vec<u16> {
 /// Errors: the resolver's UDP socket or the poll cannot be created.
 pub fn plan_rows(cfg: &Config, dcs: &[u16], outbound: &mut Active) -> io::Result<Vec<Row>> {
     let mut table = Table::new();
+    if !cfg.cf_ips.is_empty() {
+        let mut rng = Rng::new().map_err(|e| io::Error::other(e.to_string()))?;
+        let (edges, _) = crate::route::edges::Edges::new(&cfg.cf_ips, cfg.cf_ip_count, &mut rng);
+        table.set_edges(edges, cfg, cfg.listen);
+    }
     let mut routes = Vec::new();
     for dc in dc_ids(dcs) {
         routes.extend(table.routes_for(dc, cfg, cfg.listen));
@@ -302,6 +310,7 @@ fn route_rows(
             spec: None,
             unresolved: Some(failed.unwrap_or_else(|| "host name did not resolve".into())),
             attempts: Vec::new(),
+            edge: r.edge(),
         }];
     }
     let mut rows = Vec::new();
@@ -332,6 +341,7 @@ fn route_rows(
             spec: Some(spec),
             unresolved: None,
             attempts: Vec::new(),
+            edge: r.edge(),
         });
     }
     rows
@@ -672,7 +682,29 @@ mod tests {
             spec: None,
             unresolved: None,
             attempts,
+            edge: None,
         }
+    }
+
+    #[test]
+    fn edge_lines_say_which_edges_work_and_why_the_others_failed() {
+        let ok = Attempt::Ok(12);
+        let mut rows = vec![
+            row(2, false, Tier::Worker, vec![ok.clone()]),
+            row(2, false, Tier::Worker, vec![fail(5000)]),
+            row(4, false, Tier::Worker, vec![fail(5000)]),
+            row(2, false, Tier::Tcp, vec![ok]),
+        ];
+        rows[0].edge = Some("127.0.0.2".parse().unwrap());
+        rows[1].edge = Some("127.0.0.3".parse().unwrap());
+        rows[2].edge = Some("127.0.0.2".parse().unwrap());
+        assert_eq!(
+            report::edge_lines(&rows),
+            vec![
+                "cf edge 127.0.0.2: works (1 of 2 routes)",
+                "cf edge 127.0.0.3: failed: timeout: no resPQ within 5000ms",
+            ]
+        );
     }
 
     fn fail(ms: u64) -> Attempt {

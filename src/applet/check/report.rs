@@ -2,6 +2,8 @@
 //! ([`render`]) and one [`Verdict`] per DC ([`verdicts`]). Pure formatting and arithmetic over
 //! the results; the probing is `mod.rs`'s.
 
+use std::net::IpAddr;
+
 use crate::config::Tier;
 use crate::error::Failure;
 use crate::mtproto::dc::DcId;
@@ -39,6 +41,8 @@ pub struct Row {
     pub unresolved: Option<String>,
     /// One entry per round.
     pub attempts: Vec<Attempt>,
+    /// The Cloudflare edge (`--cf-ip`) a Worker or cfproxy row dials, if any.
+    pub edge: Option<IpAddr>,
 }
 
 impl Row {
@@ -204,6 +208,34 @@ fn proxy_only(row: &Row) -> bool {
             Attempt::Failed { class, .. } => proxy.contains(class),
             Attempt::Ok(_) => false,
         })
+}
+
+/// One line per `--cf-ip` edge the rows dialled, in first-seen order: `cf edge IP: works
+/// (k of N routes)` when a route through it got its `resPQ` in most rounds, else `cf edge IP:
+/// failed: DETAIL` with the first failure seen on it.
+pub fn edge_lines(rows: &[Row]) -> Vec<String> {
+    let mut edges: Vec<IpAddr> = Vec::new();
+    for ip in rows.iter().filter_map(|r| r.edge) {
+        if !edges.contains(&ip) {
+            edges.push(ip);
+        }
+    }
+    edges
+        .into_iter()
+        .map(|ip| {
+            let on: Vec<&Row> = rows.iter().filter(|r| r.edge == Some(ip)).collect();
+            let works = on.iter().filter(|r| r.works()).count();
+            if works > 0 {
+                format!("cf edge {ip}: works ({works} of {} routes)", on.len())
+            } else {
+                let why = on
+                    .iter()
+                    .find_map(|r| r.first_failure())
+                    .map_or("no answer".to_string(), |(c, d)| format!("{c}: {d}"));
+                format!("cf edge {ip}: failed: {why}")
+            }
+        })
+        .collect()
 }
 
 /// One verdict per DC in `dcs` × {non-media, media}.

@@ -238,6 +238,12 @@ pub(super) fn dest_of(target: &Target) -> Dest {
         Target::Ws { addr, .. } | Target::Front { addr, .. } | Target::Tcp { addr } => {
             Dest::Addr(*addr)
         }
+        Target::Worker {
+            ep, edge: Some(ip), ..
+        }
+        | Target::CfProxy {
+            ep, edge: Some(ip), ..
+        } => Dest::Addr(SocketAddr::new(*ip, ep.port)),
         Target::Worker { ep, .. } | Target::CfProxy { ep, .. } => Dest::Name(ep.host.clone()),
         Target::Mtproto { proxy } => match proxy.ip() {
             Some(ip) => Dest::Addr(SocketAddr::new(ip, proxy.port)),
@@ -253,6 +259,9 @@ fn same_dest(target: &Target, dest: &Dest) -> bool {
             Target::Ws { addr, .. } | Target::Front { addr, .. } | Target::Tcp { addr },
             Dest::Addr(a),
         ) => addr == a,
+        (Target::Worker { edge: Some(_), .. } | Target::CfProxy { edge: Some(_), .. }, _) => {
+            dest_of(target) == *dest
+        }
         (Target::Worker { ep, .. } | Target::CfProxy { ep, .. }, Dest::Name(n)) => ep.host == *n,
         (Target::Mtproto { .. }, _) => dest_of(target) == *dest,
         _ => false,

@@ -10,7 +10,8 @@
 //! reports what sessions saw. The `front` tier's planning rule (domain fronting: only after the
 //! direct ws route failed at TLS or upgrade) is `front.rs`; which proof may end a flap quarantine
 //! (only a probe begun after it) is `quarantine.rs`; what a frozen session does to its route is
-//! `freeze.rs`. How each observation reaches its rule ([`Ladder::observe`]) is `observe.rs`.
+//! `freeze.rs`. `--cf-ip` edges (the pool, replacing a spent sampled edge in the background,
+//! their status) are `edges.rs`. How each observation reaches its rule ([`Ladder::observe`]) is `observe.rs`.
 //! Failures that are a dependency's, not a route's — the path to an address, the
 //! outbound proxy — are kept and said by `deps.rs` (over `route::reach` and `route::outproxy`).
 //! The rules are docs/design.md §4;
@@ -145,6 +146,7 @@ struct Slot<U> {
 pub use facts::{Candidate, Counters, Observation, Plan, SessionEnd, Work};
 
 mod deps;
+mod edges;
 mod facts;
 mod freeze;
 mod front;
@@ -154,6 +156,7 @@ mod reconfigure;
 mod rules;
 mod spread;
 
+pub use edges::EdgeStatus;
 pub use ops::{Pin, ProbeNow, RouteStatus};
 
 mod ops;
@@ -230,6 +233,7 @@ impl<U: Pooled> Ladder<U> {
             accounts: Accounts::new(cfg),
             wall_ms: 0,
         };
+        l.build_edges(cfg);
         if cfg.startup_probes {
             for dc in STARTUP_DCS {
                 for r in l.routes_for(DcId::plain(dc)) {
@@ -529,6 +533,8 @@ impl<U: Pooled> Ladder<U> {
             self.sweep_at = Some(now + sweep_every(&self.cfg));
             return Some(Work::Sweep);
         }
+        // A spent sampled edge is replaced before its routes' recovery probes are handed out.
+        self.replace_edges(now);
         for id in 0..self.slots.len() {
             if let Some(at) = self.slots[id].sched.at() {
                 if at <= now {

@@ -69,8 +69,19 @@ impl<U: Pooled> Ladder<U> {
             ms(cfg.outbound_proxy_backoff_max),
         );
         self.reach.set_grace(cfg.health.base_ms);
+        let new_edges = cfg.cf_ips != self.cfg.cf_ips || cfg.cf_ip_count != self.cfg.cf_ip_count;
         self.cfg = cfg.clone();
-        let retired = self.table.reconfigure(cfg, cfg.listen);
+        let mut retired = self.table.reconfigure(cfg, cfg.listen);
+        if new_edges {
+            // Another edge list: a fresh pool (the routes of edges no longer in it retired).
+            for id in self.build_edges(cfg) {
+                if !retired.contains(&id) {
+                    retired.push(id);
+                }
+            }
+        }
+        // A route the second pass brought back (its edge kept) is live again.
+        retired.retain(|&id| self.table.routes[id].retired);
         let routes = &self.table.routes;
         self.reach.retain(|d| {
             routes

@@ -1,7 +1,8 @@
 //! A route's dial specs ([`Route::dial_specs`], [`Route::specs_for`]): for each route, the
 //! addresses and per-dial parameters (WS `Host`, SNI, path, subprotocol, `Origin`; the upstream
 //! proxy's secret) in the order to try, names resolved from the caller's DNS cache and never
-//! our own listener. What a route is, its labels and redaction are `table.rs`'s.
+//! our own listener; a route through a `--cf-ip` edge dials the edge with its name unchanged.
+//! What a route is, its labels and redaction are `table.rs`'s.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -21,7 +22,7 @@ impl Route {
                 .iter()
                 .map(|h| ws_spec(*addr, h, None, path, true))
                 .collect(),
-            Target::Worker { ep, path } => match resolve(&ep.host) {
+            Target::Worker { ep, path, edge } => match edge.or_else(|| resolve(&ep.host)) {
                 Some(ip) => vec![ws_spec(
                     SocketAddr::new(ip, ep.port),
                     &ep.host,
@@ -31,6 +32,20 @@ impl Route {
                 )],
                 None => Vec::new(),
             },
+            // Through an edge: both names dialled at the edge (SNI/Host unchanged); the media
+            // `-1` name only once DNS says it exists (a domain without it would fail there).
+            Target::CfProxy {
+                ep,
+                media_host,
+                path,
+                edge: Some(edge),
+                ..
+            } => media_host
+                .iter()
+                .filter(|m| resolve(m).is_some())
+                .chain(std::iter::once(&ep.host))
+                .map(|h| ws_spec(SocketAddr::new(*edge, ep.port), h, None, path, true))
+                .collect(),
             Target::CfProxy {
                 ep,
                 media_host,

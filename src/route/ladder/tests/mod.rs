@@ -10,6 +10,7 @@
 mod background;
 mod cflist;
 mod deps;
+mod edges;
 mod front;
 mod outbound;
 mod reconfigure;
