@@ -99,18 +99,9 @@ fn serve(
     paths: &Mutex<Vec<String>>,
     addr: SocketAddr,
 ) {
-    let _ = sock.set_read_timeout(Some(Duration::from_secs(20)));
-    let conn = rustls::ServerConnection::new(cfg.clone()).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, sock);
-    let mut head = Vec::new();
-    let mut b = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match tls.read(&mut b) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&b[..n]),
-        }
-    }
-    let text = String::from_utf8_lossy(&head).to_string();
+    let Some((mut tls, text)) = common::https_head::accept(sock, cfg) else {
+        return;
+    };
     let path = text.split(' ').nth(1).unwrap_or("").to_string();
     paths.lock().unwrap().push(path);
     requests.fetch_add(1, Ordering::SeqCst);
@@ -138,7 +129,7 @@ fn serve(
             let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
             let _ = tls.flush();
             // Hold the connection until the proxy gives up (its read ends ours).
-            let _ = tls.read(&mut b);
+            let _ = tls.read(&mut [0u8; 1024]);
             return;
         }
         Answer::RedirectLoop => format!(

@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -189,18 +189,9 @@ fn serve_doh(
     asked: &Mutex<Vec<String>>,
     mode: Mode,
 ) {
-    let _ = sock.set_read_timeout(Some(Duration::from_secs(20)));
-    let conn = rustls::ServerConnection::new(cfg.clone()).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, sock);
-    let mut head = Vec::new();
-    let mut b = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match tls.read(&mut b) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&b[..n]),
-        }
-    }
-    let text = String::from_utf8_lossy(&head).to_string();
+    let Some((mut tls, text)) = common::https_head::accept(sock, cfg) else {
+        return;
+    };
     let path = text.split(' ').nth(1).unwrap_or("");
     let accept_ok = text
         .to_ascii_lowercase()

@@ -19,6 +19,7 @@ pub mod eebed;
 pub mod fakedc;
 pub mod faketls;
 pub mod freezeclient;
+pub mod https_head;
 pub mod masksite;
 pub mod mtsession;
 pub mod netns;
