@@ -5,6 +5,7 @@
 //! defaults that lower cores apply are here too (route health's knobs in [`health`], the Worker
 //! budget, the shared list's URL), so that `config` imports nothing above it.
 
+pub mod cf_ip;
 pub mod health;
 
 use std::collections::BTreeMap;
@@ -238,10 +239,10 @@ pub struct Config {
     /// Cloudflare-proxied domains (`--cf-domain`, repeatable): `kwsN.<domain>`.
     pub cf_domains: Vec<CfEndpoint>,
     /// Cloudflare edge addresses and ranges the Worker and cfproxy routes dial instead of
-    /// their name's DNS answer (`--cf-ip`, repeatable; `route::edges`). Empty: DNS.
-    pub cf_ips: Vec<crate::route::edges::CfIp>,
+    /// their name's DNS answer (`--cf-ip`, repeatable; `config::cf_ip`, `route::edges`). Empty: DNS.
+    pub cf_ips: Vec<cf_ip::CfIp>,
     /// Edges sampled from the `--cf-ip` ranges at once (`--cf-ip-count`, 3; at most
-    /// [`crate::route::edges::MAX_EDGES`] edges in all).
+    /// [`cf_ip::MAX_EDGES`] edges in all).
     pub cf_ip_count: usize,
     /// Bound on one worker/cfproxy attempt (`--cf-connect-timeout`, 10 s).
     pub cf_connect_timeout: Duration,
@@ -539,7 +540,7 @@ impl Config {
             worker_groups: Vec::new(),
             cf_domains: Vec::new(),
             cf_ips: Vec::new(),
-            cf_ip_count: crate::route::edges::DEFAULT_COUNT,
+            cf_ip_count: cf_ip::DEFAULT_COUNT,
             cf_connect_timeout: Duration::from_secs(10),
             hedge_delay: Duration::from_millis(250),
             connect_budget: Duration::from_secs(3),

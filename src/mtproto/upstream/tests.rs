@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 
 use super::hello::{HelloError, TlsHello};
 use super::*;
-use crate::mtproto::faketls::client::{ClientError, MAX_CLIENT_HELLO};
+use crate::mtproto::faketls::client::ClientError;
 use crate::mtproto::faketls::gate::{EeKey, Gate};
 use crate::mtproto::faketls::server_hello::{server_hello, MAX_SERVER_HELLO};
 use crate::net::faketls_stream::FakeTlsStream;
@@ -153,14 +153,15 @@ fn hello_passes_our_gate_and_verifies_our_answer_then_records_carry_the_stream()
     let mut r = rng(1);
     let mut h = TlsHello::new(&p.secret.key, "c.example", NOW, &mut r).unwrap();
     assert!(!h.drive(&mut cli).unwrap(), "waits for the answer");
-    // one record, Chrome's hello with its post-quantum share (over MTProxy's 767)
+    // one record, Chrome's hello with post-quantum key agreement off: 517 bytes, as every
+    // known server takes it (docs/protocol.md §2.6)
     let len = h.hello().len();
     assert_eq!(&h.hello()[..3], &[0x16, 0x03, 0x01]);
     assert_eq!(
         usize::from(u16::from_be_bytes([h.hello()[3], h.hello()[4]])),
         len - 5
     );
-    assert!(len > 1200 && len <= MAX_CLIENT_HELLO, "{len}");
+    assert_eq!(len, 517);
     serve(&mut srv, p.secret.key, "c.example", 2);
     assert!(h.drive(&mut cli).unwrap());
     // After it: application_data records both ways, read back by the server's record layer.
