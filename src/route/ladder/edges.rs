@@ -94,14 +94,7 @@ impl<U: Pooled> Ladder<U> {
                 continue;
             };
             self.grow_slots();
-            for &id in &retired {
-                let slot = &mut self.slots[id];
-                slot.pool.flush();
-                if slot.sched != Sched::Running {
-                    slot.sched = Sched::Idle;
-                }
-                slot.fill_retry_at = 0;
-            }
+            self.retire_slots(&retired);
             for id in before..self.table.routes.len() {
                 if tried.contains(&self.table.routes[id].dc) {
                     self.due(id, now);

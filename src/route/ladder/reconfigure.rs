@@ -13,6 +13,19 @@ use crate::route::pace::PacePolicy;
 use crate::route::pool::{Pool, Pooled};
 
 impl<U: Pooled> Ladder<U> {
+    /// The slots of routes just retired (by a reload or an edge replacement): pools closed,
+    /// no probe or refill scheduled again (a running probe finishes and is ignored).
+    pub(super) fn retire_slots(&mut self, retired: &[RouteId]) {
+        for &id in retired {
+            let slot = &mut self.slots[id];
+            slot.pool.flush();
+            if slot.sched != Sched::Running {
+                slot.sched = Sched::Idle;
+            }
+            slot.fill_retry_at = 0;
+        }
+    }
+
     /// Applies a reloaded `cfg` at `now` (ms) to new plans and background work only:
     /// * a route whose (tier, DC, target) is unchanged keeps its health, RTT, probe schedule
     ///   and pool; one no longer configured is retired (never planned, probed or filled again,
@@ -89,14 +102,7 @@ impl<U: Pooled> Ladder<U> {
                 .any(|r| !r.retired && super::deps::dest_of(&r.target) == *d)
         });
         self.grow_slots();
-        for &id in &retired {
-            let slot = &mut self.slots[id];
-            slot.pool.flush();
-            if slot.sched != Sched::Running {
-                slot.sched = Sched::Idle;
-            }
-            slot.fill_retry_at = 0;
-        }
+        self.retire_slots(&retired);
         if cfg.pool_size == 0 {
             self.sweep_at = None;
             for slot in &mut self.slots {
