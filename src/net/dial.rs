@@ -61,6 +61,9 @@ pub enum DialKind {
         subprotocol: bool,
         /// `Origin` header, if any.
         origin: Option<&'static str>,
+        /// `ws://`: the upgrade and everything after it over plain TCP, no TLS at all (the
+        /// `cfproxy-ws` tier, docs/protocol.md §4.3). `sni` is then unused.
+        plain: bool,
     },
     /// Raw TCP to an upstream MTProto proxy (docs/protocol.md §4.4); for an `ee` secret the
     /// fake-TLS handshake follows and the upstream is [`Upstream::FakeTls`]. The relay init
@@ -364,9 +367,15 @@ impl Dial {
                 path,
                 subprotocol,
                 origin,
+                plain,
             } => {
                 let name = sni.as_deref().unwrap_or(host);
-                let tls = match TlsStream::new(tls, name, sock) {
+                let made = if *plain {
+                    Ok(TlsStream::plain(sock))
+                } else {
+                    TlsStream::new(tls, name, sock)
+                };
+                let tls = match made {
                     Ok(t) => t,
                     Err(e) => {
                         return Some(DialStep::Failed {

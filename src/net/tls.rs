@@ -21,6 +21,10 @@
 //! an idle stream that has carried traffic still holds.
 //! Outgoing records are capped at [`TLS_BUFFER_LIMIT`] and leave in one `writev` per call;
 //! `write_vectored` puts several slices (a WebSocket header and its payload) in one record.
+//!
+//! [`TlsStream::plain`] is the same stream without TLS (the `cfproxy-ws` tier's `ws://`,
+//! docs/protocol.md §4.3): reads and writes go straight to the socket, nothing is queued, so the
+//! upgrade, the WS framing and the relay above it are the same code for both.
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice, Read, Write};
@@ -55,7 +59,8 @@ pub const RECORD_WIRE: usize = 5 + 16 * 1024 + 2048;
 pub struct TlsStream {
     /// The TCP socket (registered with the reactor by its owner).
     pub sock: TcpStream,
-    tls: ClientConnection,
+    /// The TLS client; `None` for a [`TlsStream::plain`] stream (no TLS at all).
+    tls: Option<ClientConnection>,
     /// Ciphertext read from the socket that rustls could not take yet (its plaintext buffer
     /// was full and the caller's buffer too); fed before the socket is read again. Empty, and
     /// unallocated, almost always.
@@ -149,7 +154,7 @@ impl TlsStream {
         tls.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
         Ok(TlsStream {
             sock,
-            tls,
+            tls: Some(tls),
             stash: Vec::new(),
             edge: RecordEdge::default(),
             raw_in: 0,
@@ -158,11 +163,34 @@ impl TlsStream {
         })
     }
 
+    /// The stream without TLS: plaintext straight over `sock` (a `ws://` upstream). Nothing is
+    /// ever queued, [`TlsStream::mid_record`] is always false and [`TlsStream::raw_in`] counts
+    /// the bytes read.
+    pub fn plain(sock: TcpStream) -> TlsStream {
+        TlsStream {
+            sock,
+            tls: None,
+            stash: Vec::new(),
+            edge: RecordEdge::default(),
+            raw_in: 0,
+            head: None,
+            held: Vec::new(),
+        }
+    }
+
+    /// True for a [`TlsStream::plain`] stream.
+    pub fn is_plain(&self) -> bool {
+        self.tls.is_none()
+    }
+
     /// Writes queued TLS records to the socket until it would block (each attempt is one
     /// `writev` of every queued record). Returns `Ok(true)` when nothing is left queued.
     pub fn flush_tls(&mut self) -> io::Result<bool> {
-        while self.tls.wants_write() {
-            match self.tls.write_tls(&mut self.sock) {
+        let Some(tls) = self.tls.as_mut() else {
+            return Ok(true);
+        };
+        while tls.wants_write() {
+            match tls.write_tls(&mut self.sock) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -175,7 +203,7 @@ impl TlsStream {
 
     /// True while TLS records are queued for the socket.
     pub fn wants_write(&self) -> bool {
-        self.tls.wants_write()
+        self.tls.as_ref().is_some_and(|t| t.wants_write())
     }
 
     /// Makes reads stop at the end of an HTTP response head (the blank line) until one has
@@ -200,20 +228,25 @@ impl TlsStream {
 
     /// Queues a TLS close_notify (best effort; the caller flushes).
     pub fn send_close_notify(&mut self) {
-        self.tls.send_close_notify();
+        if let Some(tls) = self.tls.as_mut() {
+            tls.send_close_notify();
+        }
     }
 
     /// The negotiated suite's IANA name (`TLS13_CHACHA20_POLY1305_SHA256`), once the handshake
     /// has chosen one.
     pub fn cipher_suite(&self) -> Option<&'static str> {
-        self.tls.negotiated_cipher_suite()?.suite().as_str()
+        self.tls.as_ref()?.negotiated_cipher_suite()?.suite().as_str()
     }
 
     /// Decrypted plaintext into `buf`: `Some(n)` with data or `Some(0)` at a clean end
     /// (close_notify), `None` when there is none yet. Errors: TCP ended without close_notify
     /// (`UnexpectedEof`).
     fn take_plaintext(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        match self.tls.reader().read(buf) {
+        let Some(tls) = self.tls.as_mut() else {
+            return Ok(None);
+        };
+        match tls.reader().read(buf) {
             Ok(n) => Ok(Some(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e),
@@ -228,7 +261,10 @@ impl TlsStream {
         let mut rest = data;
         let mut filled = 0;
         while !rest.is_empty() {
-            match self.tls.read_tls(&mut rest) {
+            let Some(tls) = self.tls.as_mut() else {
+                break; // never fed: a plain stream reads the socket straight into `buf`
+            };
+            match tls.read_tls(&mut rest) {
                 // After close_notify rustls takes nothing more.
                 Ok(0) => {
                     rest = &[];
@@ -240,13 +276,14 @@ impl TlsStream {
                 Err(e) if e.kind() == io::ErrorKind::Other => break,
                 Err(e) => return Err(e),
             }
-            let was_handshaking = self.tls.is_handshaking();
-            if let Err(e) = self.tls.process_new_packets() {
+            let was_handshaking = tls.is_handshaking();
+            if let Err(e) = tls.process_new_packets() {
                 // Try to tell the peer why (alert), then fail.
                 let _ = self.flush_tls();
                 return Err(tls_error(e));
             }
-            if was_handshaking && !self.tls.is_handshaking() && log::log_enabled!(log::Level::Debug)
+            let done = was_handshaking && !tls.is_handshaking();
+            if done && log::log_enabled!(log::Level::Debug)
             {
                 let peer = self.sock.peer_addr().map(|a| a.to_string());
                 log::debug!(
@@ -279,8 +316,11 @@ impl TlsStream {
     /// The socket hit its end: rustls learns of it; plaintext left, or `UnexpectedEof` if the
     /// peer did not send close_notify (`Ok(0)` if it did).
     fn at_eof(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.tls.read_tls(&mut io::empty())?;
-        self.tls.process_new_packets().map_err(tls_error)?;
+        let Some(tls) = self.tls.as_mut() else {
+            return Ok(0); // plain: the socket's end is the stream's end
+        };
+        tls.read_tls(&mut io::empty())?;
+        tls.process_new_packets().map_err(tls_error)?;
         match self.take_plaintext(buf)? {
             Some(n) => Ok(n),
             None => Err(io::ErrorKind::UnexpectedEof.into()),
@@ -355,6 +395,11 @@ impl TlsStream {
         if buf.is_empty() {
             return Ok(0);
         }
+        if self.tls.is_none() {
+            let n = self.sock.read(buf)?;
+            self.raw_in += n as u64;
+            return Ok(n);
+        }
         loop {
             if let Some(n) = self.take_plaintext(buf)? {
                 return Ok(n);
@@ -388,7 +433,9 @@ impl TlsStream {
                 Err(e) => {
                     if e.kind() == io::ErrorKind::WouldBlock {
                         // Going idle: let rustls shrink an empty deframer buffer to 4 KiB.
-                        let _ = self.tls.read_tls(&mut NotReady);
+                        if let Some(tls) = self.tls.as_mut() {
+                            let _ = tls.read_tls(&mut NotReady);
+                        }
                     }
                     return Err(e);
                 }
@@ -402,10 +449,16 @@ impl TlsStream {
     /// flush; if nothing fitted, flushes first and tries once more.
     fn write_slices(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
-        let mut n = self.tls.writer().write_vectored(bufs)?;
+        let Some(tls) = self.tls.as_mut() else {
+            return self.sock.write_vectored(bufs);
+        };
+        let mut n = tls.writer().write_vectored(bufs)?;
         self.flush_tls()?;
         if n == 0 && total > 0 {
-            n = self.tls.writer().write_vectored(bufs)?;
+            let Some(tls) = self.tls.as_mut() else {
+                return Ok(0);
+            };
+            n = tls.writer().write_vectored(bufs)?;
             if n == 0 {
                 return Err(io::ErrorKind::WouldBlock.into());
             }

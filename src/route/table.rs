@@ -760,6 +760,7 @@ mod tests {
                     path,
                     subprotocol,
                     origin,
+                    plain: false,
                 } => {
                     assert_eq!(s.addr, "127.0.0.5:8443".parse().unwrap());
                     assert_eq!(path, "/apiws");

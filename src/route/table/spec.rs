@@ -121,6 +121,7 @@ fn ws_spec(
             path: path.to_string(),
             subprotocol: telegram,
             origin: telegram.then_some(WEB_ORIGIN),
+            plain: false,
         },
     }
 }
