@@ -23,12 +23,13 @@ CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
 # `make dist` targets (all five by default); e.g. make dist DIST_TARGETS="mips-unknown-linux-musl"
 DIST_TARGETS ?= $(CROSS_ALL_TARGETS)
 
-.PHONY: help test lint demo bench bench-burst bench-direct bench-returned bench-pit bench-freeze bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
+.PHONY: help check-tools test lint demo bench bench-burst bench-direct bench-returned bench-pit bench-freeze bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
 	cross-bench
 
 help:
 	@echo "tg-ws-proxy make targets:"
-	@echo "  make test           cargo test --all-targets $(LOCKED)  (what CI runs on the host)"
+	@echo "  make test           check-tools, then cargo test --all-targets $(LOCKED)  (what CI runs on the host)"
+	@echo "  make check-tools    .ci/check-tools: the test tools are there, or the one apt-get line (seconds)"
 	@echo "  make lint           cargo fmt --all --check; cargo clippy --all-targets -- -D warnings  (CI, before the tests)"
 	@echo "  make demo           release build, then examples/demo.rs: fake DC + real proxy + probes"
 	@echo "  make bench          run bench/run.sh \$$BENCH_ARGS (report in target/bench/)"
@@ -49,7 +50,12 @@ help:
 	@echo "  make dist           router packages in dist/: binary, .ipk, .tar.gz per DIST_TARGETS, SHA256SUMS"
 	@echo "Cross builds go to \$$CROSS_TARGET_DIR (default /var/tmp/tg-ws-proxy-cross); see cross/README.md."
 
-test:
+# The tools the black-box tests run are checked first, so a missing package is named within
+# seconds instead of failing one test after the whole suite compiled.
+check-tools:
+	.ci/check-tools
+
+test: check-tools
 	$(CARGO) test --all-targets $(LOCKED)
 
 # What CI checks before the tests: rustfmt's layout and clippy with every warning an error.
