@@ -107,8 +107,9 @@ fn a_missing_tool_is_named_with_the_one_apt_get_line() {
         assert_eq!(out.status.code(), Some(1), "{tool}: {err}");
         assert!(took < Duration::from_secs(5), "took {took:?}");
         assert!(
-            err.lines()
-                .any(|l| l.trim_start().starts_with(&format!("{tool} (package {package})"))),
+            err.lines().any(|l| l
+                .trim_start()
+                .starts_with(&format!("{tool} (package {package})"))),
             "{tool} not named with its package:\n{err}"
         );
         assert_eq!(install_line(&err), vec![package.to_string()], "{err}");
@@ -128,7 +129,10 @@ fn several_missing_tools_share_one_apt_get_line() {
         vec!["busybox-static", "tinyproxy", "curl"],
         "{err}"
     );
-    assert!(err.contains("no-such-busybox (package busybox-static)"), "{err}");
+    assert!(
+        err.contains("no-such-busybox (package busybox-static)"),
+        "{err}"
+    );
 }
 
 /// Debian's dynamic `busybox` at /bin/busybox is not busybox-static: tests copy it into a
@@ -160,7 +164,8 @@ fn make_test_and_ci_run_the_check_first() {
     assert!(readme.contains("make test"), "README's test command moved");
     let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
     let (check, test) = (
-        ci.find("\n.ci/check-tools").expect(".ci/run runs .ci/check-tools"),
+        ci.find("\n.ci/check-tools")
+            .expect(".ci/run runs .ci/check-tools"),
         ci.find("\nmake test").expect(".ci/run runs make test"),
     );
     assert!(check < test, ".ci/run checks the tools after the tests");

@@ -121,13 +121,20 @@ fn links(mut args: Arguments) -> Result<Vec<String>, CliError> {
         }
         lines.extend(socks_links_for(c, &host));
     }
+    if !want_qr {
+        return Ok(lines);
+    }
+    with_qr(lines).map_err(|m| CliError::flag("--qr", m))
+}
+
+/// `lines` (link pairs: `tg://…` then `https://…`) with a QR code of each pair's `https://`
+/// link after the pair. Errors: a link too long for a QR code.
+pub fn with_qr(lines: Vec<String>) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     for pair in lines.chunks(2) {
         out.extend(pair.iter().cloned());
-        if want_qr {
-            let https = pair.last().map_or("", String::as_str);
-            out.extend(qr::draw(https).map_err(|m| CliError::flag("--qr", m))?);
-        }
+        let https = pair.last().map_or("", String::as_str);
+        out.extend(qr::draw(https)?);
     }
     Ok(out)
 }
@@ -195,15 +202,16 @@ pub fn startup_links(
     Ok((lines, note))
 }
 
-/// `run` at start: when stdout is a terminal (never under procd or in tests, where it is a pipe
-/// or a file), prints [`startup_links`] on stdout once; the guess note is logged (info), a
-/// reason not to print (port 0, only public addresses) is logged as a warning.
+/// `run` at start: when stdout is a terminal (never under procd, where it is a pipe), prints
+/// [`startup_links`] on stdout once, each pair followed by the QR code of its `https://` link
+/// (for the phone's camera); the guess note is logged (info), a reason not to print (port 0,
+/// only public addresses) is logged as a warning.
 pub fn print_startup_links(c: &Config, host_given: bool) {
     // SAFETY: isatty only inspects the descriptor.
     if unsafe { libc::isatty(1) } != 1 {
         return;
     }
-    match startup_links(c, host_given) {
+    match startup_links(c, host_given).and_then(|(lines, note)| Ok((with_qr(lines)?, note))) {
         Ok((lines, note)) => {
             if let Some(note) = note {
                 log::info!("{note}");

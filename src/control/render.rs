@@ -62,6 +62,21 @@ fn table_head(out: &mut String, s: &Status) {
         tiers.join(", "),
         s.sessions_connecting()
     );
+    let t = &s.telegram;
+    let tried: Vec<String> = (t.tried.iter())
+        .map(|(tier, n, f)| format!("{tier} {n} route(s) {f}"))
+        .collect();
+    let tried = if tried.is_empty() {
+        String::new()
+    } else {
+        format!(" (tried: {})", tried.join(", "))
+    };
+    let _ = writeln!(
+        out,
+        "telegram: {} for {}{tried}",
+        t.verdict,
+        duration(t.for_ms)
+    );
 }
 
 /// The route table with aligned columns and its legend (or a line saying there are none).
@@ -335,6 +350,25 @@ fn dns_json(d: &DnsStatus) -> String {
     o.end()
 }
 
+/// `{"verdict": …, "for_ms": …, "tried": [{"tier", "routes", "failure"}]}`.
+fn telegram_json(s: &Status) -> String {
+    let t = &s.telegram;
+    let mut o = Obj::new();
+    o.str("verdict", t.verdict);
+    o.num("for_ms", t.for_ms);
+    let tried: Vec<String> = (t.tried.iter())
+        .map(|(tier, n, f)| {
+            let mut to = Obj::new();
+            to.str("tier", tier);
+            to.num("routes", u64::from(*n));
+            to.str("failure", f);
+            to.end()
+        })
+        .collect();
+    o.raw("tried", &format!("[{}]", tried.join(",")));
+    o.end()
+}
+
 /// The `--json` form: one object, one line.
 pub fn json(s: &Status) -> String {
     let mut o = Obj::new();
@@ -342,6 +376,7 @@ pub fn json(s: &Status) -> String {
     o.num("uptime_ms", s.uptime_ms);
     o.str("listen", &s.listen.to_string());
     o.raw("pin", &s.pin.as_deref().map_or("null".into(), quote));
+    o.raw("telegram", &telegram_json(s));
     o.raw("sessions", &sessions_json(s));
     let routes: Vec<String> = s.routes.iter().map(route_json).collect();
     o.raw("routes", &format!("[{}]", routes.join(",")));

@@ -34,7 +34,7 @@ use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::config::{Tier, WayIn};
 use crate::control::request::{self, PinTarget, Request, RouteSel, MAX_REQUEST};
-use crate::control::status::{AccountStatus, Counters, Status};
+use crate::control::status::{AccountStatus, Counters, Status, TelegramStatus};
 use crate::control::{self as core, metrics, render};
 use crate::route::ladder::{Pin, ProbeNow, RouteId};
 use crate::route::quota::Hold;
@@ -556,7 +556,23 @@ impl Reactor {
                 .learned()
                 .map(|(ip, dc)| (ip, dc.label()))
                 .collect(),
+            telegram: telegram_status(&s.ladder, now),
         }
+    }
+}
+
+/// The ladder's verdict whether Telegram is reachable, as `ctl status` shows it.
+fn telegram_status<U: crate::route::pool::Pooled>(
+    ladder: &crate::route::ladder::Ladder<U>,
+    now: u64,
+) -> TelegramStatus {
+    let (state, for_ms, tried) = ladder.telegram(now);
+    TelegramStatus {
+        verdict: state.name(),
+        for_ms,
+        tried: (tried.into_iter())
+            .map(|t| (t.tier.name(), t.routes, t.failure.to_string()))
+            .collect(),
     }
 }
 

@@ -66,6 +66,19 @@ pub struct Status {
     pub edges: Vec<EdgeStatus>,
     /// Addresses the DC table learned from agreeing clients, with their DC's label.
     pub learned_dcs: Vec<(IpAddr, String)>,
+    /// Whether Telegram is reachable at all (`route::verdict`).
+    pub telegram: TelegramStatus,
+}
+
+/// The verdict whether Telegram is reachable (`route::verdict`), for `ctl status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TelegramStatus {
+    /// `checking`, `reachable` or `unreachable` (`route::verdict::State::name`).
+    pub verdict: &'static str,
+    /// ms since the verdict last changed (since start while it never did).
+    pub for_ms: u64,
+    /// Unless reachable: each tier tried, its failed routes and their commonest failure.
+    pub tried: Vec<(&'static str, u32, String)>,
 }
 
 /// One Worker account in `ctl status` (`route::quota::GroupStatus`, names redacted).
@@ -354,6 +367,11 @@ pub(crate) mod tests {
                 routes: vec![1],
             }],
             learned_dcs: vec![("149.154.175.77".parse().unwrap(), "DC1".into())],
+            telegram: TelegramStatus {
+                verdict: "unreachable",
+                for_ms: 2_500,
+                tried: vec![("tcp", 5, "network-unreachable".into())],
+            },
         }
     }
 

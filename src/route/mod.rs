@@ -8,7 +8,8 @@
 //! a dependency: up, or down and re-checked with backoff), `ladder` (every decision: plans,
 //! observations, the probe schedule, pool policy), `dc_table` (a direct client's destination
 //! address → DC: exact built-in, `--dc-addr` and learned entries), `tgranges` (Telegram's
-//! published address ranges), `edges` (the Cloudflare edge addresses `--cf-ip` dials) and `firewall` (transparent mode's nftables table, as text). Time
+//! published address ranges), `verdict` (whether Telegram is reachable at all: said once at
+//! start when every route tried failed, and once when one works again), `edges` (the Cloudflare edge addresses `--cf-ip` dials) and `firewall` (transparent mode's nftables table, as text). Time
 //! is a `u64` ms parameter on the caller's
 //! monotonic clock. The I/O around it: `probe` (one probe's state machine over a socket) and
 //! `prober` (the thin shell that runs the ladder's background work); `conn` and the reactor
@@ -31,3 +32,4 @@ pub mod quota;
 pub mod reach;
 pub mod table;
 pub mod tgranges;
+pub mod verdict;

@@ -21,7 +21,7 @@
 
 use std::path::PathBuf;
 
-use log::{info, warn};
+use log::{debug, info, warn};
 
 use super::Reactor;
 use crate::config::{CfEndpoint, Config};
@@ -254,7 +254,16 @@ impl Reactor {
             Err(why) => {
                 st.failures += 1;
                 let n = self.s.cfg.cf_shared_domains.len();
-                warn!("cf-domain-list: {src}: {why}; keeping the {n} shared domain(s) in use");
+                // The same failure as the last fetch's (offline: every retry) is said once.
+                let again = st.last.as_ref().is_some_and(|(_, last)| *last == why);
+                if again {
+                    debug!("cf-domain-list: {src}: {why} again; keeping the {n} shared domain(s)");
+                } else {
+                    warn!(
+                        "cf-domain-list: {src}: {why}; keeping the {n} shared domain(s) in use; \
+                         retried in the background, said again only if the reason changes"
+                    );
+                }
                 crate::logging::events::emit(|| cflist_event("refused", n, 0, Some(&why)));
                 st.last = Some((now, why));
                 self.cflist.next_at =

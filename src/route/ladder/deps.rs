@@ -16,9 +16,9 @@
 
 use std::net::SocketAddr;
 
-use log::{info, warn};
+use log::{debug, info, warn};
 
-use super::{ms, Ladder, RouteId};
+use super::{ms, Ladder, RouteId, Sched};
 use crate::error::Failure;
 use crate::net::dial::DialSpec;
 use crate::net::outbound::Active;
@@ -26,6 +26,7 @@ use crate::route::outproxy::Down;
 use crate::route::pool::Pooled;
 use crate::route::reach::{Dest, News};
 use crate::route::table::Target;
+use crate::route::verdict::{self, State as VerdictState, Tried};
 
 impl<U: Pooled> Ladder<U> {
     /// A failure of `route` that is a dependency's: the path to its address (network-class)
@@ -59,14 +60,112 @@ impl<U: Pooled> Ladder<U> {
         self.say(route, news);
     }
 
+    /// `route` failed with `f` at `now` (any class): the verdict whether Telegram is reachable
+    /// at all hears it, and says *unreachable* once no route works and none is pending.
+    pub(super) fn verdict_failed(&mut self, route: RouteId, f: Failure, now: u64) {
+        let tier = self.table.routes[route].tier;
+        self.verdict.failed(route, tier, f);
+        if self.verdict.state() == VerdictState::Unreachable {
+            return;
+        }
+        // Pending: a live route scheduled or running with no result yet (at start, the
+        // startup probes not done yet).
+        let pending = (self.table.routes.iter().enumerate()).any(|(id, r)| {
+            !r.retired && self.slots[id].sched != Sched::Idle && !self.verdict.has_result(id)
+        });
+        if let Some(n) = self.verdict.judge(pending, now) {
+            self.say_verdict(n);
+        }
+    }
+
+    /// `route` worked at `now`: the verdict is *reachable* (said on a change).
+    pub(super) fn verdict_worked(&mut self, route: RouteId, now: u64) {
+        let r = &self.table.routes[route];
+        if let Some(n) = self.verdict.worked(route, r.tier, &r.label(), now) {
+            self.say_verdict(n);
+        }
+    }
+
+    /// The line and the `telegram` event of a verdict change.
+    fn say_verdict(&mut self, n: verdict::News) {
+        let event = || crate::logging::events::Event::new("telegram");
+        match n {
+            verdict::News::Reachable { label } => {
+                info!("Telegram reachable: route {label} works");
+                crate::logging::events::emit(|| {
+                    event().str("to", "reachable").str("route", &label)
+                });
+            }
+            verdict::News::Back { label, down_ms } => {
+                info!(
+                    "Telegram reachable again after {:.1}s: route {label} works",
+                    down_ms as f64 / 1000.0
+                );
+                crate::logging::events::emit(|| {
+                    event()
+                        .str("to", "reachable")
+                        .str("route", &label)
+                        .num("down_ms", down_ms)
+                });
+            }
+            verdict::News::Unreachable { tried } => {
+                let list: Vec<String> = tried.iter().map(Tried::to_string).collect();
+                warn!(
+                    "Telegram unreachable: every route tried failed: {}; {}; still listening: \
+                     clients get no session until a route works, re-checked in the background; \
+                     said again when one works",
+                    list.join(", "),
+                    verdict::hint(&tried)
+                );
+                crate::logging::events::emit(|| {
+                    event()
+                        .str("to", "unreachable")
+                        .str("tiers", &list.join(", "))
+                });
+            }
+        }
+    }
+
+    /// The verdict whether Telegram is reachable (`route::verdict`), for `ctl status`: its
+    /// state, ms since it last changed, and (unless *reachable*) the tiers tried so far.
+    pub fn telegram(&self, now: u64) -> (VerdictState, u64, Vec<Tried>) {
+        let state = self.verdict.state();
+        let tried = if state == VerdictState::Reachable {
+            Vec::new()
+        } else {
+            self.verdict.tried()
+        };
+        (state, now.saturating_sub(self.verdict.since()), tried)
+    }
+
     /// Writes the lines for `news` (a fact about `route`'s address) and mirrors the
     /// network-down flag.
     fn say(&mut self, route: RouteId, news: Vec<News>) {
         self.network_down = self.reach.network_down();
-        let on = || self.table.routes[route].label();
+        let label = self.table.routes[route].label();
+        let on = || label.clone();
         for n in news {
             crate::logging::events::emit(|| reach_event(&n));
             match n {
+                // The unreachable verdict said it already, with the tiers tried.
+                News::NetworkDown { label, failure }
+                    if self.verdict.state() == VerdictState::Unreachable =>
+                {
+                    self.network_folded = true;
+                    debug!(
+                        "network unreachable ({failure}, first seen on route {}, address \
+                         {label}): said by the Telegram unreachable line",
+                        on()
+                    )
+                }
+                News::NetworkBack { down_ms, label } if self.network_folded => {
+                    self.network_folded = false;
+                    debug!(
+                        "network reachable again after {:.1}s (route {} works, address {label})",
+                        down_ms as f64 / 1000.0,
+                        on()
+                    )
+                }
                 News::NetworkDown { label, failure } => warn!(
                     "network unreachable ({failure}, first seen on route {}, address {label}): \
                      every address tried is unreachable and none works; routes are not cooled \

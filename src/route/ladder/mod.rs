@@ -13,7 +13,8 @@
 //! `freeze.rs`. `--cf-ip` edges (the pool, replacing a spent sampled edge in the background,
 //! their status) are `edges.rs`. How each observation reaches its rule ([`Ladder::observe`]) is `observe.rs`.
 //! Failures that are a dependency's, not a route's — the path to an address, the
-//! outbound proxy — are kept and said by `deps.rs` (over `route::reach` and `route::outproxy`).
+//! outbound proxy — are kept and said by `deps.rs` (over `route::reach` and `route::outproxy`),
+//! and so is the verdict whether Telegram is reachable at all (`route::verdict`).
 //! The rules are docs/design.md §4;
 //! each one is a unit test in
 //! `tests/` (client-path rules in `tests/mod.rs`, background rules in `tests/background.rs`,
@@ -44,6 +45,7 @@ use crate::route::pool::{Pool, Pooled, Swept};
 use crate::route::quota::{Accounts, GroupStatus};
 use crate::route::reach::Reach;
 use crate::route::table::{Route, Table};
+use crate::route::verdict::Verdict;
 
 /// Index of a route in the table (stable for the process lifetime).
 pub type RouteId = usize;
@@ -178,6 +180,11 @@ pub struct Ladder<U> {
     network_down: bool,
     /// The path to each address the routes dial, and the network as a whole (`deps.rs`).
     reach: Reach,
+    /// Whether Telegram is reachable at all (`route::verdict`; fed and said by `deps.rs`).
+    verdict: Verdict,
+    /// The network-down line was folded into the unreachable verdict's (said by it), so its
+    /// "reachable again" line is folded too (`deps.rs`).
+    network_folded: bool,
     /// The outbound proxy's own state (`deps.rs`).
     outproxy: ProxyDep,
     /// The outbound setting in force (`deps.rs`): a copy of its owner's, handed over by
@@ -222,6 +229,8 @@ impl<U: Pooled> Ladder<U> {
             counters: Counters::default(),
             network_down: false,
             reach: Reach::new(cfg.health.base_ms),
+            verdict: Verdict::new(),
+            network_folded: false,
             outproxy: ProxyDep::new(
                 ms(cfg.outbound_proxy_backoff),
                 ms(cfg.outbound_proxy_backoff_max),

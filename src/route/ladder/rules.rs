@@ -61,6 +61,7 @@ impl<U: Pooled> Ladder<U> {
             );
             return None;
         }
+        self.verdict_failed(route, f, now);
         if f == Failure::Stalled {
             // Its probes must pull past the freeze size, and its warm upstreams meet the same
             // freeze: dropped now, not at the next sweep.
@@ -122,6 +123,7 @@ impl<U: Pooled> Ladder<U> {
         via: &str,
         now: u64,
     ) -> Option<Change> {
+        self.verdict_worked(route, now);
         self.dependency_worked(route, now);
         let r = &mut self.table.routes[route];
         r.last_ok = now;
