@@ -14,7 +14,9 @@
 //!   ("reachable via …"), and once when it follows an *unreachable* verdict ("again after …").
 //! * *Unreachable* when no route's last result is a proof, at least one route failed, and no
 //!   route is pending (scheduled or running without a result yet: the caller knows): at start
-//!   that is the moment the startup probes have all failed, not the first failure. Said once
+//!   that is the moment the startup probes have all failed, not the first failure. A pending
+//!   route holds the verdict back for at most `hold_ms` (the caller's probe timeout) after the
+//!   first failure: a probe put off (paced, budgeted) must not keep an outage unsaid. Said once
 //!   per outage, with each tier tried, its routes and their commonest failure.
 //! * Until then *checking* (nothing said).
 //!
@@ -101,6 +103,8 @@ pub struct Verdict {
     state: State,
     /// When the state last changed (ms).
     since: u64,
+    /// The first failure since the verdict was last *reachable* (or since start), ms.
+    first_fail: Option<u64>,
     /// Per route id: `None` no result yet, `Some(Ok(()))` a proof, `Some(Err(f))` a failure;
     /// with the route's tier.
     last: Vec<Option<(Tier, Result<(), Failure>)>>,
@@ -118,6 +122,7 @@ impl Verdict {
         Verdict {
             state: State::Checking,
             since: 0,
+            first_fail: None,
             last: Vec::new(),
         }
     }
@@ -137,10 +142,11 @@ impl Verdict {
         self.last.get(route).is_some_and(Option::is_some)
     }
 
-    /// Route `route` of `tier` failed with `f` (any class). Judge afterwards with
+    /// Route `route` of `tier` failed with `f` (any class) at `now`. Judge afterwards with
     /// [`Verdict::judge`].
-    pub fn failed(&mut self, route: usize, tier: Tier, f: Failure) {
+    pub fn failed(&mut self, route: usize, tier: Tier, f: Failure, now: u64) {
         self.set(route, tier, Err(f));
+        self.first_fail.get_or_insert(now);
     }
 
     /// Route `route` of `tier`, labelled `label`, worked at `now`: the news, if the verdict
@@ -159,13 +165,21 @@ impl Verdict {
         };
         self.state = State::Reachable;
         self.since = now;
+        self.first_fail = None;
         Some(news)
     }
 
     /// Whether the verdict is now *unreachable*, at `now`; `pending` says some route still
-    /// awaits its first result (the caller's schedule knows). The news once, on the change.
-    pub fn judge(&mut self, pending: bool, now: u64) -> Option<News> {
-        if self.state == State::Unreachable || pending {
+    /// awaits its first result (the caller's schedule knows), which holds the verdict back for
+    /// at most `hold_ms` after the first failure. The news once, on the change.
+    pub fn judge(&mut self, pending: bool, hold_ms: u64, now: u64) -> Option<News> {
+        if self.state == State::Unreachable {
+            return None;
+        }
+        let held = self
+            .first_fail
+            .is_some_and(|at| now < at.saturating_add(hold_ms));
+        if pending && held {
             return None;
         }
         let mut any_failed = false;
@@ -230,8 +244,8 @@ fn first_pos(fails: &[Failure], f: Failure) -> std::cmp::Reverse<usize> {
 pub fn hint(tried: &[Tried]) -> &'static str {
     let all = |p: fn(Failure) -> bool| tried.iter().all(|t| p(t.failure));
     if all(Failure::is_network) {
-        "this host has no network path to Telegram's addresses (the OS says unreachable): is it \
-         offline, or is the route missing?"
+        "this host has no network path to Telegram's addresses (the OS answers unreachable: \
+         offline, or no route to them)"
     } else if all(|f| matches!(f, Failure::Timeout | Failure::HandshakeTimeout)) {
         "every attempt timed out: Telegram's addresses look blocked on this network; a fallback \
          tier helps (--cf-worker-domain, --cf-domain, --mtproto-proxy)"
@@ -243,6 +257,25 @@ pub fn hint(tried: &[Tried]) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The caller's hold (its probe timeout), ms.
+    const HOLD: u64 = 5_000;
+
+    /// A route put off for good (its probe paced away, a spent budget) holds the verdict back
+    /// only `hold_ms` after the first failure: the next failure after that says it.
+    #[test]
+    fn a_route_that_never_gets_its_probe_holds_the_verdict_back_only_briefly() {
+        let mut v = Verdict::new();
+        v.failed(0, Tier::Tcp, Failure::NetUnreachable, 100);
+        assert_eq!(v.judge(true, HOLD, 100), None);
+        v.failed(1, Tier::Ws, Failure::NetUnreachable, 4_000);
+        assert_eq!(v.judge(true, HOLD, 4_000), None, "within the hold");
+        v.failed(0, Tier::Tcp, Failure::NetUnreachable, 5_100);
+        assert!(matches!(
+            v.judge(true, HOLD, 5_100),
+            Some(News::Unreachable { .. })
+        ));
+    }
 
     /// Issue 23 §3: off the network, the startup probes of 7 routes (ws DC2/DC4, tcp DC1-5) all
     /// fail at once. The verdict is said once, after the last of them, naming both tiers; more
@@ -259,9 +292,9 @@ mod tests {
         ];
         let mut said = Vec::new();
         for (i, (id, tier)) in routes.iter().enumerate() {
-            v.failed(*id, *tier, Failure::NetUnreachable);
+            v.failed(*id, *tier, Failure::NetUnreachable, 10 + i as u64);
             let pending = i + 1 < routes.len();
-            said.extend(v.judge(pending, 10 + i as u64));
+            said.extend(v.judge(pending, HOLD, 10 + i as u64));
             assert_eq!(v.state() == State::Unreachable, !pending);
         }
         assert_eq!(
@@ -285,8 +318,8 @@ mod tests {
         // An hour of re-probes: nothing more.
         for n in 0..360u64 {
             let (id, tier) = routes[(n % 5) as usize];
-            v.failed(id, tier, Failure::NetUnreachable);
-            assert_eq!(v.judge(false, 1_000 + n * 10_000), None);
+            v.failed(id, tier, Failure::NetUnreachable, 1_000 + n * 10_000);
+            assert_eq!(v.judge(false, HOLD, 1_000 + n * 10_000), None);
         }
         // The network comes back: said once.
         let back = v.worked(3, Tier::Tcp, "tcp:DC2", 4_000_014);
@@ -306,20 +339,23 @@ mod tests {
     #[test]
     fn a_failure_beside_a_working_route_is_no_verdict() {
         let mut v = Verdict::new();
-        v.failed(0, Tier::Ws, Failure::Timeout);
-        assert_eq!(v.judge(true, 5), None, "others pending");
+        v.failed(0, Tier::Ws, Failure::Timeout, 5);
+        assert_eq!(v.judge(true, HOLD, 5), None, "others pending");
         assert_eq!(
             v.worked(1, Tier::Tcp, "tcp:DC2", 40),
             Some(News::Reachable {
                 label: "tcp:DC2".into()
             })
         );
-        v.failed(0, Tier::Ws, Failure::Timeout);
-        assert_eq!(v.judge(false, 50), None);
+        v.failed(0, Tier::Ws, Failure::Timeout, 50);
+        assert_eq!(v.judge(false, HOLD, 50), None);
         assert_eq!(v.state(), State::Reachable);
         // Every route that worked fails later: unreachable then.
-        v.failed(1, Tier::Tcp, Failure::Reset);
-        assert!(matches!(v.judge(false, 60), Some(News::Unreachable { .. })));
+        v.failed(1, Tier::Tcp, Failure::Reset, 60);
+        assert!(matches!(
+            v.judge(false, HOLD, 60),
+            Some(News::Unreachable { .. })
+        ));
     }
 
     /// Nothing tried is no verdict; the commonest failure of a tier is the one shown; the hint
@@ -327,11 +363,11 @@ mod tests {
     #[test]
     fn tried_shows_the_commonest_failure_and_the_hint_reads_it() {
         let mut v = Verdict::new();
-        assert_eq!(v.judge(false, 1), None, "nothing failed yet");
-        v.failed(0, Tier::Tcp, Failure::Timeout);
-        v.failed(1, Tier::Tcp, Failure::Refused);
-        v.failed(2, Tier::Tcp, Failure::Refused);
-        v.failed(3, Tier::Ws, Failure::Timeout);
+        assert_eq!(v.judge(false, HOLD, 1), None, "nothing failed yet");
+        v.failed(0, Tier::Tcp, Failure::Timeout, 1);
+        v.failed(1, Tier::Tcp, Failure::Refused, 1);
+        v.failed(2, Tier::Tcp, Failure::Refused, 1);
+        v.failed(3, Tier::Ws, Failure::Timeout, 1);
         let tried = v.tried();
         assert_eq!(tried[0].tier, Tier::Ws);
         assert_eq!(tried[1].failure, Failure::Refused);

@@ -64,7 +64,7 @@ impl<U: Pooled> Ladder<U> {
     /// at all hears it, and says *unreachable* once no route works and none is pending.
     pub(super) fn verdict_failed(&mut self, route: RouteId, f: Failure, now: u64) {
         let tier = self.table.routes[route].tier;
-        self.verdict.failed(route, tier, f);
+        self.verdict.failed(route, tier, f, now);
         if self.verdict.state() == VerdictState::Unreachable {
             return;
         }
@@ -73,7 +73,8 @@ impl<U: Pooled> Ladder<U> {
         let pending = (self.table.routes.iter().enumerate()).any(|(id, r)| {
             !r.retired && self.slots[id].sched != Sched::Idle && !self.verdict.has_result(id)
         });
-        if let Some(n) = self.verdict.judge(pending, now) {
+        let hold = ms(self.cfg.probe_timeout);
+        if let Some(n) = self.verdict.judge(pending, hold, now) {
             self.say_verdict(n);
         }
     }
