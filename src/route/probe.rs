@@ -27,6 +27,17 @@ use crate::net::wslink::{Decoder as WsDecoder, Encoder, Event, Split};
 use crate::rng::Rng;
 
 /// Largest undecoded input a probe holds at once before calling the reply malformed (bytes).
+
+/// A probe's detail when the peer closed the connection in answer to our init and request,
+/// with nothing sent back (class `closed-early`): the transport was up, so the peer heard us
+/// and refused — a wrong secret at an upstream proxy, or not an MTProto server. `check`
+/// names it `init-refused`.
+pub const INIT_CLOSED: &str = "closed in answer to our init, nothing sent back";
+
+/// The start of a probe's detail when the peer reset the connection in answer to our init,
+/// with nothing sent back (class `reset`; the OS error follows).
+pub const INIT_RESET: &str = "reset in answer to our init, nothing sent back";
+
 pub const MAX_REPLY: usize = 16 * 1024;
 
 /// Requests a pulling probe keeps in flight (a new batch goes out when half are answered).
@@ -406,6 +417,10 @@ impl Probe {
                         self.decoder.push(payload);
                         at += n;
                     }
+                    // A close before any reply: the front refused what we sent.
+                    Ok(Event::Closed(..)) if self.replies == 0 => {
+                        return Err((Failure::ClosedEarly, format!("{INIT_CLOSED} (WS close)")))
+                    }
                     Ok(Event::Closed(..)) => {
                         return Err((Failure::ClosedEarly, "WS close before resPQ".into()))
                     }
@@ -492,10 +507,14 @@ fn exchange(
                     return Err(ProbeOutcome::Failed(
                         Failure::ClosedEarly,
                         None,
-                        "closed before resPQ".into(),
+                        INIT_CLOSED.into(),
                     ));
                 }
                 return Ok((true, false));
+            }
+            Io::Failed(e) if raw_in.is_empty() => {
+                let detail = format!("{INIT_RESET}: {e}");
+                return Err(ProbeOutcome::Failed(Failure::Reset, None, detail));
             }
             Io::Failed(e) => return Err(ProbeOutcome::Failed(Failure::Reset, None, e.to_string())),
         }

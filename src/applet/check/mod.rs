@@ -80,12 +80,18 @@ work unchanged; the ones that matter here are --dc-ip, --tcp-dc-ip, --cf-worker-
 --hosts-file, --resolv-conf. No secret is needed: --secret-file and TG_SECRET are ignored.
 
 Table columns: DC, route (tier, DC, target; ws shows the kws name), result (OK, FLAKY k/N, or
-the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, stalled,
-bad-reply, dns,
+the failure class: timeout, refused, reset, tls-error, http-CODE, closed-early, init-refused
+(the transport was up and the peer answered our init by a close with nothing sent back: a wrong
+secret for an upstream proxy, or not an MTProto server), stalled, bad-reply, dns,
 network-unreachable, host-unreachable, no-address, local-ports), latency in ms (median of the
 OK rounds; of all rounds when none was OK), detail of the first failure. A route works when more than half
 of its rounds got a resPQ. A DC whose routes all failed with network-unreachable or no-address
 is reported as `network unreachable from this host`: the WAN link, not the routes.
+
+Then `diagnosis:` lines telling apart: this host's network is down (every route failed before
+leaving it; the OS error named), Telegram unreachable on every tier tried (each tier with its
+routes and failure), a tier that reaches its peer but whose init is refused, and a tier that
+freezes (bytes stop after N); or that Telegram is reachable and via which tiers.
 
 Then one line per way in (`way in proxy|transparent|socks5: ...`): the listener's address and
 whether it can be bound now; for --transparent the LAN interfaces, Telegram's ranges in use,
@@ -142,6 +148,9 @@ pub fn main(mut args: Arguments) -> i32 {
     }
     for line in report::edge_lines(&rows) {
         println!("{line}");
+    }
+    for line in report::diagnosis(&rows) {
+        println!("{}", crate::logging::redact_configured(line));
     }
     for line in ways::lines(&parsed.config, &ways::facts(&parsed.config)) {
         println!("{line}");
@@ -585,7 +594,7 @@ fn record(row: &mut Row, outcome: ProbeOutcome, elapsed: u64, timeout: u64) {
                 detail.push_str(&format!(" (Retry-After {s}s)"));
             }
             Attempt::Failed {
-                class: f.to_string(),
+                class: report::class_of(f, &detail),
                 ms: elapsed,
                 detail,
             }

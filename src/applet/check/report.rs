@@ -1,6 +1,7 @@
 //! What `check` prints: one [`Row`] per dial option with its [`Attempt`]s, the aligned table
-//! ([`render`]) and one [`Verdict`] per DC ([`verdicts`]). Pure formatting and arithmetic over
-//! the results; the probing is `mod.rs`'s.
+//! ([`render`]), one [`Verdict`] per DC ([`verdicts`]) and the `diagnosis:` lines over every
+//! row ([`diagnosis`]: network down, Telegram unreachable on every tier, init refused, a
+//! freezing tier). Pure formatting and arithmetic over the results; the probing is `mod.rs`'s.
 
 use std::net::IpAddr;
 
@@ -8,6 +9,11 @@ use crate::config::Tier;
 use crate::error::Failure;
 use crate::mtproto::dc::DcId;
 use crate::net::dial::DialSpec;
+use crate::route::probe::{INIT_CLOSED, INIT_RESET};
+
+/// The class `check` shows for a probe's init answered by a close or a reset with nothing sent
+/// back (`closed-early` / `reset` with [`INIT_CLOSED`] / [`INIT_RESET`]).
+pub const INIT_REFUSED: &str = "init-refused";
 
 /// One round's result for one dial option.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -278,4 +284,252 @@ pub fn verdicts(rows: &[Row], dcs: &[u16]) -> Vec<Verdict> {
         });
     }
     out
+}
+
+/// The class a failed round shows: the failure's own, except a close or reset in answer to our
+/// init with nothing sent back ([`INIT_REFUSED`]): the peer was reached and refused us.
+pub fn class_of(f: Failure, detail: &str) -> String {
+    let refused = match f {
+        Failure::ClosedEarly => detail.starts_with(INIT_CLOSED),
+        Failure::Reset => detail.starts_with(INIT_RESET),
+        _ => false,
+    };
+    if refused {
+        INIT_REFUSED.to_string()
+    } else {
+        f.to_string()
+    }
+}
+
+/// What this host's OS answered, for a network-class failure shown as `class`.
+fn os_error(class: &str) -> &'static str {
+    if class == Failure::AddrUnavailable.to_string() {
+        "EADDRNOTAVAIL, cannot assign requested address: no local address of that family"
+    } else if class == Failure::HostUnreachable.to_string() {
+        "EHOSTUNREACH, no route to host"
+    } else {
+        "ENETUNREACH, network is unreachable: no route out of this host (link down, no \
+         default route)"
+    }
+}
+
+/// The `diagnosis:` lines over every row that was tried, telling apart (issue 23 §6):
+/// * this host's network is down: every row failed with network unreachable or no local
+///   address (the OS error named) — nothing else is said;
+/// * Telegram unreachable on every tier: no row works and none was answered at all (each
+///   tier with its routes and commonest failure);
+/// * per tier, routes whose init was refused ([`INIT_REFUSED`]) and routes that freeze
+///   (`stalled`, with the bytes they let through);
+/// * otherwise, Telegram reachable and via which tiers.
+pub fn diagnosis(rows: &[Row]) -> Vec<String> {
+    let tried: Vec<&Row> = rows.iter().filter(|r| !r.attempts.is_empty()).collect();
+    if tried.is_empty() {
+        return Vec::new();
+    }
+    if tried.iter().all(|r| network_only(r)) {
+        let class = tried[0].first_failure().map_or("", |(c, _)| c);
+        return vec![format!(
+            "diagnosis: this host's network is down: all {} route(s) failed before leaving it \
+             (the OS: {}); not Telegram, not the routes",
+            tried.len(),
+            os_error(class)
+        )];
+    }
+    let mut out = Vec::new();
+    let mut tiers: Vec<Tier> = Vec::new();
+    for r in &tried {
+        if !tiers.contains(&r.tier) {
+            tiers.push(r.tier);
+        }
+    }
+    let failed_with =
+        |r: &Row, class: &str| !r.works() && r.first_failure().is_some_and(|(c, _)| c == class);
+    for &tier in &tiers {
+        let mine: Vec<&Row> = tried.iter().copied().filter(|r| r.tier == tier).collect();
+        let refused: Vec<&Row> = mine
+            .iter()
+            .copied()
+            .filter(|r| failed_with(r, INIT_REFUSED))
+            .collect();
+        if let Some(first) = refused.first() {
+            out.push(format!(
+                "diagnosis: {}: reached, but our init was refused on {} route(s) (answered by a \
+                 close, nothing sent back; e.g. {}): a wrong secret for the upstream proxy, or \
+                 not an MTProto server",
+                tier.name(),
+                refused.len(),
+                first.label
+            ));
+        }
+        let stalled: Vec<&Row> = mine
+            .iter()
+            .copied()
+            .filter(|r| failed_with(r, "stalled"))
+            .collect();
+        if let Some(first) = stalled.first() {
+            let detail = first.first_failure().map_or("", |(_, d)| d);
+            out.push(format!(
+                "diagnosis: {}: freezes on {} route(s): bytes stop part-way ({detail}; the \
+                 16 KB freeze), e.g. {}",
+                tier.name(),
+                stalled.len(),
+                first.label
+            ));
+        }
+    }
+    let working: Vec<&str> = tiers
+        .iter()
+        .filter(|t| tried.iter().any(|r| r.tier == **t && r.works()))
+        .map(|t| t.name())
+        .collect();
+    if !working.is_empty() {
+        out.push(format!(
+            "diagnosis: Telegram reachable via {}",
+            working.join(", ")
+        ));
+        return out;
+    }
+    // Nothing works. Answered by nobody: no refusal, no freeze, no reply of any kind.
+    let answered = ["stalled", INIT_REFUSED, "bad-reply"];
+    let silent = tried.iter().all(|r| {
+        r.first_failure()
+            .is_some_and(|(c, _)| !answered.contains(&c))
+    });
+    if silent {
+        let list: Vec<String> = tiers
+            .iter()
+            .map(|&t| {
+                let mine: Vec<&Row> = tried.iter().copied().filter(|r| r.tier == t).collect();
+                let mut classes: Vec<&str> = mine
+                    .iter()
+                    .filter_map(|r| r.first_failure().map(|(c, _)| c))
+                    .collect();
+                classes.sort_unstable();
+                classes.dedup();
+                format!(
+                    "{} ({} route(s): {})",
+                    t.name(),
+                    mine.len(),
+                    classes.join("/")
+                )
+            })
+            .collect();
+        out.push(format!(
+            "diagnosis: Telegram unreachable on every tier tried: {}",
+            list.join(", ")
+        ));
+    } else {
+        out.push("diagnosis: no tier works (see the lines above)".to_string());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(tier: Tier, label: &str, attempts: Vec<Attempt>) -> Row {
+        Row {
+            dc: DcId {
+                dc: 2,
+                media: false,
+                test: false,
+            },
+            tier,
+            label: label.into(),
+            spec: None,
+            unresolved: None,
+            attempts,
+            edge: None,
+        }
+    }
+
+    fn failed(class: &str, detail: &str) -> Vec<Attempt> {
+        vec![Attempt::Failed {
+            class: class.into(),
+            ms: 5,
+            detail: detail.into(),
+        }]
+    }
+
+    /// Issue 23 §6: `check` could not tell a wrong secret from an unreachable Telegram. The
+    /// four cases each get their own line.
+    #[test]
+    fn diagnosis_tells_network_down_unreachable_refused_and_frozen_apart() {
+        // The local network down: the OS error named, nothing else said.
+        let down = [
+            row(
+                Tier::Ws,
+                "ws:DC2 a",
+                failed("network-unreachable", "could not start"),
+            ),
+            row(
+                Tier::Tcp,
+                "tcp:DC2 b",
+                failed("network-unreachable", "could not start"),
+            ),
+        ];
+        let d = diagnosis(&down);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(
+            d[0].contains("network is down") && d[0].contains("ENETUNREACH"),
+            "{d:?}"
+        );
+
+        // Telegram unreachable on every tier: each tier with its routes and failure.
+        let dead = [
+            row(Tier::Ws, "ws:DC2 a", failed("timeout", "deadline")),
+            row(Tier::Ws, "ws:DC2 a2", failed("timeout", "deadline")),
+            row(Tier::Tcp, "tcp:DC2 b", failed("refused", "connect")),
+        ];
+        let d = diagnosis(&dead);
+        assert_eq!(
+            d,
+            vec![
+                "diagnosis: Telegram unreachable on every tier tried: ws (2 route(s): timeout), \
+                 tcp (1 route(s): refused)"
+                    .to_string()
+            ]
+        );
+
+        // Reached but refused: not "unreachable".
+        let refused = [
+            row(Tier::Ws, "ws:DC2 a", failed("timeout", "deadline")),
+            row(
+                Tier::Mtproto,
+                "mtproto:DC2 up",
+                failed(INIT_REFUSED, INIT_CLOSED),
+            ),
+        ];
+        let d = diagnosis(&refused);
+        assert!(d[0].starts_with("diagnosis: mtproto: reached, but our init was refused on 1"));
+        assert_eq!(d[1], "diagnosis: no tier works (see the lines above)");
+
+        // A freezing tier beside a working one.
+        let frozen = [
+            row(
+                Tier::Ws,
+                "ws:DC2 a",
+                failed("stalled", "stalled after 16384 of 32768 bytes"),
+            ),
+            row(Tier::Tcp, "tcp:DC2 b", vec![Attempt::Ok(30)]),
+        ];
+        let d = diagnosis(&frozen);
+        assert!(d[0].contains("ws: freezes on 1 route(s)") && d[0].contains("16384 of 32768"));
+        assert_eq!(d[1], "diagnosis: Telegram reachable via tcp");
+        assert!(diagnosis(&[]).is_empty());
+    }
+
+    /// A close or reset in answer to our init is `init-refused`; other closes keep their class.
+    #[test]
+    fn init_answered_by_a_close_is_init_refused() {
+        assert_eq!(class_of(Failure::ClosedEarly, INIT_CLOSED), INIT_REFUSED);
+        let reset = format!("{INIT_RESET}: Connection reset by peer (os error 104)");
+        assert_eq!(class_of(Failure::Reset, &reset), INIT_REFUSED);
+        assert_eq!(
+            class_of(Failure::ClosedEarly, "closed after a partial reply"),
+            "closed-early"
+        );
+        assert_eq!(class_of(Failure::Timeout, INIT_CLOSED), "timeout");
+    }
 }
