@@ -265,6 +265,171 @@ fn everything_dead_exits_1() {
             r.stdout
         );
     }
+    // Issue 23 §6: nothing answered on any tier: said as such, each tier with its failure.
+    assert_eq!(
+        diagnosis(&r.stdout),
+        vec![
+            "diagnosis: Telegram unreachable on every tier tried: ws (4 route(s): timeout), \
+             tcp (2 route(s): refused)"
+        ],
+        "{}",
+        r.stdout
+    );
+}
+
+/// The `diagnosis:` lines of `check`'s output.
+fn diagnosis(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| l.starts_with("diagnosis:"))
+        .collect()
+}
+
+/// Issue 23 §6: `check` could not tell a wrong secret from an unreachable Telegram. A peer
+/// that takes the connection and answers our init by a close (an upstream MTProto proxy with
+/// another secret does exactly that; here the fake TCP DC closes right after the init) is
+/// `init-refused`, and the diagnosis says Telegram's side was reached and refused us — not
+/// that it is unreachable — while the black-holed ws tier is plain timeout.
+#[test]
+fn an_init_answered_by_a_close_is_init_refused_not_unreachable() {
+    let hole = BlackHole::new();
+    let tcp = FakeDc::start_tcp(DcConfig::with_fault(Fault::CloseAfterUpgrade));
+    let r = check(&[
+        "--dc-ip",
+        &format!("2:{}", hole.addr()),
+        "--tcp-dc-ip",
+        &format!("2:{}", tcp.addr()),
+        "--tier-order",
+        "ws,tcp",
+        "--probe-timeout",
+        "1",
+    ]);
+    let out = format!("stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert_eq!(r.code, Some(1), "{out}");
+    for l in tier_lines(&r.stdout, "tcp") {
+        assert_eq!(result(l), Some("init-refused"), "{l}\n{out}");
+    }
+    for l in tier_lines(&r.stdout, "ws") {
+        assert_eq!(result(l), Some("timeout"), "{l}\n{out}");
+    }
+    let d = diagnosis(&r.stdout);
+    assert_eq!(d.len(), 2, "{out}");
+    assert!(
+        d[0].starts_with("diagnosis: tcp: reached, but our init was refused on 2 route(s)"),
+        "{out}"
+    );
+    assert_eq!(
+        d[1], "diagnosis: no tier works (see the lines above)",
+        "{out}"
+    );
+    assert!(!r.stdout.contains("unreachable"), "{out}");
+}
+
+/// Issue 23 §6, the field's case: an upstream MTProto proxy (a second instance of ours, no
+/// masking, no drain) given with another secret than its own. It takes the connection and
+/// answers our init by a close: `init-refused` and "reached, but our init was refused" —
+/// where the same upstream with its own secret carries the probe.
+#[test]
+fn an_upstream_proxy_with_another_secret_is_init_refused() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let route = format!("2:{}", dc.addr());
+    let up = common::Proxy::start(&[
+        "--secret",
+        common::SECRET,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+        "--no-mask",
+        "--bad-client-drain",
+        "0",
+    ]);
+    let wrong = "fedcba9876543210fedcba9876543210";
+    let run = |secret: &str| {
+        let chain = format!("127.0.0.1:{}:{secret}", up.addr().port());
+        check(&[
+            "--tier-order",
+            "mtproto",
+            "--mtproto-proxy",
+            &chain,
+            "--probe-timeout",
+            "2",
+        ])
+    };
+    let r = run(wrong);
+    let out = format!(
+        "stdout:\n{}\nstderr:\n{}\n{}",
+        r.stdout,
+        r.stderr,
+        up.dump()
+    );
+    assert_eq!(r.code, Some(1), "{out}");
+    let rows = tier_lines(&r.stdout, "mtproto");
+    assert_eq!(rows.len(), 2, "{out}");
+    for l in rows {
+        assert_eq!(result(l), Some("init-refused"), "{l}\n{out}");
+    }
+    let d = diagnosis(&r.stdout);
+    assert!(
+        d[0].starts_with("diagnosis: mtproto: reached, but our init was refused on 2 route(s)"),
+        "{out}"
+    );
+    // The same upstream with its own secret works: the secret was the fault.
+    let r = run(common::SECRET);
+    assert_eq!(r.code, Some(0), "stdout:\n{}\n{}", r.stdout, up.dump());
+    assert_eq!(
+        diagnosis(&r.stdout),
+        vec!["diagnosis: Telegram reachable via mtproto"]
+    );
+}
+
+/// Issue 23 §6: the local network down. In a user and network namespace whose loopback is
+/// down, every connect fails in the OS with "network unreachable": the diagnosis blames this
+/// host's network and names the OS error, not Telegram or the routes. Skipped loudly where
+/// namespaces are refused.
+#[test]
+fn the_local_network_down_is_named_with_the_os_error() {
+    let ok = std::process::Command::new("unshare")
+        .args(["-rn", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED the_local_network_down_is_named_with_the_os_error: unshare -rn refused");
+        return;
+    }
+    let ca = data_path("ca.pem").display().to_string();
+    let mut cmd = std::process::Command::new("unshare");
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("TG_") {
+            cmd.env_remove(k);
+        }
+    }
+    // Loopback is down in the fresh namespace: 127.0.0.1 has no route either.
+    let out = cmd
+        .arg("-rn")
+        .arg(common::bin())
+        .args([
+            "check",
+            "--dc",
+            "2",
+            "--ca-file",
+            &ca,
+            "--tier-order",
+            "ws,tcp",
+        ])
+        .args(["--dc-ip", "2:127.0.0.1:9", "--tcp-dc-ip", "2:127.0.0.1:9"])
+        .args(["--probe-timeout", "1", "--cf-domain-list", "off"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run check in a namespace");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let d = diagnosis(&text);
+    assert_eq!(d.len(), 1, "{text}");
+    assert!(
+        d[0].starts_with("diagnosis: this host's network is down: all 6 route(s)")
+            && d[0].contains("ENETUNREACH"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -462,4 +627,12 @@ fn a_route_that_freezes_after_16_kib_shows_as_stalled_with_the_bytes_it_let_thro
     }
     // The tcp route still carries both DCs.
     assert_eq!(r.code, Some(0), "{out}");
+    // Issue 23 §6: the freezing tier is its own finding.
+    let d = diagnosis(&r.stdout);
+    assert_eq!(d.len(), 2, "{out}");
+    assert!(
+        d[0].starts_with("diagnosis: ws: freezes on 4 route(s)"),
+        "{out}"
+    );
+    assert_eq!(d[1], "diagnosis: Telegram reachable via tcp", "{out}");
 }
