@@ -1,7 +1,9 @@
 //! Black-box tests of `tg-ws-proxy check` (docs/design.md §7) against the fake peers on loopback:
 //! every route answering, the `ws` tier black-holed with `tcp` alive, everything dead, a Worker
 //! look-alike tunnelling to a fake TCP DC, and the flag errors. Only `--dc 2` is checked, so a
-//! run is six probes at most (ws × 2 host names, tcp; non-media and media).
+//! run is six probes at most (ws × 2 host names, tcp; non-media and media). The `diagnosis:`
+//! lines of `check` and of `probe` (issue 23 §6) are tested here too: network down, nothing
+//! answering, an init answered by a close, a freezing tier.
 //!
 //! No secret is ever given: `check` must not need one. No real network: every address is
 //! 127.0.0.1, and names resolve through a test hosts file with an empty resolv.conf.
@@ -635,4 +637,82 @@ fn a_route_that_freezes_after_16_kib_shows_as_stalled_with_the_bytes_it_let_thro
         "{out}"
     );
     assert_eq!(d[1], "diagnosis: Telegram reachable via tcp", "{out}");
+}
+
+/// Issue 23 §6 for `probe`: a proxy reached with another secret answers the init by a close
+/// (ours with no drain and no masking): CLOSED with nothing down, and the diagnosis says the
+/// init was refused; the right secret gets its resPQ.
+#[test]
+fn probe_says_the_init_was_refused_for_a_wrong_secret() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let route = format!("2:{}", dc.addr());
+    let p = common::Proxy::start(&[
+        "--secret",
+        common::SECRET,
+        "--tcp-dc-ip",
+        &route,
+        "--tier-order",
+        "tcp",
+        "--no-mask",
+        "--bad-client-drain",
+        "0",
+    ]);
+    let server = p.addr().to_string();
+    let probe = |secret: &str| {
+        run_bin(
+            &["probe", &server, "--secret", secret, "--timeout", "2"],
+            &[],
+            RUN_TIMEOUT,
+        )
+    };
+    let r = probe("fedcba9876543210fedcba9876543210");
+    assert_eq!(r.code, Some(1), "{r:?}");
+    assert!(
+        r.stdout.contains(" CLOSED ") && r.stdout.contains("down=0B"),
+        "{r:?}"
+    );
+    assert_eq!(diagnosis(&r.stdout).len(), 1, "{}", r.stdout);
+    assert!(
+        diagnosis(&r.stdout)[0]
+            .starts_with("diagnosis: reached, but our init was answered by a close"),
+        "{}",
+        r.stdout
+    );
+    let r = probe(common::SECRET);
+    assert_eq!(r.code, Some(0), "{r:?}\n{}", p.dump());
+    assert!(diagnosis(&r.stdout).is_empty(), "{}", r.stdout);
+}
+
+/// Issue 23 §6 for `probe`: with the local network down (a namespace whose loopback is down)
+/// the connect fails in the OS: NETWORK_DOWN, and the diagnosis names the OS error as it is.
+#[test]
+fn probe_names_the_local_network_down_with_the_os_error() {
+    let ok = std::process::Command::new("unshare")
+        .args(["-rn", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!(
+            "SKIPPED probe_names_the_local_network_down_with_the_os_error: unshare -rn refused"
+        );
+        return;
+    }
+    let out = std::process::Command::new("unshare")
+        .arg("-rn")
+        .arg(common::bin())
+        .args(["probe", "127.0.0.1:9", "--raw", "--timeout", "1"])
+        .env_remove("TG_SECRET")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run probe in a namespace");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(" NETWORK_DOWN "), "{text}");
+    let d = diagnosis(&text);
+    assert_eq!(d.len(), 1, "{text}");
+    assert!(
+        d[0].starts_with("diagnosis: this host's network is down")
+            && d[0].contains("(os error 101)"),
+        "{text}"
+    );
 }

@@ -27,8 +27,12 @@ pub enum Outcome {
     ClosedEarly,
     /// A reply arrived but is not a valid `resPQ` for our nonce (or its framing is broken).
     BadReply,
-    /// TCP connect refused, unreachable or timed out.
+    /// TCP connect refused or timed out: nothing answers at that address (or it is blocked).
     ConnectFailed,
+    /// The connect failed in this host's OS before any packet left: network or host
+    /// unreachable, no local address (`ENETUNREACH`, `ENETDOWN`, `EHOSTUNREACH`,
+    /// `EADDRNOTAVAIL`): the local network is down, not the proxy.
+    NetworkDown,
 }
 
 impl fmt::Display for Outcome {
@@ -39,6 +43,7 @@ impl fmt::Display for Outcome {
             Outcome::ClosedEarly => "CLOSED",
             Outcome::BadReply => "BAD_REPLY",
             Outcome::ConnectFailed => "CONNECT_FAILED",
+            Outcome::NetworkDown => "NETWORK_DOWN",
         })
     }
 }
@@ -72,6 +77,9 @@ pub fn probe_once(opts: &ClientOptions, rng: &mut Rng) -> Attempt {
     };
     let stream = match TcpStream::connect_timeout(&opts.addr, opts.timeout) {
         Ok(s) => s,
+        Err(e) if is_network_down(&e) => {
+            return done(Outcome::NetworkDown, 0, 0, format!("connect: {e}"))
+        }
         Err(e) => return done(Outcome::ConnectFailed, 0, 0, format!("connect: {e}")),
     };
     let mut opts_left = opts.clone();
@@ -116,6 +124,15 @@ pub fn probe_once(opts: &ClientOptions, rng: &mut Rng) -> Attempt {
     }
 }
 
+/// True for a connect error of this host's network (the OS refused to send): see
+/// [`Outcome::NetworkDown`].
+fn is_network_down(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENETUNREACH | libc::ENETDOWN | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL)
+    )
+}
+
 fn io_outcome(e: &io::Error) -> Outcome {
     match e.kind() {
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => Outcome::Timeout,
@@ -146,6 +163,11 @@ pub struct Summary {
     pub bad_reply: usize,
     /// See [`Summary::ok`].
     pub connect_failed: usize,
+    /// See [`Summary::ok`].
+    pub network_down: usize,
+    /// Attempts closed in answer to our init with nothing sent back (`ClosedEarly`, 0 bytes
+    /// down): the peer heard us and refused.
+    pub init_refused: usize,
     /// Median attempt time, ms.
     pub median_ms: u64,
     /// 90th percentile attempt time, ms.
@@ -173,6 +195,11 @@ impl Summary {
             closed_early: count_of(Outcome::ClosedEarly),
             bad_reply: count_of(Outcome::BadReply),
             connect_failed: count_of(Outcome::ConnectFailed),
+            network_down: count_of(Outcome::NetworkDown),
+            init_refused: attempts
+                .iter()
+                .filter(|a| a.outcome == Outcome::ClosedEarly && a.bytes_down == 0)
+                .count(),
             median_ms: percentile(&ms, 50),
             p90_ms: percentile(&ms, 90),
             p99_ms: percentile(&ms, 99),
@@ -200,6 +227,7 @@ impl fmt::Display for Summary {
             (self.closed_early, Outcome::ClosedEarly),
             (self.bad_reply, Outcome::BadReply),
             (self.connect_failed, Outcome::ConnectFailed),
+            (self.network_down, Outcome::NetworkDown),
         ];
         for (n, o) in fails.iter().filter(|(n, _)| *n > 0) {
             write!(f, ", {n} {o}")?;
@@ -209,6 +237,50 @@ impl fmt::Display for Summary {
             " | ms: median {} p90 {} p99 {} max {} | over 1s: {}, over 3s: {}",
             self.median_ms, self.p90_ms, self.p99_ms, self.max_ms, self.over_1s, self.over_3s
         )
+    }
+}
+
+impl Summary {
+    /// One line telling apart what the failures mean (issue 23 §6), or `None` when every
+    /// attempt got its `resPQ`: this host's network down (the OS error as it is), nothing
+    /// answering at the address, reached but the init answered by a close (a wrong secret, or
+    /// a proxy that has no route to Telegram), connected but silent.
+    pub fn diagnosis(&self, attempts: &[Attempt]) -> Option<String> {
+        if self.ok == self.count {
+            return None;
+        }
+        let first = |o: Outcome| {
+            attempts
+                .iter()
+                .find(|a| a.outcome == o)
+                .map_or(String::new(), |a| a.detail.clone())
+        };
+        let failed = self.count - self.ok;
+        let line = if self.network_down == failed {
+            format!(
+                "this host's network is down: the OS refused to send ({}); not the proxy, not \
+                 Telegram",
+                first(Outcome::NetworkDown)
+            )
+        } else if self.connect_failed + self.network_down == failed {
+            format!(
+                "nothing answers at the address: {} (wrong host or port, the proxy not running, \
+                 or the address blocked)",
+                first(Outcome::ConnectFailed)
+            )
+        } else if self.init_refused == failed {
+            "reached, but our init was answered by a close with nothing sent back: a wrong \
+             secret (or the wrong proxy), or a proxy with no working route to Telegram (its \
+             log and `ctl status` say which)"
+                .to_string()
+        } else if self.timeout == failed {
+            "connected, but no resPQ in time: a proxy that cannot reach Telegram, one that \
+             holds a wrong secret's connection open (masking, drain), or a frozen path"
+                .to_string()
+        } else {
+            "mixed failures: see the attempt lines".to_string()
+        };
+        Some(format!("diagnosis: {line}"))
     }
 }
 
@@ -280,6 +352,53 @@ pub(super) mod tests {
         );
         assert_eq!(Summary::from(&[]).median_ms, 0);
         assert_eq!(Summary::from(&[attempt(Outcome::Ok, 7)]).p99_ms, 7);
+    }
+
+    /// Issue 23 §6: the failures say what they mean — the local network, nothing at the
+    /// address, the init refused, silence — each in its own diagnosis.
+    #[test]
+    fn diagnosis_tells_network_down_refused_init_and_silence_apart() {
+        let with = |o: Outcome, detail: &str| Attempt {
+            detail: detail.into(),
+            ..attempt(o, 1)
+        };
+        let diag = |v: &[Attempt]| Summary::from(v).diagnosis(v).unwrap_or_default();
+        let down = [with(
+            Outcome::NetworkDown,
+            "connect: Network is unreachable (os error 101)",
+        )];
+        let d = diag(&down);
+        assert!(
+            d.contains("network is down") && d.contains("Network is unreachable (os error 101)"),
+            "{d}"
+        );
+        assert!(Summary::from(&down).to_string().contains("1 NETWORK_DOWN"));
+        let nothing = [with(Outcome::ConnectFailed, "connect: Connection refused")];
+        assert!(
+            diag(&nothing).contains("nothing answers"),
+            "{}",
+            diag(&nothing)
+        );
+        let refused = [
+            attempt(Outcome::ClosedEarly, 3),
+            attempt(Outcome::ClosedEarly, 4),
+        ];
+        assert!(
+            diag(&refused).contains("wrong secret"),
+            "{}",
+            diag(&refused)
+        );
+        let mut late = attempt(Outcome::ClosedEarly, 3);
+        late.bytes_down = 90;
+        assert!(
+            diag(&[late.clone()]).contains("mixed"),
+            "a close after a reply is not a refusal"
+        );
+        assert!(diag(&[attempt(Outcome::Timeout, 3000)]).contains("no resPQ in time"));
+        assert_eq!(
+            Summary::from(&[attempt(Outcome::Ok, 3)]).diagnosis(&[]),
+            None
+        );
     }
 
     #[test]

@@ -53,6 +53,12 @@ USAGE: tg-ws-proxy probe [--server] HOST:PORT [--secret HEX] [OPTIONS]
 
 /// `tg-ws-proxy probe --help` after the duration grammar.
 const HELP_TAIL: &str = "\
+Outcomes: OK, TIMEOUT (connected, no resPQ in time), CLOSED (closed or reset before the
+reply; with down=0B the init was answered by a close: a wrong secret, or a proxy with no route),
+BAD_REPLY, CONNECT_FAILED (refused or not answering), NETWORK_DOWN (the OS refused to send:
+network unreachable, no local address). After the summary, a `diagnosis:` line says which of
+these the failures were.
+
 Exit status: 0 if every attempt got a resPQ, 1 otherwise, 2 on bad flags.
 ";
 
@@ -258,6 +264,9 @@ pub fn main(args: pico_args::Arguments) -> i32 {
     let attempts = run_attempts(&opts, &mut rng);
     let summary = Summary::from(&attempts);
     println!("{summary}");
+    if let Some(line) = summary.diagnosis(&attempts) {
+        println!("{line}");
+    }
     if summary.ok == summary.count {
         0
     } else {
