@@ -26,8 +26,6 @@ use crate::net::io::Io;
 use crate::net::wslink::{Decoder as WsDecoder, Encoder, Event, Split};
 use crate::rng::Rng;
 
-/// Largest undecoded input a probe holds at once before calling the reply malformed (bytes).
-
 /// A probe's detail when the peer closed the connection in answer to our init and request,
 /// with nothing sent back (class `closed-early`): the transport was up, so the peer heard us
 /// and refused — a wrong secret at an upstream proxy, or not an MTProto server. `check`
@@ -38,6 +36,7 @@ pub const INIT_CLOSED: &str = "closed in answer to our init, nothing sent back";
 /// with nothing sent back (class `reset`; the OS error follows).
 pub const INIT_RESET: &str = "reset in answer to our init, nothing sent back";
 
+/// Largest undecoded input a probe holds at once before calling the reply malformed (bytes).
 pub const MAX_REPLY: usize = 16 * 1024;
 
 /// Requests a pulling probe keeps in flight (a new batch goes out when half are answered).
