@@ -30,6 +30,10 @@
 //!   — `to`; `down` adds `failure` (the `Failure` name) and `on` (what dialled: `route LABEL`,
 //!   `the shared list's fetch`); `up` adds `down_ms`.
 //! * `outbound_resolved`: the outbound proxy's host name got an address — `host`, `ip`.
+//! * `telegram`: the verdict whether Telegram is reachable at all changed (`route::verdict`,
+//!   said by `route::ladder::deps`) — `to` (`unreachable`: every route tried failed, none
+//!   pending; adds `tiers`, the tiers tried with their routes and failure; `reachable`: a route
+//!   works, adds `route` and, after an outage, `down_ms`).
 //! * `reach`: the network path changed (`route::reach`) — `scope` (`network`: every address
 //!   tried fails; `address`: one address while others work), `to` (`down`, `up`), `label`
 //!   (the address), `failure` (null for `up`).
