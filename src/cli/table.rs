@@ -144,6 +144,19 @@ const LISTEN_UPSTREAM: &[Opt] = &[
         }),
     },
     Opt {
+        reload: Live, long: "--mtproto-hello", short: None, aliases: &[], env: &["TG_MTPROTO_HELLO"],
+        meta: "classic|chrome", default: "classic", group: Upstream,
+        help: "ClientHello of the mtproto tier's ee hops: classic = Chrome's with post-quantum \
+               key agreement off (517 bytes, every server takes it); chrome = Chrome's as \
+               shipped (~1.7 KB, Chrome's JA4; mtg, telemt and this proxy take it, the official \
+               MTProxy refuses it)",
+        kind: Value(|d, s| match s {
+            "classic" => { d.config.mtproto_hello = crate::mtproto::faketls::client::Shape::ChromeClassic; Ok(()) }
+            "chrome" => { d.config.mtproto_hello = crate::mtproto::faketls::client::Shape::Chrome; Ok(()) }
+            _ => Err("expected classic or chrome".into()),
+        }),
+    },
+    Opt {
         reload: Live, long: "--cf-domain-list", short: None, aliases: &[], env: &["TG_CF_DOMAIN_LIST"],
         meta: "URL|FILE", default: "the original's GitHub list", group: Upstream,
         help: "shared Cloudflare domain list (https URL or file), tried after --cf-domain; off = none",

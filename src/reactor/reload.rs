@@ -408,6 +408,7 @@ mod tests {
             "ca-file" => concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
             "cf-domain-list-port" => "8443",
             "cf-ws-port" => "8080",
+            "mtproto-hello" => "chrome",
             "cf-ip" => "127.0.0.2",
             "cf-ip-count" => "5",
             "tier-order" | "media-tier-order" => "tcp",
