@@ -44,10 +44,7 @@ fn readme_opens_with_the_two_commands() {
         "the commands come first, before any other section"
     );
     for pkg in ["busybox-static", "shellcheck", "microsocks", "tinyproxy"] {
-        assert!(
-            readme.contains(pkg),
-            "README says make test needs {pkg}"
-        );
+        assert!(readme.contains(pkg), "README says make test needs {pkg}");
     }
 }
 
@@ -166,17 +163,26 @@ fn relative_links_reach_a_file_and_a_heading() {
             }
         }
     }
-    assert!(checked > 50, "only {checked} links found: is the parser right?");
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the parser right?"
+    );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
 #[test]
 fn anchors_follow_githubs_rules() {
     assert_eq!(slug(" Fake-TLS (`ee`)"), "fake-tls-ee");
-    assert_eq!(slug(" Event stream (`TG_EVENTS`)"), "event-stream-tg_events");
+    assert_eq!(
+        slug(" Event stream (`TG_EVENTS`)"),
+        "event-stream-tg_events"
+    );
     assert_eq!(
         anchors("# A\n```\n# not a heading\n```\n## A\n#hashtag\n"),
         ["a", "a-1"]
     );
-    assert_eq!(links("see [x](a.md#b) and [y](#c)\n```\n[z](d)\n```"), ["a.md#b", "#c"]);
+    assert_eq!(
+        links("see [x](a.md#b) and [y](#c)\n```\n[z](d)\n```"),
+        ["a.md#b", "#c"]
+    );
 }
