@@ -51,6 +51,15 @@ const DOCS: &[(&str, &str)] = &[
     ("--cf-domain-cache", "keep the last accepted shared domain list in PATH: read at start and \
         used until a fetch succeeds (e.g. after a reboot without network); rewritten only when \
         the list changes"),
+    ("--cfproxy-ws", "the `cfproxy-ws` tier: the `--cf-domain` (and shared list) names over plain \
+        `ws://` to `--cf-ws-port`, no TLS, after the TLS tiers; for networks that throttle TLS to \
+        Cloudflare by SNI (MTProto inside stays obfuscated and encrypted; the session line says \
+        `(ws://, no TLS)`; see [the ladder](tiers.md#the-ladder))"),
+    ("--cf-connect-timeout", "the same for worker, cfproxy and cfproxy-ws attempts (TCP, TLS \
+        where there is one, upgrade)"),
+    ("--ws-ping-interval", "WS ping of a session idle for D toward Telegram's front, directly (ws) \
+        or through a Cloudflare-proxied domain (cfproxy and cfproxy-ws, which pass it on); 0 = \
+        never: that front reportedly closes on client pings"),
     ("--media-tier-order", "tiers to try for media DCs (downloads: DC -N), in order, e.g. to keep \
         the heavy traffic off a Worker's daily quota; same names as `--tier-order`"),
     ("--tls-cipher", "TLS cipher family offered first: `auto` = AES-GCM if the CPU has AES \

@@ -410,6 +410,7 @@ mod tests {
             }
             "ca-file" => concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
             "cf-domain-list-port" => "8443",
+            "cf-ws-port" => "8080",
             "cf-ip" => "127.0.0.2",
             "cf-ip-count" => "5",
             "tier-order" | "media-tier-order" => "tcp",
@@ -425,6 +426,7 @@ mod tests {
             "mask-host" => "mask.example.org",
             "link-ip" => "192.0.2.1",
             "cf-priority"
+            | "cfproxy-ws"
             | "danger-accept-invalid-certs"
             | "proxy-protocol"
             | "no-mask"
