@@ -1,4 +1,4 @@
-//! A local TCP balancer for black-box tests: what README's layout puts in front of the proxy on
+//! A local TCP balancer for black-box tests: what docs/ways-in.md's PROXY protocol layout puts in front of the proxy on
 //! the same host (nginx `stream`, HAProxy in `mode tcp`). Every connection it accepts on
 //! 127.0.0.1 is forwarded to one backend from 127.0.0.1 (a port the kernel picks, like nginx's),
 //! optionally after a PROXY protocol v1 header naming the client's address and the address it
