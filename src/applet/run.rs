@@ -64,7 +64,7 @@ pub fn main(mut args: Arguments) -> i32 {
     // Kept for reloads: SIGHUP parses the same argv again (with the process environment), so
     // `--config` and `--secret-file` are read again.
     let argv = args.finish();
-    let parsed = match cli::parse_run(Arguments::from_vec(argv.clone()), "run", &cli::process_env) {
+    let parsed = match cli::parse_run_start(Arguments::from_vec(argv.clone()), &cli::process_env) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tg-ws-proxy: {e}");
@@ -74,6 +74,7 @@ pub fn main(mut args: Arguments) -> i32 {
     let config = parsed.config;
     if let Err(e) = logging::init(
         config.log_level,
+        config.log_time,
         config.log_file.as_deref(),
         config.log_max_bytes,
     ) {

@@ -28,7 +28,7 @@ fn parse(cmd: &str, env: Pairs) -> Result<RunArgs, CliError> {
 
 fn parse_argv(v: &[&str], env: Pairs) -> Result<RunArgs, CliError> {
     let args = Arguments::from_vec(v.iter().map(|s| s.into()).collect());
-    parse_run(args, "run", &env_of(env))
+    parse_run_start(args, &env_of(env))
 }
 
 fn err_line(cmd: &str, env: Pairs) -> String {
@@ -269,6 +269,37 @@ fn secret_file_is_created_once_then_reused() {
     let second = parse(&cmd, &[]).unwrap();
     assert_eq!(second.config.secrets[0].key_hex(), key);
     assert!(second.notes.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23 trap: `link` (any applet but `run`'s start) with a mistyped `--secret-file` made a
+/// new secret, and the link it printed matched nothing the proxy served.
+#[test]
+fn only_runs_start_creates_a_secret_file_other_applets_name_the_path() {
+    let dir = temp_dir("nocreate");
+    let path = dir.join("typo.secret");
+    let argv = |v: &[&str]| Arguments::from_vec(v.iter().map(|s| s.into()).collect());
+    let args = ["--secret-file", path.to_str().unwrap()];
+    for applet in ["link", "check", "firewall"] {
+        let e = parse_run(argv(&args), applet, &env_of(&[]))
+            .expect_err(applet)
+            .to_string();
+        let p = path.display().to_string();
+        assert!(e.starts_with("--secret-file: "), "{e}");
+        assert!(e.contains(&format!("{p} does not exist")), "{e}");
+        assert!(e.contains(&format!("`{applet}` never makes a secret")), "{e}");
+        assert!(e.contains("`tg-ws-proxy run` creates") && e.contains("genkey"), "{e}");
+        assert!(!path.exists(), "{applet} created the file");
+    }
+    let e = parse_run_reload(argv(&args), &env_of(&[]))
+        .expect_err("reload")
+        .to_string();
+    assert!(e.contains("a reload never makes a new secret"), "{e}");
+    assert!(!path.exists(), "a reload created the file");
+    let first = parse_run_start(argv(&args), &env_of(&[])).unwrap();
+    assert!(path.exists() && first.notes.len() == 1);
+    let again = parse_run(argv(&args), "link", &env_of(&[])).unwrap();
+    assert_eq!(again.config.secrets, first.config.secrets);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
