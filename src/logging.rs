@@ -475,7 +475,12 @@ mod tests {
         }
     }
 
-    fn record_line(stamp: Option<SystemTime>, level: log::Level, target: &str, msg: &str) -> String {
+    fn record_line(
+        stamp: Option<SystemTime>,
+        level: log::Level,
+        target: &str,
+        msg: &str,
+    ) -> String {
         format_line(
             stamp,
             &Record::builder()
@@ -489,7 +494,12 @@ mod tests {
     #[test]
     fn one_format_stamp_level_component_message_and_newlines_flattened() {
         let t = UNIX_EPOCH + Duration::from_secs(60);
-        let own = record_line(Some(t), log::Level::Warn, "tg_ws_proxy::conn::relay", "a\nb");
+        let own = record_line(
+            Some(t),
+            log::Level::Warn,
+            "tg_ws_proxy::conn::relay",
+            "a\nb",
+        );
         assert_eq!(own, "1970-01-01T00:01:00.000Z WARN  [relay] a b\n");
         let other = record_line(Some(t), log::Level::Info, "rustls::client", "x");
         assert_eq!(other, "1970-01-01T00:01:00.000Z INFO  [rustls] x\n");
@@ -511,7 +521,12 @@ mod tests {
     #[test]
     fn stderr_lines_are_capped_at_pipe_buf_on_a_char_boundary() {
         let long = "é".repeat(5000);
-        let line = cap_line(record_line(None, log::Level::Trace, "tungstenite::handshake", &long));
+        let line = cap_line(record_line(
+            None,
+            log::Level::Trace,
+            "tungstenite::handshake",
+            &long,
+        ));
         assert!(line.len() <= STDERR_LINE_MAX, "{}", line.len());
         assert!(line.len() > STDERR_LINE_MAX - 8, "{}", line.len());
         assert!(line.ends_with("é…\n"), "{:?}", &line[line.len() - 8..]);

@@ -127,7 +127,10 @@ fn parse(mut args: Arguments, env: cli::Env) -> Result<(PathBuf, Duration, Strin
             Err(e) => return Err(format!("--timeout: {e}")),
         },
     };
-    let path = match (socket.or_else(|| env("TG_CONTROL_SOCKET").map(PathBuf::from)), config) {
+    let path = match (
+        socket.or_else(|| env("TG_CONTROL_SOCKET").map(PathBuf::from)),
+        config,
+    ) {
         (Some(p), _) => p,
         (None, Some(file)) => socket_from_file(&file)?,
         (None, None) => PathBuf::from(DEFAULT_SOCKET),
@@ -270,7 +273,11 @@ mod tests {
         let (path, ..) = super::parse(args(&["status", "--config", c]), &env).unwrap();
         assert_eq!(path, PathBuf::from("/e"), "the variable wins over the file");
         let (path, ..) = parse(args(&["status"])).unwrap();
-        assert_eq!(path, PathBuf::from(DEFAULT_SOCKET), "no --config: as before");
+        assert_eq!(
+            path,
+            PathBuf::from(DEFAULT_SOCKET),
+            "no --config: as before"
+        );
         std::fs::write(&conf, "port 1443\n").unwrap();
         let e = parse(args(&["status", "--config", c])).unwrap_err();
         assert!(e.contains(c) && e.contains("no control-socket line"), "{e}");
@@ -278,7 +285,9 @@ mod tests {
         let e = parse(args(&["status", "--config", c])).unwrap_err();
         assert_eq!(
             e,
-            format!("--config {c} line 2: --prot: unknown setting (names are `run` flags without --)")
+            format!(
+                "--config {c} line 2: --prot: unknown setting (names are `run` flags without --)"
+            )
         );
         let missing = dir.join("missing.conf");
         let e = parse(args(&["status", "--config", missing.to_str().unwrap()])).unwrap_err();

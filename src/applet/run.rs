@@ -140,8 +140,8 @@ pub fn summary(c: &Config) -> Vec<String> {
 pub fn loopback_note(c: &Config) -> Option<String> {
     c.listen.ip().is_loopback().then(|| {
         format!(
-            "listening on loopback only ({}): apps on this machine can connect, phones and other \
-             devices on the LAN cannot; to serve the LAN pass --host with this machine's LAN \
+            "the proxy port is on loopback only ({}): apps on this machine can connect, phones \
+             and other devices on the LAN cannot; to serve the LAN pass --host with this machine's LAN \
              address (e.g. --host 192.168.1.1; TG_HOST or `host` in the --config file too), or \
              --host 0.0.0.0 for every address",
             c.listen
@@ -347,7 +347,10 @@ mod tests {
         for addr in ["127.0.0.1:1443", "[::1]:1443", "127.0.0.2:1"] {
             c.listen = addr.parse().unwrap();
             let line = loopback_note(&c).expect(addr);
-            assert!(line.contains(addr) && line.contains("--host 192.168.1.1"), "{line}");
+            assert!(
+                line.contains(addr) && line.contains("--host 192.168.1.1"),
+                "{line}"
+            );
             assert!(line.contains("--host 0.0.0.0"), "{line}");
         }
         for addr in ["0.0.0.0:1443", "192.168.1.1:1443", "[::]:1443"] {

@@ -287,8 +287,14 @@ fn only_runs_start_creates_a_secret_file_other_applets_name_the_path() {
         let p = path.display().to_string();
         assert!(e.starts_with("--secret-file: "), "{e}");
         assert!(e.contains(&format!("{p} does not exist")), "{e}");
-        assert!(e.contains(&format!("`{applet}` never makes a secret")), "{e}");
-        assert!(e.contains("`tg-ws-proxy run` creates") && e.contains("genkey"), "{e}");
+        assert!(
+            e.contains(&format!("`{applet}` never makes a secret")),
+            "{e}"
+        );
+        assert!(
+            e.contains("`tg-ws-proxy run` creates") && e.contains("genkey"),
+            "{e}"
+        );
         assert!(!path.exists(), "{applet} created the file");
     }
     let e = parse_run_reload(argv(&args), &env_of(&[]))

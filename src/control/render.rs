@@ -353,7 +353,10 @@ pub fn json(s: &Status) -> String {
     o.str("version", s.version);
     o.num("uptime_ms", s.uptime_ms);
     o.str("listen", &s.listen.to_string());
-    o.raw("listen_loopback_only", if loopback_only(s) { "true" } else { "false" });
+    o.raw(
+        "listen_loopback_only",
+        if loopback_only(s) { "true" } else { "false" },
+    );
     o.raw("pin", &s.pin.as_deref().map_or("null".into(), quote));
     o.raw("sessions", &sessions_json(s));
     let routes: Vec<String> = s.routes.iter().map(route_json).collect();
@@ -732,7 +735,8 @@ mod tests {
         lan.listen = "192.168.1.1:1443".parse().unwrap();
         let v2: serde_json::Value = serde_json::from_str(&json(&lan)).expect("valid JSON");
         assert_eq!(v2["listen_loopback_only"], false);
-        assert!(table(&lan).starts_with("tg-ws-proxy 0.1.0, up 1h02m, listening on 192.168.1.1:1443, pin"));
+        assert!(table(&lan)
+            .starts_with("tg-ws-proxy 0.1.0, up 1h02m, listening on 192.168.1.1:1443, pin"));
         assert_eq!(v["pin"], "tier tcp");
         assert_eq!(v["sessions"]["active"], 3);
         assert_eq!(v["sessions"]["per_tier"]["ws"], 2);

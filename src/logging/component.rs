@@ -125,7 +125,9 @@ mod tests {
         for (prefix, name) in COMPONENTS {
             assert!(
                 (2..=10).contains(&name.len())
-                    && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()),
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()),
                 "{prefix} → {name}"
             );
         }
@@ -166,8 +168,7 @@ mod tests {
                     .replace('/', "::")
                     .trim_end_matches("::mod")
                     .to_string();
-                if !logs || module == "lib" || module == "main" || module.starts_with("logging")
-                {
+                if !logs || module == "lib" || module == "main" || module.starts_with("logging") {
                     continue;
                 }
                 seen += 1;

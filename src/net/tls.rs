@@ -236,7 +236,11 @@ impl TlsStream {
     /// The negotiated suite's IANA name (`TLS13_CHACHA20_POLY1305_SHA256`), once the handshake
     /// has chosen one.
     pub fn cipher_suite(&self) -> Option<&'static str> {
-        self.tls.as_ref()?.negotiated_cipher_suite()?.suite().as_str()
+        self.tls
+            .as_ref()?
+            .negotiated_cipher_suite()?
+            .suite()
+            .as_str()
     }
 
     /// Decrypted plaintext into `buf`: `Some(n)` with data or `Some(0)` at a clean end
@@ -283,8 +287,7 @@ impl TlsStream {
                 return Err(tls_error(e));
             }
             let done = was_handshaking && !tls.is_handshaking();
-            if done && log::log_enabled!(log::Level::Debug)
-            {
+            if done && log::log_enabled!(log::Level::Debug) {
                 let peer = self.sock.peer_addr().map(|a| a.to_string());
                 log::debug!(
                     "TLS: negotiated {} with {}",

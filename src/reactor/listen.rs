@@ -258,10 +258,16 @@ mod tests {
             what: " (socks5)",
         };
         let t = bind_error(&os(libc::EADDRINUSE), addr, socks).to_string();
-        assert!(t.starts_with("cannot listen on 192.168.1.1:1443 (socks5): "), "{t}");
+        assert!(
+            t.starts_with("cannot listen on 192.168.1.1:1443 (socks5): "),
+            "{t}"
+        );
         assert!(t.ends_with("another --socks5"), "{t}");
         let other = bind_error(&os(libc::EMFILE), addr, PROXY_FLAGS).to_string();
-        assert!(other.starts_with("cannot listen on 192.168.1.1:1443: "), "{other}");
+        assert!(
+            other.starts_with("cannot listen on 192.168.1.1:1443: "),
+            "{other}"
+        );
     }
 
     #[test]
