@@ -264,7 +264,8 @@ fn link_with_a_missing_secret_file_names_it_and_creates_nothing() {
     let conf = dir.join("proxy.conf");
     std::fs::write(&conf, format!("port 1443\nsecret-file {t}\n")).unwrap();
     let c = conf.to_str().unwrap();
-    let cases: [(&[&str], &[(&str, &str)]); 3] = [
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(&[&str], Env); 3] = [
         (&["link", "--server", "192.0.2.1", "--secret-file", t], &[]),
         (&["link", "--server", "192.0.2.1"], &[("TG_SECRET_FILE", t)]),
         (&["link", "--server", "192.0.2.1", "--config", c], &[]),
