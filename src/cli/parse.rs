@@ -344,10 +344,12 @@ impl Draft {
             c.ws_addrs = config::default_ws_addrs();
         }
         if self.cf_priority && !tier_order_given {
-            // Compatibility with the Rust port: Cloudflare tiers before the direct one, every
-            // other tier after them in the default order.
-            let (cf, rest): (Vec<Tier>, Vec<Tier>) =
-                Tier::ALL.iter().partition(|t| t.is_cloudflare());
+            // Compatibility with the Rust port: Cloudflare's TLS tiers before the direct one,
+            // every other tier after them in the default order (plain `ws://` stays after
+            // the TLS tiers).
+            let (cf, rest): (Vec<Tier>, Vec<Tier>) = Tier::ALL
+                .iter()
+                .partition(|t| t.is_cloudflare() && !t.is_plain());
             c.tier_order = cf.into_iter().chain(rest).collect();
         }
         c.health.max_ms = c.health.max_ms.max(c.health.base_ms);

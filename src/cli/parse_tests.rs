@@ -209,6 +209,7 @@ fn joined_rules_cf_priority_cooldown_max_and_switch_order() {
         Tier::Ws,
         Tier::Front,
         Tier::Mtproto,
+        Tier::CfProxyWs,
         Tier::Tcp,
     ];
     assert_eq!(order("--cf-priority", S), cf_first);

@@ -189,8 +189,26 @@ const LISTEN_UPSTREAM: &[Opt] = &[
         }),
     },
     Opt {
+        reload: Live, long: "--cfproxy-ws", short: None, aliases: &[], env: &["TG_CFPROXY_WS"],
+        meta: "", default: "off", group: Upstream,
+        help: "the cfproxy-ws tier: the --cf-domain (and shared list) names over plain ws:// \
+               to --cf-ws-port, no TLS, after the TLS tiers; for networks that throttle TLS \
+               to Cloudflare by SNI (MTProto inside stays obfuscated and encrypted)",
+        kind: Switch(|d, on| d.config.cfproxy_ws = on),
+    },
+    Opt {
+        reload: Live, long: "--cf-ws-port", short: None, aliases: &[], env: &["TG_CF_WS_PORT"],
+        meta: "PORT", default: "80", group: Upstream,
+        help: "TCP port of the cfproxy-ws tier (Cloudflare proxies plain HTTP on 80, 8080, \
+               8880, 2052, 2082, 2086, 2095)",
+        kind: Value(|d, s| match s.parse::<u16>() {
+            Ok(p) if p > 0 => { d.config.cf_ws_port = p; Ok(()) }
+            _ => Err("must be a port 1-65535".into()),
+        }),
+    },
+    Opt {
         reload: Live, long: "--tier-order", short: None, aliases: &[], env: &["TG_TIER_ORDER"],
-        meta: "LIST", default: "ws,front,worker,cfproxy,mtproto,tcp", group: Upstream,
+        meta: "LIST", default: "ws,front,worker,cfproxy,mtproto,cfproxy-ws,tcp", group: Upstream,
         help: "tiers to try, in order: ws, front, worker, cfproxy, mtproto, tcp (unconfigured tiers are skipped)",
         kind: Value(|d, s| parse_tier_order(s).map(|t| d.config.tier_order = t)),
     },
@@ -204,7 +222,8 @@ const LISTEN_UPSTREAM: &[Opt] = &[
     Opt {
         reload: Live, long: "--cf-priority", short: None, aliases: &[], env: &["TG_CF_PRIORITY"],
         meta: "", default: "off", group: Upstream,
-        help: "Cloudflare tiers first: worker,cfproxy,ws,front,mtproto,tcp (--tier-order wins)",
+        help: "Cloudflare's TLS tiers first: worker,cfproxy,ws,front,mtproto,cfproxy-ws,tcp \
+               (--tier-order wins)",
         kind: Switch(|d, on| d.cf_priority = on),
     },
     Opt {

@@ -811,7 +811,8 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("sessions: 3/100 (ws 2, front 0, worker 0, cfproxy 0, mtproto 0, tcp 0, connecting 1)"),
+            t.contains("sessions: 3/100 (ws 2, front 0, worker 0, cfproxy 0, mtproto 0, cfproxy-ws 0, tcp 0, \
+             connecting 1)"),
             "{t}"
         );
         let lines: Vec<&str> = t.lines().filter(|l| l.starts_with("  ")).collect();

@@ -408,6 +408,7 @@ mod tests {
             }
             "ca-file" => concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
             "cf-domain-list-port" => "8443",
+            "cf-ws-port" => "8080",
             "cf-ip" => "127.0.0.2",
             "cf-ip-count" => "5",
             "tier-order" | "media-tier-order" => "tcp",
@@ -424,6 +425,7 @@ mod tests {
             "link-ip" => "192.0.2.1",
             "log-time" => "on",
             "cf-priority"
+            | "cfproxy-ws"
             | "danger-accept-invalid-certs"
             | "proxy-protocol"
             | "no-mask"

@@ -320,8 +320,8 @@ fn route_rows(
                 format!("ws:{} {host}@{}", r.dc, spec.addr)
             }
             // A media cfproxy route dials two names: one row each.
-            (DialKind::Ws { .. }, Tier::CfProxy) => {
-                format!("cfproxy:{} {}", r.dc, r.spec_label(&spec))
+            (DialKind::Ws { .. }, Tier::CfProxy | Tier::CfProxyWs) => {
+                format!("{}:{} {}", r.tier.name(), r.dc, r.spec_label(&spec))
             }
             // Fronting: one row per kws name, `SNI/Host@addr`.
             (
