@@ -54,13 +54,16 @@ pub(super) enum MissingSecretFile {
     /// A reload of a running proxy: an error (a reload never replaces the secret every phone
     /// link holds).
     RefuseReload,
-    /// Any other applet (`link`, `check`, `firewall`): an error naming the path, the applet,
-    /// and the two ways a secret is made.
+    /// `link` (any applet that uses the secrets but is not `run`): an error naming the path,
+    /// the applet, and the two ways a secret is made.
     Refuse,
+    /// An applet that never uses the proxy's secrets (`check`, `firewall`): the secret file is
+    /// neither read nor created, whether it exists or not.
+    Ignore,
 }
 
 /// Parses every `run` flag (and its env fallback) from `args` into a validated [`Config`],
-/// for an applet other than `run` (named `applet` in messages): `link`, `check`, `firewall`.
+/// for an applet other than `run` that uses the secrets (named `applet` in messages): `link`.
 /// An argument left over fails first (`unknown flag`, naming `applet` in the hint), before any
 /// value is judged; then values are judged in table order and the first bad one is reported.
 /// Never creates a file: a `--secret-file` that does not exist is an error naming the path
@@ -68,6 +71,17 @@ pub(super) enum MissingSecretFile {
 /// not print a link to a secret nothing serves).
 pub fn parse_run(args: Arguments, applet: &str, env: Env) -> Result<RunArgs, CliError> {
     parse_run_with(args, applet, env, MissingSecretFile::Refuse)
+}
+
+/// [`parse_run`] for applets that never use the proxy's secrets (`check`, `firewall`, which
+/// hand a placeholder `TG_SECRET` through `env`): a `--secret-file` from any source (flag,
+/// variable, `--config` line) is neither read nor created.
+pub fn parse_run_without_secret_file(
+    args: Arguments,
+    applet: &str,
+    env: Env,
+) -> Result<RunArgs, CliError> {
+    parse_run_with(args, applet, env, MissingSecretFile::Ignore)
 }
 
 /// [`parse_run`] for `run`'s start: a missing `--secret-file` is created with a fresh secret
@@ -411,6 +425,9 @@ impl Draft {
         let secret_file_source = self.source("--secret-file").unwrap_or(Source::Flag);
         let host_given = self.source("--host").is_some();
         let mut notes = Vec::new();
+        if missing == MissingSecretFile::Ignore {
+            self.secret_file = None;
+        }
         if let Some(path) = &self.secret_file {
             if let Some(m) = missing_secret_file(path, missing, applet) {
                 return Err(self.error("--secret-file", secret_file_source, m));
