@@ -105,6 +105,7 @@ mod tests {
             ("tg_ws_proxy::reactor::doh", "dns"),
             ("tg_ws_proxy::dns::cache", "dns"),
             ("tg_ws_proxy::reactor", "reactor"),
+            ("tg_ws_proxy::stats", "stats"),
             ("tg_ws_proxy::mtproto::faketls::hello", "faketls"),
             ("tg_ws_proxy::net::tls::config", "tls"),
             ("tg_ws_proxy::applet::run", "run"),
