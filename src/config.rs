@@ -411,6 +411,10 @@ pub struct Config {
     /// Upstream MTProto proxies (`--mtproto-proxy HOST:PORT:SECRET`, repeatable), in order: the
     /// `mtproto` tier's routes.
     pub mtproto_proxies: Vec<crate::mtproto::upstream::MtprotoProxy>,
+    /// The ClientHello the `mtproto` tier's `ee` hops send (`--mtproto-hello`, `classic`):
+    /// Chrome's without the post-quantum share (517 bytes, every server takes it) or Chrome's
+    /// as shipped (`chrome`, ~1.7 KB; the official MTProxy refuses it; docs/protocol.md §2.6).
+    pub mtproto_hello: crate::mtproto::faketls::client::Shape,
     /// Every upstream TCP connection (all tiers, probes, pool fills, list fetches) goes through
     /// this proxy (`--outbound-proxy`); `None` = direct.
     pub outbound_proxy: Option<crate::net::outbound::OutboundProxy>,
@@ -618,6 +622,7 @@ impl Config {
             bind_retry: Duration::ZERO,
             control_timeout: Duration::from_secs(2),
             mtproto_proxies: Vec::new(),
+            mtproto_hello: crate::mtproto::faketls::client::Shape::ChromeClassic,
             outbound_proxy: None,
             no_outbound_proxy_for: Vec::new(),
             outbound_proxy_backoff: Duration::from_millis(500),
@@ -696,6 +701,7 @@ settings! {
     cf_ips => "cf-ip",
     cf_ip_count => "cf-ip-count",
     mtproto_proxies => "mtproto-proxy",
+    mtproto_hello => "mtproto-hello",
     fronting_domains => "fronting-domain",
     ws_connect_timeout => "ws-connect-timeout",
     tcp_connect_timeout => "tcp-connect-timeout",

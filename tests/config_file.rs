@@ -2,7 +2,7 @@
 //! the tier order from the file (an inline `secret` line and a `secret-file` it names), a flag
 //! (a list too) beats the file, and a bad file stops `run` with exit 2 and one line naming the
 //! file and the line.
-//! README's example configuration is accepted as written.
+//! docs/setup.md's example configuration is accepted as written.
 //!
 //! Loopback only: fake DCs on 127.0.0.1, the proxy on an ephemeral 127.0.0.1 port.
 mod common;
@@ -217,32 +217,31 @@ fn tg_config_names_the_file() {
     );
 }
 
-/// The fenced example under README's "Configuration file" heading.
-fn readme_example() -> String {
-    let readme = include_str!("../README.md");
-    let start = readme
-        .find("\n### Configuration file")
-        .expect("README has a Configuration file section");
-    let section = &readme[start..];
+/// The fenced example under docs/setup.md's "Configuration file" heading.
+fn documented_example() -> String {
+    let doc = include_str!("../docs/setup.md");
+    let start = doc
+        .find("\n## Configuration file")
+        .expect("docs/setup.md has a Configuration file section");
+    let section = &doc[start..];
     let open = section.find("```text\n").expect("an example block") + "```text\n".len();
     let len = section[open..].find("```").expect("closed block");
     section[open..open + len].to_string()
 }
 
 #[test]
-fn readme_example_configuration_is_accepted_as_written() {
+fn documented_example_configuration_is_accepted_as_written() {
     let dir = temp_dir();
     let secret = dir.join("secret");
     // Only the secret file's path is changed: the example's lives under /etc.
-    let text = readme_example().replace("/etc/tg-ws-proxy/secret", secret.to_str().unwrap());
+    let text = documented_example().replace("/etc/tg-ws-proxy/secret", secret.to_str().unwrap());
     assert!(
         text.contains(secret.to_str().unwrap()),
         "example names the secret file:\n{text}"
     );
     let conf = dir.join("example.conf");
     write_private(&conf, &text);
-    // `link` never creates the secret file (`run` does on first start): make one as README's
-    // genkey line does.
+    // `link` never creates the secret file (`run` does on first start): make one with genkey.
     let key = run_bin(&["genkey"], &[], Duration::from_secs(10));
     assert_eq!(key.code, Some(0), "{key:?}");
     write_private(&secret, &key.stdout);

@@ -21,6 +21,8 @@ mod config_file;
 mod config_tests;
 mod draft;
 mod duration;
+#[cfg(test)]
+mod flags_doc;
 mod help;
 mod opt;
 mod parse;

@@ -325,18 +325,21 @@ mod tests {
         }
     }
 
+    /// docs/operating.md's "Reload and shutdown" names every restart-only setting (docs/flags.md
+    /// marks them too, from the same table: `cli::flags_doc`).
     #[test]
-    fn readme_lists_every_restart_only_setting() {
-        let readme = include_str!("../../README.md");
-        let start = readme
-            .find("### Reload and shutdown")
-            .expect("README section");
-        let section = &readme[start..];
-        let section = &section[..section[4..].find("\n#").map_or(section.len(), |i| i + 4)];
+    fn operating_doc_lists_every_restart_only_setting() {
+        let doc = include_str!("../../docs/operating.md");
+        let start = doc
+            .find("\n## Reload and shutdown\n")
+            .expect("docs/operating.md has a Reload and shutdown section");
+        let section = &doc[start + 1..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+        assert!(section.contains("needs a restart"), "{section}");
         for name in RESTART_ONLY {
             assert!(
                 section.contains(&format!("`--{name}`")),
-                "README misses --{name}"
+                "docs/operating.md's reload section misses --{name}"
             );
         }
     }
@@ -409,6 +412,7 @@ mod tests {
             "ca-file" => concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
             "cf-domain-list-port" => "8443",
             "cf-ws-port" => "8080",
+            "mtproto-hello" => "chrome",
             "cf-ip" => "127.0.0.2",
             "cf-ip-count" => "5",
             "tier-order" | "media-tier-order" => "tcp",
@@ -471,7 +475,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// [`RESTART_ONLY`] (README's list) is the option table's `restart` entries.
+    /// [`RESTART_ONLY`] (docs/operating.md's list) is the option table's `restart` entries.
     #[test]
     fn restart_only_is_the_option_tables_restart_entries() {
         let mut table: Vec<&str> = crate::cli::config_keys()

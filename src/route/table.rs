@@ -551,7 +551,10 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             .mtproto_proxies
             .iter()
             .map(|proxy| Target::Mtproto {
-                proxy: proxy.clone(),
+                proxy: MtprotoProxy {
+                    hello: cfg.mtproto_hello,
+                    ..proxy.clone()
+                },
             })
             .collect(),
         // One route per fronting name toward the DC's WS front (docs/protocol.md §4.6); its
@@ -1034,6 +1037,20 @@ mod tests {
         // address is then the UNRESOLVED placeholder) and the bypass list matches it.
         assert_eq!(spec[0].kind.host(), Some("far.someone.example.net"));
         assert!(!format!("{:?}", spec[0]).contains(key));
+        // `--mtproto-hello`: classic unless said; the setting reaches every mtproto dial.
+        let hello = |t: &Table, id: usize| match &t.routes[id].dial_specs(&mut |_| None)[..] {
+            [DialSpec {
+                kind: DialKind::Mtproto { hello, .. },
+                ..
+            }, ..] => Some(*hello),
+            _ => None,
+        };
+        use crate::mtproto::faketls::client::Shape;
+        assert_eq!(hello(&t, ids[1]), Some(Shape::ChromeClassic));
+        cfg.mtproto_hello = Shape::Chrome;
+        let mut t = Table::new();
+        let ids = t.routes_for(dc2(), &cfg, listen);
+        assert_eq!(hello(&t, ids[1]), Some(Shape::Chrome));
         let literal = &t.routes[ids[1]];
         assert_eq!(literal.host(), None);
         assert_eq!(

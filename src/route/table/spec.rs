@@ -69,6 +69,7 @@ impl Route {
                     kind: DialKind::Mtproto {
                         host: proxy.host.clone(),
                         secret: proxy.secret.clone(),
+                        hello: proxy.hello,
                     },
                 }],
                 None => Vec::new(),
