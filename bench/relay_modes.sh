@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/relay_modes.sh — what the relay's cheap modes save (issue 21, BENCHMARKS.md "Issue 21"):
+# bench/relay_modes.sh — what the relay's cheap modes save (issue 21, BENCHMARKS.md "Relay modes"):
 # instructions inside Relay::step per relayed byte, by mode and link, from callgrind over the
 # relay core's unit-test rig (`relay::tests::modes::relay_cost`, in-memory pipes, reply check
 # on, 512 KiB MTProto packets down and up). Ir(N MiB) - Ir(0) over the bytes removes set-up.

@@ -7,7 +7,8 @@
 # Telegram DC and a mask site on loopback, and writes a Markdown report to target/bench/ (also printed) and
 # the burst runs' proxy logs to target/bench/burst/<stamp>/. Touches nothing outside target/ and
 # $BENCH_CROSS_DIR (default /var/tmp/tg-ws-proxy-cross, where cross/build.sh builds too);
-# results that go into BENCHMARKS.md are copied there by hand, with their interpretation.
+# results that go into BENCHMARKS.md are copied there by hand (the current table), the run's record
+# and interpretation into bench/history/.
 #
 # Extra arguments go to the driver, e.g. `bench/run.sh --large 200 --gib 0.5` for a quick run,
 # `bench/run.sh --only burst --burst-ref` for the burst alone (what `make bench-burst` runs),

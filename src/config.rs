@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::logging::LogTime;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Secret;
 use crate::net::tls::CipherPref;
@@ -33,13 +34,17 @@ pub enum Tier {
     /// An upstream MTProto proxy (`--mtproto-proxy HOST:PORT:SECRET`): obfuscated2 (and for `ee`
     /// fake-TLS) client side toward it (docs/protocol.md §4.4).
     Mtproto,
+    /// The cfproxy tier's names over plain `ws://` (`--cf-ws-port`, 80), no TLS of ours at all:
+    /// opt-in (`--cfproxy-ws on`) for networks that throttle TLS to Cloudflare by SNI; the
+    /// MTProto inside stays obfuscated2 and end-to-end encrypted (docs/protocol.md §4.3).
+    CfProxyWs,
     /// Raw obfuscated2 over TCP to the DC address (last resort).
     Tcp,
 }
 
 impl Tier {
     /// How many tiers there are: the size of per-tier arrays.
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
 
     /// Every tier, in the default order (declaration order, so `index` follows it).
     pub const ALL: [Tier; Tier::COUNT] = [
@@ -48,11 +53,12 @@ impl Tier {
         Tier::Worker,
         Tier::CfProxy,
         Tier::Mtproto,
+        Tier::CfProxyWs,
         Tier::Tcp,
     ];
 
     /// Lower-case name used in flags and logs (`ws`, `front`, `worker`, `cfproxy`, `mtproto`,
-    /// `tcp`).
+    /// `cfproxy-ws`, `tcp`).
     pub fn name(self) -> &'static str {
         match self {
             Tier::Ws => "ws",
@@ -60,6 +66,7 @@ impl Tier {
             Tier::Worker => "worker",
             Tier::CfProxy => "cfproxy",
             Tier::Mtproto => "mtproto",
+            Tier::CfProxyWs => "cfproxy-ws",
             Tier::Tcp => "tcp",
         }
     }
@@ -72,6 +79,7 @@ impl Tier {
             "mtproto" => Some(Tier::Mtproto),
             "worker" => Some(Tier::Worker),
             "cfproxy" => Some(Tier::CfProxy),
+            "cfproxy-ws" => Some(Tier::CfProxyWs),
             "tcp" => Some(Tier::Tcp),
             _ => None,
         }
@@ -84,7 +92,12 @@ impl Tier {
 
     /// True for tiers that pass through Cloudflare (quotas apply; only a Worker is pinged).
     pub fn is_cloudflare(self) -> bool {
-        matches!(self, Tier::Worker | Tier::CfProxy)
+        matches!(self, Tier::Worker | Tier::CfProxy | Tier::CfProxyWs)
+    }
+
+    /// True for the tier whose leg carries no TLS of ours (`cfproxy-ws`: plain `ws://`).
+    pub fn is_plain(self) -> bool {
+        self == Tier::CfProxyWs
     }
 }
 
@@ -238,6 +251,12 @@ pub struct Config {
     pub worker_groups: Vec<(CfEndpoint, String)>,
     /// Cloudflare-proxied domains (`--cf-domain`, repeatable): `kwsN.<domain>`.
     pub cf_domains: Vec<CfEndpoint>,
+    /// The `cfproxy-ws` tier is on (`--cfproxy-ws`, off): the cfproxy names also over plain
+    /// `ws://` to [`Config::cf_ws_port`], after the TLS tiers.
+    pub cfproxy_ws: bool,
+    /// TCP port of the `cfproxy-ws` tier (`--cf-ws-port`, 80; Cloudflare proxies plain HTTP on
+    /// 80, 8080, 8880, 2052, 2082, 2086 and 2095).
+    pub cf_ws_port: u16,
     /// Cloudflare edge addresses and ranges the Worker and cfproxy routes dial instead of
     /// their name's DNS answer (`--cf-ip`, repeatable; `config::cf_ip`, `route::edges`). Empty: DNS.
     pub cf_ips: Vec<cf_ip::CfIp>,
@@ -312,6 +331,9 @@ pub struct Config {
     pub doh_timeout: Duration,
     /// Most verbose level logged (`-q` → Warn, default Info, `-v` → Debug, `-v -v` → Trace).
     pub log_level: log::LevelFilter,
+    /// Whether stderr lines carry the UTC time stamp (`--log-time auto|on|off`, auto: only on
+    /// a terminal, since logd and journald stamp lines themselves). The log file always does.
+    pub log_time: LogTime,
     /// Append log lines to this file instead of stderr (`--log-file`); `None` = stderr.
     pub log_file: Option<PathBuf>,
     /// Size cap of `log_file` in bytes before its one rotation to `PATH.1` (`--log-max-kb`,
@@ -389,6 +411,10 @@ pub struct Config {
     /// Upstream MTProto proxies (`--mtproto-proxy HOST:PORT:SECRET`, repeatable), in order: the
     /// `mtproto` tier's routes.
     pub mtproto_proxies: Vec<crate::mtproto::upstream::MtprotoProxy>,
+    /// The ClientHello the `mtproto` tier's `ee` hops send (`--mtproto-hello`, `classic`):
+    /// Chrome's without the post-quantum share (517 bytes, every server takes it) or Chrome's
+    /// as shipped (`chrome`, ~1.7 KB; the official MTProxy refuses it; docs/protocol.md §2.6).
+    pub mtproto_hello: crate::mtproto::faketls::client::Shape,
     /// Every upstream TCP connection (all tiers, probes, pool fills, list fetches) goes through
     /// this proxy (`--outbound-proxy`); `None` = direct.
     pub outbound_proxy: Option<crate::net::outbound::OutboundProxy>,
@@ -479,11 +505,11 @@ impl Config {
     }
 
     /// Bound on one dial (TCP + TLS + upgrade) of a route of `tier`: `--ws-connect-timeout`,
-    /// `--cf-connect-timeout` (worker, cfproxy) or `--tcp-connect-timeout`.
+    /// `--cf-connect-timeout` (worker, cfproxy, cfproxy-ws) or `--tcp-connect-timeout`.
     pub fn attempt_timeout(&self, tier: Tier) -> Duration {
         match tier {
             Tier::Ws | Tier::Front => self.ws_connect_timeout,
-            Tier::Worker | Tier::CfProxy => self.cf_connect_timeout,
+            Tier::Worker | Tier::CfProxy | Tier::CfProxyWs => self.cf_connect_timeout,
             Tier::Mtproto | Tier::Tcp => self.tcp_connect_timeout,
         }
     }
@@ -496,6 +522,7 @@ impl Config {
             Tier::Front => !self.fronting_domains.is_empty(),
             Tier::Worker => !self.worker_domains.is_empty(),
             Tier::CfProxy => !self.cf_domains.is_empty() || !self.cf_shared_domains.is_empty(),
+            Tier::CfProxyWs => self.cfproxy_ws && self.tier_configured(Tier::CfProxy),
             Tier::Mtproto => !self.mtproto_proxies.is_empty(),
         }
     }
@@ -539,6 +566,8 @@ impl Config {
             worker_domains: Vec::new(),
             worker_groups: Vec::new(),
             cf_domains: Vec::new(),
+            cfproxy_ws: false,
+            cf_ws_port: 80,
             cf_ips: Vec::new(),
             cf_ip_count: cf_ip::DEFAULT_COUNT,
             cf_connect_timeout: Duration::from_secs(10),
@@ -566,6 +595,7 @@ impl Config {
             doh_fallback: false,
             doh_timeout: Duration::from_secs(5),
             log_level: log::LevelFilter::Info,
+            log_time: LogTime::Auto,
             log_file: None,
             log_fold_interval: Duration::from_secs(6),
             log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,
@@ -592,6 +622,7 @@ impl Config {
             bind_retry: Duration::ZERO,
             control_timeout: Duration::from_secs(2),
             mtproto_proxies: Vec::new(),
+            mtproto_hello: crate::mtproto::faketls::client::Shape::ChromeClassic,
             outbound_proxy: None,
             no_outbound_proxy_for: Vec::new(),
             outbound_proxy_backoff: Duration::from_millis(500),
@@ -665,9 +696,12 @@ settings! {
     cf_domain_list_port => "cf-domain-list-port",
     cf_domain_cache => "cf-domain-cache",
     cf_domains => "cf-domain",
+    cfproxy_ws => "cfproxy-ws",
+    cf_ws_port => "cf-ws-port",
     cf_ips => "cf-ip",
     cf_ip_count => "cf-ip-count",
     mtproto_proxies => "mtproto-proxy",
+    mtproto_hello => "mtproto-hello",
     fronting_domains => "fronting-domain",
     ws_connect_timeout => "ws-connect-timeout",
     tcp_connect_timeout => "tcp-connect-timeout",
@@ -699,6 +733,7 @@ settings! {
     tcp_keepalive => "tcp-keepalive",
     close_linger => "close-linger",
     log_level => "verbose",
+    log_time => "log-time",
     link_ip => "link-ip",
     short_session => "short-session",
     stall_timeout => "stall-timeout",

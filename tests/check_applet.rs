@@ -595,6 +595,56 @@ fn cfproxy_media_is_checked_under_both_names_in_media_order() {
     assert!(!r.stdout.contains("example.com"), "{}", r.stdout);
 }
 
+/// `check --cfproxy-ws` lists the `cfproxy-ws` routes (`ws://` targets at `--cf-ws-port`) and
+/// proves them over plain WebSocket, no TLS; without the switch the tier has no rows.
+#[test]
+fn cfproxy_ws_routes_are_checked_over_plain_ws_only_when_switched_on() {
+    let front = FakeDc::start_plain_ws(DcConfig::default());
+    let port = front.port().to_string();
+    let mut args: Vec<String> = vec![
+        "--cf-domain".into(),
+        "example.com".into(),
+        "--cf-ws-port".into(),
+        port.clone(),
+        "--tier-order".into(),
+        "cfproxy-ws,tcp".into(),
+        "--tcp-dc-ip".into(),
+        format!("2:127.0.0.1:{}", closed_port()),
+        "--probe-timeout".into(),
+        "3".into(),
+    ];
+    args.extend(name_args(&["kws2.example.com"]));
+    let off: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = check(&off);
+    assert!(
+        tier_lines(&r.stdout, "cfproxy-ws").is_empty(),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(front.connections(), 0);
+
+    args.push("--cfproxy-ws".into());
+    let on: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = check(&on);
+    let rows = lines(&r.stdout, "cfproxy-ws:DC2");
+    assert_eq!(
+        rows.len(),
+        1,
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(result(rows[0]), Some("OK"), "{}", r.stdout);
+    assert_eq!(
+        rows[0].split_whitespace().nth(2),
+        Some(format!("ws://kws2.ex…@127.0.0.1:{port}").as_str()),
+        "{}",
+        r.stdout
+    );
+    assert!(front.snis().is_empty(), "no TLS");
+    assert!(front.upgrades() >= 1);
+}
+
 #[test]
 fn a_route_that_freezes_after_16_kib_shows_as_stalled_with_the_bytes_it_let_through() {
     // Issue 19 §1: check pulls past the freeze size (--stall-probe-bytes), so a front that

@@ -1,7 +1,8 @@
 //! Black-box ladder tests, one per tier and per ordering rule: the Worker tier end to end
 //! through the Worker look-alike (docs/protocol.md §4.2: `/apiws?dst=…&dc=…&media=…`, no
 //! subprotocol, plain byte stream), the cfproxy tier (§4.3: `kwsN.<domain>`, subprotocol
-//! `binary`, one transport packet per WS message), fallback order under `--tier-order` and
+//! `binary`, one transport packet per WS message), the `cfproxy-ws` tier (the same names over
+//! plain `ws://`, opt-in, after the TLS tiers), fallback order under `--tier-order` and
 //! `--cf-priority`, and WS pings toward Cloudflare tiers only (docs/design.md §5).
 //!
 //! Owns only this file; the rig is tests/common. Loopback only: host names reach 127.0.0.1
@@ -186,6 +187,106 @@ fn cfproxy_tier_end_to_end_uses_kws_names_binary_and_one_packet_per_message() {
         "{msgs:?}"
     );
     assert!(front.violations().is_empty(), "{:?}", front.violations());
+}
+
+/// The `cfproxy-ws` tier (issue 22 part 4, docs/protocol.md §4.3): the cfproxy names over
+/// plain `ws://` to `--cf-ws-port` — no TLS at all (the front sees no ClientHello, so no SNI),
+/// the same `Host`, path and subprotocol as the TLS cfproxy tier, one packet per message; the
+/// session record says it ran without TLS.
+#[test]
+fn cfproxy_ws_tier_end_to_end_speaks_plain_ws_with_the_cfproxy_names() {
+    let front = FakeDc::start_plain_ws(DcConfig::default());
+    let args = vec![
+        s("--tier-order"),
+        s("cfproxy-ws"),
+        s("--cfproxy-ws"),
+        s("--cf-domain"),
+        s(CF_DOMAIN),
+        s("--cf-ws-port"),
+        front.port().to_string(),
+    ];
+    let p = proxy(&args);
+    assert_ok(&probe(&p, 2), &p);
+    assert_eq!(
+        front.init_dcs(),
+        vec![(Tag::Intermediate, 2)],
+        "{}",
+        p.dump()
+    );
+    assert!(front.snis().is_empty(), "no TLS: {:?}", front.snis());
+    assert!(
+        front
+            .hosts()
+            .iter()
+            .all(|h| h.split(':').next() == Some("kws2.example.com")),
+        "{:?}",
+        front.hosts()
+    );
+    assert_eq!(front.paths(), vec!["/apiws"]);
+    assert_eq!(front.protocols(), vec![Some(s("binary"))]);
+
+    let before = front.messages().len();
+    echo_burst(&p, 2, 10, 100);
+    let msgs = front.messages()[before..].to_vec();
+    assert_eq!(msgs.len(), 10, "one message per packet: {msgs:?}");
+    assert!(front.violations().is_empty(), "{:?}", front.violations());
+    let session = p.wait_event("session", WAIT, |e| e["tier"] == "cfproxy-ws");
+    let session = session.unwrap_or_else(|| panic!("{:?}", p.events("session")));
+    assert_eq!(session["plain_ws"], true, "{session}");
+    assert!(
+        session["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("ws://kws2.")),
+        "{session}"
+    );
+}
+
+/// `cfproxy-ws` is opt-in and comes after the TLS tiers: with every TLS tier refused (the
+/// TLS cfproxy front included) and a healthy raw DC, the default order carries the session
+/// over `tcp` while the switch is off — the plain front is never dialled — and over
+/// `cfproxy-ws` once `--cfproxy-ws` is given.
+#[test]
+fn cfproxy_ws_is_opt_in_and_tried_after_the_tls_tiers() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let plain = FakeDc::start_plain_ws(DcConfig::default());
+    let mut args = Vec::new();
+    args.extend(ws_flag(closed_port()));
+    args.extend(tcp_flag(&dc));
+    args.extend([
+        s("--cf-domain"),
+        format!("{CF_DOMAIN}:{}", closed_port().port()),
+    ]);
+    args.extend([s("--cf-ws-port"), plain.port().to_string()]);
+
+    let off = proxy(&args);
+    assert_ok(&probe(&off, 2), &off);
+    let session = off.wait_event("session", WAIT, |e| !e["tier"].is_null());
+    let session = session.unwrap_or_else(|| panic!("{:?}", off.events("session")));
+    assert_eq!(
+        session["tier"],
+        "tcp",
+        "{session}
+{}",
+        off.dump()
+    );
+    assert_eq!(session["plain_ws"], false, "{session}");
+    assert_eq!(plain.connections(), 0, "off by default: {}", off.dump());
+    drop(off);
+
+    args.push(s("--cfproxy-ws"));
+    let on = proxy(&args);
+    assert_ok(&probe(&on, 2), &on);
+    let session = on.wait_event("session", WAIT, |e| !e["tier"].is_null());
+    let session = session.unwrap_or_else(|| panic!("{:?}", on.events("session")));
+    assert_eq!(
+        session["tier"],
+        "cfproxy-ws",
+        "{session}
+{}",
+        on.dump()
+    );
+    assert_eq!(session["plain_ws"], true, "{session}");
+    assert!(plain.upgrades() >= 1, "{}", on.dump());
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Black-box: the mask loop guard never refuses a real client, and still stops real loops
-//! (issue 19 §2; docs/design.md §6). README's layout puts a balancer on the same host in front
+//! (issue 19 §2; docs/design.md §6). docs/ways-in.md's PROXY protocol layout puts a balancer on the same host in front
 //! of the proxy and masks to a web server on 127.0.0.1, so every client arrives from
 //! 127.0.0.1 and the kernel gives the balancer's connections the same local ports as live mask
 //! connections toward the web server. A loop is the proxy meeting its own mask connection, by

@@ -15,6 +15,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::balancer::Balancer;
 use common::ctl::Ctl;
 use common::fakedc::{DcConfig, FakeDc};
 use common::{client_opts, os_rng, run_bin, temp_dir, wait_until, Proxy, SECRET};
@@ -176,6 +177,40 @@ fn chain_with_a_dd_upstream_secret() {
 #[test]
 fn chain_with_an_ee_upstream_secret_wraps_the_hop_in_fake_tls() {
     chain_carries_sessions(&ee_up_secret(), true);
+}
+
+/// `--mtproto-hello` (issue 22 part 1, docs/protocol.md §2.6): by default the `ee` hop's hello
+/// is the 517-byte classic shape (record header `16 03 01 02 00`, what the official MTProxy
+/// requires); with `chrome` it is Chrome's post-quantum hello, one record over 1.5 KB, and our
+/// own `ee` inbound takes it — sessions relay through both. The record headers are read on
+/// the wire by a forwarder between the two instances.
+#[test]
+fn mtproto_hello_chrome_sends_the_post_quantum_hello_and_classic_the_517_byte_one() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let up = upstream(&dc, &ee_up_secret(), 0);
+    let wire = Balancer::recording(up.addr());
+    let mut rng = os_rng();
+    for (shape, extra) in [
+        ("classic", &[][..]),
+        ("chrome", &["--mtproto-hello", "chrome"][..]),
+    ] {
+        let fr = front(wire.addr().port(), &ee_up_secret(), extra);
+        if let Err(e) = session(&fr, Tag::Intermediate, 2, &mut rng) {
+            panic!("{shape}: {e}\n{}", dump(&fr, &up));
+        }
+        let heads = wire.heads();
+        let head = heads.last().expect("a connection through the forwarder");
+        assert_eq!(
+            head[..3],
+            [0x16, 0x03, 0x01],
+            "{shape}: a TLS handshake record"
+        );
+        let len = u16::from_be_bytes([head[3], head[4]]);
+        match shape {
+            "classic" => assert_eq!(len, 512, "517 bytes with the header"),
+            _ => assert!(len > 1500, "post-quantum share: {len}"),
+        }
+    }
 }
 
 #[test]

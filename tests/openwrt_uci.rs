@@ -69,7 +69,7 @@ const HEAD: &str = "\
 # Every option and list of section 'main' becomes one NAME VALUE line of
 # /var/etc/tg-ws-proxy.conf ('_' turned into '-'), which the service runs as
 # `tg-ws-proxy run --config /var/etc/tg-ws-proxy.conf`; an empty option means the default.
-# The names are the run flags without \"--\" (README, \"run flags\"); repeatable flags are lists;
+# The names are the run flags without \"--\" (docs/flags.md); repeatable flags are lists;
 # switches are '0' or '1'. Change settings with uci, then reload (a SIGHUP: sessions keep
 # running, new ones use the new settings):
 #   uci set tg-ws-proxy.main.tier_order='ws,tcp'

@@ -1,4 +1,4 @@
-//! Black-box: the per-client limits do not give an `ee` port away (issue 19 §2; README
+//! Black-box: the per-client limits do not give an `ee` port away (issue 19 §2; docs/operating.md
 //! "Per-client limits"). A site answers every connection; a port that closes connections over
 //! `--max-per-ip` or the rate before their first byte answers 64 of 100 probes from one address.
 //! With an `ee` secret a connection over a limit is handled like a client that is not ours —

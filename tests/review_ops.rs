@@ -267,7 +267,7 @@ fn ctl_at_the_control_connection_cap_says_the_proxy_is_busy() {
     );
 }
 
-/// README: at reload "the fake-TLS replay cache and clock trust are kept". Removing every `ee`
+/// docs/operating.md: at reload "the fake-TLS replay cache and clock trust are kept". Removing every `ee`
 /// secret and adding one back must not hand out a fresh, empty replay cache: a hello recorded
 /// before is still a replay (masked, counted in `counters.tls.replays`), not a new session.
 #[test]

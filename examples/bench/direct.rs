@@ -1,4 +1,4 @@
-//! The cheap relay end to end (issue 21, BENCHMARKS.md "Issue 21"): on the tcp and the ws tier,
+//! The cheap relay end to end (issue 21, BENCHMARKS.md "Relay modes"): on the tcp and the ws tier,
 //! the real proxy relays the same payload for three clients — (a) a proxy client with the
 //! secret (relay mode `reencrypt`, today's path), (b) a direct client through the SOCKS5
 //! inbound with a secretless obfuscated2 init (`passthrough`), (c) a plain abridged client

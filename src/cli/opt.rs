@@ -113,7 +113,7 @@ pub(crate) struct Opt {
     pub env: &'static [&'static str],
     /// The value's placeholder in help (`N`, `D`, `PATH`); empty for switches.
     pub meta: &'static str,
-    /// The default exactly as `--help` and README show it: a value the writer accepts and that
+    /// The default exactly as `--help` and docs/flags.md show it: a value the writer accepts and that
     /// leaves the default config unchanged, or words (`none`, `off`, `detected`, …; the
     /// tests keep the list).
     pub default: &'static str,

@@ -520,8 +520,13 @@ impl Conn {
             (w, Some(dst)) => format!(" {} to {dst}", w.name()),
             (w, None) => format!(" {}", w.name()),
         };
+        // The `cfproxy-ws` tier's leg had no TLS of ours: said on the line itself.
+        let plain = match self.info.tier {
+            Some(t) if t.is_plain() => " (ws://, no TLS)",
+            _ => "",
+        };
         info!(
-            "session {}{}{way} {} via {} {} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{froze}{folded}",
+            "session {}{}{way} {} via {} {}{plain} connect={} ttfb={} up={} down={} dur={:.1}s closed-by={} reason={}{froze}{folded}",
             self.peer,
             if self.client.is_fake_tls() { " fake-TLS" } else { "" },
             self.info.dc.map(|d| d.label()).unwrap_or_else(|| "-".into()),

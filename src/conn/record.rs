@@ -19,6 +19,7 @@ impl Conn {
             .opt("dc", dc.as_deref())
             .opt("tier", self.info.tier.map(|t| t.name()))
             .str("target", &self.info.target)
+            .bool("plain_ws", self.info.tier.is_some_and(|t| t.is_plain()))
             .bool("masked", masked.is_some())
             .opt("mask_why", why.map(|w| w.to_string()).as_deref())
             .opt("mask_target", target)

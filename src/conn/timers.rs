@@ -171,7 +171,7 @@ impl Conn {
     pub(super) fn ping_every(tier: Tier, kept: &Kept) -> u64 {
         match tier {
             Tier::Worker => kept.cf_ping_ms,
-            Tier::Ws | Tier::Front | Tier::CfProxy => kept.ws_ping_ms,
+            Tier::Ws | Tier::Front | Tier::CfProxy | Tier::CfProxyWs => kept.ws_ping_ms,
             Tier::Mtproto | Tier::Tcp => 0,
         }
     }

@@ -439,6 +439,10 @@ impl Reactor {
                 Some("no --cf-worker-domain is configured".into())
             }
             Tier::CfProxy if !cfg.tier_configured(t) => Some("no --cf-domain is configured".into()),
+            Tier::CfProxyWs if !cfg.cfproxy_ws => Some("off (--cfproxy-ws turns it on)".into()),
+            Tier::CfProxyWs if !cfg.tier_configured(t) => {
+                Some("no --cf-domain is configured".into())
+            }
             Tier::Front if !cfg.tier_configured(t) => {
                 Some("no --fronting-domain is configured".into())
             }

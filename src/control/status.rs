@@ -308,7 +308,7 @@ pub(crate) mod tests {
             pin: Some("tier tcp".into()),
             sessions_active: 3,
             sessions_capacity: 100,
-            sessions_per_tier: [2, 0, 0, 0, 0, 0],
+            sessions_per_tier: [2, 0, 0, 0, 0, 0, 0],
             sessions_waiting_on_client: 1,
             routes: vec![route(0, Tier::Ws, "up"), route(1, Tier::Tcp, "down")],
             budgets: vec![("w…workers.dev:443".into(), 99_000)],

@@ -6,7 +6,8 @@
 //! Events (every object has `"event"` and `"ms"`, milliseconds since the stream was opened at start, monotonic):
 //! * `session`: a client connection ended — `peer`, `fake_tls`, `dc` (`DC2`, `-DC4`, or null
 //!   before the handshake told it), `tier` (null if no upstream was won), `target` (the route's
-//!   label, ` (pooled)` when served from a warm pool; empty if none), `masked`, `up` and
+//!   label, ` (pooled)` when served from a warm pool; empty if none), `plain_ws` (true when the
+//!   upstream ran over plain `ws://` without TLS: the `cfproxy-ws` tier), `masked`, `up` and
 //!   `down` (payload bytes), `closed_by` (`client`, `upstream`, `proxy`), `reason` (a
 //!   `CloseReason` name), `froze` (a `Freeze` name or null).
 //!   Also `mask_why` (a `MaskWhy` name) and `mask_target` (`HOST:PORT (ADDR)`) of a session

@@ -1,7 +1,8 @@
 //! [`SpanAlloc`]: the process allocator of the static musl builds, which gives freed memory back
 //! to the OS. The libc those builds link (zig's) keeps every freed block below 64 KiB in its free
 //! lists for good, so after a burst of sessions the process keeps its peak RSS
-//! (BENCHMARKS.md "Issue 19: memory returned"); glibc keeps it too but has `malloc_trim`
+//! (BENCHMARKS.md "Memory returned after a burst"; the analysis: bench/history/, "Issue 19: memory
+//! returned"); glibc keeps it too but has `malloc_trim`
 //! (`mem::release`), so glibc builds keep the system allocator.
 //!
 //! Layout: small blocks (≤ [`MAX_SMALL`] bytes, alignment ≤ 64) live in 64 KiB spans, each span

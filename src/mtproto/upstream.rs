@@ -13,6 +13,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 
 use crate::mtproto::dc::DcId;
+use crate::mtproto::faketls::client::Shape;
 use crate::mtproto::obfs2::{self, Initiated, Secret, SecretKind, Tag};
 use crate::rng::Rng;
 
@@ -25,6 +26,9 @@ pub struct MtprotoProxy {
     pub port: u16,
     /// The upstream's secret: plain, `dd` or `ee` (+ the SNI domain its fake-TLS uses).
     pub secret: Secret,
+    /// The ClientHello an `ee` hop sends (`--mtproto-hello`, docs/protocol.md §2.6):
+    /// [`Shape::ChromeClassic`] unless the route was built with `chrome`.
+    pub hello: Shape,
 }
 
 impl MtprotoProxy {
@@ -75,7 +79,12 @@ impl MtprotoProxy {
                 ));
             }
         }
-        Ok(MtprotoProxy { host, port, secret })
+        Ok(MtprotoProxy {
+            host,
+            port,
+            secret,
+            hello: Shape::ChromeClassic,
+        })
     }
 
     /// The host as an IP address, if it is a literal (no DNS needed).

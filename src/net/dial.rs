@@ -22,6 +22,7 @@ use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 
 use crate::error::Failure;
+use crate::mtproto::faketls::client::Shape;
 use crate::mtproto::obfs2::{Secret, SecretKind};
 use crate::mtproto::upstream::hello::{HelloError, TlsHello};
 use crate::net::faketls_stream::FakeTlsStream;
@@ -74,6 +75,8 @@ pub enum DialKind {
         host: String,
         /// The upstream's secret (`Debug` masks the key).
         secret: Secret,
+        /// The ClientHello an `ee` secret's handshake sends (`--mtproto-hello`).
+        hello: Shape,
     },
     /// TLS only, with SNI `host` (verified like every dial), no upgrade: the caller speaks
     /// plain HTTP/1.1 over it (the shared CF domain list fetch, `reactor::cflist`). Ready as
@@ -275,13 +278,13 @@ struct Env<'a, 'r> {
     rng: &'r mut Rng,
 }
 
-/// The fake-TLS handshake an `ee` upstream needs (`None` for plain and `dd`), signed at
-/// `wall_s` and salted by `rng`.
-fn start_hello(secret: &Secret, wall_s: u64, rng: &mut Rng) -> Result<Option<TlsHello>, DialStep> {
+/// The fake-TLS handshake an `ee` upstream needs (`None` for plain and `dd`), with the hello
+/// of `shape`, signed at the env's `wall_s` and salted by its `rng`.
+fn start_hello(secret: &Secret, shape: Shape, env: &mut Env) -> Result<Option<TlsHello>, DialStep> {
     let SecretKind::Ee(domain) = &secret.kind else {
         return Ok(None);
     };
-    TlsHello::new(&secret.key, domain, wall_s, rng)
+    TlsHello::new(&secret.key, domain, shape, env.wall_s, env.rng)
         .map(Some)
         .ok_or_else(|| local("ee secret domain over 253 bytes"))
 }
@@ -353,7 +356,7 @@ impl Dial {
                     detail: e.to_string(),
                 },
             }),
-            DialKind::Mtproto { secret, .. } => match start_hello(secret, env.wall_s, env.rng) {
+            DialKind::Mtproto { secret, hello, .. } => match start_hello(secret, *hello, env) {
                 Ok(None) => Some(DialStep::Ready(Upstream::Tcp(sock))),
                 Ok(Some(h)) => {
                     self.state = State::Hello(sock, Box::new(h));
@@ -676,12 +679,14 @@ mod tests {
             kind: DialKind::Mtproto {
                 host: proxy.host.clone(),
                 secret: proxy.secret.clone(),
+                hello: proxy.hello,
             },
         };
         let poll = mio::Poll::new().unwrap();
         let expected = TlsHello::new(
             &proxy.secret.key,
             "a.example",
+            proxy.hello,
             WALL_S,
             &mut Rng::from_seed([1; 48]),
         )

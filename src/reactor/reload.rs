@@ -190,6 +190,7 @@ impl Reactor {
         s.per_ip.set_limits(Limits::of(&cfg));
         s.dc_table.set_flags(cfg.dc_addrs.iter());
         log::set_max_level(cfg.log_level);
+        crate::logging::set_log_time(cfg.log_time);
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         s.attempt_log.set_interval(fold_ms);
         s.client_log.set_interval(fold_ms);
@@ -324,18 +325,21 @@ mod tests {
         }
     }
 
+    /// docs/operating.md's "Reload and shutdown" names every restart-only setting (docs/flags.md
+    /// marks them too, from the same table: `cli::flags_doc`).
     #[test]
-    fn readme_lists_every_restart_only_setting() {
-        let readme = include_str!("../../README.md");
-        let start = readme
-            .find("### Reload and shutdown")
-            .expect("README section");
-        let section = &readme[start..];
-        let section = &section[..section[4..].find("\n#").map_or(section.len(), |i| i + 4)];
+    fn operating_doc_lists_every_restart_only_setting() {
+        let doc = include_str!("../../docs/operating.md");
+        let start = doc
+            .find("\n## Reload and shutdown\n")
+            .expect("docs/operating.md has a Reload and shutdown section");
+        let section = &doc[start + 1..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+        assert!(section.contains("needs a restart"), "{section}");
         for name in RESTART_ONLY {
             assert!(
                 section.contains(&format!("`--{name}`")),
-                "README misses --{name}"
+                "docs/operating.md's reload section misses --{name}"
             );
         }
     }
@@ -407,6 +411,8 @@ mod tests {
             }
             "ca-file" => concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"),
             "cf-domain-list-port" => "8443",
+            "cf-ws-port" => "8080",
+            "mtproto-hello" => "chrome",
             "cf-ip" => "127.0.0.2",
             "cf-ip-count" => "5",
             "tier-order" | "media-tier-order" => "tcp",
@@ -421,7 +427,9 @@ mod tests {
             "cooldown-max" => "1200s",
             "mask-host" => "mask.example.org",
             "link-ip" => "192.0.2.1",
+            "log-time" => "on",
             "cf-priority"
+            | "cfproxy-ws"
             | "danger-accept-invalid-certs"
             | "proxy-protocol"
             | "no-mask"
@@ -467,7 +475,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// [`RESTART_ONLY`] (README's list) is the option table's `restart` entries.
+    /// [`RESTART_ONLY`] (docs/operating.md's list) is the option table's `restart` entries.
     #[test]
     fn restart_only_is_the_option_tables_restart_entries() {
         let mut table: Vec<&str> = crate::cli::config_keys()

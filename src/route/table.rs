@@ -60,6 +60,8 @@ pub enum Target {
         shared: bool,
         /// The Cloudflare edge dialled (`--cf-ip`), else `None`: the names' DNS answers.
         edge: Option<IpAddr>,
+        /// `ws://` without TLS (the `cfproxy-ws` tier; `ep.port` is then `--cf-ws-port`).
+        plain: bool,
     },
     /// Another MTProto proxy, reached as its client (docs/protocol.md §4.4); the init names
     /// the route's DC. Its label never shows the secret, and a name is redacted.
@@ -123,11 +125,19 @@ impl Route {
             Target::Worker { ep, edge, .. } => at_edge(redact(&ep.host), ep.port, *edge),
             Target::CfProxy {
                 ep,
-                shared: true,
+                shared,
                 edge,
+                plain,
                 ..
-            } => at_edge(ep.host.clone(), ep.port, *edge),
-            Target::CfProxy { ep, edge, .. } => at_edge(redact_kws(&ep.host), ep.port, *edge),
+            } => {
+                let name = if *shared {
+                    ep.host.clone()
+                } else {
+                    redact_kws(&ep.host)
+                };
+                let scheme = if *plain { "ws://" } else { "" };
+                format!("{scheme}{}", at_edge(name, ep.port, *edge))
+            }
             Target::Mtproto { proxy } => mtproto_label(proxy),
             Target::Tcp { addr } => addr.to_string(),
         }
@@ -137,8 +147,9 @@ impl Route {
     /// full, a private name redacted.
     pub fn spec_label(&self, spec: &DialSpec) -> String {
         match (&self.target, &spec.kind) {
-            (Target::CfProxy { shared: true, .. }, DialKind::Ws { host, .. }) => {
-                format!("{host}@{}", spec.addr)
+            (Target::CfProxy { shared: true, .. }, DialKind::Ws { host, plain, .. }) => {
+                let scheme = if *plain { "ws://" } else { "" };
+                format!("{scheme}{host}@{}", spec.addr)
             }
             _ => spec_label(spec, self.tier),
         }
@@ -198,6 +209,20 @@ pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
         DialKind::Tcp | DialKind::Mtproto { .. } => spec.addr.to_string(),
         DialKind::Tls { host } => format!("{}@{}", redact(host), spec.addr),
+        DialKind::Ws {
+            host,
+            sni,
+            plain: true,
+            ..
+        } => {
+            let host = if tier == Tier::CfProxyWs {
+                redact_kws(host)
+            } else {
+                redact(host)
+            };
+            debug_assert!(sni.is_none());
+            format!("ws://{host}@{}", spec.addr)
+        }
         DialKind::Ws { host, sni, .. } => {
             let host = match tier {
                 Tier::CfProxy => redact_kws(host),
@@ -504,6 +529,20 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             own.chain(shared.map(|ep| cf_proxy_target(dc, ep, true)))
                 .collect()
         }
+        // The same names over plain `ws://` on `--cf-ws-port` (docs/protocol.md §4.3).
+        Tier::CfProxyWs => {
+            if !cfg.cfproxy_ws {
+                return Vec::new();
+            }
+            let mut ts = targets(Tier::CfProxy, dc, cfg);
+            for t in &mut ts {
+                if let Target::CfProxy { ep, plain, .. } = t {
+                    ep.port = cfg.cf_ws_port;
+                    *plain = true;
+                }
+            }
+            ts
+        }
         Tier::Tcp => match table_addr() {
             Some(addr) => vec![Target::Tcp { addr }],
             None => Vec::new(),
@@ -512,7 +551,10 @@ fn targets(tier: Tier, dc: DcId, cfg: &Config) -> Vec<Target> {
             .mtproto_proxies
             .iter()
             .map(|proxy| Target::Mtproto {
-                proxy: proxy.clone(),
+                proxy: MtprotoProxy {
+                    hello: cfg.mtproto_hello,
+                    ..proxy.clone()
+                },
             })
             .collect(),
         // One route per fronting name toward the DC's WS front (docs/protocol.md §4.6); its
@@ -546,6 +588,7 @@ pub fn cf_proxy_target(dc: DcId, domain: &CfEndpoint, shared: bool) -> Target {
         path: dc.ws_path(),
         shared,
         edge: None,
+        plain: false,
     }
 }
 
@@ -772,6 +815,85 @@ mod tests {
             .collect()
     }
 
+    /// `cfproxy-ws` (issue 22 part 4): nothing unless `--cfproxy-ws` is on; then the cfproxy
+    /// names (own and shared) at `--cf-ws-port`, dialled as plain `ws://` with the same `Host`,
+    /// path, subprotocol and `Origin`, labelled `ws://…`; the TLS cfproxy routes are unchanged.
+    #[test]
+    fn cfproxy_ws_is_opt_in_and_dials_the_cfproxy_names_over_plain_ws() {
+        let ep = |h: &str| CfEndpoint {
+            host: h.into(),
+            port: 443,
+        };
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::CfProxy, Tier::CfProxyWs];
+        cfg.cf_domains = vec![ep("mydomain.com")];
+        cfg.cf_shared_domains = vec![ep("alpha.co.uk")];
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        assert!(!cfg.tier_configured(Tier::CfProxyWs), "off by default");
+        let mut t = Table::new();
+        let ids = t.routes_for(dc2(), &cfg, listen);
+        assert!(ids.iter().all(|&i| t.routes[i].tier == Tier::CfProxy));
+        assert_eq!(ids.len(), 2);
+
+        cfg.cfproxy_ws = true;
+        cfg.cf_ws_port = 8080;
+        assert!(cfg.tier_configured(Tier::CfProxyWs));
+        let mut t = Table::new();
+        let ids = t.routes_for(dc2(), &cfg, listen);
+        let labels: Vec<String> = ids.iter().map(|&i| t.routes[i].label()).collect();
+        assert_eq!(
+            labels,
+            vec![
+                "cfproxy:DC2 kws2.my…:443",
+                "cfproxy:DC2 kws2.alpha.co.uk:443",
+                "cfproxy-ws:DC2 ws://kws2.my…:8080",
+                "cfproxy-ws:DC2 ws://kws2.alpha.co.uk:8080"
+            ]
+        );
+        let mut resolve = |_: &str| Some("127.0.0.5".parse().unwrap());
+        let tls = t.routes[ids[0]].dial_specs(&mut resolve).remove(0);
+        let plain = t.routes[ids[2]].dial_specs(&mut resolve).remove(0);
+        assert_eq!(tls.addr, "127.0.0.5:443".parse().unwrap());
+        assert_eq!(plain.addr, "127.0.0.5:8080".parse().unwrap());
+        match (&tls.kind, &plain.kind) {
+            (DialKind::Ws { plain: false, .. }, DialKind::Ws { plain: true, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        // Apart from TLS, the same request: Host, path, subprotocol, Origin.
+        let strip = |k: &DialKind| match k {
+            DialKind::Ws {
+                host,
+                sni,
+                path,
+                subprotocol,
+                origin,
+                ..
+            } => (
+                host.clone(),
+                sni.clone(),
+                path.clone(),
+                *subprotocol,
+                *origin,
+            ),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(strip(&tls.kind), strip(&plain.kind));
+        assert_eq!(
+            t.routes[ids[2]].spec_label(&plain),
+            "ws://kws2.my…@127.0.0.5:8080"
+        );
+        let shared = t.routes[ids[3]].dial_specs(&mut resolve).remove(0);
+        assert_eq!(
+            t.routes[ids[3]].spec_label(&shared),
+            "ws://kws2.alpha.co.uk@127.0.0.5:8080"
+        );
+
+        // Without a CF domain the switch alone gives nothing.
+        cfg.cf_domains.clear();
+        cfg.cf_shared_domains.clear();
+        assert!(!cfg.tier_configured(Tier::CfProxyWs));
+    }
+
     #[test]
     fn shared_list_domains_are_labelled_in_full_own_domains_redacted() {
         let mut cfg = Config::with_secrets(Vec::new());
@@ -915,6 +1037,20 @@ mod tests {
         // address is then the UNRESOLVED placeholder) and the bypass list matches it.
         assert_eq!(spec[0].kind.host(), Some("far.someone.example.net"));
         assert!(!format!("{:?}", spec[0]).contains(key));
+        // `--mtproto-hello`: classic unless said; the setting reaches every mtproto dial.
+        let hello = |t: &Table, id: usize| match &t.routes[id].dial_specs(&mut |_| None)[..] {
+            [DialSpec {
+                kind: DialKind::Mtproto { hello, .. },
+                ..
+            }, ..] => Some(*hello),
+            _ => None,
+        };
+        use crate::mtproto::faketls::client::Shape;
+        assert_eq!(hello(&t, ids[1]), Some(Shape::ChromeClassic));
+        cfg.mtproto_hello = Shape::Chrome;
+        let mut t = Table::new();
+        let ids = t.routes_for(dc2(), &cfg, listen);
+        assert_eq!(hello(&t, ids[1]), Some(Shape::Chrome));
         let literal = &t.routes[ids[1]];
         assert_eq!(literal.host(), None);
         assert_eq!(

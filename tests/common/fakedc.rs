@@ -430,6 +430,8 @@ pub struct FakeDc {
 #[derive(Clone)]
 enum Kind {
     TlsWs(Arc<ServerConfig>),
+    /// `ws://`: the WebSocket front without TLS (the `cfproxy-ws` tier's far end).
+    PlainWs,
     Tcp,
     Worker(Arc<ServerConfig>),
 }
@@ -468,6 +470,12 @@ impl FakeDc {
             cfg,
             Kind::TlsWs(tls_config_for(cert_pem, key_pem)),
         ))
+    }
+
+    /// [`FakeDc::start_tls_ws`] without TLS: a `ws://` front (what a Cloudflare-proxied
+    /// domain's plain-HTTP port looks like to the `cfproxy-ws` tier). Records no SNI.
+    pub fn start_plain_ws(cfg: DcConfig) -> FakeDc {
+        FakeDc::start(cfg, Kind::PlainWs)
     }
 
     /// Raw obfuscated2 DC port (what the `tcp` tier connects to).
@@ -615,7 +623,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, kind: Kind) {
             };
             let rng = Rng::from_seed(seed);
             match kind {
-                Kind::TlsWs(cfg) => serve_ws(&sh, sock, cfg, fault, rng, id),
+                Kind::TlsWs(cfg) => serve_ws(&sh, sock, Some(cfg), fault, rng, id),
+                Kind::PlainWs => serve_ws(&sh, sock, None, fault, rng, id),
                 Kind::Tcp => serve_tcp(&sh, sock, fault, rng),
                 Kind::Worker(cfg) => worker::serve(&sh, sock, cfg, fault),
             }
@@ -803,6 +812,33 @@ fn answer(
 
 type TlsStream = StreamOwned<ServerConnection, TcpStream>;
 
+/// The byte stream a WS session runs on: TLS ([`TlsStream`]) or, for a `ws://` front, the
+/// TCP socket itself.
+trait WsIo: Read + Write {
+    /// The TCP socket under it.
+    fn tcp(&mut self) -> &mut TcpStream;
+    /// Ends the stream (close_notify first over TLS), then shuts the socket down.
+    fn close(&mut self);
+}
+
+impl WsIo for TlsStream {
+    fn tcp(&mut self) -> &mut TcpStream {
+        &mut self.sock
+    }
+    fn close(&mut self) {
+        close_tls(self);
+    }
+}
+
+impl WsIo for TcpStream {
+    fn tcp(&mut self) -> &mut TcpStream {
+        self
+    }
+    fn close(&mut self) {
+        let _ = self.shutdown(Shutdown::Both);
+    }
+}
+
 /// Server-side TLS handshake with handshake-bounded timeouts; records the SNI and the suite.
 /// `None` (and a violation named `what`) if the handshake fails.
 fn accept_tls(
@@ -842,7 +878,7 @@ fn accept_tls(
 fn serve_ws(
     shared: &Shared,
     sock: TcpStream,
-    cfg: Arc<ServerConfig>,
+    cfg: Option<Arc<ServerConfig>>,
     fault: Fault,
     rng: Rng,
     id: usize,
@@ -850,9 +886,24 @@ fn serve_ws(
     if matches!(fault, Fault::Refuse) {
         return;
     }
-    let Some(tls) = accept_tls(shared, sock, cfg, "TLS handshake") else {
-        return;
-    };
+    match cfg {
+        Some(cfg) => {
+            if let Some(tls) = accept_tls(shared, sock, cfg, "TLS handshake") {
+                serve_ws_on(shared, tls, fault, rng, id);
+            }
+        }
+        None => {
+            let _ = sock.set_nodelay(true);
+            let _ = sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+            let _ = sock.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+            serve_ws_on(shared, sock, fault, rng, id);
+        }
+    }
+}
+
+/// The WS front's HTTP upgrade and session over `tls` (TLS, or plain TCP for `ws://`).
+#[allow(clippy::result_large_err)]
+fn serve_ws_on<S: WsIo>(shared: &Shared, tls: S, fault: Fault, rng: Rng, id: usize) {
     let delay = shared.lock().delay;
     if !delay.is_zero() && !shared.pause(delay) {
         return;
@@ -905,18 +956,18 @@ fn serve_ws(
         Err(_) => return, // refused by the callback, or a broken request
     };
     match fault {
-        Fault::CloseAfterUpgrade => return close_tls(ws.get_mut()),
+        Fault::CloseAfterUpgrade => return ws.get_mut().close(),
         Fault::CloseWhenIdle(idle) => {
-            let _ = ws.get_ref().sock.set_read_timeout(Some(idle));
+            let _ = ws.get_mut().tcp().set_read_timeout(Some(idle));
         }
         _ => {
-            let _ = ws.get_ref().sock.set_read_timeout(None);
+            let _ = ws.get_mut().tcp().set_read_timeout(None);
         }
     }
     ws_session(shared, &mut ws, fault, rng, id);
     let _ = ws.close(None);
     let _ = ws.flush();
-    close_tls(ws.get_mut());
+    ws.get_mut().close();
 }
 
 /// Reads and discards raw bytes until the peer closes (or resets) the connection.
@@ -926,7 +977,7 @@ fn drain_until_closed(sock: &mut TcpStream) {
     while let Ok(1..) = sock.read(&mut buf) {}
 }
 
-fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng: Rng, id: usize) {
+fn ws_session<S: WsIo>(shared: &Shared, ws: &mut WebSocket<S>, fault: Fault, rng: Rng, id: usize) {
     let mut rng = Some(rng);
     let mut session: Option<Session> = None;
     // Bytes of output so far ([`Fault::FreezeAfterBytes`]).
@@ -942,7 +993,7 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
                 st.frozen_reads += 1;
                 if matches!(m, Message::Close(_) | Message::Ping(_)) {
                     drop(st);
-                    drain_until_closed(&mut ws.get_mut().sock);
+                    drain_until_closed(ws.get_mut().tcp());
                     return;
                 }
                 continue;
@@ -1020,7 +1071,7 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
             _ => ws.send(Message::binary(w)).map_err(io::Error::other),
         });
         if matches!(fault, Fault::FreezeAfterBytes(limit) if wire_out >= limit) {
-            return frozen(shared, &mut ws.get_mut().sock);
+            return frozen(shared, ws.get_mut().tcp());
         }
         if !served {
             return;
@@ -1037,7 +1088,7 @@ fn ws_session(shared: &Shared, ws: &mut WebSocket<TlsStream>, fault: Fault, rng:
         let tls = ws.get_mut();
         let _ = tls.write_all(&raw).and_then(|_| tls.flush());
         // Stay until the proxy hangs up, so it meets the frames before our FIN.
-        let _ = tls.sock.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+        let _ = tls.tcp().set_read_timeout(Some(HANDSHAKE_TIMEOUT));
         let mut sink = [0u8; 1024];
         while matches!(tls.read(&mut sink), Ok(n) if n > 0) {}
         return;

@@ -196,7 +196,7 @@ pub fn parse_args(mut args: Arguments, env: cli::Env) -> Result<CheckArgs, CliEr
         "TG_SECRET_FILE" => None,
         other => env(other),
     };
-    let mut config = cli::parse_run(args, "check", &no_secret)?.config;
+    let mut config = cli::parse_run_without_secret_file(args, "check", &no_secret)?.config;
     // The shared CF domain list as cached by `run` (never fetched here).
     config.cf_shared_domains = crate::reactor::cached_shared_domains(&config);
     let dcs = if dcs.is_empty() {
@@ -329,8 +329,8 @@ fn route_rows(
                 format!("ws:{} {host}@{}", r.dc, spec.addr)
             }
             // A media cfproxy route dials two names: one row each.
-            (DialKind::Ws { .. }, Tier::CfProxy) => {
-                format!("cfproxy:{} {}", r.dc, r.spec_label(&spec))
+            (DialKind::Ws { .. }, Tier::CfProxy | Tier::CfProxyWs) => {
+                format!("{}:{} {}", r.tier.name(), r.dc, r.spec_label(&spec))
             }
             // Fronting: one row per kws name, `SNI/Host@addr`.
             (

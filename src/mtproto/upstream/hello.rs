@@ -66,18 +66,22 @@ impl fmt::Debug for TlsHello {
 
 impl TlsHello {
     /// A handshake for secret key `key` and SNI `domain`, signed at `wall_s` (Unix seconds),
-    /// with Chrome's hello as Chrome sends it with post-quantum key agreement off
-    /// ([`Shape::ChromeClassic`], 517 bytes: the official MTProxy refuses the 1.7 KB
-    /// post-quantum one, docs/protocol.md §2.6, §4.4). `None` when `domain` is empty or longer than 253 bytes
-    /// (`faketls::client::MAX_DOMAIN`).
-    pub fn new(key: &[u8; 16], domain: &str, wall_s: u64, rng: &mut Rng) -> Option<TlsHello> {
+    /// with Chrome's hello of `shape`: [`Shape::ChromeClassic`] (517 bytes, post-quantum key
+    /// agreement off; every known server takes it) or [`Shape::Chrome`] (about 1.7 KB, as
+    /// Chrome ships; the official MTProxy refuses it, docs/protocol.md §2.6, §4.4). `None` when
+    /// `domain` is empty or longer than 253 bytes (`faketls::client::MAX_DOMAIN`).
+    pub fn new(
+        key: &[u8; 16],
+        domain: &str,
+        shape: Shape,
+        wall_s: u64,
+        rng: &mut Rng,
+    ) -> Option<TlsHello> {
         if domain.is_empty() || domain.len() > MAX_DOMAIN {
             return None;
         }
         let (hello, client_random) =
-            client_hello(Shape::ChromeClassic, key, domain, wall_s, &mut |b| {
-                rng.fill(b)
-            })?;
+            client_hello(shape, key, domain, wall_s, &mut |b| rng.fill(b))?;
         Some(TlsHello {
             key: *key,
             hello,

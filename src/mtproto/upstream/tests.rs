@@ -68,7 +68,7 @@ fn parse_refuses_bad_input_with_a_reason_and_never_echoes_the_secret() {
     let longest = MtprotoProxy::parse(&format!("h:443:{}", ee_hex(&"a".repeat(253)))).unwrap();
     let key = longest.secret.key;
     let domain = longest.tls_domain().unwrap();
-    assert!(TlsHello::new(&key, domain, 1, &mut rng(1)).is_some());
+    assert!(TlsHello::new(&key, domain, Shape::ChromeClassic, 1, &mut rng(1)).is_some());
     for (input, want) in cases {
         let err = MtprotoProxy::parse(&input).unwrap_err();
         assert!(err.contains(want), "{input}: {err}");
@@ -151,7 +151,14 @@ fn hello_passes_our_gate_and_verifies_our_answer_then_records_carry_the_stream()
     let p = MtprotoProxy::parse(&format!("127.0.0.1:1:{}", ee_hex("c.example"))).unwrap();
     let (mut cli, mut srv) = pair(1 << 20, 1 << 20);
     let mut r = rng(1);
-    let mut h = TlsHello::new(&p.secret.key, "c.example", NOW, &mut r).unwrap();
+    let mut h = TlsHello::new(
+        &p.secret.key,
+        "c.example",
+        Shape::ChromeClassic,
+        NOW,
+        &mut r,
+    )
+    .unwrap();
     assert!(!h.drive(&mut cli).unwrap(), "waits for the answer");
     // one record, Chrome's hello with post-quantum key agreement off: 517 bytes, as every
     // known server takes it (docs/protocol.md §2.6)
@@ -186,7 +193,7 @@ fn hello_refuses_a_wrong_key_early_data_an_early_close_and_an_endless_answer() {
     let key = [9u8; 16];
     // An answer signed with another key.
     let (mut cli, mut srv) = pair(1 << 20, 1 << 20);
-    let mut h = TlsHello::new(&key, "d.example", NOW, &mut rng(3)).unwrap();
+    let mut h = TlsHello::new(&key, "d.example", Shape::ChromeClassic, NOW, &mut rng(3)).unwrap();
     let _ = h.drive(&mut cli).unwrap();
     let mut head = [0u8; 5];
     srv.read_exact(&mut head).unwrap();
@@ -196,7 +203,8 @@ fn hello_refuses_a_wrong_key_early_data_an_early_close_and_an_endless_answer() {
     // Re-sign the hello with the other key so our gate accepts it and answers with that key.
     let other = [8u8; 16];
     let (mut cli2, mut srv2) = pair(1 << 20, 1 << 20);
-    let mut h2 = TlsHello::new(&other, "d.example", NOW, &mut rng(3)).unwrap();
+    let mut h2 =
+        TlsHello::new(&other, "d.example", Shape::ChromeClassic, NOW, &mut rng(3)).unwrap();
     let _ = h2.drive(&mut cli2).unwrap();
     serve(&mut srv2, other, "d.example", 4);
     let mut answer = Vec::new();
@@ -211,21 +219,21 @@ fn hello_refuses_a_wrong_key_early_data_an_early_close_and_an_endless_answer() {
     }
     // Our own answer followed by bytes the server sent unasked.
     let (mut cli, mut srv) = pair(1 << 20, 1 << 20);
-    let mut h = TlsHello::new(&key, "d.example", NOW, &mut rng(5)).unwrap();
+    let mut h = TlsHello::new(&key, "d.example", Shape::ChromeClassic, NOW, &mut rng(5)).unwrap();
     let _ = h.drive(&mut cli).unwrap();
     serve(&mut srv, key, "d.example", 6);
     srv.write_all(&[0x17, 3, 3, 0, 1, 0]).unwrap();
     assert!(matches!(h.drive(&mut cli), Err(HelloError::Early)));
     // Closed before the answer: an early end, not a wait.
     let (mut cli, mut srv) = pair(1 << 20, 1 << 20);
-    let mut h = TlsHello::new(&key, "d.example", NOW, &mut rng(5)).unwrap();
+    let mut h = TlsHello::new(&key, "d.example", Shape::ChromeClassic, NOW, &mut rng(5)).unwrap();
     let _ = h.drive(&mut cli).unwrap();
     srv.write_all(&[0x16, 3, 3]).unwrap();
     crate::net::io::Endpoint::shutdown_write(&mut srv).unwrap();
     assert!(matches!(h.drive(&mut cli), Err(HelloError::Eof)));
     // Not TLS at all.
     let (mut cli, mut srv) = pair(1 << 20, 1 << 20);
-    let mut h = TlsHello::new(&key, "d.example", NOW, &mut rng(5)).unwrap();
+    let mut h = TlsHello::new(&key, "d.example", Shape::ChromeClassic, NOW, &mut rng(5)).unwrap();
     let _ = h.drive(&mut cli).unwrap();
     srv.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap();
     assert!(matches!(
@@ -234,7 +242,7 @@ fn hello_refuses_a_wrong_key_early_data_an_early_close_and_an_endless_answer() {
     ));
     // Handshake records with no end in sight: refused at the bound, not held.
     let (mut cli, mut srv) = pair(1 << 20, 1 << 20);
-    let mut h = TlsHello::new(&key, "d.example", NOW, &mut rng(5)).unwrap();
+    let mut h = TlsHello::new(&key, "d.example", Shape::ChromeClassic, NOW, &mut rng(5)).unwrap();
     let _ = h.drive(&mut cli).unwrap();
     for _ in 0..5 {
         let mut rec = vec![0u8; 5 + 16_000];
@@ -244,8 +252,15 @@ fn hello_refuses_a_wrong_key_early_data_an_early_close_and_an_endless_answer() {
     }
     assert!(matches!(h.drive(&mut cli), Err(HelloError::TooLong)));
     // A hello with an empty or overlong domain is never built.
-    assert!(TlsHello::new(&key, "", NOW, &mut rng(5)).is_none());
-    assert!(TlsHello::new(&key, &"a".repeat(254), NOW, &mut rng(5)).is_none());
+    assert!(TlsHello::new(&key, "", Shape::ChromeClassic, NOW, &mut rng(5)).is_none());
+    assert!(TlsHello::new(
+        &key,
+        &"a".repeat(254),
+        Shape::ChromeClassic,
+        NOW,
+        &mut rng(5)
+    )
+    .is_none());
 }
 
 #[test]
@@ -253,7 +268,7 @@ fn hello_waits_on_a_full_socket_and_resumes() {
     let key = [4u8; 16];
     // 100 bytes of room: the hello goes out in pieces.
     let (mut cli, mut srv) = pair(100, 1 << 20);
-    let mut h = TlsHello::new(&key, "e.example", NOW, &mut rng(9)).unwrap();
+    let mut h = TlsHello::new(&key, "e.example", Shape::ChromeClassic, NOW, &mut rng(9)).unwrap();
     let mut hello = Vec::new();
     let mut buf = [0u8; 64];
     for _ in 0..100 {

@@ -355,7 +355,7 @@ fn client_side_accessors() {
     assert_eq!((plain.tag(), plain.packet_dc()), (Tag::Abridged, None));
 }
 
-/// What the cheap modes save, for callgrind (BENCHMARKS.md, "Issue 21"): one relay moves
+/// What the cheap modes save, for callgrind (BENCHMARKS.md "Relay modes"; the run: the diary in bench/history/, "Issue 21"): one relay moves
 /// `TG_RELAY_COST_MIB` MiB (default 0) of 512 KiB MTProto packets down and the same up, in
 /// `TG_RELAY_COST_MODE` (`reencrypt`, `passthrough`, `plain`) over `TG_RELAY_COST_LINK` (`raw`
 /// or `ws`), reply check on, 16 KiB buffers and a 64 KiB scratch as the defaults give. Run with

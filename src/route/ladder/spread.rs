@@ -18,7 +18,7 @@
 //! the others follow, those with budget left first, so a hedge starts the next Worker. If every
 //! healthy Worker's budget is spent they are spread with equal weights (sessions never wait for
 //! the background budget; they are not counted against it either, see the module docs of
-//! `route::budget` and README "Several Workers").
+//! `route::budget` and docs/tiers.md "Several Workers").
 //!
 //! State: one round-robin credit and one hold per configured Worker (the index of
 //! `cfg.worker_domains`, as the budgets), shared by all DCs, so the spread is per Worker

@@ -20,7 +20,7 @@ impl Route {
         match &self.target {
             Target::Ws { addr, hosts, path } => hosts
                 .iter()
-                .map(|h| ws_spec(*addr, h, None, path, true))
+                .map(|h| ws_spec(*addr, h, None, path, true, false))
                 .collect(),
             Target::Worker { ep, path, edge } => match edge.or_else(|| resolve(&ep.host)) {
                 Some(ip) => vec![ws_spec(
@@ -28,6 +28,7 @@ impl Route {
                     &ep.host,
                     None,
                     path,
+                    false,
                     false,
                 )],
                 None => Vec::new(),
@@ -39,24 +40,27 @@ impl Route {
                 media_host,
                 path,
                 edge: Some(edge),
+                plain,
                 ..
             } => media_host
                 .iter()
                 .filter(|m| resolve(m).is_some())
                 .chain(std::iter::once(&ep.host))
-                .map(|h| ws_spec(SocketAddr::new(*edge, ep.port), h, None, path, true))
+                .map(|h| ws_spec(SocketAddr::new(*edge, ep.port), h, None, path, true, *plain))
                 .collect(),
             Target::CfProxy {
                 ep,
                 media_host,
                 path,
+                plain,
                 ..
             } => media_host
                 .iter()
                 .chain(std::iter::once(&ep.host))
                 .filter_map(|h| {
                     let ip = resolve(h)?;
-                    Some(ws_spec(SocketAddr::new(ip, ep.port), h, None, path, true))
+                    let addr = SocketAddr::new(ip, ep.port);
+                    Some(ws_spec(addr, h, None, path, true, *plain))
                 })
                 .collect(),
             Target::Mtproto { proxy } => match proxy.ip().or_else(|| resolve(&proxy.host)) {
@@ -65,6 +69,7 @@ impl Route {
                     kind: DialKind::Mtproto {
                         host: proxy.host.clone(),
                         secret: proxy.secret.clone(),
+                        hello: proxy.hello,
                     },
                 }],
                 None => Vec::new(),
@@ -76,7 +81,7 @@ impl Route {
                 path,
             } => hosts
                 .iter()
-                .map(|h| ws_spec(*addr, h, Some(sni.clone()), path, true))
+                .map(|h| ws_spec(*addr, h, Some(sni.clone()), path, true, false))
                 .collect(),
             Target::Tcp { addr } => vec![DialSpec {
                 addr: *addr,
@@ -105,13 +110,15 @@ impl Route {
 
 /// A WebSocket dial of `host` at `addr` (SNI `sni` when fronting, else the host). Toward
 /// Telegram's front (`telegram`: the `ws`, `front` and cfproxy tiers) it asks for the `binary`
-/// subprotocol and sends Telegram Web's `Origin`; toward a Worker, neither.
+/// subprotocol and sends Telegram Web's `Origin`; toward a Worker, neither. `plain`: `ws://`,
+/// no TLS (the `cfproxy-ws` tier).
 fn ws_spec(
     addr: SocketAddr,
     host: &str,
     sni: Option<String>,
     path: &str,
     telegram: bool,
+    plain: bool,
 ) -> DialSpec {
     DialSpec {
         addr,
@@ -121,7 +128,7 @@ fn ws_spec(
             path: path.to_string(),
             subprotocol: telegram,
             origin: telegram.then_some(WEB_ORIGIN),
-            plain: false,
+            plain,
         },
     }
 }
