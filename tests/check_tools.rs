@@ -170,3 +170,20 @@ fn make_test_and_ci_run_the_check_first() {
     );
     assert!(check < test, ".ci/run checks the tools after the tests");
 }
+
+/// The script itself is shellcheck-clean (as the packaging scripts are).
+#[test]
+fn check_tools_is_shellcheck_clean() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/check-tools");
+    let out = Command::new("shellcheck")
+        .arg(&script)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("shellcheck: {e} (apt-get install shellcheck; .ci/run installs it)")
+        });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -225,6 +225,13 @@ impl Verdict {
         out
     }
 
+    /// Drops `route`'s result (a retired route): it no longer counts either way.
+    pub fn forget(&mut self, route: usize) {
+        if let Some(r) = self.last.get_mut(route) {
+            *r = None;
+        }
+    }
+
     fn set(&mut self, route: usize, tier: Tier, r: Result<(), Failure>) {
         if self.last.len() <= route {
             self.last.resize(route + 1, None);
@@ -356,6 +363,23 @@ mod tests {
             v.judge(false, HOLD, 60),
             Some(News::Unreachable { .. })
         ));
+    }
+
+    /// A retired route's old proof does not keep the verdict reachable.
+    #[test]
+    fn a_forgotten_route_counts_no_more() {
+        let mut v = Verdict::new();
+        v.worked(0, Tier::Ws, "ws:DC2", 10);
+        v.failed(1, Tier::Tcp, Failure::Timeout, 20);
+        assert_eq!(v.judge(false, HOLD, 20), None);
+        v.forget(0);
+        assert!(!v.has_result(0));
+        v.failed(1, Tier::Tcp, Failure::Timeout, 30);
+        assert!(matches!(
+            v.judge(false, HOLD, 30),
+            Some(News::Unreachable { .. })
+        ));
+        v.forget(7);
     }
 
     /// Nothing tried is no verdict; the commonest failure of a tier is the one shown; the hint

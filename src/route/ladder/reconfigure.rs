@@ -14,7 +14,8 @@ use crate::route::pool::{Pool, Pooled};
 
 impl<U: Pooled> Ladder<U> {
     /// The slots of routes just retired (by a reload or an edge replacement): pools closed,
-    /// no probe or refill scheduled again (a running probe finishes and is ignored).
+    /// no probe or refill scheduled again (a running probe finishes and is ignored), their
+    /// results dropped from the Telegram verdict.
     pub(super) fn retire_slots(&mut self, retired: &[RouteId]) {
         for &id in retired {
             let slot = &mut self.slots[id];
@@ -23,6 +24,8 @@ impl<U: Pooled> Ladder<U> {
                 slot.sched = Sched::Idle;
             }
             slot.fill_retry_at = 0;
+            // Its results no longer say whether Telegram is reachable.
+            self.verdict.forget(id);
         }
     }
 
