@@ -154,3 +154,40 @@ fn a_down_proxy_holds_only_what_goes_through_it() {
     assert!(next > until, "the re-check was not due yet");
     assert_eq!(probes_of(&drain(&mut l, next)), vec![tcp]);
 }
+
+/// Issue 23 §3: off the network every route fails. The Telegram verdict is *unreachable* only
+/// once the last of them failed (naming each tier), the network-down line of `route::reach`
+/// that follows is folded into it, and the first route that works makes it *reachable* again
+/// (the folded network line's return is folded too).
+#[test]
+fn the_telegram_verdict_waits_for_every_route_and_folds_the_network_line() {
+    use crate::route::verdict::State as V;
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, worker, tcp) = ids(&mut l);
+    // Every route awaits its first result (as the startup probes leave them).
+    for r in [ws, worker, tcp] {
+        l.slots[r].sched = Sched::Due(0);
+    }
+    assert_eq!(l.telegram(0).0, V::Checking);
+    fail(&mut l, ws, Failure::NetUnreachable, 1);
+    fail(&mut l, worker, Failure::Timeout, 2);
+    assert_eq!(l.telegram(2).0, V::Checking, "tcp still pending");
+    fail(&mut l, tcp, Failure::NetUnreachable, 3);
+    let (state, _, tried) = l.telegram(3);
+    assert_eq!(state, V::Unreachable);
+    let names: Vec<&str> = tried.iter().map(|t| t.tier.name()).collect();
+    assert_eq!(names, vec!["ws", "worker", "tcp"]);
+    // Re-checks after the start grace take the network down: said by the verdict already.
+    fail(&mut l, ws, Failure::NetUnreachable, 20_000);
+    fail(&mut l, tcp, Failure::NetUnreachable, 20_001);
+    assert!(l.network_down());
+    assert!(
+        l.network_folded,
+        "the network-down line was folded into the verdict"
+    );
+    assert_eq!(l.telegram(20_001).0, V::Unreachable);
+    first_byte(&mut l, tcp, 30_000, 30_040);
+    assert_eq!(l.telegram(30_040).0, V::Reachable);
+    assert!(!l.network_down() && !l.network_folded);
+}
