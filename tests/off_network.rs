@@ -227,6 +227,10 @@ fn off_network_body() {
     let said = events(&events_path, "telegram");
     assert_eq!(said.len(), 1, "{said:?}");
     assert_eq!(said[0]["to"], "unreachable", "{said:?}");
+    // Said at start: the startup probes fail at once here (the OS refuses to send).
+    let at = said[0]["ms"].as_u64().expect("ms");
+    eprintln!("verdict: Telegram unreachable said {at} ms after start");
+    assert!(at < 1_000, "{said:?}");
     let lines = snapshot(&err);
     let verdict_lines: Vec<&String> = lines
         .iter()
