@@ -266,9 +266,11 @@ build_std_flag() {
 # are its portable C and Rust, which the release profile would compile at "z" — measured 2.4x
 # slower ChaCha20 under qemu (cross/README.md "cross-bench"). There ring is built at opt-level 3
 # (+~150 KB); elsewhere its assembly does the work and "z" costs nothing (docs/design.md §9).
+# arm-unknown-linux-musleabi (ARMv6, no FPU, no NEON) is treated the same way: ring's NEON code
+# never runs there, so AES-GCM is its portable code too.
 ring_opt() {
     case "$1" in
-        mips*) echo "--config=profile.release.package.ring.opt-level=3" ;;
+        mips* | arm-*) echo "--config=profile.release.package.ring.opt-level=3" ;;
         *) echo "--config=profile.release.package.ring.opt-level=\"z\"" ;;
     esac
 }
