@@ -394,7 +394,7 @@ fn a_tarball_for_another_cpu_is_refused() {
     assert!(!out.status.success(), "installed a MIPS tarball on x86-64");
     assert!(
         err.contains(
-            "this tarball is for little-endian MIPS32 (mipsel_24kc), but this router is x86-64"
+            "this tarball is for little-endian MIPS32 (mipsel_24kc), but this machine is x86-64"
         ),
         "{err}"
     );
@@ -421,7 +421,7 @@ fn a_tarball_for_another_cpu_is_refused() {
         "installed a x86-64 tarball on a MIPS router"
     );
     assert!(
-        err.contains("this tarball is for x86-64, but this router is little-endian MIPS32"),
+        err.contains("this tarball is for x86-64, but this machine is little-endian MIPS32"),
         "{err}"
     );
     let mut bb = fs::read(root.join("bin/busybox")).unwrap();
@@ -431,7 +431,7 @@ fn a_tarball_for_another_cpu_is_refused() {
     assert!(!out.status.success());
     assert!(
         text(&out.stderr)
-            .contains("but this router is big-endian MIPS32 (mips_24kc) (uname -m: mips)"),
+            .contains("but this machine is big-endian MIPS32 (mips_24kc) (uname -m: mips)"),
         "{}",
         text(&out.stderr)
     );
