@@ -34,6 +34,7 @@
 #   CPUINFO=FILE  read the ARM FPU features from FILE instead of /proc/cpuinfo
 #   START_WAIT=S  seconds to wait for the service to run after a (re)start (default 20);
 #   START_SETTLE=S  then seconds it must keep the same process (default 3)
+#   DF=PROG       the df to ask for free space (tests: busybox sh runs its own applets first)
 #   SERVICE_CMD=PROG  control the service with `PROG start|stop|restart|enable|disable|pids`
 #                 instead of the init script (tests: a stand-in for procd under ROOT)
 #
@@ -367,7 +368,7 @@ started_ok() {
 free_kib() {
 	d="$1"
 	while [ ! -d "$d" ] && [ "$d" != / ] && [ -n "$d" ]; do d="$(dirname "$d")"; done
-	df -Pk "${d:-/}" 2>/dev/null | awk 'NR > 1 && $4 ~ /^[0-9]+$/ { v = $4; m = $6 } END { if (v != "") print v " " m }'
+	"${DF:-df}" -Pk "${d:-/}" 2>/dev/null | awk 'NR > 1 && $4 ~ /^[0-9]+$/ { v = $4; m = $6 } END { if (v != "") print v " " m }'
 }
 
 # The config of a generic Linux box (docs/setup.md's paths; the tarball's example is Entware's).
@@ -424,7 +425,9 @@ if [ "$UNINSTALL" -eq 1 ]; then
 	fi
 	rm -f "$R$BIN" "$R$BIN.old"
 	[ -z "$INIT" ] || rm -f "$R$INIT" "$R$INIT.old"
-	[ -z "$R" ] || [ "$SYS" != linux ] || [ -z "$INIT" ] || systemctl daemon-reload 2>/dev/null || true
+	if [ -z "$R" ] && [ "$SYS" = linux ] && [ -n "$INIT" ] && [ -z "$SERVICE_CMD" ]; then
+		systemctl daemon-reload 2>/dev/null || true
+	fi
 	say "removed $BIN${INIT:+ and $INIT}"
 	if [ "$PURGE" -eq 1 ]; then
 		rm -f "$R$CONF" "$R$CONF_NEW" "$R$SECRET"

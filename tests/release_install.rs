@@ -187,13 +187,9 @@ impl Router {
         }
     }
 
-    /// `busybox sh install.sh ARGS` with ROOT, the applet PATH (`extra_path` first) and the
-    /// procd stand-in; short start waits.
-    fn install_env(&self, args: &[&str], env: &[(&str, &str)], extra_path: Option<&Path>) -> Output {
-        let path = match extra_path {
-            Some(x) => format!("{}:{}", x.display(), self.path.display()),
-            None => self.path.display().to_string(),
-        };
+    /// `busybox sh install.sh ARGS` with ROOT, the applet PATH, the procd stand-in and short
+    /// start waits, plus `env`.
+    fn install_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let tmp = self.t.0.join("tmp");
         fs::create_dir_all(&tmp).unwrap();
         let mut cmd = Command::new(busybox());
@@ -201,7 +197,7 @@ impl Router {
             .arg(&self.installer)
             .args(args)
             .env_clear()
-            .env("PATH", path)
+            .env("PATH", &self.path)
             .env("ROOT", &self.root)
             .env("TMPDIR", &tmp)
             .env("SERVICE_CMD", &self.svc)
@@ -214,13 +210,17 @@ impl Router {
     }
 
     fn install(&self, args: &[&str]) -> Output {
-        self.install_env(args, &[], None)
+        self.install_env(args, &[])
     }
 
     fn install_ok(&self, args: &[&str]) -> String {
         let out = self.install(args);
         let log = text(&out.stdout) + &text(&out.stderr);
-        assert!(out.status.success(), "install.sh {args:?} failed ({}):\n{log}", out.status);
+        assert!(
+            out.status.success(),
+            "install.sh {args:?} failed ({}):\n{log}",
+            out.status
+        );
         log
     }
 
@@ -341,11 +341,20 @@ fn fresh_install_downloads_checks_the_sum_and_starts() {
     );
     assert_eq!(mode(&r.root.join("etc/tg-ws-proxy/secret")), 0o600);
     secret_in(&r.root.join("etc/tg-ws-proxy/secret"));
-    assert!(!r.root.join("usr/bin/tg-ws-proxy.old").exists(), "an .old on a fresh install");
+    assert!(
+        !r.root.join("usr/bin/tg-ws-proxy.old").exists(),
+        "an .old on a fresh install"
+    );
     assert!(r.pid().is_some(), "the service does not run:\n{log}");
     let calls = r.calls();
-    assert!(calls.contains("enable") && calls.contains("start"), "{calls}");
-    assert!(log.contains("tg://proxy?server=192.168.1.1&port=1443&secret="), "{log}");
+    assert!(
+        calls.contains("enable") && calls.contains("start"),
+        "{calls}"
+    );
+    assert!(
+        log.contains("tg://proxy?server=192.168.1.1&port=1443&secret="),
+        "{log}"
+    );
     // Nothing of the download is left in TMPDIR.
     assert_eq!(fs::read_dir(r.t.0.join("tmp")).unwrap().count(), 0);
 
@@ -372,7 +381,11 @@ fn upgrade_keeps_the_previous_binary_and_restarts() {
     let newer = newer_binary("v2");
     let v2 = Server::start(&dist_tree(&d2.0, Some(&newer), false));
     let log = r.install_ok(&["--base", &v2.url()]);
-    assert_eq!(fs::read(r.bin()).unwrap(), newer, "binary not replaced:\n{log}");
+    assert_eq!(
+        fs::read(r.bin()).unwrap(),
+        newer,
+        "binary not replaced:\n{log}"
+    );
     assert_eq!(
         fs::read(r.root.join("usr/bin/tg-ws-proxy.old")).unwrap(),
         fs::read(pkg().dir.join("tg-ws-proxy")).unwrap(),
@@ -401,8 +414,16 @@ fn a_checksum_mismatch_is_refused_with_nothing_changed() {
     assert!(err.contains("checksum mismatch"), "{err}");
     assert!(err.contains("nothing was changed"), "{err}");
     assert!(r.snapshot() == before, "the root changed");
-    assert_eq!(r.pid().as_deref(), Some(pid.as_str()), "the running service was touched");
-    assert_eq!(fs::read_dir(r.t.0.join("tmp")).unwrap().count(), 0, "download left behind");
+    assert_eq!(
+        r.pid().as_deref(),
+        Some(pid.as_str()),
+        "the running service was touched"
+    );
+    assert_eq!(
+        fs::read_dir(r.t.0.join("tmp")).unwrap().count(),
+        0,
+        "download left behind"
+    );
 }
 
 #[test]
@@ -420,12 +441,21 @@ fn a_failed_start_rolls_back_to_the_previous_binary() {
     let v2 = Server::start(&dist_tree(&d2.0, Some(&broken), false));
     let out = r.install(&["--base", &v2.url()]);
     let log = text(&out.stdout) + &text(&out.stderr);
-    assert!(!out.status.success(), "a version that does not start was kept:\n{log}");
+    assert!(
+        !out.status.success(),
+        "a version that does not start was kept:\n{log}"
+    );
     assert!(log.contains("rolled back"), "{log}");
     let v1_bytes = fs::read(pkg().dir.join("tg-ws-proxy")).unwrap();
     assert_eq!(fs::read(r.bin()).unwrap(), v1_bytes, "not rolled back");
-    assert_eq!(fs::read(r.root.join("usr/bin/tg-ws-proxy.old")).unwrap(), v1_bytes);
-    assert!(r.pid().is_some(), "the previous version does not run again:\n{log}");
+    assert_eq!(
+        fs::read(r.root.join("usr/bin/tg-ws-proxy.old")).unwrap(),
+        v1_bytes
+    );
+    assert!(
+        r.pid().is_some(),
+        "the previous version does not run again:\n{log}"
+    );
 }
 
 #[test]
@@ -442,7 +472,11 @@ fn uninstall_removes_the_binaries_and_keeps_config_until_purge() {
     r.install_ok(&["--uninstall"]);
     assert!(r.pid().is_none(), "still running after --uninstall");
     assert!(r.calls().contains("disable"), "{}", r.calls());
-    for f in ["usr/bin/tg-ws-proxy", "usr/bin/tg-ws-proxy.old", "etc/init.d/tg-ws-proxy"] {
+    for f in [
+        "usr/bin/tg-ws-proxy",
+        "usr/bin/tg-ws-proxy.old",
+        "etc/init.d/tg-ws-proxy",
+    ] {
         assert!(!r.root.join(f).exists(), "{f} left behind");
     }
     assert!(r.root.join("etc/config/tg-ws-proxy").exists());
@@ -470,7 +504,10 @@ fn a_tarball_for_another_cpu_is_refused_with_nothing_changed() {
     let v2 = Server::start(&dist_tree(&d2.0, Some(&b), false));
     let out = r.install(&["--base", &v2.url()]);
     let err = text(&out.stderr);
-    assert!(!out.status.success(), "installed an aarch64 binary on x86-64");
+    assert!(
+        !out.status.success(),
+        "installed an aarch64 binary on x86-64"
+    );
     assert!(
         err.contains("this tarball is for 64-bit ARM, but this machine is x86-64"),
         "{err}"
@@ -488,7 +525,8 @@ fn a_full_flash_is_refused_with_nothing_changed() {
     let pid = r.pid().expect("v1 runs");
     let before = r.snapshot();
 
-    // df says the overlay has 300 KiB free: less than the new binary.
+    // df says the overlay has 300 KiB free: less than the new binary. (DF names it: Debian's
+    // busybox sh runs its own df applet before any on PATH.)
     let fake = r.t.0.join("fake-df");
     write_exec(
         &fake.join("df"),
@@ -497,7 +535,9 @@ fn a_full_flash_is_refused_with_nothing_changed() {
     );
     let d2 = Scratch::new("rel-full-v2");
     let v2 = Server::start(&dist_tree(&d2.0, Some(&newer_binary("v2")), false));
-    let out = r.install_env(&["--base", &v2.url()], &[], Some(&fake));
+    let df = fake.join("df");
+    let df_env = [("DF", df.to_str().unwrap())];
+    let out = r.install_env(&["--base", &v2.url()], &df_env);
     let err = text(&out.stderr);
     assert!(!out.status.success(), "installed without room");
     assert!(err.contains("not enough free space"), "{err}");
@@ -511,7 +551,7 @@ fn a_full_flash_is_refused_with_nothing_changed() {
         "#!/bin/sh\necho 'Filesystem 1024-blocks Used Available Capacity Mounted on'\n\
          echo 'overlayfs:/overlay 200000 100000 100000 50% /'\n",
     );
-    let out = r.install_env(&["--base", &v2.url()], &[], Some(&fake));
+    let out = r.install_env(&["--base", &v2.url()], &df_env);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
@@ -523,10 +563,17 @@ fn the_cpu_picks_the_target_arm_float_and_mips_byte_order() {
     let srv = Server::start(&dist_tree(&d.0, None, false));
     let r = Router::new("rel-cpu");
     let soft = r.t.0.join("cpuinfo-soft");
-    fs::write(&soft, "processor\t: 0\nFeatures\t: half thumb fastmult edsp\n").unwrap();
+    fs::write(
+        &soft,
+        "processor\t: 0\nFeatures\t: half thumb fastmult edsp\n",
+    )
+    .unwrap();
     let hard = r.t.0.join("cpuinfo-hard");
-    fs::write(&hard, "processor\t: 0\nFeatures\t: half thumb fastmult vfp edsp neon vfpv3 tls vfpv4\n")
-        .unwrap();
+    fs::write(
+        &hard,
+        "processor\t: 0\nFeatures\t: half thumb fastmult vfp edsp neon vfpv3 tls vfpv4\n",
+    )
+    .unwrap();
     let want = |uname: &str, cpuinfo: &Path, distrib: &str, target: &str| {
         fs::write(
             r.root.join("etc/openwrt_release"),
@@ -536,29 +583,65 @@ fn the_cpu_picks_the_target_arm_float_and_mips_byte_order() {
         let out = r.install_env(
             &["--base", &srv.url()],
             &[("UNAME_M", uname), ("CPUINFO", cpuinfo.to_str().unwrap())],
-            None,
         );
         let err = text(&out.stdout) + &text(&out.stderr);
-        assert!(!out.status.success(), "{uname}: installed the x86-64 build:\n{err}");
+        assert!(
+            !out.status.success(),
+            "{uname}: installed the x86-64 build:\n{err}"
+        );
         assert!(
             err.contains(&format!("lists no tarball for {target}")),
             "{uname} {distrib}: want {target}:\n{err}"
         );
     };
     let none = r.t.0.join("no-cpuinfo");
-    want("armv7l", &soft, "arm_cortex-a9", "arm-unknown-linux-musleabi");
-    want("armv7l", &hard, "arm_cortex-a7_neon-vfpv4", "armv7-unknown-linux-musleabihf");
+    want(
+        "armv7l",
+        &soft,
+        "arm_cortex-a9",
+        "arm-unknown-linux-musleabi",
+    );
+    want(
+        "armv7l",
+        &hard,
+        "arm_cortex-a7_neon-vfpv4",
+        "armv7-unknown-linux-musleabihf",
+    );
     // No /proc/cpuinfo Features: OpenWrt's DISTRIB_ARCH decides.
-    want("armv7l", &none, "arm_cortex-a9", "arm-unknown-linux-musleabi");
-    want("armv7l", &none, "arm_cortex-a9_vfpv3-d16", "armv7-unknown-linux-musleabihf");
-    want("armv6l", &hard, "arm_arm1176jzf-s_vfp", "arm-unknown-linux-musleabi");
-    want("aarch64", &none, "aarch64_cortex-a53", "aarch64-unknown-linux-musl");
+    want(
+        "armv7l",
+        &none,
+        "arm_cortex-a9",
+        "arm-unknown-linux-musleabi",
+    );
+    want(
+        "armv7l",
+        &none,
+        "arm_cortex-a9_vfpv3-d16",
+        "armv7-unknown-linux-musleabihf",
+    );
+    want(
+        "armv6l",
+        &hard,
+        "arm_arm1176jzf-s_vfp",
+        "arm-unknown-linux-musleabi",
+    );
+    want(
+        "aarch64",
+        &none,
+        "aarch64_cortex-a53",
+        "aarch64-unknown-linux-musl",
+    );
     // MIPS: the byte order of the system's busybox (the root's is x86-64, little-endian).
     want("mips", &none, "mipsel_24kc", "mipsel-unknown-linux-musl");
     // ARMv5 has no build: refused before any download, saying so.
-    let out = r.install_env(&["--base", &srv.url()], &[("UNAME_M", "armv5tel")], None);
+    let out = r.install_env(&["--base", &srv.url()], &[("UNAME_M", "armv5tel")]);
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("no build for this CPU"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no build for this CPU"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!r.bin().exists(), "something was installed");
 }
 
@@ -572,9 +655,15 @@ fn generic_linux_uses_the_documented_paths() {
     fs::copy(busybox(), root.join("bin/busybox")).unwrap();
     let path = applet_path(&t.0);
     let log = install_ok(&pkg().dir, &root, &path, &[]);
-    assert_installed_exec(&root.join("usr/local/bin/tg-ws-proxy"), &pkg().dir.join("tg-ws-proxy"));
+    assert_installed_exec(
+        &root.join("usr/local/bin/tg-ws-proxy"),
+        &pkg().dir.join("tg-ws-proxy"),
+    );
     let conf = fs::read_to_string(root.join("etc/tg-ws-proxy.conf")).unwrap();
-    assert!(conf.contains("\nsecret-file /etc/tg-ws-proxy.secret\n"), "{conf}");
+    assert!(
+        conf.contains("\nsecret-file /etc/tg-ws-proxy.secret\n"),
+        "{conf}"
+    );
     assert!(!conf.contains("/opt"), "{conf}");
     let unit = fs::read_to_string(root.join("etc/systemd/system/tg-ws-proxy.service")).unwrap();
     assert!(
@@ -585,12 +674,19 @@ fn generic_linux_uses_the_documented_paths() {
     secret_in(&root.join("etc/tg-ws-proxy.secret"));
     assert!(!root.join("opt").exists(), "wrote under /opt");
     assert!(!log.contains("/opt"), "{log}");
-    assert!(log.contains("tg://proxy?server=127.0.0.1&port=1443&secret="), "{log}");
+    assert!(
+        log.contains("tg://proxy?server=127.0.0.1&port=1443&secret="),
+        "{log}"
+    );
 }
 
 #[test]
 fn shellcheck_passes_on_install_sh() {
     let sc = need("shellcheck", "shellcheck");
-    ok(Command::new(&sc).args(["-s", "sh"]).arg(repo().join("cross/install.sh")));
-    ok(Command::new(busybox()).args(["sh", "-n"]).arg(repo().join("cross/install.sh")));
+    ok(Command::new(&sc)
+        .args(["-s", "sh"])
+        .arg(repo().join("cross/install.sh")));
+    ok(Command::new(busybox())
+        .args(["sh", "-n"])
+        .arg(repo().join("cross/install.sh")));
 }
