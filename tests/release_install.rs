@@ -690,3 +690,78 @@ fn shellcheck_passes_on_install_sh() {
         .args(["sh", "-n"])
         .arg(repo().join("cross/install.sh")));
 }
+
+/// A 32-bit ARM ELF header (52 bytes) with the float ABI in e_flags (0x400 hard, 0x200 soft),
+/// then a shell line: the kernel refuses it here, and install.sh must never start it.
+fn arm_header(hard: bool) -> Vec<u8> {
+    let mut h = vec![0u8; 52];
+    h[..7].copy_from_slice(b"\x7fELF\x01\x01\x01");
+    h[16] = 2; // ET_EXEC
+    h[18] = 0x28; // EM_ARM
+    h[20] = 1; // EV_CURRENT
+    h[36..40].copy_from_slice(&(0x0500_0000u32 | if hard { 0x400 } else { 0x200 }).to_le_bytes());
+    h.extend_from_slice(b"\n: >ran-as-script\n");
+    h
+}
+
+/// The tarball binary's float ABI (ELF e_flags) must fit the CPU: a hard-float build is refused
+/// on an ARM without VFPv3, a soft-float build is taken on an ARM with one.
+#[test]
+fn an_arm_build_must_fit_the_fpu() {
+    let t = Scratch::new("rel-armfloat");
+    let root = openwrt_root(&t.0);
+    let path = applet_path(&t.0);
+    let soft_cpu = t.0.join("cpuinfo-soft");
+    fs::write(&soft_cpu, "Features\t: half thumb fastmult edsp\n").unwrap();
+    let hard_cpu = t.0.join("cpuinfo-hard");
+    fs::write(
+        &hard_cpu,
+        "Features\t: half thumb vfp edsp neon vfpv3 tls\n",
+    )
+    .unwrap();
+    let cwd = t.0.join("cwd");
+    fs::create_dir_all(&cwd).unwrap();
+    let with = |hard_build: bool, cpuinfo: &Path| {
+        let dir = t.0.join(format!("tgz-{hard_build}"));
+        if !dir.exists() {
+            ok(Command::new("cp").arg("-a").arg(&pkg().dir).arg(&dir));
+            fs::write(dir.join("tg-ws-proxy"), arm_header(hard_build)).unwrap();
+        }
+        run(Command::new(busybox())
+            .current_dir(&cwd)
+            .arg("sh")
+            .arg(dir.join("install.sh"))
+            .env_clear()
+            .env("PATH", &path)
+            .env("ROOT", &root)
+            .env("UNAME_M", "armv7l")
+            .env("CPUINFO", cpuinfo))
+    };
+    let out = with(true, &soft_cpu);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a hard-float build went onto an FPU-less ARM"
+    );
+    assert!(
+        err.contains("for ARMv7 with FPU (hard float), but this machine is ARMv6+ without FPU"),
+        "{err}"
+    );
+    assert!(!root.join("usr/bin/tg-ws-proxy").exists());
+
+    let out = with(false, &hard_cpu);
+    assert!(
+        out.status.success(),
+        "the soft-float build was refused on a hard-float ARM:\n{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        fs::read(root.join("usr/bin/tg-ws-proxy")).unwrap(),
+        arm_header(false)
+    );
+    assert_eq!(
+        fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "the ARM binary was run as a script"
+    );
+}
