@@ -765,3 +765,41 @@ fn an_arm_build_must_fit_the_fpu() {
         "the ARM binary was run as a script"
     );
 }
+
+/// The release's own install.sh (`cross/dist.sh installer DIR BASE`, what the release workflow
+/// publishes) downloads from BASE with no option; SHA256SUMS then covers it too. The source
+/// tree's copy, with no address and no tarball next to it, says what to pass.
+#[test]
+fn the_published_install_sh_downloads_from_its_release() {
+    let d = Scratch::new("rel-published-dist");
+    let dist = dist_tree(&d.0, None, false);
+    let srv = Server::start(&dist);
+    ok(Command::new("bash")
+        .arg(repo().join("cross/dist.sh"))
+        .args(["installer"])
+        .arg(&dist)
+        .arg(srv.url()));
+    let sums = fs::read_to_string(dist.join("SHA256SUMS")).unwrap();
+    assert!(sums.lines().any(|l| l.ends_with("  install.sh")), "{sums}");
+    ok(Command::new("sha256sum")
+        .args(["-c", "SHA256SUMS"])
+        .current_dir(&dist));
+
+    let r = Router::new("rel-published");
+    let out = r.install(&[]);
+    assert!(
+        !out.status.success(),
+        "the source tree's install.sh found a release"
+    );
+    assert!(
+        text(&out.stderr).contains("pass --base URL"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!r.bin().exists());
+
+    fs::copy(dist.join("install.sh"), &r.installer).unwrap();
+    r.install_ok(&[]);
+    assert_installed_exec(&r.bin(), &pkg().dir.join("tg-ws-proxy"));
+    assert!(r.pid().is_some(), "not started");
+}
