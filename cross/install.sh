@@ -342,8 +342,13 @@ svc_pids() {
 	elif [ "$SYS" = linux ]; then
 		p="$(systemctl show -p MainPID --value "$NAME" 2>/dev/null || true)"
 		[ "${p:-0}" = 0 ] || echo "$p"
-	else
+	elif command -v pidof >/dev/null 2>&1; then
 		pidof "$NAME" 2>/dev/null || true
+	else
+		# No pidof: the processes whose name is ours, from /proc.
+		for d in /proc/[0-9]*; do
+			[ "$(cat "$d/comm" 2>/dev/null)" != "$NAME" ] || printf '%s ' "${d#/proc/}"
+		done
 	fi
 }
 
@@ -509,8 +514,13 @@ say "CPU: $(describe "$have"), matches the tarball"
 CAN_RUN=0
 if runs_here "$HERE/$NAME"; then
 	CAN_RUN=1
-	"$HERE/$NAME" --version >/dev/null 2>&1 ||
-		die "the new $NAME does not run on this machine ($HERE/$NAME --version failed: a wrong or damaged build); nothing was changed"
+	rc=0
+	"$HERE/$NAME" --version >/dev/null 2>&1 || rc=$?
+	if [ "$rc" -eq 126 ]; then
+		die "cannot execute $HERE/$NAME (a noexec mount?): set TMPDIR to a directory that allows it; nothing was changed"
+	elif [ "$rc" -ne 0 ]; then
+		die "the new $NAME does not run on this machine ($HERE/$NAME --version failed, exit $rc: a wrong or damaged build); nothing was changed"
+	fi
 fi
 
 # Room for the new binary next to the one it replaces (kept as $BIN.old until the next
@@ -649,6 +659,8 @@ elif [ "$NO_START" -eq 1 ]; then
 	else
 		say "--no-start: not started"
 	fi
+elif [ "$SYS" = openwrt ] && [ "$(uci_opt enabled)" = 0 ]; then
+	say "option enabled is '0' in $CONF: not started (uci set $NAME.main.enabled=1 && uci commit $NAME && $INIT restart)"
 elif [ -z "$INIT" ] && [ -z "$SERVICE_CMD" ]; then
 	say "no systemd here: start it by hand (or from your init system): $BIN run --config $CONF"
 else
