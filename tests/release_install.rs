@@ -514,6 +514,21 @@ fn a_tarball_for_another_cpu_is_refused_with_nothing_changed() {
     );
     assert!(r.snapshot() == before, "the root changed");
     assert_eq!(r.pid().as_deref(), Some(pid.as_str()));
+
+    // An x86-64 ELF that does not run as tg-ws-proxy (busybox: "applet not found", exit 127):
+    // its --version fails before anything is written.
+    let d3 = Scratch::new("rel-arch-v3");
+    let bb = fs::read(busybox()).unwrap();
+    let v3 = Server::start(&dist_tree(&d3.0, Some(&bb), false));
+    let out = r.install(&["--base", &v3.url()]);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "installed a binary whose --version fails"
+    );
+    assert!(err.contains("--version failed"), "{err}");
+    assert!(r.snapshot() == before, "the root changed");
+    assert_eq!(r.pid().as_deref(), Some(pid.as_str()));
 }
 
 #[test]
