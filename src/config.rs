@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::logging::LogTime;
 use crate::mtproto::dc::DcId;
 use crate::mtproto::obfs2::Secret;
 use crate::net::tls::CipherPref;
@@ -330,6 +331,9 @@ pub struct Config {
     pub doh_timeout: Duration,
     /// Most verbose level logged (`-q` → Warn, default Info, `-v` → Debug, `-v -v` → Trace).
     pub log_level: log::LevelFilter,
+    /// Whether stderr lines carry the UTC time stamp (`--log-time auto|on|off`, auto: only on
+    /// a terminal, since logd and journald stamp lines themselves). The log file always does.
+    pub log_time: LogTime,
     /// Append log lines to this file instead of stderr (`--log-file`); `None` = stderr.
     pub log_file: Option<PathBuf>,
     /// Size cap of `log_file` in bytes before its one rotation to `PATH.1` (`--log-max-kb`,
@@ -591,6 +595,7 @@ impl Config {
             doh_fallback: false,
             doh_timeout: Duration::from_secs(5),
             log_level: log::LevelFilter::Info,
+            log_time: LogTime::Auto,
             log_file: None,
             log_fold_interval: Duration::from_secs(6),
             log_max_bytes: DEFAULT_LOG_MAX_KB * 1024,
@@ -728,6 +733,7 @@ settings! {
     tcp_keepalive => "tcp-keepalive",
     close_linger => "close-linger",
     log_level => "verbose",
+    log_time => "log-time",
     link_ip => "link-ip",
     short_session => "short-session",
     stall_timeout => "stall-timeout",

@@ -1,9 +1,12 @@
 //! The process logger (`log` facade backend); the folding helpers [`RateLimited`] (one kind of
-//! line) and [`Folds`] (one limiter per kind) are the submodule `fold`; the structured event
+//! line) and [`Folds`] (one limiter per kind) are the submodule `fold`; the short component
+//! names lines show instead of module paths are the submodule `component`; the structured event
 //! stream (`TG_EVENTS`, one JSON object per line, for tests and tools) is [`events`].
 //!
 //! Owns where log lines go (stderr, or `--log-file` with a size cap and ONE rotation to
-//! `PATH.1`), their one-line format, the last-line redaction of the configured private host
+//! `PATH.1`), their one-line format (the same for both sinks: `STAMP LEVEL [component]
+//! message`, see [`format_line`]; on stderr the stamp follows `--log-time`, [`LogTime`]), the
+//! last-line redaction of the configured private host
 //! names ([`set_redactions`]: no line, a dependency's included, shows them), and what happens
 //! when a sink breaks: a line that cannot be
 //! written is dropped and counted ([`lost_lines`]), never a panic, and a stderr that cannot
@@ -15,38 +18,93 @@
 //! lives in `conn`, the stats line in `stats`). Nothing here reads the monotonic clock the
 //! reactor owns; [`RateLimited`] takes time as a parameter.
 //!
-//! Log file time stamps are UTC wall time (`2026-11-30T12:34:56.789Z`). Routers boot with a wrong clock
+//! Time stamps are UTC wall time (`2026-11-30T12:34:56.789Z`). Routers boot with a wrong clock
 //! that NTP corrects minutes later, so the first lines after boot may carry a 1970 or build-date
 //! stamp; we accept that because (a) line order in the file stays true regardless, (b) once the
 //! clock is synced the stamps line up with the user's experience ("it broke at 21:00") and with
 //! other hosts' logs, which monotonic seconds-since-start never would, and (c) UTC needs no time
-//! zone database. Under procd, logd adds its own stamp too; the duplication is harmless.
+//! zone database. Under procd, logd stamps every line itself, so stderr drops ours when it is
+//! not a terminal (`--log-time auto`); `--log-time on|off` forces it either way. The log file
+//! always carries the stamp.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{LevelFilter, Log, Metadata, Record};
 
+mod component;
 pub mod events;
 mod fold;
 
+pub use component::{component, COMPONENTS};
 pub use fold::{fold_key, Folds, RateLimited};
 
+/// Whether stderr lines carry the time stamp (`--log-time`). The log file always does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogTime {
+    /// Only when stderr is a terminal: under procd (logd) or systemd (journald) stderr is a
+    /// pipe or socket whose reader stamps lines itself.
+    #[default]
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
+}
+
+impl LogTime {
+    /// `auto`, `on` or `off`. Errors: anything else, as a one-line message.
+    pub fn parse(s: &str) -> Result<LogTime, String> {
+        match s {
+            "auto" => Ok(LogTime::Auto),
+            "on" => Ok(LogTime::On),
+            "off" => Ok(LogTime::Off),
+            _ => Err(format!("'{s}': expected auto, on or off")),
+        }
+    }
+
+    /// Whether stderr lines are stamped under this mode, given whether stderr is a terminal.
+    pub fn stamps(self, stderr_is_terminal: bool) -> bool {
+        match self {
+            LogTime::Auto => stderr_is_terminal,
+            LogTime::On => true,
+            LogTime::Off => false,
+        }
+    }
+}
+
+/// Sets whether stderr lines carry the time stamp (`--log-time`; at start and at every
+/// reload). `Auto` asks `isatty(2)` now.
+pub fn set_log_time(mode: LogTime) {
+    // SAFETY: isatty only inspects the descriptor.
+    let tty = unsafe { libc::isatty(libc::STDERR_FILENO) } == 1;
+    STDERR_STAMP.store(u8::from(mode.stamps(tty)), Ordering::Relaxed);
+}
+
+/// 1 while stderr lines are stamped (see [`set_log_time`]); 0 until it is first called.
+static STDERR_STAMP: AtomicU8 = AtomicU8::new(0);
+
 /// Installs the global logger. `level` bounds our own crate's records; other crates (rustls)
-/// are capped at `Info` unless `level` is `Trace`. `file = None` writes to stderr as
-/// `LEVEL [target] message` (logd adds the time stamp); otherwise lines (with a UTC stamp) are
-/// appended to `file`, and when the next line would push it past `max_bytes` it is
+/// are capped at `Info` unless `level` is `Trace`. `file = None` writes to stderr, stamped as
+/// `time` says ([`set_log_time`]); otherwise lines (always stamped) are appended to `file`, and
+/// when the next line would push it past `max_bytes` it is
 /// renamed to `PATH.1` (replacing an older one) and a fresh `PATH` is started. `max_bytes` of 0
 /// is treated as 1 (rotate before every line), never as "unbounded". Write errors never panic:
 /// the line is counted in [`lost_lines`]; stderr stops being written after its first error.
 ///
 /// Errors: the file cannot be opened for appending (message names the path), or a logger was
 /// already installed.
-pub fn init(level: LevelFilter, file: Option<&Path>, max_bytes: u64) -> Result<(), String> {
+pub fn init(
+    level: LevelFilter,
+    time: LogTime,
+    file: Option<&Path>,
+    max_bytes: u64,
+) -> Result<(), String> {
+    set_log_time(time);
     let sink = match file {
         None => Sink::Stderr,
         Some(path) => Sink::File(Mutex::new(LogFile::open(path, max_bytes)?)),
@@ -122,7 +180,7 @@ static STDERR_GONE: AtomicBool = AtomicBool::new(false);
 /// `poll` asks first; a stderr that cannot take a write now loses this line (counted, stderr
 /// kept). On a pipe, "writable" means a free page (Linux counts pages, so a line may be
 /// dropped while the last page still has room: at most a page of the pipe goes unused), and a
-/// line of at most `PIPE_BUF` bytes ([`stderr_line`] caps ours) fits in one, so the write that
+/// line of at most `PIPE_BUF` bytes ([`cap_line`] caps ours) fits in one, so the write that
 /// follows cannot block. An
 /// inherited non-blocking stderr's `EAGAIN` is treated the same way.
 pub fn write_stderr(bytes: &[u8]) -> bool {
@@ -160,7 +218,7 @@ fn stderr_writable_now() -> bool {
 }
 
 /// Longest stderr line: `PIPE_BUF`, the most a pipe takes atomically (and, once `poll` said
-/// writable, without blocking).
+/// writable, without blocking). [`cap_line`] cuts longer ones.
 const STDERR_LINE_MAX: usize = 4096;
 
 /// `line` cut to at most [`STDERR_LINE_MAX`] bytes on a character boundary, ending in `…` and a
@@ -209,10 +267,12 @@ impl Log for Logger {
         }
         match &self.sink {
             Sink::Stderr => {
-                write_stderr(stderr_line(record).as_bytes());
+                let stamp = STDERR_STAMP.load(Ordering::Relaxed) == 1;
+                let line = format_line(stamp.then(SystemTime::now), record);
+                write_stderr(cap_line(line).as_bytes());
             }
             Sink::File(file) => {
-                let line = format_line(SystemTime::now(), record);
+                let line = format_line(Some(SystemTime::now()), record);
                 // A poisoned lock only means another thread panicked mid-write; keep logging.
                 let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
                 file.write_line(line.as_bytes());
@@ -298,20 +358,22 @@ fn open_append(path: &Path) -> Result<File, String> {
         .map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
 
-/// One record as one line: `2026-11-30T12:34:56.789Z INFO message`, with `[target]` before the
-/// message for records from other crates, and a trailing newline. Embedded newlines in the
-/// message are replaced so a record can never forge a second line.
-fn format_line(now: SystemTime, record: &Record) -> String {
-    let mut line = utc_timestamp(now);
-    line.push(' ');
-    line.push_str(record.level().as_str());
-    line.push(' ');
-    let target = record.target();
-    if !target.starts_with(env!("CARGO_CRATE_NAME")) {
-        line.push('[');
-        line.push_str(target);
-        line.push_str("] ");
-    }
+/// One record as one line, the one format of both sinks:
+/// `2026-11-30T12:34:56.789Z WARN  [ladder] message` — the UTC stamp (left out when `stamp` is
+/// `None`: stderr under logd), the level padded to 5, the component name in brackets
+/// ([`component`]: a short name for our modules, the crate for others), the message with the
+/// configured names redacted, and a trailing newline. Embedded newlines in the message are
+/// replaced so a record can never forge a second line.
+fn format_line(stamp: Option<SystemTime>, record: &Record) -> String {
+    let mut line = match stamp {
+        Some(t) => utc_timestamp(t) + " ",
+        None => String::new(),
+    };
+    line.push_str(&format!(
+        "{:<5} [{}] ",
+        record.level().as_str(),
+        component(record.target())
+    ));
     let msg = message(record);
     line.extend(
         msg.chars()
@@ -319,21 +381,6 @@ fn format_line(now: SystemTime, record: &Record) -> String {
     );
     line.push('\n');
     line
-}
-
-/// One record as one stderr line: `WARN  [tg_ws_proxy::conn] message` (the level padded to 5,
-/// the shape the `simple_logger` crate printed before this sink replaced it), no time stamp
-/// (logd adds one), newlines flattened as in [`format_line`], and a trailing newline; at most
-/// [`STDERR_LINE_MAX`] bytes (a longer one is cut, ending in `…`).
-fn stderr_line(record: &Record) -> String {
-    let msg = message(record);
-    let mut line = format!("{:<5} [{}] ", record.level().as_str(), record.target());
-    line.extend(
-        msg.chars()
-            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
-    );
-    line.push('\n');
-    cap_line(line)
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for `t` (times before 1970 print as the epoch).
@@ -428,51 +475,58 @@ mod tests {
         }
     }
 
-    #[test]
-    fn format_line_marks_foreign_targets_and_flattens_newlines() {
-        let t = UNIX_EPOCH + Duration::from_secs(60);
-        let own = format_line(
-            t,
+    fn record_line(
+        stamp: Option<SystemTime>,
+        level: log::Level,
+        target: &str,
+        msg: &str,
+    ) -> String {
+        format_line(
+            stamp,
             &Record::builder()
-                .level(log::Level::Warn)
-                .target("tg_ws_proxy::conn")
-                .args(format_args!("a\nb"))
+                .level(level)
+                .target(target)
+                .args(format_args!("{msg}"))
                 .build(),
-        );
-        assert_eq!(own, "1970-01-01T00:01:00.000Z WARN a b\n");
-        let other = format_line(
-            t,
-            &Record::builder()
-                .level(log::Level::Info)
-                .target("rustls::client")
-                .args(format_args!("x"))
-                .build(),
-        );
-        assert_eq!(other, "1970-01-01T00:01:00.000Z INFO [rustls::client] x\n");
+        )
     }
 
     #[test]
-    fn stderr_line_keeps_the_old_shape_and_flattens_newlines() {
-        let line = stderr_line(
-            &Record::builder()
-                .level(log::Level::Warn)
-                .target("tg_ws_proxy::conn")
-                .args(format_args!("a\nb"))
-                .build(),
+    fn one_format_stamp_level_component_message_and_newlines_flattened() {
+        let t = UNIX_EPOCH + Duration::from_secs(60);
+        let own = record_line(
+            Some(t),
+            log::Level::Warn,
+            "tg_ws_proxy::conn::relay",
+            "a\nb",
         );
-        assert_eq!(line, "WARN  [tg_ws_proxy::conn] a b\n");
+        assert_eq!(own, "1970-01-01T00:01:00.000Z WARN  [relay] a b\n");
+        let other = record_line(Some(t), log::Level::Info, "rustls::client", "x");
+        assert_eq!(other, "1970-01-01T00:01:00.000Z INFO  [rustls] x\n");
+        // stderr under logd: the same line without the stamp.
+        let bare = record_line(None, log::Level::Warn, "tg_ws_proxy::route::ladder", "a\rb");
+        assert_eq!(bare, "WARN  [ladder] a b\n");
+    }
+
+    #[test]
+    fn log_time_auto_stamps_only_a_terminal_and_on_off_force_it() {
+        assert_eq!(LogTime::parse("auto"), Ok(LogTime::Auto));
+        assert_eq!(LogTime::default(), LogTime::Auto);
+        assert!(LogTime::parse("yes").is_err());
+        assert!(LogTime::Auto.stamps(true) && !LogTime::Auto.stamps(false));
+        assert!(LogTime::On.stamps(false) && LogTime::On.stamps(true));
+        assert!(!LogTime::Off.stamps(true) && !LogTime::Off.stamps(false));
     }
 
     #[test]
     fn stderr_lines_are_capped_at_pipe_buf_on_a_char_boundary() {
         let long = "é".repeat(5000);
-        let line = stderr_line(
-            &Record::builder()
-                .level(log::Level::Trace)
-                .target("tungstenite::handshake")
-                .args(format_args!("{long}"))
-                .build(),
-        );
+        let line = cap_line(record_line(
+            None,
+            log::Level::Trace,
+            "tungstenite::handshake",
+            &long,
+        ));
         assert!(line.len() <= STDERR_LINE_MAX, "{}", line.len());
         assert!(line.len() > STDERR_LINE_MAX - 8, "{}", line.len());
         assert!(line.ends_with("é…\n"), "{:?}", &line[line.len() - 8..]);

@@ -3,7 +3,8 @@
 //! as real edges share 443) serve the same Worker name, which does not resolve at all (the
 //! routes dial the edges, SNI and Host unchanged). The edge at 127.0.0.2 freezes every session
 //! after 16 KiB; sessions must end up on 127.0.0.3 and `ctl status --json` must show the first
-//! edge frozen with its reason and the second one ok. A bad `--cf-ip` stops the start.
+//! edge frozen with its reason and the second one ok; with startup probes the frozen edge is
+//! found by a pulling probe before any client. A bad `--cf-ip` stops the start.
 
 mod common;
 
@@ -114,6 +115,73 @@ fn sessions_move_to_the_working_edge_and_status_shows_the_frozen_one() {
             .is_some_and(|r| r.contains(&id)),
         "{last}"
     );
+}
+
+/// With startup probes on (the default outside this rig), an edge route's first probe pulls
+/// past the freeze size: the freezing edge is found and shown frozen (`stalled`) before any
+/// client arrives, and then no client session freezes at all — the edge was left without a
+/// client paying for it.
+#[test]
+fn startup_probes_find_the_frozen_edge_before_any_client_pays() {
+    let dc = FakeDc::start_tcp(DcConfig::default());
+    let (frozen, ok) = edges();
+    let ctl = Ctl::new();
+    // Every production DC's Worker `dst` is the fake DC (startup probes try them all).
+    let dsts: Vec<String> = [1, 2, 3, 4, 5, 203]
+        .iter()
+        .map(|n| format!("{n}:{}", dc.addr()))
+        .collect();
+    let mut args: Vec<String> = [
+        "--tier-order",
+        "worker",
+        "--tcp-dc-ip",
+        &dsts.join(","),
+        "--cf-worker-domain",
+        &format!("{WORKER}:{}", frozen.port()),
+        "--cf-ip",
+        "127.0.0.2,127.0.0.3",
+        "--startup-probes",
+        "on",
+        "--probe-timeout",
+        "3",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(ctl.args());
+    let p = common::ladder_proxy(&[], &args);
+    let mut last = serde_json::Value::Null;
+    let found = wait_until(Duration::from_secs(20), || {
+        last = ctl.status(&p);
+        let e = &last["edges"];
+        e[0]["state"] == "frozen" && e[0]["why"] == "stalled" && e[1]["state"] == "ok"
+    });
+    assert!(found, "{last}\n{}", p.dump());
+    assert!(
+        frozen.upgrades() >= 1,
+        "probes reached the freezing edge: {}",
+        p.dump()
+    );
+    assert_eq!(
+        last["counters"]["accepted"].as_u64().unwrap_or(u64::MAX),
+        0,
+        "no client yet: {last}"
+    );
+    let runs = freezeclient::attempts(
+        p.addr(),
+        SECRET,
+        Client::AskOnce(Duration::from_secs(30)),
+        3,
+        Duration::ZERO,
+        true,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", p.dump()));
+    assert!(
+        runs.iter().all(|a| a.complete),
+        "no session froze: {runs:#?}\n{}",
+        p.dump()
+    );
+    assert!(ok.upgrades() >= 3, "{}", p.dump());
 }
 
 #[test]

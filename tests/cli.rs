@@ -410,13 +410,20 @@ fn argv0_symlink_selects_the_applet() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Only `run` creates a missing secret file (on first start, mode 0600, the note naming the
+/// path but not the secret); `link` refuses a missing one (issue 23) and reads the created one.
 #[test]
-fn secret_file_is_created_private_and_reused() {
+fn secret_file_is_created_private_by_run_and_reused_by_link() {
     let dir = temp_dir("secretfile");
     let path = dir.join("proxy.secret");
     let p = path.to_str().expect("utf-8 temp path");
     let o = run_with(&["link", "--server", "192.0.2.1"], &[("TG_SECRET_FILE", p)]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(p), "{}", stderr(&o));
+    assert!(!path.exists(), "link created the secret file");
+    let (lines, listening) = run_until_listening(&[], &[("TG_SECRET_FILE", p)]);
+    let err = lines.join("\n");
+    assert!(listening, "no `listening on` line:\n{err}");
     let mode = std::fs::metadata(&path)
         .expect("file created")
         .permissions()
@@ -430,14 +437,12 @@ fn secret_file_is_created_private_and_reused() {
         .collect();
     assert_eq!(lines.len(), 1, "{text}");
     let secret = Secret::parse(lines[0].trim()).expect("file content parses");
-    let err = stderr(&o);
     assert!(err.contains(p), "creation note names the path: {err}");
     assert!(
         !err.contains(&secret.key_hex()),
         "creation note shows the secret: {err}"
     );
-    assert!(stdout(&o).contains(&secret.link_hex()));
-    // Second use: same secret, no note, file untouched.
+    // `link` reads it: same secret, no note, file untouched.
     let o = run_with(&["link", "--server", "192.0.2.1", "--secret-file", p], &[]);
     assert_eq!(o.status.code(), Some(0));
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
@@ -446,30 +451,28 @@ fn secret_file_is_created_private_and_reused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Needs `reactor::run` (it prints `listening on ADDR`): starts the proxy with the secret in
-/// `TG_SECRET`, waits for that line, stops it, and checks no log line shows the secret.
-#[test]
-fn run_with_env_secret_never_logs_it_needs_reactor() {
-    let mut child = command(
-        Path::new(BIN),
-        // Nothing leaves loopback: no startup probes toward the built-in DC table, no fetch
-        // of the shared CF domain list from its default (GitHub) URL.
-        &[
-            "run",
-            "--port",
-            "0",
-            "--host",
-            "127.0.0.1",
-            "-v",
-            "--startup-probes",
-            "off",
-        ],
-        &[("TG_SECRET", KEY), ("TG_CF_DOMAIN_LIST", "off")],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("spawn run");
+/// Starts `run --port 0 --host 127.0.0.1 --startup-probes off <extra>` (nothing leaves
+/// loopback: no startup probes toward the built-in DC table, no fetch of the shared CF domain
+/// list), reads its stderr until the `listening on` line (20 s at most), kills it. Returns the
+/// lines read and whether that line came.
+fn run_until_listening(extra: &[&str], env: &[(&str, &str)]) -> (Vec<String>, bool) {
+    let mut args = vec![
+        "run",
+        "--port",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--startup-probes",
+        "off",
+    ];
+    args.extend_from_slice(extra);
+    let mut env = env.to_vec();
+    env.push(("TG_CF_DOMAIN_LIST", "off"));
+    let mut child = command(Path::new(BIN), &args, &env)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn run");
     let err = child.stderr.take().expect("piped stderr");
     let (tx, rx) = mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -496,6 +499,14 @@ fn run_with_env_secret_never_logs_it_needs_reactor() {
     let _ = child.wait();
     let _ = reader.join();
     lines.extend(rx.try_iter());
+    (lines, listening)
+}
+
+/// Needs `reactor::run` (it prints `listening on ADDR`): starts the proxy with the secret in
+/// `TG_SECRET`, waits for that line, stops it, and checks no log line shows the secret.
+#[test]
+fn run_with_env_secret_never_logs_it_needs_reactor() {
+    let (lines, listening) = run_until_listening(&["-v"], &[("TG_SECRET", KEY)]);
     let all = lines.join("\n");
     assert!(listening, "no `listening on` line within 20 s:\n{all}");
     assert!(all.contains("startup probes off"), "{all}");
@@ -513,5 +524,98 @@ fn run_with_env_secret_never_logs_it_needs_reactor() {
     assert!(
         all.contains(&masked),
         "masked secret {masked} expected in the summary:\n{all}"
+    );
+}
+
+/// Issue 23 trap: "address in use" / "permission denied" on the port came without a hint. The
+/// port is taken by the test first; the start fails (non-zero) with one line naming the
+/// address and the likely fix, for the proxy port and an extra way (`--socks5`) alike.
+#[test]
+fn a_taken_port_stops_the_start_naming_the_address_and_the_fix() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("occupy a port");
+    let addr = taken.local_addr().unwrap();
+    let port = addr.port().to_string();
+    let base = ["run", "--host", "127.0.0.1", "--startup-probes", "off"];
+    let env = [("TG_SECRET", KEY), ("TG_CF_DOMAIN_LIST", "off")];
+    let mut args = base.to_vec();
+    args.extend(["--port", &port]);
+    let o = run_with(&args, &env);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("cannot listen on"))
+        .unwrap_or_else(|| panic!("no bind error line:\n{err}"));
+    assert!(
+        line.contains(&format!("cannot listen on {addr}: ")),
+        "{line}"
+    );
+    assert!(
+        line.contains("ctl status") && line.contains("another --port"),
+        "{line}"
+    );
+    let socks = addr.to_string();
+    let mut args = base.to_vec();
+    args.extend(["--port", "0", "--socks5", &socks]);
+    let o = run_with(&args, &env);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on {addr} (socks5): "))
+            && err.contains("another --socks5"),
+        "{err}"
+    );
+    drop(taken);
+}
+
+/// A port below 1024 as an unprivileged user (the child drops to nobody before exec): the
+/// line says root or a port of 1024 and up. Skipped where unprivileged users may bind low
+/// ports (`net.ipv4.ip_unprivileged_port_start` below 1024).
+#[test]
+fn a_low_port_without_root_says_root_or_a_higher_port() {
+    use std::os::unix::process::CommandExt;
+    let start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(1024);
+    if start < 1024 {
+        eprintln!("SKIP: unprivileged users may bind ports from {start}");
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("SKIP: needs root to drop to nobody");
+        return;
+    }
+    let mut cmd = command(
+        Path::new(BIN),
+        &[
+            "run",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "1023",
+            "--startup-probes",
+            "off",
+        ],
+        &[("TG_SECRET", KEY), ("TG_CF_DOMAIN_LIST", "off")],
+    );
+    // SAFETY: setgid/setuid are async-signal-safe; nothing else runs in the closure.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().expect("spawn run as nobody");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot listen on 127.0.0.1:1023: ")
+            && err.contains("below 1024")
+            && err.contains("root"),
+        "{err}"
     );
 }

@@ -113,6 +113,48 @@ fn bad_config_line(text: &[u8]) -> (PathBuf, String) {
     (conf, r.stderr.trim_end().to_string())
 }
 
+/// Issue 23 trap: an inline `# comment` after a value became part of the value. Now a value
+/// with a `#` after a blank is refused with its file and line, for `run` and `link` alike; a
+/// `#` inside a word stays part of the value.
+#[test]
+fn an_inline_comment_is_refused_with_file_and_line() {
+    let (conf, line) = bad_config_line(
+        format!("secret {INLINE}\n# ok\nidle-timeout 30s  # half a minute\n").as_bytes(),
+    );
+    assert_eq!(
+        line,
+        format!(
+            "tg-ws-proxy: --config {} line 3: --idle-timeout: a '#' after a blank in the value: \
+             comments go on their own line (there are no inline comments, so it would be part \
+             of the value)",
+            conf.display()
+        )
+    );
+    let c = conf.to_str().unwrap();
+    let r = run_bin(
+        &["link", "--config", c, "--server", "192.0.2.1"],
+        &[],
+        Duration::from_secs(10),
+    );
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(r.stderr.contains(" line 3: --idle-timeout: a '#'"), "{r:?}");
+    // Inside a word it is the value's: the link is printed.
+    std::fs::write(
+        &conf,
+        format!(
+            "secret {INLINE}\nlog-file {}/a#b.log\n",
+            temp_dir().display()
+        ),
+    )
+    .unwrap();
+    let r = run_bin(
+        &["link", "--config", c, "--server", "192.0.2.1"],
+        &[],
+        Duration::from_secs(10),
+    );
+    assert_eq!(r.code, Some(0), "{r:?}");
+}
+
 #[test]
 fn a_bad_config_file_exits_2_with_one_line_naming_file_and_line() {
     let (conf, line) =
@@ -199,13 +241,16 @@ fn documented_example_configuration_is_accepted_as_written() {
     );
     let conf = dir.join("example.conf");
     write_private(&conf, &text);
+    // `link` never creates the secret file (`run` does on first start): make one with genkey.
+    let key = run_bin(&["genkey"], &[], Duration::from_secs(10));
+    assert_eq!(key.code, Some(0), "{key:?}");
+    write_private(&secret, &key.stdout);
     let r = run_bin(
         &["link", "--config", conf.to_str().unwrap()],
         &[],
         Duration::from_secs(10),
     );
     assert_eq!(r.code, Some(0), "{r:?}\n{text}");
-    assert!(secret.exists(), "the secret file was created");
     assert!(
         r.stdout
             .starts_with("tg://proxy?server=192.168.1.1&port=1443&secret=dd"),

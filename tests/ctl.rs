@@ -641,3 +641,46 @@ fn a_route_retired_by_a_reload_shows_as_retired_and_refuses_pin_and_probe() {
     drop(session(&p));
     assert_eq!((old_dc.inits(), new_dc.inits()), (1, 1));
 }
+
+/// Issue 23 traps: `ctl` refused `--config`, so the socket path had to be repeated; and a proxy
+/// started without `--host` listened on loopback only and said nothing. Now `ctl --config FILE`
+/// finds the socket in the file `run` reads, and the status says the listener is loopback only
+/// (the start said so once, with the flag that opens the LAN).
+#[test]
+fn ctl_reads_the_socket_from_the_config_file_and_status_says_loopback_only() {
+    let sock = sock_path();
+    let conf = sock.with_file_name("proxy.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "# the proxy's settings\ncontrol-socket = {}\n",
+            sock_str(&sock)
+        ),
+    )
+    .expect("write config");
+    let c = conf.to_str().expect("UTF-8 temp path");
+    // The rig's flags (--host 127.0.0.1, …) and the file's control socket.
+    let p = Proxy::start(&["--secret", SECRET, "--config", c]);
+    let r = run_bin(&["ctl", "status", "--json", "--config", c], &[], WAIT);
+    assert_eq!(r.code, Some(0), "{r:?}\nproxy log:\n{}", p.dump());
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("status --json is JSON");
+    assert_eq!(v["listen"], p.addr().to_string());
+    assert_eq!(v["listen_loopback_only"], true, "{v:#}");
+    let said: Vec<String> = p
+        .logs()
+        .into_iter()
+        .filter(|l| l.contains("loopback only"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once at start:\n{}", p.dump());
+    assert!(said[0].contains("--host"), "{}", said[0]);
+    // A file without the socket: exit 2, the reason names the file.
+    let bare = sock.with_file_name("bare.conf");
+    std::fs::write(&bare, "port 1443\n").expect("write config");
+    let b = bare.to_str().unwrap();
+    let r = run_bin(&["ctl", "status", "--config", b], &[], WAIT);
+    assert_eq!(r.code, Some(2), "{r:?}");
+    assert!(
+        r.stderr.contains(b) && r.stderr.contains("control-socket"),
+        "{r:?}"
+    );
+}

@@ -199,8 +199,11 @@ fn readme_link_commands() -> Vec<Vec<String>> {
         .collect()
 }
 
+/// README's order: `run` creates the secret file on first start, then `link` prints links to
+/// it. Before that file exists, `link` refuses (issue 23: it used to create a secret of its
+/// own, so a mistyped path printed a link that worked with nothing).
 #[test]
-fn readme_link_commands_work_on_a_secret_file_with_its_comment_line() {
+fn readme_link_commands_work_on_the_secret_file_run_created() {
     let cmds = readme_link_commands();
     assert!(
         !cmds.is_empty(),
@@ -208,34 +211,76 @@ fn readme_link_commands_work_on_a_secret_file_with_its_comment_line() {
     );
     let secret_file = temp_dir().join("tg-ws-proxy.secret");
     let path = secret_file.to_str().unwrap();
-    for cmd in cmds {
-        let args: Vec<&str> = cmd
-            .iter()
+    let readme_args = |cmd: &Vec<String>| -> Vec<String> {
+        cmd.iter()
             .map(|a| {
                 if a == "/etc/tg-ws-proxy.secret" {
-                    path
+                    path.to_string()
                 } else {
-                    a.as_str()
+                    a.clone()
                 }
             })
-            .collect();
+            .collect()
+    };
+    for cmd in &cmds {
+        let args = readme_args(cmd);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         assert!(args.contains(&path), "{cmd:?} reads the secret file");
-        for _ in 0..2 {
-            // First run creates the file, the second reads it back.
-            let r = run_bin(&args, &[], T);
-            assert_eq!(r.code, Some(0), "{args:?}: {r:?}");
-            let text = std::fs::read_to_string(&secret_file).expect("secret file exists");
-            assert!(
-                text.starts_with('#'),
-                "the file starts with a comment: {text}"
-            );
-            let secret = &parse_secret_text(&text).expect("parses")[0];
-            assert!(
-                r.stdout.contains(&format!("secret={}", secret.link_hex())),
-                "{r:?}"
-            );
-            assert_eq!(server_of(&r.stdout), "192.168.1.1");
-        }
+        let r = run_bin(&args, &[], T);
+        assert_eq!(r.code, Some(2), "{args:?}: {r:?}");
+        assert!(r.stderr.contains(path), "{r:?}");
+        assert!(!secret_file.exists(), "link created the secret file");
+    }
+    // `run` (on the test's loopback port, not README's address) creates it on first start.
+    let mut p = Proxy::start(&["--secret-file", path]);
+    p.terminate(T);
+    for cmd in &cmds {
+        let args = readme_args(cmd);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run_bin(&args, &[], T);
+        assert_eq!(r.code, Some(0), "{args:?}: {r:?}");
+        let text = std::fs::read_to_string(&secret_file).expect("secret file exists");
+        assert!(
+            text.starts_with('#'),
+            "the file starts with a comment: {text}"
+        );
+        let secret = &parse_secret_text(&text).expect("parses")[0];
+        assert!(
+            r.stdout.contains(&format!("secret={}", secret.link_hex())),
+            "{r:?}"
+        );
+        assert_eq!(server_of(&r.stdout), "192.168.1.1");
+    }
+}
+
+/// Issue 23 trap: `link` with a mistyped `--secret-file` (flag, variable or `--config` line)
+/// silently created a new secret. Now: exit 2, one line naming the path and the two ways a
+/// secret is made, and no file.
+#[test]
+fn link_with_a_missing_secret_file_names_it_and_creates_nothing() {
+    let dir = temp_dir();
+    let typo = dir.join("sercet");
+    let t = typo.to_str().unwrap();
+    let conf = dir.join("proxy.conf");
+    std::fs::write(&conf, format!("port 1443\nsecret-file {t}\n")).unwrap();
+    let c = conf.to_str().unwrap();
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(&[&str], Env); 3] = [
+        (&["link", "--server", "192.0.2.1", "--secret-file", t], &[]),
+        (&["link", "--server", "192.0.2.1"], &[("TG_SECRET_FILE", t)]),
+        (&["link", "--server", "192.0.2.1", "--config", c], &[]),
+    ];
+    for (args, env) in cases {
+        let r = run_bin(args, env, T);
+        assert_eq!(r.code, Some(2), "{args:?}: {r:?}");
+        assert_eq!(r.stderr.lines().count(), 1, "{r:?}");
+        assert!(r.stderr.contains(&format!("{t} does not exist")), "{r:?}");
+        assert!(
+            r.stderr.contains("run") && r.stderr.contains("genkey"),
+            "{r:?}"
+        );
+        assert!(r.stdout.is_empty(), "{r:?}");
+        assert!(!typo.exists(), "{args:?} created the secret file");
     }
 }
 

@@ -1,8 +1,10 @@
 //! The `ctl` applet: send one request to a running proxy's control socket
 //! (`--control-socket`) and print the reply.
 //!
-//! Owns the command line (`ctl VERB [ARG] [--json] [--control-socket PATH] [--timeout D]`), the
-//! blocking client (a `socket2` socket whose send timeout bounds the connect, then a std
+//! Owns the command line (`ctl VERB [ARG] [--json] [--control-socket PATH] [--config FILE]
+//! [--timeout D]`; the socket path from the flag, else `TG_CONTROL_SOCKET`, else the
+//! `control-socket` line of `--config FILE` read with `run`'s reader, else [`DEFAULT_SOCKET`]),
+//! the blocking client (a `socket2` socket whose send timeout bounds the connect, then a std
 //! `UnixStream` with read/write timeouts) and the exit codes: 0 for an
 //! `ok` reply (its body on stdout), 1 for an `error` reply or when the socket cannot be
 //! reached (the reason on stderr), 2 for bad usage. The request is checked here with the
@@ -32,7 +34,7 @@ const MAX_REPLY: u64 = 4 << 20;
 pub const HELP: &str = "\
 tg-ws-proxy ctl: talk to a running proxy through its control socket
 
-Usage: tg-ws-proxy ctl VERB [ARG] [--json] [--control-socket PATH] [--timeout D]
+Usage: tg-ws-proxy ctl VERB [ARG] [--json] [--control-socket PATH | --config FILE] [--timeout D]
 
 Verbs:
   status [--json]  every route (state, cooldown left, RTT p95, last failure and when,
@@ -51,6 +53,9 @@ Verbs:
 
       --control-socket PATH  the proxy's socket [env TG_CONTROL_SOCKET]
                              (default /var/run/tg-ws-proxy/ctl.sock)
+      --config FILE          the configuration file `run` reads: its control-socket
+                             line names the socket (the flag and the variable win);
+                             a file without one is an error
       --timeout D            give up on connecting, sending or a silent reply after D
                              (default 2s; D like 500ms, 2s, 1m)
   -h, --help                 this text
@@ -65,7 +70,7 @@ pub fn main(mut args: Arguments) -> i32 {
         print!("{HELP}");
         return 0;
     }
-    let (path, timeout, line) = match parse(args) {
+    let (path, timeout, line) = match parse(args, &cli::process_env) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("tg-ws-proxy: ctl: {e}");
@@ -81,11 +86,15 @@ pub fn main(mut args: Arguments) -> i32 {
     }
 }
 
-/// (socket path, timeout, request line with its `\n`). Errors: the usage message.
-fn parse(mut args: Arguments) -> Result<(PathBuf, Duration, String), String> {
+/// (socket path, timeout, request line with its `\n`). Errors: the usage message, or what is
+/// wrong with `--config FILE` (unreadable, a line `run` would refuse, no `control-socket`).
+fn parse(mut args: Arguments, env: cli::Env) -> Result<(PathBuf, Duration, String), String> {
     let json = args.contains("--json");
     let socket: Option<PathBuf> = args
         .opt_value_from_str("--control-socket")
+        .map_err(|e| cli::pico_error(e).to_string())?;
+    let config: Option<PathBuf> = args
+        .opt_value_from_str("--config")
         .map_err(|e| cli::pico_error(e).to_string())?;
     let timeout: Option<String> = args
         .opt_value_from_str("--timeout")
@@ -118,10 +127,28 @@ fn parse(mut args: Arguments) -> Result<(PathBuf, Duration, String), String> {
             Err(e) => return Err(format!("--timeout: {e}")),
         },
     };
-    let path = socket
-        .or_else(|| cli::process_env("TG_CONTROL_SOCKET").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    let path = match (
+        socket.or_else(|| env("TG_CONTROL_SOCKET").map(PathBuf::from)),
+        config,
+    ) {
+        (Some(p), _) => p,
+        (None, Some(file)) => socket_from_file(&file)?,
+        (None, None) => PathBuf::from(DEFAULT_SOCKET),
+    };
     Ok((path, timeout, line))
+}
+
+/// The `control-socket` of the configuration file at `file`. Errors: the file's own (read, a
+/// bad line), or no such line (a proxy started with that file alone has no control socket).
+fn socket_from_file(file: &Path) -> Result<PathBuf, String> {
+    match cli::setting_in_file(file, "--control-socket")? {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => Err(format!(
+            "--config {}: no control-socket line (a proxy started with this file alone has no \
+             control socket: add `control-socket PATH` to it, or pass --control-socket PATH)",
+            file.display()
+        )),
+    }
 }
 
 /// Sends `line` to the socket at `path` and reads the whole reply. Errors say why, naming
@@ -220,6 +247,52 @@ mod tests {
 
     fn args(v: &[&str]) -> Arguments {
         Arguments::from_vec(v.iter().map(OsString::from).collect())
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn parse(a: Arguments) -> Result<(PathBuf, Duration, String), String> {
+        super::parse(a, &no_env)
+    }
+
+    /// Issue 23 trap: `ctl` refused `--config`, so the socket path had to be repeated.
+    #[test]
+    fn the_socket_comes_from_the_flag_the_variable_the_config_file_or_the_default() {
+        let dir = std::env::temp_dir().join(format!("tgwp-ctl-conf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("proxy.conf");
+        std::fs::write(&conf, "# x\nport 1443\ncontrol-socket /run/p/ctl.sock\n").unwrap();
+        let c = conf.to_str().unwrap();
+        let (path, ..) = parse(args(&["status", "--config", c])).unwrap();
+        assert_eq!(path, PathBuf::from("/run/p/ctl.sock"));
+        let (path, ..) = parse(args(&["status", "--config", c, "--control-socket", "/f"])).unwrap();
+        assert_eq!(path, PathBuf::from("/f"), "the flag wins");
+        let env = |n: &str| (n == "TG_CONTROL_SOCKET").then(|| "/e".to_string());
+        let (path, ..) = super::parse(args(&["status", "--config", c]), &env).unwrap();
+        assert_eq!(path, PathBuf::from("/e"), "the variable wins over the file");
+        let (path, ..) = parse(args(&["status"])).unwrap();
+        assert_eq!(
+            path,
+            PathBuf::from(DEFAULT_SOCKET),
+            "no --config: as before"
+        );
+        std::fs::write(&conf, "port 1443\n").unwrap();
+        let e = parse(args(&["status", "--config", c])).unwrap_err();
+        assert!(e.contains(c) && e.contains("no control-socket line"), "{e}");
+        std::fs::write(&conf, "port 1\nprot 2\n").unwrap();
+        let e = parse(args(&["status", "--config", c])).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "--config {c} line 2: --prot: unknown setting (names are `run` flags without --)"
+            )
+        );
+        let missing = dir.join("missing.conf");
+        let e = parse(args(&["status", "--config", missing.to_str().unwrap()])).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -140,7 +140,7 @@ pub fn parse_args(mut args: Arguments, env: cli::Env) -> Result<FirewallArgs, Cl
         "TG_SECRET_FILE" => None,
         other => env(other),
     };
-    let config = cli::parse_run(args, "firewall", &no_secret)?.config;
+    let config = cli::parse_run_without_secret_file(args, "firewall", &no_secret)?.config;
     Ok(FirewallArgs {
         verb,
         iptables,

@@ -6,8 +6,9 @@
 //! Owns the links' text ([`links_for`], [`socks_links_for`], one place for `link` and `run`) and the applet's
 //! flags. The server address is chosen in `address` (sans-IO rule + the `getifaddrs` read; no
 //! socket opened), the QR drawing in `qr`. Takes the same configuration as `run` (every `run`
-//! flag, `TG_*` variables, `--config FILE`) through `cli::parse_run`, so a missing
-//! `--secret-file` is created here just as `run` would; it must not start the proxy.
+//! flag, `TG_*` variables, `--config FILE`) through `cli::parse_run`, which never creates a
+//! secret: a missing `--secret-file` is an error naming the path (exit 2), since a link to a
+//! secret nothing serves is worse than none. It must not start the proxy.
 
 pub mod address;
 pub mod qr;
@@ -35,8 +36,9 @@ Usage: tg-ws-proxy link [--server HOST] [--qr] [FLAGS]
   -H, --host IP                 the proxy's listen address [TG_HOST]
   -p, --port N                  the proxy's port [TG_PORT] (1443)
   -s, --secret S[,S...]         secrets, repeatable [TG_SECRET]
-      --secret-file PATH        secrets file; created with a fresh secret if missing
-                                [TG_SECRET_FILE]
+      --secret-file PATH        secrets file [TG_SECRET_FILE]; never created here: a
+                                missing one is an error (`run` creates it on first
+                                start, `genkey` makes one)
       --socks5 HOST:PORT        the SOCKS5 listener [TG_SOCKS5]: adds its links
       --socks5-auth FILE        its users [TG_SOCKS5_AUTH]: the first one goes in the links
   -h, --help                    this text

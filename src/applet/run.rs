@@ -7,7 +7,6 @@
 //! sockets itself (the reactor
 //! does, and logs `listening on ADDR`), and it must never log a secret unmasked.
 
-use std::io::ErrorKind;
 use std::time::Duration;
 
 use pico_args::Arguments;
@@ -64,7 +63,7 @@ pub fn main(mut args: Arguments) -> i32 {
     // Kept for reloads: SIGHUP parses the same argv again (with the process environment), so
     // `--config` and `--secret-file` are read again.
     let argv = args.finish();
-    let parsed = match cli::parse_run(Arguments::from_vec(argv.clone()), "run", &cli::process_env) {
+    let parsed = match cli::parse_run_start(Arguments::from_vec(argv.clone()), &cli::process_env) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tg-ws-proxy: {e}");
@@ -74,6 +73,7 @@ pub fn main(mut args: Arguments) -> i32 {
     let config = parsed.config;
     if let Err(e) = logging::init(
         config.log_level,
+        config.log_time,
         config.log_file.as_deref(),
         config.log_max_bytes,
     ) {
@@ -97,8 +97,10 @@ pub fn main(mut args: Arguments) -> i32 {
     for line in summary(&config) {
         log::info!("{line}");
     }
+    if let Some(line) = loopback_note(&config) {
+        log::info!("{line}");
+    }
     crate::applet::link::print_startup_links(&config, parsed.host_given);
-    let listen = config.listen;
     let to_file = config.log_file.is_some();
     let reload: crate::reactor::Reload = Box::new(move || {
         cli::parse_run_reload(Arguments::from_vec(argv.clone()), &cli::process_env)
@@ -108,13 +110,12 @@ pub fn main(mut args: Arguments) -> i32 {
     match crate::reactor::run(config, Some(reload)) {
         Ok(()) => 0,
         Err(e) => {
-            let line = match e.kind() {
-                ErrorKind::AddrInUse
-                | ErrorKind::AddrNotAvailable
-                | ErrorKind::PermissionDenied => {
-                    format!("cannot listen on {listen}: {e}")
-                }
-                _ => format!("fatal: {e}"),
+            // A failed bind says the address and the likely fix itself (reactor/listen.rs).
+            let text = e.to_string();
+            let line = if text.starts_with("cannot listen on ") {
+                text
+            } else {
+                format!("fatal: {text}")
             };
             log::error!("{line}");
             if to_file {
@@ -131,6 +132,21 @@ pub fn summary(c: &Config) -> Vec<String> {
     route_lines(c, &mut lines);
     lines.push(clients_line(c));
     lines
+}
+
+/// The start line for a proxy listener on loopback only (no `--host`, or `--host 127.0.0.1`):
+/// phones on the LAN cannot connect, so it says so and how to listen on the LAN. `None` for
+/// any other address. (`ctl status` shows the same as `listen_loopback_only`.)
+pub fn loopback_note(c: &Config) -> Option<String> {
+    c.listen.ip().is_loopback().then(|| {
+        format!(
+            "the proxy port is on loopback only ({}): apps on this machine can connect, phones \
+             and other devices on the LAN cannot; to serve the LAN pass --host with this machine's LAN \
+             address (e.g. --host 192.168.1.1; TG_HOST or `host` in the --config file too), or \
+             --host 0.0.0.0 for every address",
+            c.listen
+        )
+    })
 }
 
 /// The first startup line: version, listener, secrets (masked), tiers, limits.
@@ -323,6 +339,25 @@ pub fn fmt_duration(d: Duration) -> String {
 mod tests {
     use super::*;
     use crate::mtproto::obfs2::Secret;
+
+    /// Issue 23 trap: `run` without `--host` listened on 127.0.0.1 only and said nothing.
+    #[test]
+    fn a_loopback_listener_is_said_with_the_flag_that_opens_the_lan() {
+        let mut c = Config::with_secrets(Vec::new());
+        for addr in ["127.0.0.1:1443", "[::1]:1443", "127.0.0.2:1"] {
+            c.listen = addr.parse().unwrap();
+            let line = loopback_note(&c).expect(addr);
+            assert!(
+                line.contains(addr) && line.contains("--host 192.168.1.1"),
+                "{line}"
+            );
+            assert!(line.contains("--host 0.0.0.0"), "{line}");
+        }
+        for addr in ["0.0.0.0:1443", "192.168.1.1:1443", "[::]:1443"] {
+            c.listen = addr.parse().unwrap();
+            assert_eq!(loopback_note(&c), None, "{addr}");
+        }
+    }
 
     #[test]
     fn durations_print_short() {

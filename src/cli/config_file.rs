@@ -2,8 +2,9 @@
 //!
 //! Owns the grammar — one setting per line, `NAME VALUE` or `NAME = VALUE`, NAME a `run` flag's
 //! long name without `--` (aliases too), `#` as the first non-blank character starts a comment,
-//! blank lines ignored, no inline comments (everything after the name is the value, trimmed), a
-//! bare NAME for a switch — and its bounds: at most [`MAX_CONFIG_BYTES`], UTF-8. [`parse_text`]
+//! blank lines ignored, no inline comments (everything after the name is the value, trimmed; a
+//! value that looks like one — a `#` first or after whitespace — is refused with its line, see
+//! [`looks_like_comment`]), a bare NAME for a switch — and its bounds: at most [`MAX_CONFIG_BYTES`], UTF-8. [`parse_text`]
 //! is sans-IO (text in, entries or a line-numbered error out) and resolves names against the
 //! option table; [`read_file`] is the one read. Which source wins (flag > env > file) and what
 //! a value means are the driver's (`parse`) and the table's writers' business.
@@ -138,6 +139,14 @@ pub(super) fn parse_text(text: &str) -> Result<Vec<Entry>, FileError> {
             ));
         };
         let o = &RUN_OPTIONS[idx];
+        if looks_like_comment(rest) {
+            return Err(err(
+                Some(o.long),
+                "a '#' after a blank in the value: comments go on their own line (there are no \
+                 inline comments, so it would be part of the value)"
+                    .into(),
+            ));
+        }
         let value = match (rest.is_empty(), had_eq) {
             (false, _) => Some(rest.to_string()),
             (true, true) => return Err(err(Some(o.long), "missing value after '='".into())),
@@ -159,6 +168,41 @@ pub(super) fn parse_text(text: &str) -> Result<Vec<Entry>, FileError> {
         });
     }
     Ok(out)
+}
+
+/// True if a value's text holds what a reader would take for an inline comment: a `#` at its
+/// start or right after whitespace (`port 1443 # LAN`). Such a line is refused rather than
+/// read either way, because no rule is right for every value: cutting at ` #` would silently
+/// shorten a path or a password holding one, and keeping it (the old behaviour) made the
+/// comment part of the value. A `#` inside a word stays (`https://host/p#frag`, `/tmp/a#b`,
+/// a password `pa#ss`); a value that really holds a blank before `#` can be given as a flag
+/// or a `TG_*` variable instead.
+pub(super) fn looks_like_comment(value: &str) -> bool {
+    value.starts_with('#')
+        || value
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[1] == b'#' && w[0].is_ascii_whitespace())
+}
+
+/// The value of the setting `long` (a canonical long flag, `--control-socket`) in the
+/// configuration file at `path`, for applets that need one or two of `run`'s settings without
+/// its whole configuration (`ctl`). The file is read and checked line by line exactly as `run`
+/// reads it (so a file `run` refuses is refused here too, with the same line-numbered
+/// message); values other than the one asked for are not judged. `Ok(None)`: the file does not
+/// set it (a bare name counts as not set). Errors: `--config PATH: …` or
+/// `--config PATH line N: --flag: …`, one line.
+pub fn setting_in_file(path: &Path, long: &str) -> Result<Option<String>, String> {
+    let shown = format!("{CONFIG_FLAG} {}", path.display());
+    let loaded = read_file(path).map_err(|m| format!("{shown}: {m}"))?;
+    let entries = parse_text(&loaded.text).map_err(|e| {
+        let flag = e.flag.map_or(String::new(), |f| format!("{f}: "));
+        format!("{shown} line {}: {flag}{}", e.line, e.msg)
+    })?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| RUN_OPTIONS[e.opt].long == long)
+        .find_map(|e| e.value))
 }
 
 /// True if the entries set a secret inline (`secret …`), so the file itself must be private.
@@ -201,13 +245,38 @@ mod tests {
                 ("--cf-domain", Some("a.example.org".into()), 8),
             ]
         );
-        // No inline comments: everything after the name is the value.
+        // A `#` inside a word is part of the value.
         assert_eq!(
-            parse("log-file /tmp/a # b\n"),
-            vec![("--log-file", Some("/tmp/a # b".into()), 1)]
+            parse("log-file /tmp/a#b\ncf-domain-list https://h.example/l#x\n"),
+            vec![
+                ("--log-file", Some("/tmp/a#b".into()), 1),
+                ("--cf-domain-list", Some("https://h.example/l#x".into()), 2),
+            ]
         );
         // CRLF line ends are fine; a leading -- on the name is tolerated.
         assert_eq!(parse("--port 1\r\n"), vec![("--port", Some("1".into()), 1)]);
+    }
+
+    /// Issue 23 trap: `port 1443 # LAN` made `1443 # LAN` the value. A `#` at the value's start
+    /// or after a blank is refused with the line, for every kind of value.
+    #[test]
+    fn what_looks_like_an_inline_comment_is_refused_with_its_line() {
+        for (text, flag) in [
+            ("port 1443 # LAN\n", "--port"),
+            ("# ok\nlog-file /tmp/a # b\n", "--log-file"),
+            ("cf-domain a.example.org,\t# b\n", "--cf-domain"),
+            ("secret-file = #/etc/s\n", "--secret-file"),
+            ("cf-priority # on\n", "--cf-priority"),
+            ("verbose #\n", "--verbose"),
+        ] {
+            let e = error(text);
+            let line = text.lines().count();
+            assert_eq!((e.line, e.flag), (line, Some(flag)), "{text:?}");
+            assert!(e.msg.contains("comments go on their own line"), "{}", e.msg);
+        }
+        assert!(!looks_like_comment("pa#ss"));
+        assert!(!looks_like_comment("https://h.example/p?q#frag"));
+        assert!(looks_like_comment("#"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use log::{Level, LevelFilter};
 use pico_args::Arguments;
 
-use super::{parse_run, CliError, RunArgs};
+use super::{parse_run_start, CliError, RunArgs};
 use crate::config::Tier;
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
@@ -32,7 +32,7 @@ fn parse(argv: &[&str], env: &[(&str, &str)]) -> Result<RunArgs, CliError> {
         .collect();
     let lookup = move |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let args = Arguments::from_vec(argv.iter().map(|s| s.into()).collect());
-    parse_run(args, "run", &lookup)
+    parse_run_start(args, &lookup)
 }
 
 fn with_file(

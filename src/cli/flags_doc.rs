@@ -19,8 +19,9 @@ const DOCS: &[(&str, &str)] = &[
         same port: see [Fake-TLS](ways-in.md#fake-tls-ee)); repeatable, comma list; `ps` shows \
         the command line, so prefer `TG_SECRET` or `--secret-file`"),
     ("--secret-file", "secrets from a file, one per line or comma-separated, `#` comments; \
-        created with a fresh secret (mode 0600) if missing (its directory is not); see \
-        [setup.md](setup.md#by-hand-on-any-linux-box)"),
+        created with a fresh secret (mode 0600) if missing (its directory is not) by `run` at \
+        start only: `link` and a reload refuse a missing file, naming it, and `check` and \
+        `firewall` never read it; see [setup.md](setup.md#by-hand-on-any-linux-box)"),
     ("--dc-ip", "WebSocket front per DC, IPv6 in brackets, port 443 if omitted (repeatable, comma \
         list; replaces the defaults); test DC N (init index 1000N) uses DC N's front (the path \
         `/apiws_test` picks the test DC) unless `1000N:` is given"),
@@ -154,6 +155,9 @@ const DOCS: &[(&str, &str)] = &[
         reload may still set it"),
     ("--log-file", "append to PATH instead of stderr, with a size cap (`--log-max-kb`) and one \
         rotation"),
+    ("--log-time", "UTC time stamp on stderr lines: `auto` = only when stderr is a terminal \
+        (procd's logd and journald stamp lines themselves), `on`, `off`; `--log-file` lines \
+        always have it; see [Logs](operating.md#logs)"),
     ("--log-fold-interval", "a repeatable warning is written at most once per D per kind \
         (per-client warnings per kind, attempt failures per tier and class, close lines of \
         sessions that never reached an upstream per reason, descriptor exhaustion on accept), \

@@ -35,10 +35,12 @@ use std::fmt;
 
 use pico_args::Arguments;
 
-pub use config_file::MAX_CONFIG_BYTES;
+pub use config_file::{setting_in_file, MAX_CONFIG_BYTES};
 pub use duration::{parse_duration, DURATION_HELP, MAX_DURATION};
 pub use help::{run_options_help, RESTART_MARK};
-pub use parse::{parse_run, parse_run_reload, Note, RunArgs};
+pub use parse::{
+    parse_run, parse_run_reload, parse_run_start, parse_run_without_secret_file, Note, RunArgs,
+};
 pub use secret_file::parse_secret_text;
 pub use table::MAX_CONNECTIONS_LIMIT;
 pub use values::{

@@ -46,27 +46,62 @@ pub(super) struct Taken {
     pub count: u32,
 }
 
-/// Parses every `run` flag (and its env fallback) from `args` into a validated [`Config`].
+/// What a parse does when the `--secret-file` it was given does not exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MissingSecretFile {
+    /// `run`'s first start: create it with a fresh secret.
+    Create,
+    /// A reload of a running proxy: an error (a reload never replaces the secret every phone
+    /// link holds).
+    RefuseReload,
+    /// `link` (any applet that uses the secrets but is not `run`): an error naming the path,
+    /// the applet, and the two ways a secret is made.
+    Refuse,
+    /// An applet that never uses the proxy's secrets (`check`, `firewall`): the secret file is
+    /// neither read nor created, whether it exists or not.
+    Ignore,
+}
+
+/// Parses every `run` flag (and its env fallback) from `args` into a validated [`Config`],
+/// for an applet other than `run` that uses the secrets (named `applet` in messages): `link`.
 /// An argument left over fails first (`unknown flag`, naming `applet` in the hint), before any
 /// value is judged; then values are judged in table order and the first bad one is reported.
-/// May create the `--secret-file` (see `RunArgs::notes`); that happens last, after every other
-/// check passed.
+/// Never creates a file: a `--secret-file` that does not exist is an error naming the path
+/// and saying that `run` creates it on first start or `genkey` makes one (a mistyped path must
+/// not print a link to a secret nothing serves).
 pub fn parse_run(args: Arguments, applet: &str, env: Env) -> Result<RunArgs, CliError> {
-    parse_run_with(args, applet, env, true)
+    parse_run_with(args, applet, env, MissingSecretFile::Refuse)
+}
+
+/// [`parse_run`] for applets that never use the proxy's secrets (`check`, `firewall`, which
+/// hand a placeholder `TG_SECRET` through `env`): a `--secret-file` from any source (flag,
+/// variable, `--config` line) is neither read nor created.
+pub fn parse_run_without_secret_file(
+    args: Arguments,
+    applet: &str,
+    env: Env,
+) -> Result<RunArgs, CliError> {
+    parse_run_with(args, applet, env, MissingSecretFile::Ignore)
+}
+
+/// [`parse_run`] for `run`'s start: a missing `--secret-file` is created with a fresh secret
+/// (see `RunArgs::notes`); that happens last, after every other check passed.
+pub fn parse_run_start(args: Arguments, env: Env) -> Result<RunArgs, CliError> {
+    parse_run_with(args, "run", env, MissingSecretFile::Create)
 }
 
 /// [`parse_run`] for a reload of a running proxy: the same rules, except that a missing
 /// `--secret-file` is an error (`… does not exist; a reload never makes a new secret`) instead
 /// of being created — a reload must not silently replace the secret every phone link holds.
 pub fn parse_run_reload(args: Arguments, env: Env) -> Result<RunArgs, CliError> {
-    parse_run_with(args, "run", env, false)
+    parse_run_with(args, "run", env, MissingSecretFile::RefuseReload)
 }
 
 fn parse_run_with(
     mut args: Arguments,
     applet: &str,
     env: Env,
-    create_secret_file: bool,
+    missing: MissingSecretFile,
 ) -> Result<RunArgs, CliError> {
     let mut taken: Vec<Taken> = RUN_OPTIONS.iter().map(|_| Taken::default()).collect();
     // Valued options first, switches last: a switch search must not eat a flag's value.
@@ -90,7 +125,7 @@ fn parse_run_with(
         let file: Vec<&Entry> = entries.iter().filter(|e| e.opt == i).collect();
         draft.apply_from(o, t, env, &file)?;
     }
-    let mut parsed = draft.finish(create_secret_file)?;
+    let mut parsed = draft.finish(missing, applet)?;
     parsed.notes.extend(note);
     Ok(parsed)
 }
@@ -381,24 +416,24 @@ impl Draft {
 
     /// [`Draft::settle`], then the secrets: the secret file is read (or created) only now,
     /// once every other value passed; at least one secret is required; duplicates are dropped.
-    /// With `create_secret_file` false (a reload) a missing secret file is an error. The
+    /// A missing secret file is created only under [`MissingSecretFile::Create`]; otherwise it
+    /// is an error (`applet` names who refused). The
     /// `--socks5-auth` users are read here too, at start and at every reload (never created):
     /// an unreadable or malformed file is an error naming the file and the line.
-    fn finish(mut self, create_secret_file: bool) -> Result<RunArgs, CliError> {
+    fn finish(mut self, missing: MissingSecretFile, applet: &str) -> Result<RunArgs, CliError> {
         self.settle()?;
         let secret_file_source = self.source("--secret-file").unwrap_or(Source::Flag);
         let host_given = self.source("--host").is_some();
         let mut notes = Vec::new();
+        if missing == MissingSecretFile::Ignore {
+            self.secret_file = None;
+        }
         if let Some(path) = &self.secret_file {
-            if !create_secret_file && !path.exists() {
-                let m = format!(
-                    "{} does not exist; a reload never makes a new secret (restore the file, \
-                     or restart to create one)",
-                    path.display()
-                );
+            if let Some(m) = missing_secret_file(path, missing, applet) {
                 return Err(self.error("--secret-file", secret_file_source, m));
             }
-            let (file_secrets, note) = load_or_create_secret_file(path)
+            let create = missing == MissingSecretFile::Create;
+            let (file_secrets, note) = load_or_create_secret_file(path, create)
                 .map_err(|m| self.error("--secret-file", secret_file_source, m))?;
             let c = &mut self.config;
             c.secrets.extend(file_secrets);
@@ -416,8 +451,8 @@ impl Draft {
         if c.secrets.is_empty() {
             return Err(CliError::flag(
                 "--secret",
-                "no secret configured: set TG_SECRET, pass --secret-file PATH (created with a \
-                 fresh secret if missing), or make one with `tg-ws-proxy genkey`",
+                "no secret configured: set TG_SECRET, pass --secret-file PATH (`run` creates it \
+                 with a fresh secret if missing), or make one with `tg-ws-proxy genkey`",
             ));
         }
         let mut i = 0;
@@ -434,6 +469,31 @@ impl Draft {
             notes,
         })
     }
+}
+
+/// The error for a `--secret-file` at `path` that does not exist when the parse may not create
+/// it; `None` when it exists or may be created. (A file that vanishes between this check and
+/// the read is not created either: the read creates only under [`MissingSecretFile::Create`].)
+fn missing_secret_file(
+    path: &std::path::Path,
+    missing: MissingSecretFile,
+    applet: &str,
+) -> Option<String> {
+    if missing == MissingSecretFile::Create || path.symlink_metadata().is_ok() {
+        return None;
+    }
+    let p = path.display();
+    Some(match missing {
+        MissingSecretFile::RefuseReload => format!(
+            "{p} does not exist; a reload never makes a new secret (restore the file, or \
+             restart to create one)"
+        ),
+        _ => format!(
+            "{p} does not exist; `{applet}` never makes a secret: `tg-ws-proxy run` creates the \
+             file on first start, or `umask 077; tg-ws-proxy genkey > {p}` makes one (a typo in \
+             the path?)"
+        ),
+    })
 }
 
 /// Warnings about the ways in that parse but cannot work as meant: a transparent listener on

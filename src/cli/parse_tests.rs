@@ -28,7 +28,7 @@ fn parse(cmd: &str, env: Pairs) -> Result<RunArgs, CliError> {
 
 fn parse_argv(v: &[&str], env: Pairs) -> Result<RunArgs, CliError> {
     let args = Arguments::from_vec(v.iter().map(|s| s.into()).collect());
-    parse_run(args, "run", &env_of(env))
+    parse_run_start(args, &env_of(env))
 }
 
 fn err_line(cmd: &str, env: Pairs) -> String {
@@ -270,6 +270,42 @@ fn secret_file_is_created_once_then_reused() {
     let second = parse(&cmd, &[]).unwrap();
     assert_eq!(second.config.secrets[0].key_hex(), key);
     assert!(second.notes.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 23 trap: `link` (any applet but `run`'s start) with a mistyped `--secret-file` made a
+/// new secret, and the link it printed matched nothing the proxy served.
+#[test]
+fn only_runs_start_creates_a_secret_file_other_applets_name_the_path() {
+    let dir = temp_dir("nocreate");
+    let path = dir.join("typo.secret");
+    let argv = |v: &[&str]| Arguments::from_vec(v.iter().map(|s| s.into()).collect());
+    let args = ["--secret-file", path.to_str().unwrap()];
+    let e = parse_run(argv(&args), "link", &env_of(&[]))
+        .expect_err("link")
+        .to_string();
+    let p = path.display().to_string();
+    assert!(e.starts_with("--secret-file: "), "{e}");
+    assert!(e.contains(&format!("{p} does not exist")), "{e}");
+    assert!(e.contains("`link` never makes a secret"), "{e}");
+    assert!(
+        e.contains("`tg-ws-proxy run` creates") && e.contains("genkey"),
+        "{e}"
+    );
+    assert!(!path.exists(), "link created the file");
+    // `check` and `firewall` never use the secrets: the file is neither read nor created.
+    let r = parse_run_without_secret_file(argv(&args), "check", &env_of(S)).unwrap();
+    assert_eq!(r.config.secrets.len(), 1);
+    assert!(!path.exists(), "check created the file");
+    let e = parse_run_reload(argv(&args), &env_of(&[]))
+        .expect_err("reload")
+        .to_string();
+    assert!(e.contains("a reload never makes a new secret"), "{e}");
+    assert!(!path.exists(), "a reload created the file");
+    let first = parse_run_start(argv(&args), &env_of(&[])).unwrap();
+    assert!(path.exists() && first.notes.len() == 1);
+    let again = parse_run(argv(&args), "link", &env_of(&[])).unwrap();
+    assert_eq!(again.config.secrets, first.config.secrets);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -64,10 +64,11 @@ pub fn read_small_file(path: &Path, cap: usize) -> std::io::Result<String> {
 }
 
 /// Reads the secrets in `path` (at most [`MAX_SECRET_FILE_BYTES`], a regular file), or, if it
-/// does not exist, creates it (mode 0600, exclusive create) holding one fresh plain secret.
-/// Returns the secrets and a note to log.
+/// does not exist and `create` is set (`run`'s start only), creates it (mode 0600, exclusive
+/// create) holding one fresh plain secret. Returns the secrets and a note to log.
 pub(super) fn load_or_create_secret_file(
     path: &Path,
+    create: bool,
 ) -> Result<(Vec<Secret>, Option<Note>), String> {
     let shown = path.display();
     match read_small_file(path, MAX_SECRET_FILE_BYTES) {
@@ -75,7 +76,7 @@ pub(super) fn load_or_create_secret_file(
             let secrets = parse_secret_text(&text).map_err(|e| format!("{shown}: {e}"))?;
             Ok((secrets, readable_by_others(path, "secret file")))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
             let mut rng =
                 Rng::new().map_err(|e| format!("no OS randomness to create {shown}: {e}"))?;
             let secret = Secret::generate(&mut rng);
@@ -149,7 +150,7 @@ mod tests {
         let mut text = String::from("0123456789abcdef0123456789abcdef\n");
         text.push_str(&"#".repeat(MAX_SECRET_FILE_BYTES));
         std::fs::write(&p, text).unwrap();
-        let e = load_or_create_secret_file(&p).unwrap_err();
+        let e = load_or_create_secret_file(&p, true).unwrap_err();
         assert!(e.contains("larger than 64 KiB"), "{e}");
         let _ = std::fs::remove_file(p);
     }
@@ -161,10 +162,10 @@ mod tests {
         // SAFETY: mkfifo(3) on a NUL-terminated path we own.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         // Without O_NONBLOCK this open would wait for a writer for ever.
-        let e = load_or_create_secret_file(&p).unwrap_err();
+        let e = load_or_create_secret_file(&p, true).unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
         let _ = std::fs::remove_file(&p);
-        let e = load_or_create_secret_file(Path::new("/dev/zero")).unwrap_err();
+        let e = load_or_create_secret_file(Path::new("/dev/zero"), true).unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
     }
 

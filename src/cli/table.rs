@@ -63,8 +63,9 @@ const LISTEN_UPSTREAM: &[Opt] = &[
     Opt {
         reload: Live, long: "--secret-file", short: None, aliases: &[], env: &["TG_SECRET_FILE"],
         meta: "PATH", default: "none", group: Listen,
-        help: "secrets, one per line or comma-separated, # comments; if PATH is missing it is \
-               created with a fresh secret, mode 0600",
+        help: "secrets, one per line or comma-separated, # comments; if PATH is missing, run \
+               creates it at start with a fresh secret, mode 0600 (link and a reload refuse a \
+               missing one; check and firewall never read it)",
         kind: Path(|d, p| { d.secret_file = Some(p); Ok(()) }),
     },
     // Upstream.

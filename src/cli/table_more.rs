@@ -403,6 +403,13 @@ pub(super) const LADDER_CLIENTS_LOGGING: &[Opt] = &[
         kind: Count(|d, n| d.quiet = n),
     },
     Opt {
+        reload: Live, long: "--log-time", short: None, aliases: &[], env: &["TG_LOG_TIME"],
+        meta: "auto|on|off", default: "auto", group: Logging,
+        help: "UTC time stamp on stderr lines: auto = only when stderr is a terminal (logd \
+               and journald stamp lines themselves), on, off; --log-file lines always have it",
+        kind: Value(|d, s| crate::logging::LogTime::parse(s).map(|v| d.config.log_time = v)),
+    },
+    Opt {
         reload: Restart, long: "--log-file", short: None, aliases: &[], env: &["TG_LOG_FILE"],
         meta: "PATH", default: "stderr", group: Logging,
         help: "append to PATH instead of stderr",

@@ -40,14 +40,20 @@ pub fn table(s: &Status) -> String {
     out
 }
 
-/// The table's first lines: version, uptime, listener, pin; sessions per tier.
+/// The table's first lines: version, uptime, listener (marked when it is loopback only), pin;
+/// sessions per tier.
 fn table_head(out: &mut String, s: &Status) {
     let _ = writeln!(
         out,
-        "tg-ws-proxy {}, up {}, listening on {}, pin: {}",
+        "tg-ws-proxy {}, up {}, listening on {}{}, pin: {}",
         s.version,
         duration(s.uptime_ms),
         s.listen,
+        if loopback_only(s) {
+            " (loopback only: the LAN cannot connect, see --host)"
+        } else {
+            ""
+        },
         s.pin.as_deref().unwrap_or("none")
     );
     let tiers: Vec<String> = Tier::ALL
@@ -335,12 +341,22 @@ fn dns_json(d: &DnsStatus) -> String {
     o.end()
 }
 
+/// Whether the proxy listener takes only this machine's own connections (127.0.0.0/8, ::1):
+/// phones and other LAN devices cannot reach it (issue 23: `run` without `--host`).
+fn loopback_only(s: &Status) -> bool {
+    s.listen.ip().is_loopback()
+}
+
 /// The `--json` form: one object, one line.
 pub fn json(s: &Status) -> String {
     let mut o = Obj::new();
     o.str("version", s.version);
     o.num("uptime_ms", s.uptime_ms);
     o.str("listen", &s.listen.to_string());
+    o.raw(
+        "listen_loopback_only",
+        if loopback_only(s) { "true" } else { "false" },
+    );
     o.raw("pin", &s.pin.as_deref().map_or("null".into(), quote));
     o.raw("sessions", &sessions_json(s));
     let routes: Vec<String> = s.routes.iter().map(route_json).collect();
@@ -714,6 +730,13 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         assert_eq!(v["version"], "0.1.0");
         assert_eq!(v["listen"], "127.0.0.1:1443");
+        assert_eq!(v["listen_loopback_only"], true);
+        let mut lan = sample();
+        lan.listen = "192.168.1.1:1443".parse().unwrap();
+        let v2: serde_json::Value = serde_json::from_str(&json(&lan)).expect("valid JSON");
+        assert_eq!(v2["listen_loopback_only"], false);
+        assert!(table(&lan)
+            .starts_with("tg-ws-proxy 0.1.0, up 1h02m, listening on 192.168.1.1:1443, pin"));
         assert_eq!(v["pin"], "tier tcp");
         assert_eq!(v["sessions"]["active"], 3);
         assert_eq!(v["sessions"]["per_tier"]["ws"], 2);
@@ -782,7 +805,8 @@ mod tests {
         let t = table(&sample());
         assert!(
             t.starts_with(
-                "tg-ws-proxy 0.1.0, up 1h02m, listening on 127.0.0.1:1443, pin: tier tcp\n"
+                "tg-ws-proxy 0.1.0, up 1h02m, listening on 127.0.0.1:1443 (loopback only: the LAN \
+                 cannot connect, see --host), pin: tier tcp\n"
             ),
             "{t}"
         );

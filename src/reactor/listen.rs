@@ -2,8 +2,11 @@
 //! yet at boot), the swap to a new address at reload (the new one is bound before the old one
 //! is closed), and closing it for the drain.
 //!
-//! [`BindRetry`] is the sans-IO part (which bind errors are retried, and when); the
-//! [`Reactor`] methods here are its shell. Owns nothing else: accepting is `mod.rs`'s.
+//! [`BindRetry`] is the sans-IO part (which bind errors are retried, and when), and so is
+//! [`bind_error`], the one wording of a failed bind (the address, the OS error and the likely
+//! fix) for every listener (`--host`/`--port`, `--transparent`, `--socks5`), at start and at a
+//! reload; the [`Reactor`] methods here are its shell. Owns nothing else: accepting is
+//! `mod.rs`'s.
 
 use std::io;
 use std::net::SocketAddr;
@@ -85,6 +88,60 @@ impl BindRetry {
     }
 }
 
+/// The flags that set a listener's address, for [`bind_error`]'s hint: the proxy listener's
+/// (`--host`, `--port`) or an extra way's (`--transparent`, `--socks5`, which carry both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenFlags {
+    /// The flag naming the address (`--host`).
+    pub host: &'static str,
+    /// The flag naming the port (`--port`).
+    pub port: &'static str,
+    /// What listens there, said after the address (`""`, ` (transparent)`).
+    pub what: &'static str,
+}
+
+/// The proxy listener's flags.
+pub const PROXY_FLAGS: ListenFlags = ListenFlags {
+    host: "--host",
+    port: "--port",
+    what: "",
+};
+
+/// A failed bind of `addr` as one line: `cannot listen on ADDR: OS error: likely fix`. The
+/// error keeps `e`'s kind (the caller's exit code and retry rule read it). The fixes:
+/// address in use → another program (often a second proxy) holds the port: stop it, ask a
+/// running proxy with `ctl status`, or pick another port; permission denied on a port below
+/// 1024 → root (or `CAP_NET_BIND_SERVICE`) or a port of 1024 and up; address not available →
+/// not an address of this machine: check the host flag (`--bind-retry` waits for it at boot).
+pub fn bind_error(e: &io::Error, addr: SocketAddr, flags: ListenFlags) -> io::Error {
+    let ListenFlags { host, port, what } = flags;
+    let n = addr.port();
+    let hint = match e.kind() {
+        io::ErrorKind::AddrInUse => format!(
+            "another program holds port {n} (a tg-ws-proxy already running? `tg-ws-proxy ctl \
+             status` asks it, `ss -ltnp 'sport = :{n}'` names it): stop it, or pick another \
+             {port}"
+        ),
+        io::ErrorKind::PermissionDenied if n < 1024 => format!(
+            "ports below 1024 need root (or CAP_NET_BIND_SERVICE): run as root, or use a \
+             {port} of 1024 or more (the default is 1443)"
+        ),
+        io::ErrorKind::PermissionDenied => {
+            "refused by the system's policy (SELinux, AppArmor, a sandbox)".to_string()
+        }
+        io::ErrorKind::AddrNotAvailable => format!(
+            "{} is not an address of this machine: check {host} (`ip addr` lists the \
+             addresses; 0.0.0.0 listens on all), or let --bind-retry D wait for it at boot",
+            addr.ip()
+        ),
+        _ => return io::Error::new(e.kind(), format!("cannot listen on {addr}{what}: {e}")),
+    };
+    io::Error::new(
+        e.kind(),
+        format!("cannot listen on {addr}{what}: {e}: {hint}"),
+    )
+}
+
 /// Binds a listener at `addr` and registers it under `LISTENER`.
 ///
 /// Errors: the OS bind/listen error, or a registration failure.
@@ -118,7 +175,7 @@ impl Reactor {
             Err(e) => {
                 // Still waiting: only an error other than "not assigned yet" is worth a line.
                 if e.kind() != io::ErrorKind::AddrNotAvailable {
-                    warn!("cannot listen on {addr}: {e} (retrying)");
+                    warn!("{} (retrying)", bind_error(&e, addr, PROXY_FLAGS));
                 }
                 self.bind_retry.schedule(self.now);
             }
@@ -130,7 +187,7 @@ impl Reactor {
     ///
     /// Errors: the bind error, as a one-line reason naming the address.
     pub(super) fn bind_new(&mut self, addr: SocketAddr) -> Result<TcpListener, String> {
-        bind(addr, self.poll.registry()).map_err(|e| format!("cannot listen on {addr}: {e}"))
+        bind(addr, self.poll.registry()).map_err(|e| bind_error(&e, addr, PROXY_FLAGS).to_string())
     }
 
     /// Reload's listen address change, step 2: the new listener replaces the old one, which is
@@ -175,6 +232,42 @@ mod tests {
         // The OS error code itself (EADDRNOTAVAIL) maps to the same kind.
         let os = io::Error::from_raw_os_error(libc::EADDRNOTAVAIL);
         assert_eq!(r.failed(&os, 100), AfterBindError::RetryAt(2_100));
+    }
+
+    /// Issue 23 trap: "address in use" / "permission denied" came without a hint.
+    #[test]
+    fn bind_errors_name_the_address_and_the_likely_fix_and_keep_their_kind() {
+        let addr: SocketAddr = "192.168.1.1:1443".parse().unwrap();
+        let os = |code| io::Error::from_raw_os_error(code);
+        let e = bind_error(&os(libc::EADDRINUSE), addr, PROXY_FLAGS);
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        let t = e.to_string();
+        assert!(t.starts_with("cannot listen on 192.168.1.1:1443: "), "{t}");
+        assert!(t.contains("ctl") && t.contains("another --port"), "{t}");
+        let low: SocketAddr = "0.0.0.0:443".parse().unwrap();
+        let t = bind_error(&os(libc::EACCES), low, PROXY_FLAGS).to_string();
+        assert!(t.contains("below 1024") && t.contains("root"), "{t}");
+        let t = bind_error(&os(libc::EACCES), addr, PROXY_FLAGS).to_string();
+        assert!(!t.contains("below 1024"), "{t}");
+        let e = bind_error(&os(libc::EADDRNOTAVAIL), addr, PROXY_FLAGS);
+        assert_eq!(e.kind(), io::ErrorKind::AddrNotAvailable);
+        assert!(e.to_string().contains("check --host"), "{e}");
+        let socks = ListenFlags {
+            host: "--socks5",
+            port: "--socks5",
+            what: " (socks5)",
+        };
+        let t = bind_error(&os(libc::EADDRINUSE), addr, socks).to_string();
+        assert!(
+            t.starts_with("cannot listen on 192.168.1.1:1443 (socks5): "),
+            "{t}"
+        );
+        assert!(t.ends_with("another --socks5"), "{t}");
+        let other = bind_error(&os(libc::EMFILE), addr, PROXY_FLAGS).to_string();
+        assert!(
+            other.starts_with("cannot listen on 192.168.1.1:1443: "),
+            "{other}"
+        );
     }
 
     #[test]

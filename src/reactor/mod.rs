@@ -390,7 +390,9 @@ impl Reactor {
         self.s.stats.proxy_failures = self.s.ladder.counters.proxy_failures;
         self.s.stats.unpaced = self.s.ladder.unpaced();
         self.s.stats.set_gate(self.s.gate.counters());
-        info!("{}", self.s.stats.line(self.slab.len(), self.capacity));
+        // Under the `stats` module's target, so the line shows `[stats]` (logging::component).
+        let line = self.s.stats.line(self.slab.len(), self.capacity);
+        info!(target: concat!(env!("CARGO_CRATE_NAME"), "::stats"), "{line}");
     }
 
     /// Resumes the sessions that hit the fairness cap last time, once each.

@@ -190,6 +190,7 @@ impl Reactor {
         s.per_ip.set_limits(Limits::of(&cfg));
         s.dc_table.set_flags(cfg.dc_addrs.iter());
         log::set_max_level(cfg.log_level);
+        crate::logging::set_log_time(cfg.log_time);
         let fold_ms = cfg.log_fold_interval.as_millis() as u64;
         s.attempt_log.set_interval(fold_ms);
         s.client_log.set_interval(fold_ms);
@@ -426,6 +427,7 @@ mod tests {
             "cooldown-max" => "1200s",
             "mask-host" => "mask.example.org",
             "link-ip" => "192.0.2.1",
+            "log-time" => "on",
             "cf-priority"
             | "cfproxy-ws"
             | "danger-accept-invalid-certs"

@@ -201,7 +201,9 @@ fn bind_at_start(
     let listener = match listen::bind(cfg.listen, registry) {
         Ok(l) => Some(l),
         Err(e) => match bind_retry.failed(&e, 1) {
-            AfterBindError::Fatal => return Err(e),
+            AfterBindError::Fatal => {
+                return Err(listen::bind_error(&e, cfg.listen, listen::PROXY_FLAGS))
+            }
             AfterBindError::RetryAt(_) => {
                 warn!(
                     "cannot listen on {}: {e}; retrying every {:?} (--bind-retry) and on SIGHUP",

@@ -40,13 +40,23 @@ pub(super) struct Ways {
 /// is, `Some(None)` = close, `Some(Some(l))` = replace with `l`.
 pub(super) type Prepared = [Option<Option<TcpListener>>; 2];
 
-fn bind(i: usize, addr: SocketAddr, registry: &Registry) -> Result<TcpListener, String> {
+/// Binds extra way `i` at `addr`. Errors: a failed bind as `listen::bind_error` words it (the
+/// kind kept), or a failed registration.
+fn bind(i: usize, addr: SocketAddr, registry: &Registry) -> io::Result<TcpListener> {
     let way = EXTRA[i].name();
-    let mut l =
-        TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr} ({way}): {e}"))?;
+    let (flag, what) = match EXTRA[i] {
+        WayIn::Transparent => ("--transparent", " (transparent)"),
+        _ => ("--socks5", " (socks5)"),
+    };
+    let flags = super::listen::ListenFlags {
+        host: flag,
+        port: flag,
+        what,
+    };
+    let mut l = TcpListener::bind(addr).map_err(|e| super::listen::bind_error(&e, addr, flags))?;
     registry
         .register(&mut l, WAY_LISTENERS[i], Interest::READABLE)
-        .map_err(|e| format!("cannot register the {way} listener: {e}"))?;
+        .map_err(|e| io::Error::other(format!("cannot register the {way} listener: {e}")))?;
     Ok(l)
 }
 
@@ -58,7 +68,7 @@ impl Ways {
         let mut w = Ways::default();
         for (i, way) in EXTRA.into_iter().enumerate() {
             if let Some(addr) = cfg.listen_of(way) {
-                let l = bind(i, addr, registry).map_err(io::Error::other)?;
+                let l = bind(i, addr, registry)?;
                 w.set(i, l);
             }
         }
@@ -112,7 +122,7 @@ impl Reactor {
             }
             p[i] = Some(match want {
                 None => None,
-                Some(addr) => Some(bind(i, addr, self.poll.registry())?),
+                Some(addr) => Some(bind(i, addr, self.poll.registry()).map_err(|e| e.to_string())?),
             });
         }
         Ok(p)

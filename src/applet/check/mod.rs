@@ -187,7 +187,7 @@ pub fn parse_args(mut args: Arguments, env: cli::Env) -> Result<CheckArgs, CliEr
         "TG_SECRET_FILE" => None,
         other => env(other),
     };
-    let mut config = cli::parse_run(args, "check", &no_secret)?.config;
+    let mut config = cli::parse_run_without_secret_file(args, "check", &no_secret)?.config;
     // The shared CF domain list as cached by `run` (never fetched here).
     config.cf_shared_domains = crate::reactor::cached_shared_domains(&config);
     let dcs = if dcs.is_empty() {

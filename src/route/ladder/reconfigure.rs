@@ -173,10 +173,14 @@ impl<U: Pooled> Ladder<U> {
         }
     }
 
-    /// Creates the slots of routes the table added.
+    /// Creates the slots of routes the table added. A route through a `--cf-ip` edge owes a
+    /// pulling probe from the start (`stall_probe`): edges freeze selectively after ~16 KiB
+    /// (issue 22 part 2), so its first background proof must pull past that size, and a frozen
+    /// edge is found by a probe (startup probes, a replacement's probe) before any client.
     pub(super) fn grow_slots(&mut self) {
         while self.slots.len() < self.table.routes.len() {
-            let tier = self.table.routes[self.slots.len()].tier;
+            let route = &self.table.routes[self.slots.len()];
+            let (tier, through_edge) = (route.tier, route.edge().is_some());
             self.slots.push(Slot {
                 sched: Sched::Idle,
                 pool: Pool::default(),
@@ -191,7 +195,7 @@ impl<U: Pooled> Ladder<U> {
                 short_ends: 0,
                 short_since: 0,
                 pings_off_until: 0,
-                stall_probe: false,
+                stall_probe: through_edge,
                 freezes: Default::default(),
                 probe_started: 0,
                 probe_pulls: false,

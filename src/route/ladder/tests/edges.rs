@@ -84,6 +84,49 @@ fn a_frozen_sampled_edge_is_replaced_in_the_background_a_given_one_only_cooled()
     assert_eq!(st[1].routes, vec![now_ids[1]]);
 }
 
+/// An edge route's first background probe pulls `--stall-probe-bytes` past the freeze size
+/// (edges freeze selectively after ~16 KiB): a frozen edge fails its probe as `stalled`
+/// before a client meets it; once pulled, later probes are plain again. A route without an
+/// edge is probed plain.
+#[test]
+fn an_edge_routes_first_probe_pulls_past_the_freeze_size() {
+    let mut c = edge_cfg(&["127.0.0.2"], 3);
+    c.startup_probes = true;
+    let mut l = ladder(&c);
+    let pulls = |work: &[Work]| -> Vec<(RouteId, u32)> {
+        work.iter()
+            .filter_map(|w| match w {
+                Work::Probe {
+                    route, pull_bytes, ..
+                } => Some((*route, *pull_bytes)),
+                _ => None,
+            })
+            .collect()
+    };
+    let work = drain(&mut l, 1);
+    let id = l.routes_for(DC2)[0];
+    assert!(
+        pulls(&work).contains(&(id, c.stall_probe_bytes)),
+        "the edge route's startup probe pulls: {work:?}"
+    );
+    // It pulled through: Up, and the next probe (once dialled by a client) is plain.
+    l.observe(
+        Observation::ProbeDone {
+            route: id,
+            result: Ok(20),
+        },
+        2,
+    );
+    assert_eq!(l.route(id).health.state(), State::Up);
+    let mut plain = cfg();
+    plain.tier_order = vec![Tier::Worker];
+    plain.startup_probes = true;
+    let mut l2 = ladder(&plain);
+    let work = drain(&mut l2, 1);
+    let id2 = l2.routes_for(DC2)[0];
+    assert!(pulls(&work).contains(&(id2, 0)), "no edge: plain {work:?}");
+}
+
 #[test]
 fn a_reload_with_other_edges_retires_the_old_edges_routes() {
     let c = edge_cfg(&["127.0.0.2", "127.0.0.3"], 3);
