@@ -392,9 +392,15 @@ linux_conf() {
 host $host
 port 1443
 secret-file /etc/$NAME.secret
-control-socket /run/$NAME/ctl.sock
 drain-timeout 5s
 EOF
+	if [ -n "$INIT" ]; then
+		echo "# tg-ws-proxy ctl status talks to this socket (systemd makes /run/$NAME)."
+		echo "control-socket /run/$NAME/ctl.sock"
+	else
+		echo "# For tg-ws-proxy ctl: mkdir -m 700 /run/$NAME first, then remove the '#'."
+		echo "#control-socket /run/$NAME/ctl.sock"
+	fi
 }
 
 # The systemd unit of a generic Linux box.
