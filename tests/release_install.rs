@@ -17,94 +17,11 @@ mod dist;
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use dist::*;
-
-/// A tiny HTTP/1.0 file server on 127.0.0.1 (GET only, no directory listings).
-struct Server {
-    port: u16,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        let port = l.local_addr().unwrap().port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (dir, flag) = (dir.to_path_buf(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            for conn in l.incoming() {
-                if flag.load(Ordering::SeqCst) {
-                    break;
-                }
-                if let Ok(c) = conn {
-                    serve_one(c, &dir);
-                }
-            }
-        });
-        Server {
-            port,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn serve_one(mut c: TcpStream, dir: &Path) {
-    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut req = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 16384 {
-        match c.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => req.extend_from_slice(&buf[..n]),
-        }
-    }
-    let line = String::from_utf8_lossy(&req);
-    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-    let rel = path.trim_start_matches('/');
-    let body = if rel.is_empty() || rel.contains("..") {
-        None
-    } else {
-        fs::read(dir.join(rel)).ok()
-    };
-    let _ = match body {
-        Some(b) => c
-            .write_all(
-                format!(
-                    "HTTP/1.0 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\n\r\n",
-                    b.len()
-                )
-                .as_bytes(),
-            )
-            .and_then(|_| c.write_all(&b)),
-        None => c.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n"),
-    };
-}
 
 /// A `dist/` tree: SHA256SUMS and one tarball for the host target, whose binary is `binary`
 /// (the packaged host build unless a test swaps it). `corrupt` flips a byte of the tarball
