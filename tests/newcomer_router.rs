@@ -76,7 +76,10 @@ fn snapshot(base: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
                 m.insert(rel, (Vec::new(), md.permissions().mode()));
                 walk(base, &p, m);
             } else {
-                m.insert(rel, (fs::read(&p).unwrap_or_default(), md.permissions().mode()));
+                m.insert(
+                    rel,
+                    (fs::read(&p).unwrap_or_default(), md.permissions().mode()),
+                );
             }
         }
     }
@@ -448,7 +451,11 @@ fn a_newcomer_installs_the_mips_release_on_a_router_and_the_link_works() {
     let base = format!("{}/", srv.url());
     r.install_ok(&["--base", &base, "--no-start"]);
     let x = r.t.0.join("x");
-    ok(Command::new("tar").arg("xzf").arg(dist_dir.join(&tgz)).arg("-C").arg(&x));
+    ok(Command::new("tar")
+        .arg("xzf")
+        .arg(dist_dir.join(&tgz))
+        .arg("-C")
+        .arg(&x));
     let shipped = x.join(tgz.trim_end_matches(".tar.gz"));
     let bin = r.root.join("usr/bin/tg-ws-proxy");
     assert_installed_exec(&bin, &shipped.join("tg-ws-proxy"));
@@ -526,7 +533,18 @@ fn a_newcomer_installs_the_mips_release_on_a_router_and_the_link_works() {
     );
     let written = fs::read_to_string(&conf).expect("the init script wrote its configuration");
     assert!(written.contains("\nhost 127.0.0.1\n"), "{written}");
-    assert!(r.pid().is_some(), "not running:\n{}", r.log());
+    let pid = r
+        .pid()
+        .unwrap_or_else(|| panic!("not running:\n{}", r.log()));
+    // The service process is qemu running the installed MIPS binary (the shim exec'd).
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(exe, fs::canonicalize(&qemu).unwrap(), "pid {pid}");
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert_eq!(argv.get(1), Some(&bin.display().to_string()), "{argv:?}");
 
     // 4. README step 3: /etc/init.d/tg-ws-proxy link (the MIPS binary under qemu).
     let out = r.svc_ok("link");
@@ -548,7 +566,11 @@ fn a_newcomer_installs_the_mips_release_on_a_router_and_the_link_works() {
     assert_ne!(wrong.outcome, Outcome::Ok, "{wrong:?}");
 
     // 5. Stop, then uninstall with --purge: nothing of it is left in the root.
-    let pid = r.pid().expect("still running");
+    assert_eq!(
+        r.pid().as_deref(),
+        Some(pid.as_str()),
+        "not the same process"
+    );
     r.svc_ok("stop");
     assert!(r.pid().is_none(), "still running after stop");
     assert!(
