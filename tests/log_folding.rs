@@ -5,6 +5,8 @@
 //! * one DC address without a path (IPv6 in a network namespace where only loopback exists,
 //!   so it fails at once with `ENETUNREACH`) is said once with the address and reason, never
 //!   as "network unreachable", while the working DC's session lines go on.
+//! * a route whose recovery probes keep failing the same way is warned about once, not once per
+//!   cooldown (each time is still a `route` event).
 //!
 //! Owns only this file; the rig is tests/common (netns.rs for the namespace; skipped loudly
 //! where namespaces are refused). Loopback only. No fixed sleeps but the measured windows.
@@ -208,4 +210,44 @@ fn one_unreachable_dc_address_is_said_once_and_never_as_the_network() {
             );
         },
     );
+}
+
+/// A route whose recovery probes keep failing the same way (its DC refuses every connection)
+/// goes down again after each cooldown: every time is an event, but the WARN line is said once
+/// — the first time — and again only if the failure class changes (a dead network would
+/// otherwise log a line per route per cooldown, ~1,000 a day: the new-user trial's finding).
+#[test]
+fn a_route_that_keeps_failing_the_same_way_is_warned_once() {
+    let dead = common::closed_port();
+    let mut args: Vec<String> = vec!["--secret".into(), SECRET.into()];
+    args.extend(common::LADDER_FAST.iter().map(|a| a.to_string()));
+    args.extend([
+        "--tier-order".to_string(),
+        "tcp".into(),
+        "--tcp-dc-ip".into(),
+        format!("2:{dead}"),
+        "--startup-probes".into(),
+        "on".into(),
+        "--probe-interval".into(),
+        "0.2".into(),
+    ]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let p = Proxy::start(&refs);
+    let label = "tcp:DC2";
+    let downs = |p: &Proxy| {
+        p.events("route")
+            .iter()
+            .filter(|e| {
+                e["to"] == "down" && e["label"].as_str().is_some_and(|l| l.starts_with(label))
+            })
+            .count()
+    };
+    assert!(
+        common::wait_until(Duration::from_secs(20), || downs(&p) >= 4),
+        "the route went down again after each cooldown: {} down events\n{}",
+        downs(&p),
+        p.dump()
+    );
+    let warned = p.lines_with(&["WARN", &format!("route {label}"), " down for "]);
+    assert_eq!(warned.len(), 1, "said once, not per cooldown\n{}", p.dump());
 }

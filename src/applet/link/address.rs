@@ -3,7 +3,9 @@
 //! (the one read: `getifaddrs(3)`, no socket opened, no packet sent).
 //!
 //! Rules, in order: `--server` / `--link-ip` as given; else `run`'s listen address when `--host`
-//! names a specific one; else a guess among this machine's **private** addresses — RFC 1918
+//! names a specific one, or when `--host` is not given (`run` then listens on 127.0.0.1 only,
+//! so only a 127.0.0.1 link works; the note names this machine's LAN address to pass as
+//! `--host`); else (`--host 0.0.0.0` / `::`) a guess among this machine's **private** addresses — RFC 1918
 //! IPv4 (`10/8`, `172.16/12`, `192.168/16`) and, when listening on `::`, IPv6 ULA (`fc00::/7`).
 //! Carrier-grade NAT space (`100.64/10`) is the ISP's side of a router, so it is not private
 //! here; neither is any public address. A guess prefers the OpenWrt LAN bridge (`br-lan`), then
@@ -61,27 +63,30 @@ pub fn choose_server(
     if facts.host_given && !facts.listen.is_unspecified() {
         return Ok((facts.listen.to_string(), None));
     }
-    // 0.0.0.0 (or 127.0.0.1 by default) serves IPv4 only; `::` serves both, IPv4 preferred.
-    let v6_ok = facts.listen.is_ipv6();
-    let family_ok = |ip: &IpAddr| ip.is_ipv4() || v6_ok;
-    let why = if facts.host_given {
-        format!("{} is {}", facts.flag, facts.listen)
-    } else {
-        "--host not given".to_string()
-    };
+    let family_ok = |ip: &IpAddr| ip.is_ipv4() || facts.listen.is_ipv6();
     let mut private: Vec<(u8, &Candidate)> = candidates
         .iter()
         .filter(|c| family_ok(&c.ip))
         .filter_map(|c| private_rank(c).map(|r| (r, c)))
         .collect();
     private.sort_by_key(|&(r, _)| r); // stable: ties keep the system's order
+    if !facts.host_given {
+        // `run` listens on loopback only: a link to any other address would not connect.
+        let lan = match private.first() {
+            Some(&(_, c)) => format!("--host {} (this machine's LAN address)", c.ip),
+            None => "--host with this machine's LAN address".to_string(),
+        };
+        let note = format!(
+            "link: --host not given: `run` listens on {} only, so this link works on this \
+             machine only; to serve phones on the LAN pass {lan}, or --host 0.0.0.0 (and \
+             --link-ip HOST if clients dial another address)",
+            facts.listen
+        );
+        return Ok((facts.listen.to_string(), Some(note)));
+    }
+    // 0.0.0.0 (or 127.0.0.1 by default) serves IPv4 only; `::` serves both, IPv4 preferred.
+    let why = format!("{} is {}", facts.flag, facts.listen);
     let shown = |c: &Candidate| format!("{} ({})", c.ip, c.interface);
-    let loopback_only = if facts.host_given {
-        String::new()
-    } else {
-        "; without --host, `run` listens on 127.0.0.1 only, which other devices cannot reach"
-            .to_string()
-    };
     if let Some(&(_, best)) = private.first() {
         let others: Vec<String> = private[1..].iter().map(|&(_, c)| shown(c)).collect();
         let others = if others.is_empty() {
@@ -92,7 +97,7 @@ pub fn choose_server(
         let picked = shown(best);
         let note = format!(
             "link: {why}: guessed the LAN address {picked}{others}; pass --link-ip HOST to \
-             choose{loopback_only}"
+             choose"
         );
         return Ok((best.ip.to_string(), Some(note)));
     }
@@ -293,16 +298,26 @@ mod tests {
         assert_eq!(host, "10.0.0.5");
     }
 
+    /// Without `--host`, `run` listens on 127.0.0.1 only: the link is the one that connects
+    /// (127.0.0.1, never a LAN address nothing listens on), and the note names the LAN
+    /// address to pass as `--host`; on a machine with only public addresses too.
     #[test]
-    fn without_host_the_note_says_run_listens_on_loopback() {
+    fn without_host_the_link_is_loopback_and_the_note_names_the_lan_address() {
         let (host, note) = choose_server(facts("127.0.0.1", false), &router()).unwrap();
-        assert_eq!(host, "10.1.0.1");
+        assert_eq!(host, "127.0.0.1");
         let note = note.unwrap();
+        assert!(note.starts_with("link: --host not given"), "{note}");
+        assert!(note.contains("listens on 127.0.0.1 only"), "{note}");
         assert!(
-            note.starts_with("link: --host not given: guessed"),
+            note.contains("--host 10.1.0.1 (this machine's LAN"),
             "{note}"
         );
-        assert!(note.contains("listens on 127.0.0.1 only"), "{note}");
+        let wan = vec![cand("eth0", "192.0.2.2")];
+        let (host, note) = choose_server(facts("127.0.0.1", false), &wan).unwrap();
+        assert_eq!(host, "127.0.0.1");
+        assert!(note
+            .unwrap()
+            .contains("--host with this machine's LAN address"));
     }
 
     #[test]
@@ -333,7 +348,7 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("pass --link-ip HOST"), "{e}");
-        assert!(choose_server(facts("0.0.0.0", false), &wan).is_err());
+        assert!(choose_server(facts("0.0.0.0", true), &wan).is_err());
     }
 
     #[test]

@@ -77,12 +77,23 @@ impl<U: Pooled> Ladder<U> {
             self.account_throttled(route, retry_after, now);
         }
         let r = &mut self.table.routes[route];
+        let before = r.health.last_failure().map(|(f, _)| f);
         let change = r
             .health
             .on_failure(now, f, retry_after, &self.cfg.health, &mut self.rng)?;
         match change.to {
             State::Down { until } => {
-                warn!(
+                // A recovery probe failing as the route went down is a repeat, not news: said
+                // at debug (the event still goes out), so a dead network does not log a line
+                // per route per cooldown; a new failure class is said again.
+                let repeat = matches!(change.from, State::Down { .. }) && before == Some(f);
+                let level = if repeat {
+                    log::Level::Debug
+                } else {
+                    log::Level::Warn
+                };
+                log::log!(
+                    level,
                     "route {} down for {:.1}s: {f}{}{}",
                     r.label(),
                     change.cooldown_ms as f64 / 1000.0,
