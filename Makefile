@@ -18,9 +18,9 @@ FUZZ_SECS ?= 60
 BENCH_ARGS ?=
 # The MIPS pair CI builds; `cross-all` adds the tier-2 targets.
 CROSS_CI_TARGETS := mips-unknown-linux-musl mipsel-unknown-linux-musl
-CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf \
+CROSS_ALL_TARGETS := $(CROSS_CI_TARGETS) armv7-unknown-linux-musleabihf arm-unknown-linux-musleabi \
 	aarch64-unknown-linux-musl x86_64-unknown-linux-musl
-# `make dist` targets (all five by default); e.g. make dist DIST_TARGETS="mips-unknown-linux-musl"
+# `make dist` targets (all six by default); e.g. make dist DIST_TARGETS="mips-unknown-linux-musl"
 DIST_TARGETS ?= $(CROSS_ALL_TARGETS)
 
 .PHONY: help check-tools test lint demo bench bench-burst bench-direct bench-returned bench-pit bench-freeze bench-soak fuzz fuzz-seeds size cross-install cross-test cross-all cross-tiny \
@@ -44,7 +44,7 @@ help:
 	@echo "  make size           x86_64 stripped release binary size in bytes"
 	@echo "  make cross-install  install the cross toolchain (Debian rustc-web, zig, qemu; root)"
 	@echo "  make cross-test     MIPS + MIPSel static musl builds, qemu smoke, unit tests on MIPS BE"
-	@echo "  make cross-all      static musl builds + qemu smoke for all five router targets"
+	@echo "  make cross-all      static musl builds + qemu smoke for all six router targets"
 	@echo "  make cross-tiny     opt-in size build (panic=immediate-abort) for MIPS + MIPSel"
 	@echo "  make cross-bench    MIPS under qemu: proxy CPU/GiB vs the opt-3 crypto floor, ws AES-GCM vs ChaCha20"
 	@echo "  make dist           router packages in dist/: binary, .ipk, .tar.gz per DIST_TARGETS, SHA256SUMS"

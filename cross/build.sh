@@ -266,9 +266,11 @@ build_std_flag() {
 # are its portable C and Rust, which the release profile would compile at "z" — measured 2.4x
 # slower ChaCha20 under qemu (cross/README.md "cross-bench"). There ring is built at opt-level 3
 # (+~150 KB); elsewhere its assembly does the work and "z" costs nothing (docs/design.md §9).
+# arm-unknown-linux-musleabi (ARMv6, no FPU, no NEON) is treated the same way: ring's NEON code
+# never runs there, so AES-GCM is its portable code too.
 ring_opt() {
     case "$1" in
-        mips*) echo "--config=profile.release.package.ring.opt-level=3" ;;
+        mips* | arm-*) echo "--config=profile.release.package.ring.opt-level=3" ;;
         *) echo "--config=profile.release.package.ring.opt-level=\"z\"" ;;
     esac
 }
@@ -322,6 +324,16 @@ cmd_smoke() {
         mips-*) case "$out" in *MSB*MIPS*) ;; *) die "$t: expected big-endian MIPS: $out" ;; esac ;;
         mipsel-*) case "$out" in *LSB*MIPS*) ;; *) die "$t: expected little-endian MIPS: $out" ;; esac ;;
         esac
+        # The ARM float ABI: e_flags bit 0x400 (hard) / 0x200 (soft), byte 37 of the header.
+        case "$t" in
+        arm-*eabi | armv7-*eabihf)
+            local fl want=2
+            [ "${t%hf}" = "$t" ] || want=4
+            fl="$(od -A n -t u1 -j 37 -N 1 "$b" | tr -d ' ')"
+            [ $((fl & 6)) -eq "$want" ] || die "$t: ELF e_flags byte 37 is $fl: wrong float ABI"
+            echo "  float ABI: $([ "$want" = 4 ] && echo hard || echo soft) (e_flags)"
+            ;;
+        esac
 
         out="$("$q" "$b" --help 2>&1)" || die "$t: '--help' exited $? under $q: $out"
         [ -n "$out" ] || die "$t: '--help' printed nothing"
@@ -332,6 +344,14 @@ cmd_smoke() {
         printf '%s\n' "$out" | grep -E '[0-9a-fA-F]{32}' >/dev/null ||
             die "$t: 'genkey' printed no 32-hex-digit secret: $out"
         echo "  genkey: ok (printed a secret)"
+        if [ "${t%%-*}" = arm ]; then
+            # The soft-float build must not need an FPU: qemu's Cortex-R5 has none, and any
+            # VFP instruction there is an undefined-instruction trap.
+            out="$("$q" -cpu cortex-r5 "$b" genkey 2>&1)" || die "$t: 'genkey' on an FPU-less CPU (qemu -cpu cortex-r5) exited $?: $out"
+            printf '%s\n' "$out" | grep -E '[0-9a-fA-F]{32}' >/dev/null ||
+                die "$t: 'genkey' on an FPU-less CPU printed no secret: $out"
+            echo "  genkey on an FPU-less CPU (qemu -cpu cortex-r5): ok"
+        fi
 
         # argv[0] applet selection through a symlink, as installed on a router.
         ln -sf "$b" "$CROSS_TARGET_DIR/genkey"
@@ -360,6 +380,9 @@ cmd_e2e() {
         [ -x "$b" ] || die "$b missing; run: cross/build.sh build $t"
         q="$(qemu_for "$t")"
         w="$CROSS_TARGET_DIR/qemu-$t.sh"
+        # The soft-float ARM build runs on qemu's FPU-less Cortex-R5: a VFP instruction anywhere
+        # on the relay path would be an illegal-instruction trap.
+        if [ "${t%%-*}" = arm ]; then q="$q -cpu cortex-r5"; fi
         printf '#!/bin/sh\nexec %s %s "$@"\n' "$q" "$b" >"$w"
         chmod 755 "$w"
         log "e2e $t: demo with the proxy under $q"

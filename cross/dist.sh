@@ -12,8 +12,15 @@
 #                                  tg-ws-proxy_VERSION_ARCH.ipk, tg-ws-proxy-VERSION-TARGET.tar.gz,
 #                                  then rewrite OUTDIR/SHA256SUMS. No cross toolchain needed.
 #   all [TARGET...]                `make dist`: cross/build.sh build + smoke for each TARGET
-#                                  (default: the five router targets), empty $DIST_DIR of older
+#                                  (default: the six router targets), empty $DIST_DIR of older
 #                                  artifacts, package each into it, SHA256SUMS over it
+#   apk TARGET OUTDIR              from OUTDIR/tg-ws-proxy-VERSION-TARGET (made by `package`),
+#                                  write OUTDIR/tg-ws-proxy_VERSION-r1_ARCH.apk, the apk v3
+#                                  package of OpenWrt 25.x, with `apk mkpkg` (apk-tools 3: not in
+#                                  Debian; the release workflow runs it in an Alpine container),
+#                                  then rewrite SHA256SUMS
+#   installer OUTDIR [BASE]        copy cross/install.sh to OUTDIR/install.sh with its download
+#                                  address (RELEASE_BASE) set to BASE, then rewrite SHA256SUMS
 #   sums OUTDIR                    rewrite OUTDIR/SHA256SUMS (sha256sum format) over the artifacts
 #   arch TARGET                    print the OpenWrt arch name used for TARGET's .ipk
 #
@@ -29,7 +36,7 @@ BIN=tg-ws-proxy
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CROSS_TARGET_DIR="${CROSS_TARGET_DIR:-/var/tmp/tg-ws-proxy-cross}"
 DIST_DIR="${DIST_DIR:-$REPO_ROOT/dist}"
-ALL_TARGETS="mips-unknown-linux-musl mipsel-unknown-linux-musl armv7-unknown-linux-musleabihf aarch64-unknown-linux-musl x86_64-unknown-linux-musl"
+ALL_TARGETS="mips-unknown-linux-musl mipsel-unknown-linux-musl armv7-unknown-linux-musleabihf arm-unknown-linux-musleabi aarch64-unknown-linux-musl x86_64-unknown-linux-musl"
 
 log() { printf '[dist] %s\n' "$*" >&2; }
 die() {
@@ -53,6 +60,8 @@ openwrt_arch() {
     mips-unknown-linux-musl) echo mips_24kc ;;
     mipsel-unknown-linux-musl) echo mipsel_24kc ;;
     armv7-unknown-linux-musleabihf) echo arm_cortex-a7_neon-vfpv4 ;;
+    # ARMv6 and later without an FPU (bcm53xx's Cortex-A9 has none): the soft-float build.
+    arm-unknown-linux-musleabi) echo arm_cortex-a9 ;;
     aarch64-unknown-linux-musl) echo aarch64_cortex-a53 ;;
     x86_64-unknown-linux-musl) echo x86_64 ;;
     *) die "unknown target '$1' (one of: $ALL_TARGETS)" ;;
@@ -182,7 +191,7 @@ cmd_sums() {
     (
         cd "$out"
         local files=()
-        for f in "$BIN"-* "$BIN"_*.ipk; do
+        for f in "$BIN"-* "$BIN"_*.ipk "$BIN"_*.apk install.sh; do
             [ -f "$f" ] && files+=("$f")
         done
         [ ${#files[@]} -gt 0 ] || die "no artifacts in $out"
@@ -258,6 +267,63 @@ cmd_package() {
     cmd_sums "$out"
 }
 
+# apk TARGET OUTDIR: the apk v3 package (OpenWrt 25.x) of the binary `package` left in OUTDIR:
+# the same files and the same install scripts as the .ipk. Needs apk-tools 3 (`apk mkpkg`).
+cmd_apk() {
+    [ $# -eq 2 ] || die "usage: cross/dist.sh apk TARGET OUTDIR"
+    local t=$1 out=$2 arch stage name
+    arch="$(openwrt_arch "$t")"
+    name="$BIN-$VERSION-$t"
+    [ -f "$out/$name" ] || die "no $out/$name: run cross/dist.sh package $t BINARY $out first"
+    if ! command -v apk >/dev/null 2>&1 || ! apk mkpkg --help >/dev/null 2>&1; then
+        die "apk mkpkg not found: the apk v3 package needs apk-tools 3 (Alpine 3.23+ or OpenWrt's host apk; not in Debian)"
+    fi
+    out="$(cd "$out" && pwd)"
+    stage="$(mktemp -d)"
+    # shellcheck disable=SC2064 # expand now: $stage is local
+    trap "rm -rf '$stage'" EXIT
+    mkdir -p "$stage/data/usr/bin" "$stage/data/etc/init.d" "$stage/data/etc/config" "$stage/ctl"
+    cp "$out/$name" "$stage/data/usr/bin/$BIN"
+    cp "$REPO_ROOT/cross/openwrt/tg-ws-proxy/files/tg-ws-proxy.init" "$stage/data/etc/init.d/$BIN"
+    cp "$REPO_ROOT/cross/openwrt/tg-ws-proxy/files/tg-ws-proxy.config" "$stage/data/etc/config/$BIN"
+    find "$stage/data" -type d -exec chmod 755 {} +
+    chmod 755 "$stage/data/usr/bin/$BIN" "$stage/data/etc/init.d/$BIN"
+    chmod 644 "$stage/data/etc/config/$BIN"
+    write_control "$stage/ctl" "$arch" 0
+    find "$stage/data" -exec touch -h -d "@$EPOCH" {} +
+    apk mkpkg \
+        --info "name:$BIN" \
+        --info "version:$VERSION-r1" \
+        --info "description:MTProto proxy for the LAN: Telegram over WebSocket/TLS with fallback tiers" \
+        --info "arch:$arch" \
+        --info "license:MIT" \
+        --info "origin:$BIN" \
+        --info "maintainer:tg-ws-proxy developers" \
+        --script "post-install:$stage/ctl/postinst" \
+        --script "pre-deinstall:$stage/ctl/prerm" \
+        --files "$stage/data" \
+        --output "$out/${BIN}_$VERSION-r1_$arch.apk" ||
+        die "apk mkpkg failed for $t"
+    rm -rf "$stage"
+    trap - EXIT
+    printf '%s\n' "$out/${BIN}_$VERSION-r1_$arch.apk"
+    cmd_sums "$out"
+}
+
+# installer OUTDIR [BASE]: the install.sh a release publishes on its own, whose default download
+# address is BASE (the release's; empty: the source tree's install.sh as it is).
+cmd_installer() {
+    if [ $# -lt 1 ] || [ $# -gt 2 ]; then die "usage: cross/dist.sh installer OUTDIR [BASE]"; fi
+    local out=$1 base=${2:-}
+    case "$base" in *[\'\"\\\$\`\|]*) die "BASE must not hold quotes, \\, \$, \` or |: $base" ;; esac
+    mkdir -p "$out"
+    grep -q '^RELEASE_BASE=""$' "$REPO_ROOT/cross/install.sh" ||
+        die "cross/install.sh has no RELEASE_BASE=\"\" line to set"
+    sed "s|^RELEASE_BASE=\"\"\$|RELEASE_BASE=\"$base\"|" "$REPO_ROOT/cross/install.sh" >"$out/install.sh"
+    chmod 755 "$out/install.sh"
+    cmd_sums "$out"
+}
+
 cmd_all() {
     local targets=("$@") t
     if [ ${#targets[@]} -eq 0 ]; then
@@ -271,13 +337,14 @@ cmd_all() {
     "$REPO_ROOT/cross/build.sh" smoke "${targets[@]}"
     # dist/ holds exactly one run: no artifact of an older version or target set stays listed.
     mkdir -p "$DIST_DIR"
-    rm -f "$DIST_DIR/$BIN"-* "$DIST_DIR/$BIN"_*.ipk "$DIST_DIR/SHA256SUMS"
+    rm -f "$DIST_DIR/$BIN"-* "$DIST_DIR/$BIN"_*.ipk "$DIST_DIR/$BIN"_*.apk "$DIST_DIR/install.sh" \
+        "$DIST_DIR/SHA256SUMS"
     for t in "${targets[@]}"; do
         cmd_package "$t" "$CROSS_TARGET_DIR/$t/release/$BIN" "$DIST_DIR" >/dev/null
     done
     (cd "$DIST_DIR" && sha256sum -c --quiet SHA256SUMS) || die "SHA256SUMS does not verify"
     printf '\n%s\n' "dist/ ($DIST_DIR), SOURCE_DATE_EPOCH=$EPOCH:"
-    (cd "$DIST_DIR" && for f in "$BIN"-* "$BIN"_*.ipk SHA256SUMS; do
+    (cd "$DIST_DIR" && for f in "$BIN"-* "$BIN"_*.ipk "$BIN"_*.apk SHA256SUMS; do
         [ -f "$f" ] && printf '  %10s B  %s\n' "$(stat -c %s "$f")" "$f"
     done)
 }
@@ -293,6 +360,8 @@ main() {
     case "$cmd" in
     package) cmd_package "$@" ;;
     all) cmd_all "$@" ;;
+    apk) cmd_apk "$@" ;;
+    installer) cmd_installer "$@" ;;
     sums)
         [ $# -eq 1 ] || die "usage: cross/dist.sh sums OUTDIR"
         cmd_sums "$1"

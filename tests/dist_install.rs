@@ -3,7 +3,7 @@
 //! tarball's `install.sh` run for real under Debian's `busybox-static` (`busybox sh`, a PATH of
 //! busybox applets only, no network applets) in a temporary root with a fake
 //! /etc/openwrt_release: install, reinstall, upgrade keeping the config, an old plain-text
-//! secret moved, another CPU refused, an image root for another CPU, an unknown system refused.
+//! secret moved, another CPU refused, an image root for another CPU, a plain Linux's paths.
 //! Entware and shellcheck: tests/dist_entware.rs; the shared rig: tests/dist/mod.rs.
 
 mod common;
@@ -394,7 +394,7 @@ fn a_tarball_for_another_cpu_is_refused() {
     assert!(!out.status.success(), "installed a MIPS tarball on x86-64");
     assert!(
         err.contains(
-            "this tarball is for little-endian MIPS32 (mipsel_24kc), but this router is x86-64"
+            "this tarball is for little-endian MIPS32 (mipsel_24kc), but this machine is x86-64"
         ),
         "{err}"
     );
@@ -421,7 +421,7 @@ fn a_tarball_for_another_cpu_is_refused() {
         "installed a x86-64 tarball on a MIPS router"
     );
     assert!(
-        err.contains("this tarball is for x86-64, but this router is little-endian MIPS32"),
+        err.contains("this tarball is for x86-64, but this machine is little-endian MIPS32"),
         "{err}"
     );
     let mut bb = fs::read(root.join("bin/busybox")).unwrap();
@@ -431,7 +431,7 @@ fn a_tarball_for_another_cpu_is_refused() {
     assert!(!out.status.success());
     assert!(
         text(&out.stderr)
-            .contains("but this router is big-endian MIPS32 (mips_24kc) (uname -m: mips)"),
+            .contains("but this machine is big-endian MIPS32 (mips_24kc) (uname -m: mips)"),
         "{}",
         text(&out.stderr)
     );
@@ -498,22 +498,29 @@ fn a_root_for_another_cpu_gets_a_secret_without_running_the_binary() {
     );
 }
 
+/// Neither OpenWrt nor Entware nor systemd: generic Linux gets docs/setup.md's paths (no /opt,
+/// the trap of issue 23), no service, and the command to run it by hand.
 #[test]
-fn an_unknown_system_is_refused() {
+fn a_plain_linux_gets_the_documented_paths_and_no_service() {
     let p = pkg();
-    let t = Scratch::new("unknown");
+    let t = Scratch::new("plain-linux");
     let root = t.0.join("root");
     fs::create_dir_all(root.join("etc")).unwrap();
     let path = applet_path(&t.0);
-    let out = install(&p.dir, &root, &path, &[]);
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("neither OpenWrt"),
-        "{}",
-        text(&out.stderr)
+    let log = install_ok(&p.dir, &root, &path, &[]);
+    assert_installed_exec(
+        &root.join("usr/local/bin/tg-ws-proxy"),
+        &p.dir.join("tg-ws-proxy"),
     );
+    let conf = fs::read_to_string(root.join("etc/tg-ws-proxy.conf")).unwrap();
     assert!(
-        fs::read_dir(&root).unwrap().count() == 1,
-        "files were written"
+        conf.contains("\nsecret-file /etc/tg-ws-proxy.secret\n") && !conf.contains("/opt"),
+        "{conf}"
     );
+    assert_eq!(mode(&root.join("etc/tg-ws-proxy.secret")), 0o600);
+    assert!(
+        !root.join("opt").exists() && !root.join("etc/systemd").exists(),
+        "wrote /opt or a unit"
+    );
+    assert!(!log.contains("/opt"), "{log}");
 }

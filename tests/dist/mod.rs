@@ -1,7 +1,9 @@
-//! Shared rig of the router packaging tests (tests/dist_install.rs, tests/dist_entware.rs):
-//! `cross/dist.sh package` on the host-built binary (once per test binary), the unpacked
-//! tarball, temporary roots (a fake OpenWrt root; Entware roots are built by their tests), a
-//! PATH of busybox applets only, and running `install.sh` under `busybox sh`.
+//! Shared rig of the router packaging tests (tests/dist_install.rs, tests/dist_entware.rs,
+//! tests/release_install.rs, tests/newcomer_router.rs): `cross/dist.sh package` on the
+//! host-built binary (once per test binary), the unpacked tarball, temporary roots (a fake
+//! OpenWrt root; Entware roots are built by their tests), a PATH of busybox applets only,
+//! running `install.sh` under `busybox sh`, and a tiny HTTP server on 127.0.0.1 for a `dist/`
+//! tree (the release download).
 //!
 //! Needs /bin/busybox (busybox-static), shellcheck, GNU tar, gzip and sha256sum: a missing one
 //! FAILS the test with the package to install (CI installs them in .ci/run), never a skip.
@@ -10,10 +12,15 @@
 #![allow(dead_code)]
 
 use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 pub const TARGET: &str = "x86_64-unknown-linux-musl";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -280,4 +287,81 @@ pub fn tar_list(args: &[&str], file: &Path) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
+}
+
+/// A tiny HTTP/1.0 file server on 127.0.0.1 (GET only, no directory listings).
+pub struct Server {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn start(dir: &Path) -> Server {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = l.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (dir, flag) = (dir.to_path_buf(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in l.incoming() {
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(c) = conn {
+                    serve_one(c, &dir);
+                }
+            }
+        });
+        Server {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve_one(mut c: TcpStream, dir: &Path) {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut req = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 16384 {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => req.extend_from_slice(&buf[..n]),
+        }
+    }
+    let line = String::from_utf8_lossy(&req);
+    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let rel = path.trim_start_matches('/');
+    let body = if rel.is_empty() || rel.contains("..") {
+        None
+    } else {
+        fs::read(dir.join(rel)).ok()
+    };
+    let _ = match body {
+        Some(b) => c
+            .write_all(
+                format!(
+                    "HTTP/1.0 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\n\r\n",
+                    b.len()
+                )
+                .as_bytes(),
+            )
+            .and_then(|_| c.write_all(&b)),
+        None => c.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n"),
+    };
 }
