@@ -99,6 +99,12 @@ impl Tier {
     pub fn is_plain(self) -> bool {
         self == Tier::CfProxyWs
     }
+
+    /// Every tier's name in the default order, comma-separated (`ws, front, …, tcp`): the one
+    /// list the messages that name the known tiers print, so a new tier cannot be left out.
+    pub fn names() -> String {
+        Tier::ALL.map(Tier::name).join(", ")
+    }
 }
 
 /// A Cloudflare endpoint given by the user: a host name (or IP literal) and a port (443 unless
@@ -209,7 +215,7 @@ pub struct Config {
     /// without the flag.
     pub socks5_users: Option<crate::net::socks5_server::Users>,
     /// Ordered tiers to try (`--tier-order`, default every tier:
-    /// `ws,front,worker,cfproxy,mtproto,tcp`).
+    /// `ws,front,worker,cfproxy,mtproto,cfproxy-ws,tcp`).
     pub tier_order: Vec<Tier>,
     /// Ordered tiers for media DCs (`--media-tier-order`); `None` = the same as `tier_order`.
     /// Media downloads are the heavy traffic: a router owner may send them down another tier

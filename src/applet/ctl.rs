@@ -43,8 +43,8 @@ Verbs:
                    a table, or one JSON object with --json
   metrics          the same counters in Prometheus text format (tgwsproxy_*)
   pin TIER|ROUTE   new sessions prefer this tier (ws, front, worker, cfproxy, mtproto,
-                   tcp) or route while it is usable; live sessions are untouched,
-                   health still tracked
+                   cfproxy-ws, tcp) or route while it is usable; live sessions are
+                   untouched, health still tracked
   unpin            new sessions follow the tier order again
   probe ROUTE      run a background probe of ROUTE now
   reload           re-read the configuration, like SIGHUP; prints what changed
@@ -293,6 +293,16 @@ mod tests {
         let e = parse(args(&["status", "--config", missing.to_str().unwrap()])).unwrap_err();
         assert!(e.contains("cannot read"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Review (issue 22 part 4): `ctl --help` lists every tier `pin` takes.
+    #[test]
+    fn help_names_every_tier() {
+        let pin = HELP.split("pin TIER|ROUTE").nth(1).expect("pin line");
+        let pin = &pin[..pin.find("unpin").expect("unpin after pin")];
+        for t in crate::config::Tier::ALL {
+            assert!(pin.contains(t.name()), "{pin} misses {}", t.name());
+        }
     }
 
     #[test]

@@ -37,10 +37,10 @@ const DOCS: &[(&str, &str)] = &[
         `*.ACCOUNT.workers.dev` are grouped without it); see [Worker setup](tiers.md#worker-setup)"),
     ("--cf-domain", "Cloudflare-proxied domain with `kwsN` records, repeatable, comma list; see \
         [Cloudflare-proxied domains](tiers.md#cloudflare-proxied-domains)"),
-    ("--cf-ip", "Cloudflare edge addresses for the `worker` and `cfproxy` tiers: an address, a \
-        range to sample from (`104.16.0.0/13`), `auto` (Cloudflare's published IPv4 ranges) or \
-        `auto6` (IPv6); each Worker/domain gets one route per edge **instead of** its DNS \
-        answer, SNI and `Host` unchanged; a sampled edge whose routes all failed is replaced by \
+    ("--cf-ip", "Cloudflare edge addresses for the `worker`, `cfproxy` and `cfproxy-ws` tiers: an \
+        address, a range to sample from (`104.16.0.0/13`), `auto` (Cloudflare's published IPv4 \
+        ranges) or `auto6` (IPv6); each Worker/domain gets one route per edge **instead of** its \
+        DNS answer, SNI and `Host` unchanged; a sampled edge whose routes all failed is replaced by \
         a fresh sample in the background, a given address is only cooled; at most 8 edges; \
         repeatable, comma list; `ctl status` and `check` list the edges"),
     ("--mtproto-proxy", "upstream MTProto proxy `HOST:PORT:SECRET` for the `mtproto` tier (IPv6 \

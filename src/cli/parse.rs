@@ -447,6 +447,7 @@ impl Draft {
             notes.extend(note);
         }
         notes.extend(way_in_notes(&self.config));
+        notes.extend(tier_notes(&self.config));
         let c = &mut self.config;
         if c.secrets.is_empty() {
             return Err(CliError::flag(
@@ -517,6 +518,25 @@ fn way_in_notes(c: &config::Config) -> Vec<Note> {
         ));
     }
     notes
+}
+
+/// Warnings about tier switches that parse but do nothing: `--cfproxy-ws` on while neither
+/// `--tier-order` nor `--media-tier-order` names `cfproxy-ws` (an opt-in that is never tried,
+/// e.g. a tier order written before the tier existed).
+fn tier_notes(c: &config::Config) -> Vec<Note> {
+    let listed = |order: &[Tier]| order.contains(&Tier::CfProxyWs);
+    if !c.cfproxy_ws || listed(&c.tier_order) || c.media_tier_order.as_deref().is_some_and(listed) {
+        return Vec::new();
+    }
+    let order: Vec<&str> = c.tier_order.iter().map(|t| t.name()).collect();
+    vec![(
+        Level::Warn,
+        format!(
+            "--cfproxy-ws is on but --tier-order ({}) does not name cfproxy-ws: the tier is never \
+             tried; add cfproxy-ws to --tier-order (or --media-tier-order)",
+            order.join(",")
+        ),
+    )]
 }
 
 /// Two ways in on one address (a fixed port; port 0 picks a free one each): the flag to blame

@@ -441,3 +441,27 @@ fn control_timeout_takes_a_duration_above_zero() {
     let line = err_line("--control-timeout soon", S);
     assert!(line.contains("--control-timeout"), "{line}");
 }
+
+/// Review (issue 22 part 4, an issue 23 trap): `--cfproxy-ws` with a `--tier-order` that does
+/// not name the tier (one written before it existed) turned nothing on, silently. It is said as
+/// a warning naming the order; the default order, or either order naming it, says nothing.
+#[test]
+fn cfproxy_ws_outside_every_tier_order_is_warned_about() {
+    let r = parse("--cfproxy-ws --tier-order ws,cfproxy,tcp", S).unwrap();
+    assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+    assert_eq!(r.notes[0].0, Level::Warn);
+    assert!(
+        r.notes[0].1.contains("--cfproxy-ws") && r.notes[0].1.contains("ws,cfproxy,tcp"),
+        "{:?}",
+        r.notes
+    );
+    for quiet in [
+        "--cfproxy-ws",
+        "--cfproxy-ws --tier-order ws,cfproxy-ws,tcp",
+        "--cfproxy-ws --tier-order ws,tcp --media-tier-order cfproxy-ws,tcp",
+        "--tier-order ws,tcp",
+    ] {
+        let r = parse(quiet, S).unwrap();
+        assert!(r.notes.is_empty(), "{quiet}: {:?}", r.notes);
+    }
+}

@@ -121,10 +121,10 @@ const LISTEN_UPSTREAM: &[Opt] = &[
     Opt {
         reload: Live, long: "--cf-ip", short: None, aliases: &[], env: &["TG_CF_IP"],
         meta: "LIST", default: "none", group: Upstream,
-        help: "Cloudflare edge for the worker and cfproxy tiers (SNI/Host unchanged): an \
-               address, a range to sample from, auto (Cloudflare's IPv4 ranges) or auto6; one \
-               route per edge instead of the DNS answer; a failed sampled edge is replaced; \
-               at most 8 edges; repeatable, comma list",
+        help: "Cloudflare edge for the worker, cfproxy and cfproxy-ws tiers (SNI/Host \
+               unchanged): an address, a range to sample from, auto (Cloudflare's IPv4 ranges) \
+               or auto6; one route per edge instead of the DNS answer; a failed sampled edge \
+               is replaced; at most 8 edges; repeatable, comma list",
         kind: List(|d, s| crate::route::edges::parse_cf_ip(s).map(|i| d.config.cf_ips.push(i))),
     },
     Opt {

@@ -185,18 +185,15 @@ pub fn parse_worker_endpoint(s: &str) -> Result<(CfEndpoint, Option<String>), St
 pub fn parse_tier_order(s: &str) -> Result<Vec<Tier>, String> {
     let mut tiers = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let tier = Tier::parse(name).ok_or_else(|| {
-            format!("unknown tier '{name}' (known: ws, front, worker, cfproxy, mtproto, tcp)")
-        })?;
+        let tier = Tier::parse(name)
+            .ok_or_else(|| format!("unknown tier '{name}' (known: {})", Tier::names()))?;
         if tiers.contains(&tier) {
             return Err(format!("tier '{name}' listed twice"));
         }
         tiers.push(tier);
     }
     if tiers.is_empty() {
-        return Err(
-            "must name at least one tier (ws, front, worker, cfproxy, mtproto, tcp)".into(),
-        );
+        return Err(format!("must name at least one tier ({})", Tier::names()));
     }
     Ok(tiers)
 }
@@ -362,6 +359,20 @@ mod tests {
         assert!(parse_dc_addr("2:2001:db8::1")
             .unwrap_err()
             .contains("brackets"));
+    }
+
+    /// Review (issue 22 part 4): the messages naming the known tiers left `cfproxy-ws` out
+    /// (`unknown tier 'cfproxy_ws' (known: ws, …, mtproto, tcp)`). Every tier is named, and
+    /// each one parses.
+    #[test]
+    fn tier_order_errors_name_every_tier() {
+        let unknown = parse_tier_order("cfproxy_ws").unwrap_err();
+        let none = parse_tier_order(" , ").unwrap_err();
+        for t in Tier::ALL {
+            assert!(unknown.contains(t.name()), "{unknown} misses {}", t.name());
+            assert!(none.contains(t.name()), "{none} misses {}", t.name());
+            assert_eq!(parse_tier_order(t.name()), Ok(vec![t]));
+        }
     }
 
     #[test]

@@ -101,9 +101,10 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
         "unpin" => no_arg().map(|()| Request::Unpin),
         "reload" => no_arg().map(|()| Request::Reload),
         "pin" => {
-            let a = one_arg(
-                "a TIER (ws, front, worker, cfproxy, mtproto, tcp) or a ROUTE (#N, TIER:DCn)",
-            )?;
+            let a = one_arg(&format!(
+                "a TIER ({}) or a ROUTE (#N, TIER:DCn)",
+                Tier::names()
+            ))?;
             match Tier::parse(&a.to_ascii_lowercase()) {
                 Some(t) => Ok(Request::Pin(PinTarget::Tier(t))),
                 None => route(a).map(|r| Request::Pin(PinTarget::Route(r))),
@@ -131,9 +132,8 @@ fn route(a: &str) -> Result<RouteSel, String> {
         return digits.parse().map(RouteSel::Id).map_err(|_| bad());
     }
     let (tier, dc) = a.split_once(':').ok_or_else(bad)?;
-    let tier = Tier::parse(&tier.to_ascii_lowercase()).ok_or_else(|| {
-        format!("'{tier}' is not a tier (ws, front, worker, cfproxy, mtproto, tcp)")
-    })?;
+    let tier = Tier::parse(&tier.to_ascii_lowercase())
+        .ok_or_else(|| format!("'{tier}' is not a tier ({})", Tier::names()))?;
     let lower = dc.to_ascii_lowercase();
     let mut rest = lower.strip_prefix("dc").ok_or_else(bad)?;
     let media = rest.ends_with('m');
@@ -164,6 +164,27 @@ mod tests {
 
     fn err(s: &[u8]) -> String {
         parse(s).expect_err(&format!("{s:?} parsed"))
+    }
+
+    /// Review (issue 22 part 4): `pin`'s messages named every tier but `cfproxy-ws`, which
+    /// `pin` and `TIER:DCn` take like the others.
+    #[test]
+    fn pin_messages_name_every_tier_and_take_cfproxy_ws() {
+        let needs = err(b"pin");
+        let not_tier = err(b"probe cloud:DC2");
+        for t in Tier::ALL {
+            assert!(needs.contains(t.name()), "{needs} misses {}", t.name());
+            assert!(
+                not_tier.contains(t.name()),
+                "{not_tier} misses {}",
+                t.name()
+            );
+        }
+        assert_eq!(
+            ok("pin cfproxy-ws"),
+            Request::Pin(PinTarget::Tier(Tier::CfProxyWs))
+        );
+        assert!(matches!(ok("probe cfproxy-ws:DC2"), Request::Probe(_)));
     }
 
     #[test]

@@ -773,4 +773,140 @@ mod tests {
         // destination: the route's timeout, as before.
         assert_eq!(timed_out_through(&[5, 0], 3), Failure::Timeout);
     }
+
+    /// Drives a plain `ws://` dial (the `cfproxy-ws` tier) to the listener `front`, which
+    /// reads the upgrade request and answers with `answer(request)` in one write, then closes
+    /// its end if `close`. Returns the dial's end: the upstream ready, or its failure.
+    fn plain_ws_dial(
+        answer: impl FnOnce(&str) -> Vec<u8>,
+        close: bool,
+    ) -> Result<Upstream, Failure> {
+        use std::io::{Read, Write};
+        let front = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let spec = DialSpec {
+            addr: front.local_addr().unwrap(),
+            kind: DialKind::Ws {
+                host: "kws2.example.com".into(),
+                sni: None,
+                path: "/apiws".into(),
+                subprotocol: true,
+                origin: None,
+                plain: true,
+            },
+        };
+        let poll = mio::Poll::new().unwrap();
+        let tls = crate::net::tls::client_config(None, false).unwrap();
+        let rng = &mut Rng::from_seed([3; 48]);
+        let mut dial = Dial::start(&spec, None, poll.registry(), Token(1), Duration::ZERO).unwrap();
+        let (mut side, _) = front.accept().unwrap();
+        side.set_nonblocking(true).unwrap();
+        let mut req = Vec::new();
+        let mut rounds = 0;
+        while !req.ends_with(b"\r\n\r\n") {
+            rounds += 1;
+            assert!(rounds < 5_000, "no upgrade request: {req:?}");
+            assert!(matches!(dial.drive(&tls, 0, rng), DialStep::Pending));
+            let mut buf = [0u8; 1024];
+            match side.read(&mut buf) {
+                Ok(0) => panic!("closed"),
+                Ok(n) => req.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let req = String::from_utf8(req).unwrap();
+        side.write_all(&answer(&req)).unwrap();
+        if close {
+            side.shutdown(std::net::Shutdown::Both).unwrap();
+        }
+        for _ in 0..5_000 {
+            match dial.drive(&tls, 0, rng) {
+                DialStep::Pending => std::thread::sleep(Duration::from_millis(1)),
+                DialStep::Ready(up) => {
+                    // `side` lives until here, so the stream is still open.
+                    drop(side);
+                    return Ok(up);
+                }
+                DialStep::Failed { failure, .. } => return Err(failure),
+            }
+        }
+        panic!("the dial never ended");
+    }
+
+    /// The `101` for the upgrade request `req` (its `Sec-WebSocket-Key` accepted).
+    fn switching(req: &str) -> Vec<u8> {
+        let key = req
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("sec-websocket-key: ")
+                    .or(l.strip_prefix("Sec-WebSocket-Key: "))
+            })
+            .expect("a key");
+        let accept = tungstenite::handshake::derive_accept_key(key.trim().as_bytes());
+        format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: binary\r\n\r\n"
+        )
+        .into_bytes()
+    }
+
+    /// Review (issue 22 part 4): a `ws://` front whose first bytes come in the same segment
+    /// as its `101` (nothing in between to make two reads of them, as no TLS record cuts the
+    /// stream here). The plain request carries no TLS, and those bytes reach the relay
+    /// through the upstream, not tungstenite's buffer that the upgrade drops.
+    #[test]
+    fn a_plain_ws_front_sending_data_with_its_101_loses_none_of_it() {
+        let data = [0x82u8, 0x04, b'd', b'a', b't', b'a'];
+        let up = plain_ws_dial(
+            |req| {
+                assert!(req.starts_with("GET /apiws HTTP/1.1\r\n"), "{req}");
+                assert!(req.contains("kws2.example.com"), "{req}");
+                let mut a = switching(req);
+                a.extend_from_slice(&data);
+                a
+            },
+            true,
+        );
+        let mut up = up.expect("upgraded");
+        assert!(matches!(&up, Upstream::Ws(t) if t.is_plain()));
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        for _ in 0..5_000 {
+            match std::io::Read::read(&mut up, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(got, data);
+    }
+
+    /// Review (issue 22 part 4): a `ws://` front that closes in the middle of its answer (half
+    /// a status line, or a head without its blank line) fails the dial as `closed-early`, as
+    /// the same close does over TLS; it is never taken for an upgraded stream.
+    #[test]
+    fn a_plain_ws_front_closing_mid_upgrade_is_closed_early() {
+        for cut in [
+            b"HTTP/1.1 10".to_vec(),
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n".to_vec(),
+        ] {
+            let r = plain_ws_dial(|_| cut.clone(), true);
+            assert_eq!(
+                r.err(),
+                Some(Failure::ClosedEarly),
+                "{:?}",
+                String::from_utf8_lossy(&cut)
+            );
+        }
+        // Nothing at all before the close.
+        assert_eq!(
+            plain_ws_dial(|_| Vec::new(), true).err(),
+            Some(Failure::ClosedEarly)
+        );
+    }
 }

@@ -1122,6 +1122,50 @@ mod tests {
         assert_eq!(hosts(false), vec![("kws4.mydomain.com".to_string(), at)]);
     }
 
+    /// Review (issue 22 part 4): `--cf-ip` edges apply to the `cfproxy-ws` tier as to
+    /// `cfproxy` (docs/protocol.md §4.3): one route per edge, dialled at the edge on
+    /// `--cf-ws-port` as plain `ws://`, the names unchanged; labelled `ws://…@edge:port`.
+    #[test]
+    fn cfproxy_ws_through_an_edge_dials_the_edge_on_the_ws_port() {
+        let mut cfg = Config::with_secrets(Vec::new());
+        cfg.tier_order = vec![Tier::CfProxy, Tier::CfProxyWs];
+        cfg.cfproxy_ws = true;
+        cfg.cf_ws_port = 8080;
+        cfg.cf_domains = vec![CfEndpoint {
+            host: "mydomain.com".into(),
+            port: 443,
+        }];
+        cfg.cf_ips = vec![crate::route::edges::parse_cf_ip("127.0.0.7").unwrap()];
+        let listen = "127.0.0.1:1443".parse().unwrap();
+        let mut t = Table::new();
+        let mut rng = crate::rng::Rng::from_seed([1; 48]);
+        let (edges, _) = Edges::new(&cfg.cf_ips, 3, &mut rng);
+        t.set_edges(edges, &cfg, listen);
+        let ids = t.routes_for(dc2(), &cfg, listen);
+        let labels: Vec<String> = ids.iter().map(|&i| t.routes[i].label()).collect();
+        assert_eq!(
+            labels,
+            vec![
+                "cfproxy:DC2 kws2.my…@127.0.0.7:443",
+                "cfproxy-ws:DC2 ws://kws2.my…@127.0.0.7:8080"
+            ]
+        );
+        let r = &t.routes[ids[1]];
+        assert_eq!(r.edge(), Some("127.0.0.7".parse().unwrap()));
+        let specs = r.dial_specs(&mut |_| None);
+        assert_eq!(specs.len(), 1, "the edge needs no DNS answer: {specs:?}");
+        assert_eq!(specs[0].addr, "127.0.0.7:8080".parse().unwrap());
+        match &specs[0].kind {
+            DialKind::Ws {
+                host,
+                sni: None,
+                plain: true,
+                ..
+            } => assert_eq!(host, "kws2.mydomain.com"),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn redaction_hides_private_names() {
         assert_eq!(redact("myproxy.someone.workers.dev"), "my…workers.dev");

@@ -27,11 +27,14 @@ pub enum Outcome {
     ClosedEarly,
     /// A reply arrived but is not a valid `resPQ` for our nonce (or its framing is broken).
     BadReply,
-    /// TCP connect refused or timed out: nothing answers at that address (or it is blocked).
+    /// TCP connect refused, timed out or no route to the host (`EHOSTUNREACH`: on the local
+    /// network, nothing answered its address): nothing answers at that address (or it is
+    /// blocked).
     ConnectFailed,
-    /// The connect failed in this host's OS before any packet left: network or host
-    /// unreachable, no local address (`ENETUNREACH`, `ENETDOWN`, `EHOSTUNREACH`,
-    /// `EADDRNOTAVAIL`): the local network is down, not the proxy.
+    /// The connect failed in this host's OS before any packet left: network unreachable or
+    /// down, no local address (`ENETUNREACH`, `ENETDOWN`, `EADDRNOTAVAIL`): the local network
+    /// is down, not the proxy. (`EHOSTUNREACH` is [`Outcome::ConnectFailed`]: a LAN address
+    /// that does not answer.)
     NetworkDown,
 }
 
@@ -125,11 +128,14 @@ pub fn probe_once(opts: &ClientOptions, rng: &mut Rng) -> Attempt {
 }
 
 /// True for a connect error of this host's network (the OS refused to send): see
-/// [`Outcome::NetworkDown`].
+/// [`Outcome::NetworkDown`]. `EHOSTUNREACH` is not one: on Linux a connect gets it when the
+/// address is on the local network and nothing answers there (its ARP or neighbour lookup
+/// failed: a router switched off, a mistyped LAN address), which is "nothing answers at the
+/// address", not this host's network being down.
 fn is_network_down(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::ENETUNREACH | libc::ENETDOWN | libc::EHOSTUNREACH | libc::EADDRNOTAVAIL)
+        Some(libc::ENETUNREACH | libc::ENETDOWN | libc::EADDRNOTAVAIL)
     )
 }
 
@@ -399,6 +405,21 @@ pub(super) mod tests {
             Summary::from(&[attempt(Outcome::Ok, 3)]).diagnosis(&[]),
             None
         );
+    }
+
+    /// Review (issue 23 §6): a LAN address that does not answer (its ARP lookup fails, a
+    /// router switched off or a mistyped address) fails the connect with `EHOSTUNREACH`; that
+    /// is nothing answering at the address, not this host's network being down (whose
+    /// diagnosis says "not the proxy"). The OS errors of a host without a network stay
+    /// NETWORK_DOWN.
+    #[test]
+    fn no_route_to_a_lan_host_is_not_this_hosts_network_down() {
+        let os = io::Error::from_raw_os_error;
+        assert!(!is_network_down(&os(libc::EHOSTUNREACH)));
+        for e in [libc::ENETUNREACH, libc::ENETDOWN, libc::EADDRNOTAVAIL] {
+            assert!(is_network_down(&os(e)), "{}", os(e));
+        }
+        assert!(!is_network_down(&os(libc::ECONNREFUSED)));
     }
 
     #[test]

@@ -55,8 +55,8 @@ USAGE: tg-ws-proxy probe [--server] HOST:PORT [--secret HEX] [OPTIONS]
 const HELP_TAIL: &str = "\
 Outcomes: OK, TIMEOUT (connected, no resPQ in time), CLOSED (closed or reset before the
 reply; with down=0B the init was answered by a close: a wrong secret, or a proxy with no route),
-BAD_REPLY, CONNECT_FAILED (refused or not answering), NETWORK_DOWN (the OS refused to send:
-network unreachable, no local address). After the summary, a `diagnosis:` line says which of
+BAD_REPLY, CONNECT_FAILED (refused, not answering, or no route to that host), NETWORK_DOWN
+(the OS refused to send: network unreachable, no local address). After the summary, a `diagnosis:` line says which of
 these the failures were.
 
 Exit status: 0 if every attempt got a resPQ, 1 otherwise, 2 on bad flags.
