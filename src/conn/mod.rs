@@ -483,6 +483,7 @@ impl Conn {
             bytes_down: self.info.meter.bytes_down,
             by_upstream,
             after_ping,
+            pooled: self.info.connect_rtt.is_none(),
         };
         ctx.ladder
             .observe(Observation::SessionEnded { route, end }, ctx.now);

@@ -81,6 +81,8 @@ pub struct SessionEnd {
     /// The upstream ended it within `--short-session` after our WS ping, before any further
     /// downstream byte (docs/design.md §5 keepalive: the route's front closes on pings).
     pub after_ping: bool,
+    /// The upstream came from the route's warm pool (its relay init went out at handover).
+    pub pooled: bool,
 }
 
 /// A fact the ladder learns from.

@@ -169,7 +169,11 @@ impl<U: Pooled> Ladder<U> {
         if let Some(change) = self.count_short(route, end, now) {
             return Some(change);
         }
-        let asked_got_nothing = end.bytes_up > 0 && end.bytes_down == 0;
+        // A pooled upstream the front hung up on at handover counts as asked even before the
+        // client's first bytes were relayed: our relay init was its request (under load the
+        // hang-up can be read before the client's request, which then never goes up).
+        let asked = end.bytes_up > 0 || (end.pooled && end.by_upstream);
+        let asked_got_nothing = asked && end.bytes_down == 0;
         if !asked_got_nothing {
             return None;
         }

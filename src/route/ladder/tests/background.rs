@@ -200,6 +200,7 @@ fn asked_and_got_nothing_probes_a_route_that_carried_traffic_a_moment_ago() {
         bytes_down: 0,
         by_upstream: false,
         after_ping: false,
+        pooled: false,
     };
     l.observe(Observation::SessionEnded { route: worker, end }, 2_000);
     assert_eq!(probes_of(&drain(&mut l, 2_000)), vec![worker]);
@@ -295,6 +296,7 @@ fn doubt_end(l: &mut Ladder<Fake>, route: RouteId, connected_at: u64, now: u64) 
         bytes_down: 0,
         by_upstream: false,
         after_ping: false,
+        pooled: false,
     };
     l.observe(Observation::SessionEnded { route, end }, now);
 }

@@ -211,6 +211,7 @@ fn total_outage_through_a_warm_pool_pooled_sessions_teach_their_route() {
         bytes_down: 0,
         by_upstream: true,
         after_ping: false,
+        pooled: false,
     };
     l.observe(Observation::SessionEnded { route: ws, end }, 120);
     assert_eq!(l.route(ws).health.state(), State::Suspect);
@@ -222,6 +223,53 @@ fn total_outage_through_a_warm_pool_pooled_sessions_teach_their_route() {
     l.observe(Observation::SessionEnded { route: ws, end }, 130);
     assert!(matches!(l.route(ws).health.state(), State::Down { .. }));
     assert_eq!(plan(&mut l, 140)[0], worker, "new sessions move on");
+}
+
+/// The same outage seen under load: the front's hang-up on a pooled upstream is read before
+/// the client's request was relayed (0 bytes up). Still a failure of the route — our relay init
+/// was the request — so the first such session makes it suspect; a dialled upstream ended by
+/// the client before asking anything stays no evidence, as before.
+#[test]
+fn a_pooled_upstream_hung_up_before_the_clients_request_still_counts() {
+    let c = cfg();
+    let mut l = ladder(&c);
+    let (ws, _, _) = ids(&mut l);
+    probe_ok(&mut l, ws, 0);
+    let end = |pooled, by_upstream| SessionEnd {
+        connected_at: 100,
+        bytes_up: 0,
+        bytes_down: 0,
+        by_upstream,
+        after_ping: false,
+        pooled,
+    };
+    l.observe(
+        Observation::SessionEnded {
+            route: ws,
+            end: end(false, true),
+        },
+        110,
+    );
+    assert!(
+        is_up(&l, ws),
+        "a dialled upstream, nothing asked: no evidence"
+    );
+    l.observe(
+        Observation::SessionEnded {
+            route: ws,
+            end: end(true, false),
+        },
+        115,
+    );
+    assert!(is_up(&l, ws), "the client left: no evidence");
+    l.observe(
+        Observation::SessionEnded {
+            route: ws,
+            end: end(true, true),
+        },
+        120,
+    );
+    assert_eq!(l.route(ws).health.state(), State::Suspect);
 }
 
 #[test]
@@ -240,6 +288,7 @@ fn hedge_delay_is_zero_while_the_first_probe_runs_then_the_default_then_twice_th
                 bytes_down: 0,
                 by_upstream: false,
                 after_ping: false,
+                pooled: false,
             },
         },
         0,
@@ -385,6 +434,7 @@ fn a_state_change_leaves_existing_sessions_alone() {
         bytes_down: 900_000,
         by_upstream: false,
         after_ping: false,
+        pooled: false,
     };
     assert!(l
         .observe(Observation::SessionEnded { route: ws, end }, 60_000)
@@ -423,6 +473,7 @@ fn a_prompt_close_by_a_client_that_got_bytes_is_not_a_route_failure() {
             bytes_down: down,
             by_upstream,
             after_ping: false,
+            pooled: false,
         };
         assert!(l
             .observe(Observation::SessionEnded { route: ws, end }, 20)
@@ -439,6 +490,7 @@ fn a_prompt_close_by_a_client_that_got_bytes_is_not_a_route_failure() {
         bytes_down: 0,
         by_upstream: true,
         after_ping: false,
+        pooled: false,
     };
     assert!(l
         .observe(Observation::SessionEnded { route: ws, end }, 120_000)

@@ -19,6 +19,7 @@ fn ended(
         bytes_down,
         by_upstream,
         after_ping: false,
+        pooled: false,
     };
     l.observe(Observation::SessionEnded { route, end }, end_at)
 }
@@ -131,6 +132,7 @@ fn a_route_whose_sessions_end_right_after_a_ping_is_not_pinged_again() {
         bytes_down: 50_000,
         by_upstream,
         after_ping,
+        pooled: false,
     };
     // Ends without a ping before them teach nothing about pings.
     for (by_upstream, t) in [(true, 60_000), (false, 70_000)] {
