@@ -401,9 +401,94 @@ pub fn initiate(tag: Tag, dc: i16, secret: Option<&[u8; 16]>, rng: &mut Rng) -> 
     }
 }
 
+/// The key and IV a client that sent `init` with secret key `secret` decrypts what we send
+/// with (§1.3, "us → client": SHA-256(`R[0..32)` ‖ key), `R[32..48)`, keystream from 0): the
+/// material [`initiate_aligned`] puts into a relay init.
+pub fn client_downstream_key(init: &[u8; 64], secret: &[u8; 16]) -> ([u8; 32], [u8; 16]) {
+    let (_, rev) = materials(init);
+    derive(&rev, Some(secret))
+}
+
+/// A relay init toward Telegram (§3.1, no secret) whose **downstream** keystream is the
+/// client's: `init[8..56)` = reverse(`key` ‖ `iv`), so the DC's "us → peer" cipher (raw key
+/// `R'[0..32)`, IV `R'[32..48)` of the reversed bytes) is AES-256-CTR with `key`/`iv` from
+/// position 0 — exactly what the client decrypts with (`client_downstream_key`). Bytes
+/// `[0..8)` are random, redrawn while [`is_reserved`]; `[56..64)` carry the tag and DC as in
+/// [`initiate`]. Upload keeps a cipher of its own (one init fixes both directions; only one
+/// can be aligned). docs/design.md "key-aligned relay init" (issue 24 part 1).
+pub fn initiate_aligned(
+    tag: Tag,
+    dc: i16,
+    key: &[u8; 32],
+    iv: &[u8; 16],
+    rng: &mut Rng,
+) -> Initiated {
+    let mut init = [0u8; 64];
+    let mut material = [0u8; 48];
+    material[..32].copy_from_slice(key);
+    material[32..].copy_from_slice(iv);
+    material.reverse();
+    init[8..56].copy_from_slice(&material);
+    loop {
+        rng.fill(&mut init[..8]);
+        if !is_reserved(&init) {
+            break;
+        }
+    }
+    let mut tail = [0u8; 2];
+    rng.fill(&mut tail);
+    init[56..60].copy_from_slice(&tag.bytes());
+    init[60..62].copy_from_slice(&dc.to_le_bytes());
+    init[62..64].copy_from_slice(&tail);
+    let (fwd, rev) = materials(&init);
+    let mut encrypt = cipher_for(&fwd, None);
+    let mut wire = init;
+    encrypt.apply(&mut wire);
+    init[56..64].copy_from_slice(&wire[56..64]);
+    Initiated {
+        init,
+        encrypt,
+        decrypt: cipher_for(&rev, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 24 part 1: for every tag, DC sign, a test DC and random secrets, the DC's
+    /// downstream keystream for an aligned relay init equals the keystream the client decrypts
+    /// with, from position 0; the DC reads the tag and DC index; the init is never reserved.
+    #[test]
+    fn an_aligned_relay_init_gives_the_dc_the_clients_downstream_keystream() {
+        let mut rng = Rng::from_seed([7; 48]);
+        for tag in TAGS {
+            for dc in DCS {
+                for _ in 0..8 {
+                    let mut secret = [0u8; 16];
+                    rng.fill(&mut secret);
+                    // The client: its init and the cipher it decrypts our bytes with.
+                    let mut client = initiate(tag, dc, Some(&secret), &mut rng);
+                    // Us: accept it, derive its downstream material, build the relay init.
+                    let acc = accept(&client.init, &[secret]).unwrap();
+                    assert_eq!((acc.tag, acc.dc), (tag, dc));
+                    let (key, iv) = client_downstream_key(&client.init, &secret);
+                    let relay = initiate_aligned(tag, dc, &key, &iv, &mut rng);
+                    assert!(!is_reserved(&relay.init));
+                    // The DC: accepts the relay init raw; what it encrypts down is what the
+                    // client decrypts.
+                    let mut dc_side = accept_raw(&relay.init).unwrap();
+                    assert_eq!((dc_side.tag, dc_side.dc), (tag, dc));
+                    assert_eq!(ks(&mut dc_side.encrypt, 300), ks(&mut client.decrypt, 300));
+                    // Our own relay-side decrypt cipher is the same keystream too, so our
+                    // view of the bytes stays right while they pass untouched.
+                    let mut ours = relay.decrypt;
+                    let mut acc_enc = acc.encrypt;
+                    assert_eq!(ks(&mut ours, 64), ks(&mut acc_enc, 64));
+                }
+            }
+        }
+    }
 
     fn unhex(s: &str) -> Vec<u8> {
         decode_hex(s.as_bytes()).expect("test hex")
