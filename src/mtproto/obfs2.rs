@@ -386,9 +386,16 @@ pub fn initiate(tag: Tag, dc: i16, secret: Option<&[u8; 16]>, rng: &mut Rng) -> 
             break;
         }
     }
+    // [62..64) keep their random bytes from the draw.
+    seal(init, tag, dc, secret)
+}
+
+/// Finishes an init whose `[0..56)` and `[62..64)` are set: (tag ‖ dc i16 LE ‖ `[62..64)`)
+/// XOR keystream`[56..64)` into `[56..64)`, and the two ciphers (§3.1; hashed with `secret`
+/// when given, §1.3).
+fn seal(mut init: [u8; 64], tag: Tag, dc: i16, secret: Option<&[u8; 16]>) -> Initiated {
     init[56..60].copy_from_slice(&tag.bytes());
     init[60..62].copy_from_slice(&dc.to_le_bytes());
-    // [62..64) keep their random bytes from the draw.
     let (fwd, rev) = materials(&init);
     let mut encrypt = cipher_for(&fwd, secret);
     let mut wire = init;
@@ -435,21 +442,8 @@ pub fn initiate_aligned(
             break;
         }
     }
-    let mut tail = [0u8; 2];
-    rng.fill(&mut tail);
-    init[56..60].copy_from_slice(&tag.bytes());
-    init[60..62].copy_from_slice(&dc.to_le_bytes());
-    init[62..64].copy_from_slice(&tail);
-    let (fwd, rev) = materials(&init);
-    let mut encrypt = cipher_for(&fwd, None);
-    let mut wire = init;
-    encrypt.apply(&mut wire);
-    init[56..64].copy_from_slice(&wire[56..64]);
-    Initiated {
-        init,
-        encrypt,
-        decrypt: cipher_for(&rev, None),
-    }
+    rng.fill(&mut init[62..64]);
+    seal(init, tag, dc, None)
 }
 
 #[cfg(test)]
