@@ -12,6 +12,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::client::{ClientOptions, MtClient};
+use crate::error::Failure;
 use crate::mtproto::obfs2::SecretKind;
 use crate::mtproto::packet;
 use crate::rng::Rng;
@@ -132,10 +133,12 @@ pub fn probe_once(opts: &ClientOptions, rng: &mut Rng) -> Attempt {
 /// address is on the local network and nothing answers there (its ARP or neighbour lookup
 /// failed: a router switched off, a mistyped LAN address), which is "nothing answers at the
 /// address", not this host's network being down.
+/// The dialler's own OS-error classes say it (`net::dial::classify_io`, what `check` counts as
+/// "network only": network unreachable or down, no local address).
 fn is_network_down(e: &io::Error) -> bool {
     matches!(
-        e.raw_os_error(),
-        Some(libc::ENETUNREACH | libc::ENETDOWN | libc::EADDRNOTAVAIL)
+        crate::net::dial::classify_io(e),
+        Failure::NetUnreachable | Failure::AddrUnavailable
     )
 }
 
