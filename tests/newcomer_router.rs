@@ -171,21 +171,7 @@ rc() {{
 	TG_ROOT="$E" STUB_DIR="$S" UCI_CONFIG_DIR="$R/etc/config" PROCD_RECORD="$D/procd.calls" \
 		LOGGER_RECORD="$D/logger.calls" "$BB" sh "$S/rc.common" "$R/etc/init.d/tg-ws-proxy" "$@"
 }}
-alive() {{
-	[ -s "$PIDF" ] || return 1
-	p="$(cat "$PIDF")"
-	[ -r "/proc/$p/stat" ] || return 1
-	set -- $(cat "/proc/$p/stat")
-	[ "$3" != Z ]
-}}
-stop() {{
-	if [ -s "$PIDF" ]; then
-		kill "$(cat "$PIDF")" 2>/dev/null
-		i=0
-		while alive && [ "$i" -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-	fi
-	rm -f "$PIDF"
-}}
+{procs}
 echo "$1" >>"$D/calls"
 case "$1" in
 start | restart)
@@ -217,6 +203,7 @@ exit 0
         dir = dir.display(),
         stubs = data_path("openwrt").display(),
         busybox = busybox().display(),
+        procs = service_process_fns(200),
     )
 }
 

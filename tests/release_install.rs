@@ -202,21 +202,7 @@ fn service_script(root: &Path, dir: &Path) -> String {
 R='{root}'
 D='{dir}'
 PIDF="$D/pid"
-alive() {{
-	[ -s "$PIDF" ] || return 1
-	p="$(cat "$PIDF")"
-	[ -r "/proc/$p/stat" ] || return 1
-	set -- $(cat "/proc/$p/stat")
-	[ "$3" != Z ]
-}}
-stop() {{
-	if [ -s "$PIDF" ]; then
-		kill "$(cat "$PIDF")" 2>/dev/null
-		i=0
-		while alive && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-	fi
-	rm -f "$PIDF"
-}}
+{procs}
 echo "$1" >>"$D/calls"
 case "$1" in
 start | restart)
@@ -236,6 +222,7 @@ exit 0
         dir = dir.display(),
         args = args.join(" "),
         resolv = resolv.display(),
+        procs = service_process_fns(100),
     )
 }
 

@@ -365,3 +365,27 @@ fn serve_one(mut c: TcpStream, dir: &Path) {
         None => c.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n"),
     };
 }
+
+/// The shell functions of the procd stand-ins (tests/release_install.rs,
+/// tests/newcomer_router.rs) that keep the service's process in `$PIDF`: `alive` — that pid
+/// runs and is not a zombie; `stop` — ends it, waiting up to `wait_tenths` × 0.1 s, and
+/// forgets it.
+pub fn service_process_fns(wait_tenths: u32) -> String {
+    format!(
+        r#"alive() {{
+	[ -s "$PIDF" ] || return 1
+	p="$(cat "$PIDF")"
+	[ -r "/proc/$p/stat" ] || return 1
+	set -- $(cat "/proc/$p/stat")
+	[ "$3" != Z ]
+}}
+stop() {{
+	if [ -s "$PIDF" ]; then
+		kill "$(cat "$PIDF")" 2>/dev/null
+		i=0
+		while alive && [ "$i" -lt {wait_tenths} ]; do sleep 0.1; i=$((i + 1)); done
+	fi
+	rm -f "$PIDF"
+}}"#
+    )
+}
