@@ -203,36 +203,26 @@ fn at_edge(name: String, port: u16, edge: Option<IpAddr>) -> String {
     }
 }
 
-/// `kws2.web.telegram.org@149.154.167.220:443` or `149.154.167.50:443` (Worker/CF names are
+/// `kws2.web.telegram.org@149.154.167.220:443`, `149.154.167.50:443` or, without TLS, `ws://kws2.e…@IP:80` (Worker/CF names are
 /// redacted).
 pub fn spec_label(spec: &DialSpec, tier: Tier) -> String {
     match &spec.kind {
         DialKind::Tcp | DialKind::Mtproto { .. } => spec.addr.to_string(),
         DialKind::Tls { host } => format!("{}@{}", redact(host), spec.addr),
         DialKind::Ws {
-            host,
-            sni,
-            plain: true,
-            ..
+            host, sni, plain, ..
         } => {
-            let host = if tier == Tier::CfProxyWs {
-                redact_kws(host)
-            } else {
-                redact(host)
-            };
-            debug_assert!(sni.is_none());
-            format!("ws://{host}@{}", spec.addr)
-        }
-        DialKind::Ws { host, sni, .. } => {
             let host = match tier {
-                Tier::CfProxy => redact_kws(host),
+                Tier::CfProxy | Tier::CfProxyWs => redact_kws(host),
                 t if t.is_cloudflare() => redact(host),
                 _ => host.clone(),
             };
+            // `ws://` marks a dial without TLS (the cfproxy-ws tier).
+            let scheme = if *plain { "ws://" } else { "" };
             match sni {
                 // Fronting: `SNI/Host@addr` (the fronting name is public, not redacted).
-                Some(sni) => format!("{sni}/{host}@{}", spec.addr),
-                None => format!("{host}@{}", spec.addr),
+                Some(sni) => format!("{scheme}{sni}/{host}@{}", spec.addr),
+                None => format!("{scheme}{host}@{}", spec.addr),
             }
         }
     }
